@@ -1,0 +1,33 @@
+//! The Ternio wire contract, version 1, with no I/O.
+//!
+//! This crate owns every byte that a Ternio server and client exchange:
+//!
+//! - [`frame`]: the 7-byte [`Header`](frame::Header), its [`Flags`](frame::Flags),
+//!   the incremental [`FrameDecoder`](frame::FrameDecoder) for length-prefixed
+//!   streams, and frame encoding;
+//! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
+//!   strings, zero-copy [`Bytes`](bytes::Bytes), vectors, options, arrays);
+//! - [`packet`]: the [`Packet`](packet::Packet) trait that ties a type to its opcode;
+//! - [`system`]: `PING`, `PONG`, `DISCONNECT` and `HANDSHAKE`;
+//! - [`error`]: error codes, disconnect reasons and decoding errors;
+//! - [`reply`]: how a handler's return value becomes a response frame.
+//!
+//! The server (`ternio`) and the client (`ternio-client`) both use it; neither
+//! frames or encodes by hand.
+
+// Lets `#[derive(Packet)]` name this crate as `::ternio_protocol` from inside it.
+extern crate self as ternio_protocol;
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod packet;
+pub mod reply;
+pub mod system;
+
+pub use bytes::{Bytes, BytesMut};
+pub use codec::{Decode, Encode, Reader};
+pub use error::{DecodeError, DisconnectReason, ErrorCode, FrameError};
+pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
+pub use packet::Packet;
+pub use reply::{AppError, HandlerError, IntoReply, ReplySink};

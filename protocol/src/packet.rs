@@ -1,0 +1,20 @@
+//! The [`Packet`] trait: a type with a field encoding and an opcode.
+
+use crate::codec::{Decode, Encode};
+
+/// A message type with its own opcode. Derive it with `#[derive(Packet)]`
+/// and `#[packet(opcode = 0x0001)]`.
+///
+/// Application opcodes are `0x0000..=0xFEFF`; the derive refuses the system
+/// range `0xFF00..=0xFFFF`, which only [`system`](crate::system) packets use.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Ternio packet",
+    label = "expected a type with #[derive(Packet)]",
+    note = "add #[derive(Packet)] and #[packet(opcode = 0x....)] to the type"
+)]
+pub trait Packet: Encode + Decode + Send + Sync + 'static {
+    /// The opcode in the frame header.
+    const OPCODE: u16;
+    /// The type's name, for logs and error messages.
+    const NAME: &'static str;
+}

@@ -1,0 +1,95 @@
+//! How a handler's return value becomes the answer to a request (section 2):
+//! a packet, an acknowledgement for `()`, or an error for `Err`.
+
+use std::fmt;
+
+use crate::packet::Packet;
+
+/// Where a reply is written: the server writes it as a frame straight into
+/// the connection's outbound buffer, or keeps it for later.
+pub trait ReplySink {
+    /// What writing the reply yields.
+    type Output;
+    /// The reply is `packet`, with its own opcode.
+    fn packet<P: Packet>(self, packet: &P) -> Self::Output;
+    /// The reply is an acknowledgement: an empty body with the request's opcode.
+    fn ack(self) -> Self::Output;
+    /// The reply is an error with `code` and `message`.
+    fn error(self, code: u16, message: &dyn fmt::Display) -> Self::Output;
+}
+
+/// A value a handler may return: a packet, `()`, or `Result<T, E>` where
+/// `T` is one of those and `E` an [`AppError`].
+#[diagnostic::on_unimplemented(
+    message = "a handler cannot return `{Self}`",
+    label = "not a packet, `()`, or `Result<_, E>` with `E: AppError`",
+    note = "return a #[derive(Packet)] type, `()`, or `Result<T, E>` where `E` implements `ternio::AppError`"
+)]
+pub trait IntoReply {
+    /// Writes the reply into `sink`.
+    fn into_reply<S: ReplySink>(self, sink: S) -> S::Output;
+}
+
+impl<P: Packet> IntoReply for P {
+    fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
+        sink.packet(&self)
+    }
+}
+
+impl IntoReply for () {
+    fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
+        sink.ack()
+    }
+}
+
+impl<T: IntoReply, E: AppError> IntoReply for Result<T, E> {
+    fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
+        match self {
+            Ok(value) => value.into_reply(sink),
+            Err(error) => sink.error(error.code(), &error),
+        }
+    }
+}
+
+/// An error a handler returns: its code and, through `Display`, its message.
+///
+/// Application codes are 100 and above. A handler may also use one of the
+/// contract's codes 1 to 10 on purpose (say 3, `UNAUTHORIZED`); the server
+/// turns 0 and the unassigned 11 to 99 into 7, `INTERNAL`.
+pub trait AppError: fmt::Display {
+    /// The error code sent to the client.
+    fn code(&self) -> u16;
+}
+
+/// A ready-made [`AppError`]: a code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerError {
+    /// The error code.
+    pub code: u16,
+    /// The message.
+    pub message: String,
+}
+
+impl HandlerError {
+    /// An error with `code` (100 and above for applications) and `message`.
+    pub fn new(code: u16, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HandlerError {}
+
+impl AppError for HandlerError {
+    fn code(&self) -> u16 {
+        self.code
+    }
+}

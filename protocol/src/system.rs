@@ -1,0 +1,162 @@
+//! System packets (section 4) and the body of error responses (section 2).
+//!
+//! Error and `DISCONNECT` messages take the rest of the body as UTF-8 text
+//! with no length in front. A receiver reads invalid UTF-8 there lossily
+//! rather than failing: the text is for people, the code is for programs.
+
+use std::fmt::{self, Write};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::codec::{Decode, Encode, Reader};
+use crate::error::{DecodeError, DisconnectReason, ErrorCode};
+use crate::packet::Packet;
+
+/// Opcode of `HANDSHAKE` (section 5).
+pub const HANDSHAKE: u16 = 0xFF01;
+/// Opcode of `PING`.
+pub const PING: u16 = 0xFF02;
+/// Opcode of `PONG`.
+pub const PONG: u16 = 0xFF03;
+/// Opcode of `DISCONNECT`.
+pub const DISCONNECT: u16 = 0xFF04;
+
+/// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping {
+    /// The value to echo.
+    pub value: u64,
+}
+
+/// `PONG`: the `RESPONSE` to a `PING`, carrying its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pong {
+    /// The value of the `PING` answered.
+    pub value: u64,
+}
+
+macro_rules! u64_packet {
+    ($ty:ident, $opcode:expr, $name:literal) => {
+        impl Encode for $ty {
+            fn encode(&self, out: &mut BytesMut) {
+                self.value.encode(out);
+            }
+            fn encoded_len(&self) -> usize {
+                8
+            }
+        }
+        impl Decode for $ty {
+            const MIN_LEN: usize = 8;
+            fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                u64::decode(reader).map(|value| Self { value })
+            }
+        }
+        impl Packet for $ty {
+            const OPCODE: u16 = $opcode;
+            const NAME: &'static str = $name;
+        }
+    };
+}
+
+u64_packet!(Ping, PING, "PING");
+u64_packet!(Pong, PONG, "PONG");
+
+/// `DISCONNECT`: sent before closing on purpose, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disconnect {
+    /// Why the connection closes.
+    pub reason: DisconnectReason,
+    /// Words for people.
+    pub message: String,
+}
+
+impl Disconnect {
+    /// A `DISCONNECT` with the given reason and text.
+    pub fn new(reason: DisconnectReason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl Encode for Disconnect {
+    fn encode(&self, out: &mut BytesMut) {
+        out.put_u16_le(self.reason.to_u16());
+        out.put_slice(self.message.as_bytes());
+    }
+    fn encoded_len(&self) -> usize {
+        2 + self.message.len()
+    }
+}
+
+impl Decode for Disconnect {
+    const MIN_LEN: usize = 2;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let reason = DisconnectReason::from_u16(u16::decode(reader)?);
+        let message = String::from_utf8_lossy(&reader.read_rest()).into_owned();
+        Ok(Self { reason, message })
+    }
+}
+
+impl Packet for Disconnect {
+    const OPCODE: u16 = DISCONNECT;
+    const NAME: &'static str = "DISCONNECT";
+}
+
+/// The body of an error response: `code: u16`, then a UTF-8 message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorBody {
+    /// The error code.
+    pub code: ErrorCode,
+    /// Words for people.
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// Parses the body of a `RESPONSE | ERROR` frame.
+    pub fn parse(body: &Bytes) -> Result<Self, DecodeError> {
+        let mut reader = Reader::new(body);
+        let code = ErrorCode::from_u16(u16::decode(&mut reader)?);
+        let message = String::from_utf8_lossy(&reader.read_rest()).into_owned();
+        Ok(Self { code, message })
+    }
+
+    /// Appends an error body to `out`, formatting `message` in place.
+    pub fn write(out: &mut BytesMut, code: u16, message: &dyn fmt::Display) {
+        out.put_u16_le(code);
+        // Writing into a BytesMut cannot fail.
+        let _ = write!(out, "{message}");
+    }
+}
+
+impl fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disconnect_text_has_no_length_prefix() {
+        let mut out = BytesMut::new();
+        Disconnect::new(DisconnectReason::FrameTooLarge, "big").encode(&mut out);
+        assert_eq!(&out[..], [4, 0, b'b', b'i', b'g']);
+        let back = Disconnect::decode_body(&out.freeze()).unwrap();
+        assert_eq!(back.reason, DisconnectReason::FrameTooLarge);
+        assert_eq!(back.message, "big");
+    }
+
+    #[test]
+    fn error_body_round_trips() {
+        let mut out = BytesMut::new();
+        ErrorBody::write(&mut out, 1, &"no handler for 0x0042");
+        assert_eq!(&out[..2], [1, 0]);
+        let body = ErrorBody::parse(&out.freeze()).unwrap();
+        assert_eq!(body.code, ErrorCode::UnknownOpcode);
+        assert_eq!(body.message, "no handler for 0x0042");
+    }
+}
