@@ -1,1 +1,3 @@
+//! Packets shared by the example servers and clients.
 
+pub mod echo;

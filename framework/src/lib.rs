@@ -1,1 +1,65 @@
-//! placeholder
+//! Ternio: a realtime server framework.
+//!
+//! Define packets with `#[derive(Packet)]`, answer them in a
+//! `#[packet_controller]`, map a listener, run:
+//!
+//! ```no_run
+//! use ternio::{Bytes, Packet, Server, packet_controller};
+//!
+//! #[derive(Packet)]
+//! #[packet(opcode = 0x0001)]
+//! struct Echo {
+//!     payload: Bytes,
+//! }
+//!
+//! #[derive(Default)]
+//! struct EchoController;
+//!
+//! #[packet_controller]
+//! impl EchoController {
+//!     fn echo(request: Echo) -> Echo {
+//!         request
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = Server::builder().map_tcp("127.0.0.1:7001").build()?;
+//! server.run().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Controllers register themselves through `inventory`, and explicitly with
+//! [`ServerBuilder::controller`]. The wire contract lives in
+//! [`protocol`] (the `ternio-protocol` crate), re-exported here.
+
+// Lets the macros name this crate `::ternio` from inside it too.
+extern crate self as ternio;
+
+mod config;
+mod connection;
+mod context;
+mod dispatch;
+mod outbound;
+mod reply;
+mod server;
+mod transport;
+
+pub use ternio_protocol as protocol;
+pub use ternio_protocol::{
+    AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
+};
+
+pub use ternio_macros::{Codec, Packet, packet_controller};
+
+pub use config::ServerConfig;
+pub use context::{
+    ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
+};
+pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
+pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+}

@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use bytes::Bytes;
+
+use crate::error::DecodeError;
 use crate::packet::Packet;
 
 /// Where a reply is written: the server writes it as a frame straight into
@@ -92,4 +95,54 @@ impl AppError for HandlerError {
     fn code(&self) -> u16 {
         self.code
     }
+}
+
+/// A value a requester expects back: a packet, or `()` for an
+/// acknowledgement (an empty body with the request's opcode).
+pub trait Response: Sized {
+    /// Reads the value from a successful `RESPONSE` frame.
+    fn from_response(opcode: u16, body: &Bytes, request_opcode: u16) -> Result<Self, ResponseError>;
+}
+
+impl<P: Packet> Response for P {
+    fn from_response(opcode: u16, body: &Bytes, _request_opcode: u16) -> Result<Self, ResponseError> {
+        if opcode != P::OPCODE {
+            return Err(ResponseError::UnexpectedOpcode {
+                expected: P::OPCODE,
+                got: opcode,
+            });
+        }
+        Ok(P::decode_body(body)?)
+    }
+}
+
+impl Response for () {
+    fn from_response(opcode: u16, body: &Bytes, request_opcode: u16) -> Result<Self, ResponseError> {
+        if opcode != request_opcode {
+            return Err(ResponseError::UnexpectedOpcode {
+                expected: request_opcode,
+                got: opcode,
+            });
+        }
+        if !body.is_empty() {
+            return Err(ResponseError::Decode(DecodeError::TrailingBytes(body.len())));
+        }
+        Ok(())
+    }
+}
+
+/// A response that is not the one expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    /// The response carries another opcode than the expected type's.
+    #[error("expected a response with opcode {expected:#06X}, got {got:#06X}")]
+    UnexpectedOpcode {
+        /// The opcode of the expected type.
+        expected: u16,
+        /// The opcode received.
+        got: u16,
+    },
+    /// The body does not decode as the expected type.
+    #[error("the response does not decode: {0}")]
+    Decode(#[from] DecodeError),
 }

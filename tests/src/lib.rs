@@ -1,1 +1,292 @@
+//! What the end-to-end tests share: test packets, a controller that answers
+//! them, a server starter, and a raw connection for speaking bytes directly.
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Encode, Frame};
+use ternio::{
+    Context, HandlerError, Packet, Server, ServerBuilder, ServerHandle, State, packet_controller,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// 0x0001: echoed back.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0001)]
+pub struct Echo {
+    /// The bytes.
+    pub payload: Bytes,
+}
+
+/// 0x0010: asks for `a + b`.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0010)]
+pub struct Add {
+    /// Left.
+    pub a: i64,
+    /// Right.
+    pub b: i64,
+}
+
+/// 0x0011: the answer to [`Add`].
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0011)]
+pub struct Sum(pub i64);
+
+/// 0x0020: the handler fails with this code and message.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0020)]
+pub struct Fail {
+    /// The code.
+    pub code: u16,
+    /// The message.
+    pub message: String,
+}
+
+/// 0x0021: the synchronous handler panics.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0021)]
+pub struct Panic;
+
+/// 0x0022: the asynchronous handler panics after a sleep.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0022)]
+pub struct AsyncPanic;
+
+/// 0x0030: answered with [`Slept`] after `ms` milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0030)]
+pub struct Sleep {
+    /// Milliseconds to sleep.
+    pub ms: u32,
+    /// Sent back.
+    pub tag: u32,
+}
+
+/// 0x0031: the answer to [`Sleep`].
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0031)]
+pub struct Slept {
+    /// The request's tag.
+    pub tag: u32,
+}
+
+/// 0x0040: adds `by` to the shared counter; answered with an acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0040)]
+pub struct Bump {
+    /// How much.
+    pub by: u64,
+}
+
+/// 0x0041: asks for the shared counter.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0041)]
+pub struct GetCount;
+
+/// 0x0042: the shared counter.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0042)]
+pub struct Count(pub u64);
+
+/// 0x0050: asks who the server thinks the caller is.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0050)]
+pub struct WhoAmI;
+
+/// 0x0051: the caller's connection, as the server sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0051)]
+pub struct YouAre {
+    /// The connection id.
+    pub connection_id: u64,
+    /// The peer address.
+    pub peer: String,
+    /// The transport's name.
+    pub transport: String,
+}
+
+/// 0x0060: the server pushes `count` [`Note`]s, then acknowledges.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0060)]
+pub struct PushMe {
+    /// How many.
+    pub count: u32,
+}
+
+/// 0x0061: a push.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0061)]
+pub struct Note {
+    /// Its position.
+    pub seq: u32,
+}
+
+/// 0x0070: its handler requires encryption.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0070)]
+pub struct Secret;
+
+/// 0x0099: no handler answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0099)]
+pub struct Unhandled;
+
+/// The shared state of the test controller.
+#[derive(Default)]
+pub struct Counter {
+    /// The running total.
+    pub total: AtomicU64,
+}
+
+/// Answers every test packet.
+#[derive(Default)]
+pub struct TestController;
+
+#[packet_controller(explicit)]
+impl TestController {
+    fn echo(request: Echo) -> Echo {
+        request
+    }
+
+    fn add(&self, request: Add) -> Sum {
+        Sum(request.a + request.b)
+    }
+
+    fn fail(request: Fail) -> Result<Sum, HandlerError> {
+        Err(HandlerError::new(request.code, request.message))
+    }
+
+    fn panic(_request: Panic) -> Sum {
+        panic!("the test handler panics on purpose")
+    }
+
+    async fn async_panic(_request: AsyncPanic) -> Sum {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        panic!("the async test handler panics on purpose")
+    }
+
+    async fn sleep(request: Sleep) -> Slept {
+        tokio::time::sleep(Duration::from_millis(u64::from(request.ms))).await;
+        Slept { tag: request.tag }
+    }
+
+    fn bump(request: Bump, counter: State<Counter>) {
+        counter.total.fetch_add(request.by, Ordering::SeqCst);
+    }
+
+    fn get_count(_request: GetCount, counter: State<Counter>) -> Count {
+        Count(counter.total.load(Ordering::SeqCst))
+    }
+
+    fn who_am_i(_request: WhoAmI, ctx: &Context) -> YouAre {
+        YouAre {
+            connection_id: ctx.connection_id().0,
+            peer: ctx.peer_addr().to_string(),
+            transport: format!("{:?}", ctx.transport()),
+        }
+    }
+
+    async fn push_me(request: PushMe, ctx: Context) -> Result<(), HandlerError> {
+        for seq in 0..request.count {
+            ctx.push(&Note { seq })
+                .map_err(|error| HandlerError::new(100, error.to_string()))?;
+        }
+        Ok(())
+    }
+
+    #[handler(encrypted)]
+    fn secret(request: Secret) -> Secret {
+        request
+    }
+}
+
+/// A server with the test controller (explicitly, no discovery) on a free
+/// port of 127.0.0.1, after `configure` had its say. Runs until the handle's
+/// shutdown or the end of the test's runtime.
+pub fn start_server(
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (SocketAddr, ServerHandle) {
+    let builder = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+        .map_tcp("127.0.0.1:0");
+    let server = configure(builder).build().expect("the test server builds");
+    let address = server.tcp_addrs()[0];
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    (address, handle)
+}
+
+/// A TCP connection that speaks frames by hand, for what a well-behaved
+/// client would never send.
+pub struct RawConnection {
+    stream: TcpStream,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+}
+
+impl RawConnection {
+    /// Connects to `address`.
+    pub async fn connect(address: SocketAddr) -> Self {
+        let stream = TcpStream::connect(address).await.expect("connects");
+        stream.set_nodelay(true).unwrap();
+        Self {
+            stream,
+            decoder: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Writes `bytes` as they are.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Writes one length-prefixed frame with `body` as its encoded body.
+    pub async fn send<E: Encode + ?Sized>(&mut self, header: Header, body: &E) {
+        let mut out = BytesMut::new();
+        frame::write_frame(&mut out, Framing::LengthPrefixed, header, body, usize::MAX).unwrap();
+        self.send_raw(&out).await.expect("writes");
+    }
+
+    /// Writes a request for `packet` with `request_id`.
+    pub async fn request<P: Packet>(&mut self, packet: &P, request_id: u32) {
+        self.send(Header::new(P::OPCODE, Flags::NONE, request_id), packet)
+            .await;
+    }
+
+    /// The next frame, or `None` when the server closed the connection.
+    /// Fails the test after 5 s of silence.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        tokio::time::timeout(Duration::from_secs(5), self.recv_inner())
+            .await
+            .expect("the server answers within 5 s")
+    }
+
+    async fn recv_inner(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(frame) = self
+                .decoder
+                .decode(&mut self.buf)
+                .expect("the server sends valid frames")
+            {
+                return Some(frame);
+            }
+            match self.stream.read_buf(&mut self.buf).await {
+                Ok(0) => {
+                    assert!(self.buf.is_empty(), "the server closed inside a frame");
+                    return None;
+                }
+                Ok(_) => {}
+                // A reset is a close without a clean FIN: tests that care check for None.
+                Err(error) => panic!("the connection failed instead of closing cleanly: {error}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The echo server.
+//!
+//! ```text
+//! cargo run --release --example echo_server -- --tcp 127.0.0.1:7001 --ws 127.0.0.1:7002 --identity server.key
+//! ```
+//!
+//! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only)
+//! until ctrl-c.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use ternio::{Server, packet_controller};
+use ternio_examples::echo::{Echo, SecureEcho};
+
+/// Command line of the echo server.
+#[derive(Parser)]
+#[command(about = "Ternio echo server")]
+struct Args {
+    /// Address of the TCP listener.
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    tcp: SocketAddr,
+    /// Address of the WebSocket listener (path /ws).
+    #[arg(long)]
+    ws: Option<SocketAddr>,
+    /// File holding the server's identity key (created when missing).
+    #[arg(long)]
+    identity: Option<PathBuf>,
+}
+
+/// Answers both echo packets.
+#[derive(Default)]
+struct EchoController;
+
+#[packet_controller]
+impl EchoController {
+    fn echo(request: Echo) -> Echo {
+        request
+    }
+
+    #[handler(encrypted)]
+    fn secure_echo(request: SecureEcho) -> SecureEcho {
+        request
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if let Some(ws) = args.ws {
+        eprintln!("note: the WebSocket transport is not built yet; --ws {ws} is ignored");
+    }
+    if let Some(identity) = &args.identity {
+        eprintln!(
+            "note: secure sessions are not built yet; {} is not read and the key below is a placeholder",
+            identity.display()
+        );
+    }
+
+    let server = Server::builder().map_tcp(args.tcp).build()?;
+    let handle = server.handle();
+    for address in server.tcp_addrs() {
+        println!("tcp listening on {address}");
+    }
+    println!("public key: {}", "0".repeat(64));
+
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            handle.shutdown();
+        }
+    });
+    server.run().await?;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! The echo service: what `echo_server` answers and `echo_client` asks.
+
+use ternio::{Bytes, Packet};
+
+/// Opcode 0x0001: the server answers with the same payload.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0001)]
+pub struct Echo {
+    /// The bytes to echo.
+    pub payload: Bytes,
+}
+
+/// Opcode 0x0002: the same, but the server requires an encrypted request.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0002)]
+pub struct SecureEcho {
+    /// The bytes to echo.
+    pub payload: Bytes,
+}

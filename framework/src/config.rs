@@ -1,0 +1,39 @@
+//! Server limits, with their defaults.
+
+use std::time::Duration;
+
+use ternio_protocol::DEFAULT_MAX_FRAME_SIZE;
+
+/// The limits a server applies to every connection. Every field has a
+/// documented default and a setter on [`ServerBuilder`](crate::ServerBuilder).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest frame (header + body) accepted or sent. Default 1 MiB.
+    pub max_frame_size: usize,
+    /// Asynchronous requests a connection may have running at once. When
+    /// reached, the server stops reading that connection until one finishes
+    /// (back-pressure: nothing is refused or queued without bound).
+    /// Default 1,024.
+    pub max_requests_in_flight: usize,
+    /// Bytes of pushed frames that may wait for one connection before a push
+    /// is refused with [`PushError::Full`](crate::PushError::Full). Default 4 MiB.
+    pub max_push_queue_bytes: usize,
+    /// Replies waiting to be written above which the server stops reading a
+    /// connection until its peer reads. Default 1 MiB.
+    pub outbound_high_water: usize,
+    /// How long a closing connection waits for its last frames to be
+    /// written and for the peer to close its side. Default 2 s.
+    pub close_linger: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            max_requests_in_flight: 1024,
+            max_push_queue_bytes: 4 * 1024 * 1024,
+            outbound_high_water: 1024 * 1024,
+            close_linger: Duration::from_secs(2),
+        }
+    }
+}

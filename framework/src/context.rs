@@ -1,0 +1,262 @@
+//! What a handler can know and do besides its request: the connection it
+//! came from, a handle to push to it, and the application's shared state.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::{BytesMut, Packet};
+
+use crate::outbound::PushQueue;
+
+/// A connection's id, unique within the server for its lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The transport a connection arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Length-prefixed frames over TCP.
+    Tcp,
+    /// One frame per binary WebSocket message.
+    WebSocket,
+}
+
+/// Values shared by every handler, by type: what `.state(value)` stored.
+#[derive(Default)]
+pub(crate) struct AppState {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl AppState {
+    pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        self.values.insert(TypeId::of::<T>(), value);
+    }
+
+    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let value = self.values.get(&TypeId::of::<T>())?;
+        Arc::clone(value).downcast().ok()
+    }
+
+    pub(crate) fn contains<T: 'static>(&self) -> bool {
+        self.values.contains_key(&TypeId::of::<T>())
+    }
+}
+
+/// What every request of one connection shares.
+pub(crate) struct ConnectionShared {
+    pub(crate) id: ConnectionId,
+    pub(crate) peer: SocketAddr,
+    pub(crate) transport: Transport,
+    pub(crate) pushes: PushQueue,
+    pub(crate) state: Arc<AppState>,
+    pub(crate) max_frame_size: usize,
+}
+
+/// The context of one request: its connection and the server's state.
+///
+/// Cloning it is cheap (one reference count).
+#[derive(Clone)]
+pub struct Context {
+    connection: Arc<ConnectionShared>,
+    header: Header,
+}
+
+impl Context {
+    pub(crate) fn new(connection: Arc<ConnectionShared>, header: Header) -> Self {
+        Self { connection, header }
+    }
+
+    /// The id of the connection the request came from.
+    pub fn connection_id(&self) -> ConnectionId {
+        self.connection.id
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.connection.peer
+    }
+
+    /// The transport the request came over.
+    pub fn transport(&self) -> Transport {
+        self.connection.transport
+    }
+
+    /// The request's id; 0 for a fire-and-forget send, which gets no reply.
+    pub fn request_id(&self) -> u32 {
+        self.header.request_id
+    }
+
+    /// A handle that pushes to this connection, which may be kept and used
+    /// from anywhere after the handler returns.
+    pub fn connection(&self) -> ConnectionHandle {
+        ConnectionHandle {
+            connection: Arc::clone(&self.connection),
+        }
+    }
+
+    /// Pushes `packet` to this connection (a frame with request id 0).
+    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        push(&self.connection, packet)
+    }
+
+    /// The shared value of type `T` given to the server with `.state(...)`.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.connection.state.get()
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("connection", &self.connection.id)
+            .field("peer", &self.connection.peer)
+            .field("transport", &self.connection.transport)
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+/// A handle to one connection, for pushing to it from anywhere.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    connection: Arc<ConnectionShared>,
+}
+
+impl ConnectionHandle {
+    /// The connection's id.
+    pub fn id(&self) -> ConnectionId {
+        self.connection.id
+    }
+
+    /// Pushes `packet` to the connection (a frame with request id 0).
+    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        push(&self.connection, packet)
+    }
+
+    /// Whether the connection is still open.
+    pub fn is_open(&self) -> bool {
+        !self.connection.pushes.is_closed()
+    }
+}
+
+impl fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ConnectionHandle")
+            .field(&self.connection.id)
+            .finish()
+    }
+}
+
+fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
+    let mut frame = BytesMut::new();
+    let header = Header::new(P::OPCODE, Flags::NONE, 0);
+    frame::write_frame(
+        &mut frame,
+        Framing::Message,
+        header,
+        packet,
+        connection.max_frame_size,
+    )
+    .map_err(|_| PushError::TooLarge)?;
+    connection.pushes.push(frame.freeze())
+}
+
+/// Why a push was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The connection is closed.
+    #[error("the connection is closed")]
+    Closed,
+    /// The connection's push queue is full: its peer does not read fast enough.
+    #[error("the connection's push queue is full")]
+    Full,
+    /// The packet encodes to more than the maximum frame size.
+    #[error("the packet exceeds the maximum frame size")]
+    TooLarge,
+}
+
+/// A value a handler takes as a parameter besides its request, built from
+/// the request's [`Context`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a handler parameter",
+    note = "after the request packet, a handler may take `&Context`, `Context`, or `State<T>`"
+)]
+pub trait FromContext: Sized {
+    /// Builds the value for one request.
+    fn from_context(ctx: &Context) -> Self;
+
+    /// Checked once when the server is built: whether the value can be built
+    /// at all (for `State<T>`, whether a `T` was given). The error says why not.
+    #[doc(hidden)]
+    fn check(_state: &CheckState<'_>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// What a [`FromContext::check`] may look at.
+#[doc(hidden)]
+pub struct CheckState<'a>(pub(crate) &'a AppState);
+
+impl FromContext for Context {
+    fn from_context(ctx: &Context) -> Self {
+        ctx.clone()
+    }
+}
+
+impl FromContext for ConnectionHandle {
+    fn from_context(ctx: &Context) -> Self {
+        ctx.connection()
+    }
+}
+
+/// Shared application state of type `T`, given with
+/// [`ServerBuilder::state`](crate::ServerBuilder::state).
+///
+/// A handler that takes `State<T>` makes the server's `build()` fail when no
+/// `T` was given, rather than failing at the first request.
+pub struct State<T>(pub Arc<T>);
+
+impl<T> Deref for State<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> Clone for State<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T: Send + Sync + 'static> FromContext for State<T> {
+    fn from_context(ctx: &Context) -> Self {
+        // `check` ran when the server was built, so the value is there.
+        Self(
+            ctx.state()
+                .unwrap_or_else(|| panic!("no state of type {}", type_name::<T>())),
+        )
+    }
+
+    fn check(state: &CheckState<'_>) -> Result<(), String> {
+        if state.0.contains::<T>() {
+            Ok(())
+        } else {
+            Err(format!(
+                "it takes State<{0}>, but no {0} was given to Server::builder().state(...)",
+                type_name::<T>()
+            ))
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Controllers, the handlers they declare, and the table that routes each
+//! opcode to its handler.
+
+use std::any::TypeId;
+use std::collections::HashSet;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use ternio_protocol::frame::SYSTEM_OPCODE_START;
+use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
+
+use crate::context::{AppState, CheckState, Context, FromContext};
+use crate::reply::{DeferredReply, DeferredSink, FrameReply};
+use crate::server::BuildError;
+
+/// A type whose methods handle packets. `#[packet_controller]` implements it.
+pub trait Controller: Send + Sync + 'static {
+    /// The controller's handlers, one per request opcode.
+    fn handlers(self: Arc<Self>) -> Vec<HandlerSpec>;
+}
+
+/// A controller found through `inventory`: what `#[packet_controller]`
+/// submits for a controller that implements `Default`.
+pub struct ControllerRegistration {
+    name: &'static str,
+    type_id: fn() -> TypeId,
+    make: fn() -> Arc<dyn Controller>,
+}
+
+impl ControllerRegistration {
+    /// The registration of controller `C`, built with `C::default()`.
+    pub const fn new<C: Controller + Default>(name: &'static str) -> Self {
+        Self {
+            name,
+            type_id: TypeId::of::<C>,
+            make: make_default::<C>,
+        }
+    }
+}
+
+fn make_default<C: Controller + Default>() -> Arc<dyn Controller> {
+    Arc::new(C::default())
+}
+
+inventory::collect!(ControllerRegistration);
+
+/// A boxed future that a pending asynchronous handler runs as.
+pub(crate) type ReplyFuture = Pin<Box<dyn Future<Output = DeferredReply> + Send>>;
+
+type SyncFn = dyn Fn(&Bytes, &Context, FrameReply<'_>) -> Result<(), DecodeError> + Send + Sync;
+type AsyncFn = dyn Fn(&Bytes, Context) -> Result<ReplyFuture, DecodeError> + Send + Sync;
+
+pub(crate) enum HandlerKind {
+    /// Runs inline on the connection's task and writes its reply in place.
+    Sync(Box<SyncFn>),
+    /// Returns a future, polled on the connection's task beside the others.
+    Async(Box<AsyncFn>),
+}
+
+type Check = fn(&CheckState<'_>) -> Result<(), String>;
+
+/// One handler: the opcode it answers, its name, how to call it, and its
+/// policies. `#[packet_controller]` builds these; `#[handler(...)]`
+/// attributes on a method call the builder methods of the same names.
+pub struct HandlerSpec {
+    pub(crate) opcode: u16,
+    pub(crate) name: &'static str,
+    pub(crate) kind: HandlerKind,
+    pub(crate) checks: Vec<Check>,
+    pub(crate) encrypted: bool,
+}
+
+impl HandlerSpec {
+    /// A synchronous handler for `Req`: it runs inline on the connection's
+    /// task, so it must not block. Its reply is encoded straight into the
+    /// connection's outbound buffer.
+    pub fn sync<Req, R>(
+        name: &'static str,
+        f: impl Fn(Req, &Context) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        Req: Packet,
+        R: IntoReply,
+    {
+        let call = move |body: &Bytes, ctx: &Context, sink: FrameReply<'_>| {
+            let request = Req::decode_body(body)?;
+            f(request, ctx).into_reply(sink);
+            Ok(())
+        };
+        Self::new::<Req>(name, HandlerKind::Sync(Box::new(call)))
+    }
+
+    /// An asynchronous handler for `Req`: its future runs on the connection's
+    /// task beside the connection's other requests.
+    pub fn asynchronous<Req, R, Fut>(
+        name: &'static str,
+        f: impl Fn(Req, Context) -> Fut + Send + Sync + 'static,
+    ) -> Self
+    where
+        Req: Packet,
+        R: IntoReply + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+    {
+        let call = move |body: &Bytes, ctx: Context| -> Result<ReplyFuture, DecodeError> {
+            let request = Req::decode_body(body)?;
+            let future = AssertUnwindSafe(f(request, ctx)).catch_unwind();
+            Ok(Box::pin(future.map(|outcome| match outcome {
+                Ok(reply) => reply.into_reply(DeferredSink),
+                Err(panic) => DeferredReply::Panicked(panic_message(&*panic)),
+            })))
+        };
+        Self::new::<Req>(name, HandlerKind::Async(Box::new(call)))
+    }
+
+    fn new<Req: Packet>(name: &'static str, kind: HandlerKind) -> Self {
+        Self {
+            opcode: Req::OPCODE,
+            name,
+            kind,
+            checks: Vec::new(),
+            encrypted: false,
+        }
+    }
+
+    /// Records the start-up check of extractor `E` (for `State<T>`: that a
+    /// `T` was given to the server).
+    pub fn extractor<E: FromContext>(mut self) -> Self {
+        self.checks.push(E::check);
+        self
+    }
+
+    /// Requires an encrypted request: a plain one is answered with error 6,
+    /// `ENCRYPTION_REQUIRED`, and the handler does not run.
+    pub fn encrypted(mut self) -> Self {
+        self.encrypted = true;
+        self
+    }
+
+    /// The opcode this handler answers.
+    pub fn opcode(&self) -> u16 {
+        self.opcode
+    }
+
+    /// The handler's name, `Controller::method`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// The text of a panic payload, for the log.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}
+
+/// Every handler of a server, in one dense table indexed by opcode.
+pub(crate) struct DispatchTable {
+    /// For each application opcode, 0 for none or 1 + its index in `handlers`.
+    slots: Box<[u16]>,
+    handlers: Vec<HandlerSpec>,
+}
+
+impl DispatchTable {
+    /// Builds the table from the explicit controllers and, when `discover`
+    /// is set, those found through `inventory` (an explicit registration of
+    /// the same type wins). Fails on a duplicate opcode or a failed check.
+    pub(crate) fn build(
+        explicit: Vec<(TypeId, Arc<dyn Controller>)>,
+        discover: bool,
+        state: &AppState,
+    ) -> Result<Self, BuildError> {
+        let explicit_types: HashSet<TypeId> = explicit.iter().map(|(id, _)| *id).collect();
+        let mut controllers: Vec<Arc<dyn Controller>> = explicit
+            .into_iter()
+            .map(|(_, controller)| controller)
+            .collect();
+        if discover {
+            let mut seen = HashSet::new();
+            for registration in inventory::iter::<ControllerRegistration> {
+                let id = (registration.type_id)();
+                if explicit_types.contains(&id) || !seen.insert(id) {
+                    continue;
+                }
+                tracing::debug!(controller = registration.name, "discovered controller");
+                controllers.push((registration.make)());
+            }
+        }
+
+        let mut table = Self {
+            slots: vec![0; usize::from(SYSTEM_OPCODE_START)].into_boxed_slice(),
+            handlers: Vec::new(),
+        };
+        let check_state = CheckState(state);
+        for controller in controllers {
+            for spec in controller.handlers() {
+                table.insert(spec, &check_state)?;
+            }
+        }
+        Ok(table)
+    }
+
+    fn insert(&mut self, spec: HandlerSpec, state: &CheckState<'_>) -> Result<(), BuildError> {
+        let Some(slot) = self.slots.get(usize::from(spec.opcode)) else {
+            return Err(BuildError::SystemOpcode {
+                opcode: spec.opcode,
+                handler: spec.name,
+            });
+        };
+        if *slot != 0 {
+            let first = &self.handlers[usize::from(*slot) - 1];
+            return Err(BuildError::DuplicateOpcode {
+                opcode: spec.opcode,
+                first: first.name,
+                second: spec.name,
+            });
+        }
+        for check in &spec.checks {
+            check(state).map_err(|reason| BuildError::Handler {
+                handler: spec.name,
+                reason,
+            })?;
+        }
+        let index = u16::try_from(self.handlers.len() + 1).expect("at most 0xFF00 handlers");
+        self.slots[usize::from(spec.opcode)] = index;
+        self.handlers.push(spec);
+        Ok(())
+    }
+
+    /// The handler of `opcode`, if any.
+    #[inline]
+    pub(crate) fn get(&self, opcode: u16) -> Option<&HandlerSpec> {
+        match *self.slots.get(usize::from(opcode))? {
+            0 => None,
+            index => Some(&self.handlers[usize::from(index) - 1]),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.handlers.len()
+    }
+}

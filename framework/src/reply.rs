@@ -1,0 +1,156 @@
+//! Writing replies: straight into the connection's outbound buffer for a
+//! handler that finished inline, or kept for later for one that was pending.
+
+use std::fmt;
+
+use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::system::ErrorBody;
+use ternio_protocol::{BytesMut, ErrorCode, Packet, ReplySink};
+
+/// Writes the reply to one request as a frame at the end of `out`.
+///
+/// A request with id 0 (fire-and-forget) gets no reply on success, and an
+/// error with id 0 on failure (section 2).
+pub(crate) struct FrameReply<'a> {
+    pub(crate) out: &'a mut BytesMut,
+    pub(crate) framing: Framing,
+    pub(crate) request: Header,
+    pub(crate) max_frame_size: usize,
+}
+
+impl FrameReply<'_> {
+    fn header(&self, opcode: u16, flags: Flags) -> Header {
+        Header::new(opcode, flags, self.request.request_id)
+    }
+
+    /// A reply already encoded as `opcode` + `body`.
+    pub(crate) fn encoded(self, opcode: u16, body: &[u8]) {
+        if self.request.request_id == 0 {
+            return;
+        }
+        let header = self.header(opcode, Flags::RESPONSE);
+        let written =
+            frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, |out| {
+                out.extend_from_slice(body)
+            });
+        if let Err(error) = written {
+            self.error(
+                ErrorCode::Internal.to_u16(),
+                &format_args!("reply not sent: {error}"),
+            );
+        }
+    }
+}
+
+/// The code sent for a handler's error: codes 0 and 11 to 99 are not the
+/// application's to use and become `INTERNAL`.
+fn wire_code(code: u16) -> u16 {
+    match ErrorCode::from_u16(code) {
+        ErrorCode::Unassigned(_) => ErrorCode::Internal.to_u16(),
+        _ => code,
+    }
+}
+
+impl ReplySink for FrameReply<'_> {
+    type Output = ();
+
+    fn packet<P: Packet>(self, packet: &P) {
+        if self.request.request_id == 0 {
+            return;
+        }
+        let header = self.header(P::OPCODE, Flags::RESPONSE);
+        if let Err(error) =
+            frame::write_frame(self.out, self.framing, header, packet, self.max_frame_size)
+        {
+            self.error(
+                ErrorCode::Internal.to_u16(),
+                &format_args!("reply not sent: {error}"),
+            );
+        }
+    }
+
+    fn ack(self) {
+        let opcode = self.request.opcode;
+        self.encoded(opcode, &[]);
+    }
+
+    fn error(self, code: u16, message: &dyn fmt::Display) {
+        let code = wire_code(code);
+        let header = self.header(self.request.opcode, Flags::RESPONSE_ERROR);
+        let written =
+            frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, |out| {
+                ErrorBody::write(out, code, message)
+            });
+        if written.is_err() {
+            // Only the message can be that long: send the code alone.
+            let _ = frame::write_frame_with(
+                self.out,
+                self.framing,
+                header,
+                self.max_frame_size,
+                |out| ErrorBody::write(out, code, &"(message too long)"),
+            );
+        }
+    }
+}
+
+/// The reply of an asynchronous handler, kept until the connection's task
+/// writes it.
+pub(crate) enum DeferredReply {
+    Packet {
+        opcode: u16,
+        body: BytesMut,
+    },
+    Ack,
+    Error {
+        code: u16,
+        message: String,
+    },
+    /// The handler panicked; the payload's text is logged, not sent.
+    Panicked(String),
+}
+
+impl DeferredReply {
+    /// Writes the reply into `sink`; a panic is logged under `handler`.
+    pub(crate) fn write(self, sink: FrameReply<'_>, handler: &'static str) {
+        match self {
+            Self::Packet { opcode, body } => sink.encoded(opcode, &body),
+            Self::Ack => sink.ack(),
+            Self::Error { code, message } => sink.error(code, &message),
+            Self::Panicked(message) => {
+                tracing::error!(handler, panic = %message, "handler panicked");
+                sink.error(
+                    ErrorCode::Internal.to_u16(),
+                    &format_args!("{handler} failed"),
+                );
+            }
+        }
+    }
+}
+
+/// A [`ReplySink`] that keeps the reply as a [`DeferredReply`].
+pub(crate) struct DeferredSink;
+
+impl ReplySink for DeferredSink {
+    type Output = DeferredReply;
+
+    fn packet<P: Packet>(self, packet: &P) -> DeferredReply {
+        let mut body = BytesMut::with_capacity(packet.encoded_len());
+        packet.encode(&mut body);
+        DeferredReply::Packet {
+            opcode: P::OPCODE,
+            body,
+        }
+    }
+
+    fn ack(self) -> DeferredReply {
+        DeferredReply::Ack
+    }
+
+    fn error(self, code: u16, message: &dyn fmt::Display) -> DeferredReply {
+        DeferredReply::Error {
+            code,
+            message: message.to_string(),
+        }
+    }
+}

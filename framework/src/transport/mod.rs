@@ -1,0 +1,3 @@
+//! Transports: sockets in, frames out. Each drives a [`Session`](crate::connection::Session).
+
+pub(crate) mod tcp;
