@@ -1,1 +1,159 @@
+//! How handlers get into the dispatch table: inventory discovery, explicit
+//! registration, and the start-up errors.
 
+use ternio::{BuildError, Packet, Server, State, packet_controller};
+use ternio_client::Client;
+
+#[derive(Debug, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0100)]
+struct Hello;
+
+#[derive(Debug, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0101)]
+struct Greeting(String);
+
+/// Registered only through inventory: nothing in this file names it to a builder.
+#[derive(Default)]
+struct DiscoveredController;
+
+#[packet_controller]
+impl DiscoveredController {
+    fn hello(_request: Hello) -> Greeting {
+        Greeting("found through inventory".into())
+    }
+}
+
+/// Answers `Hello` too: a duplicate of the discovered controller.
+struct RivalController;
+
+#[packet_controller(explicit)]
+impl RivalController {
+    fn greet(&self, _request: Hello) -> Greeting {
+        Greeting("rival".into())
+    }
+}
+
+struct Config {
+    greeting: String,
+}
+
+/// Needs `State<Config>`.
+#[derive(Default)]
+struct ConfiguredController;
+
+#[packet_controller(explicit)]
+impl ConfiguredController {
+    fn hello(_request: Hello, config: State<Config>) -> Greeting {
+        Greeting(config.greeting.clone())
+    }
+}
+
+#[tokio::test]
+async fn inventory_discovers_controllers() {
+    let server = Server::builder().map_tcp("127.0.0.1:0").build().unwrap();
+    let address = server.tcp_addrs()[0];
+    tokio::spawn(server.run());
+    let client = Client::connect_tcp(address).await.unwrap();
+    let greeting: Greeting = client.request_async(&Hello).await.unwrap();
+    assert_eq!(greeting.0, "found through inventory");
+}
+
+#[tokio::test]
+async fn an_explicit_registration_of_a_discovered_controller_counts_once() {
+    let server = Server::builder()
+        .controller(DiscoveredController)
+        .map_tcp("127.0.0.1:0")
+        .build();
+    assert!(server.is_ok(), "{:?}", server.err());
+}
+
+#[test]
+fn a_duplicate_opcode_names_both_handlers() {
+    let error = Server::builder()
+        .controller(RivalController)
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .err()
+        .expect("a duplicate opcode fails the build");
+    match &error {
+        BuildError::DuplicateOpcode {
+            opcode,
+            first,
+            second,
+        } => {
+            assert_eq!(*opcode, 0x0100);
+            assert_eq!(
+                (*first, *second),
+                ("RivalController::greet", "DiscoveredController::hello")
+            );
+        }
+        other => panic!("expected DuplicateOpcode, got {other}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains("RivalController::greet")
+            && message.contains("DiscoveredController::hello"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn state_is_checked_at_build_and_served_after() {
+    let error = Server::builder()
+        .discover_controllers(false)
+        .controller(ConfiguredController)
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .err()
+        .expect("missing state fails the build");
+    let message = error.to_string();
+    assert!(
+        message.contains("ConfiguredController::hello") && message.contains("State<"),
+        "{message}"
+    );
+
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(ConfiguredController)
+        .state(Config {
+            greeting: "configured".into(),
+        })
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    tokio::spawn(server.run());
+    let client = Client::connect_tcp(address).await.unwrap();
+    let greeting: Greeting = client.request_async(&Hello).await.unwrap();
+    assert_eq!(greeting.0, "configured");
+}
+
+#[test]
+fn a_server_needs_a_listener_that_binds() {
+    let error = Server::builder()
+        .discover_controllers(false)
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(error, BuildError::NoListener), "{error}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let error = Server::builder()
+        .discover_controllers(false)
+        .map_tcp(taken.local_addr().unwrap())
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(error, BuildError::Bind { .. }), "{error}");
+}
+
+#[tokio::test]
+async fn shutdown_stops_accepting() {
+    let server = Server::builder().map_tcp("127.0.0.1:0").build().unwrap();
+    let address = server.tcp_addrs()[0];
+    let handle = server.handle();
+    let running = tokio::spawn(server.run());
+    Client::connect_tcp(address).await.unwrap();
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+    assert!(Client::connect_tcp(address).await.is_err());
+}

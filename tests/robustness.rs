@@ -1,1 +1,230 @@
+//! Peers that break the contract: each gets its DISCONNECT and a clean
+//! close, and a healthy connection beside them never notices.
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use ternio::DisconnectReason;
+use ternio::protocol::frame::{Flags, Header};
+use ternio::protocol::system::{self, Disconnect, ErrorBody};
+use ternio::protocol::{Decode, ErrorCode};
+use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
+use ternio_tests::*;
+
+/// Reads until the server's DISCONNECT, then checks that a clean close follows.
+async fn expect_disconnect(raw: &mut RawConnection, reason: DisconnectReason) -> Disconnect {
+    loop {
+        let frame = raw.recv().await.expect("a DISCONNECT before the close");
+        if frame.header.opcode == system::DISCONNECT {
+            assert_eq!(frame.header.request_id, 0);
+            let disconnect = Disconnect::decode_body(&frame.body).unwrap();
+            assert_eq!(disconnect.reason, reason, "{}", disconnect.message);
+            assert!(
+                raw.recv().await.is_none(),
+                "the server closes after DISCONNECT"
+            );
+            return disconnect;
+        }
+    }
+}
+
+/// A client that keeps asking while the test misbehaves elsewhere; returns
+/// how many answers it got, all of them right.
+fn healthy_neighbour(address: std::net::SocketAddr) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let client = Client::connect_tcp(address).await.unwrap();
+        let mut answered = 0;
+        for i in 0..200i64 {
+            let sum: Sum = client.request_async(&Add { a: i, b: 1 }).await.unwrap();
+            assert_eq!(sum, Sum(i + 1));
+            answered += 1;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        answered
+    })
+}
+
+#[tokio::test]
+async fn reserved_flag_bits_are_malformed() {
+    let (address, _server) = start_server(|b| b);
+    let neighbour = healthy_neighbour(address);
+    for bits in [0x08u8, 0x10, 0x80] {
+        let mut raw = RawConnection::connect(address).await;
+        // A whole valid request first: it is answered before the bad frame.
+        raw.request(&Add { a: 1, b: 1 }, 1).await;
+        raw.send(Header::new(0x0010, Flags::NONE, 2), &[0u8; 16])
+            .await;
+        raw.send_raw(&[7, 0, 0, 0, 0x10, 0x00, bits, 3, 0, 0, 0])
+            .await
+            .unwrap();
+        let first = raw.recv().await.unwrap();
+        assert_eq!(first.header.request_id, 1);
+        let second = raw.recv().await.unwrap();
+        assert_eq!(second.header.request_id, 2);
+        expect_disconnect(&mut raw, DisconnectReason::Malformed).await;
+    }
+    assert_eq!(neighbour.await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn an_oversized_length_is_refused_before_it_is_read() {
+    let (address, _server) = start_server(|b| b);
+    let neighbour = healthy_neighbour(address);
+    let mut raw = RawConnection::connect(address).await;
+    // Announce 4 GiB and send nothing more: the answer must not wait for it.
+    raw.send_raw(&[0xF0, 0xFF, 0xFF, 0xFF]).await.unwrap();
+    let disconnect = expect_disconnect(&mut raw, DisconnectReason::FrameTooLarge).await;
+    assert!(
+        disconnect.message.contains("exceeds"),
+        "{}",
+        disconnect.message
+    );
+    let mut short = RawConnection::connect(address).await;
+    short
+        .send_raw(&[6, 0, 0, 0, 1, 2, 3, 4, 5, 6])
+        .await
+        .unwrap();
+    expect_disconnect(&mut short, DisconnectReason::Malformed).await;
+    assert_eq!(neighbour.await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn the_configured_frame_limit_applies_both_ways() {
+    let (address, _server) = start_server(|b| b.max_frame_size(1024));
+    // 1024 bytes in all passes: header 7 + varint 2 + 1015.
+    let client = Client::connect_tcp(address).await.unwrap();
+    let payload = Bytes::from(vec![1; 1015]);
+    let echo: Echo = client
+        .request_async(&Echo {
+            payload: payload.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(echo.payload, payload);
+    // One more byte is a frame too large: DISCONNECT, and the client learns why.
+    let result = client
+        .request_async::<_, Echo>(&Echo {
+            payload: Bytes::from(vec![1; 1016]),
+        })
+        .await;
+    match result {
+        Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
+            assert_eq!(disconnect.reason, DisconnectReason::FrameTooLarge);
+        }
+        other => panic!("expected FRAME_TOO_LARGE, got {other:?}"),
+    }
+    // A client held to the same limit refuses to send it at all.
+    let config = ClientConfig {
+        max_frame_size: 1024,
+        ..ClientConfig::default()
+    };
+    let careful = Client::connect_tcp_with(address, config).await.unwrap();
+    let result = careful
+        .request_async::<_, Echo>(&Echo {
+            payload: Bytes::from(vec![1; 1016]),
+        })
+        .await;
+    assert!(
+        matches!(result, Err(ClientError::FrameTooLarge(_))),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_sealed_frame_before_a_handshake_is_decrypt_failed() {
+    let (address, _server) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.send(Header::new(0x0010, Flags::ENCRYPTED, 1), &[0u8; 40])
+        .await;
+    expect_disconnect(&mut raw, DisconnectReason::DecryptFailed).await;
+}
+
+#[tokio::test]
+async fn a_handshake_without_secure_sessions_is_error_9() {
+    let (address, _server) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.send(Header::new(system::HANDSHAKE, Flags::NONE, 5), &[1u8; 33])
+        .await;
+    let frame = raw.recv().await.unwrap();
+    assert_eq!(
+        frame.header,
+        Header::new(system::HANDSHAKE, Flags::RESPONSE_ERROR, 5)
+    );
+    assert_eq!(
+        ErrorBody::parse(&frame.body).unwrap().code,
+        ErrorCode::HandshakeFailed
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_inside_a_frame_is_malformed() {
+    let (address, _server) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.send_raw(&[20, 0, 0, 0, 0x10, 0x00]).await.unwrap();
+    raw.shutdown_write().await;
+    expect_disconnect(&mut raw, DisconnectReason::Malformed).await;
+}
+
+#[tokio::test]
+async fn a_half_closed_client_still_gets_its_answers() {
+    let (address, _server) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Sleep { ms: 100, tag: 1 }, 1).await;
+    raw.request(&Add { a: 2, b: 2 }, 2).await;
+    raw.shutdown_write().await;
+    let mut ids = Vec::new();
+    while let Some(frame) = raw.recv().await {
+        ids.push(frame.header.request_id);
+    }
+    assert_eq!(ids, [2, 1]);
+}
+
+#[tokio::test]
+async fn a_client_that_vanishes_mid_request_disturbs_nobody() {
+    let (address, _server) = start_server(|b| b);
+    let neighbour = healthy_neighbour(address);
+    for _ in 0..20 {
+        let mut raw = RawConnection::connect(address).await;
+        raw.request(&Sleep { ms: 50, tag: 1 }, 1).await;
+        raw.request(
+            &Echo {
+                payload: Bytes::from(vec![7; 100_000]),
+            },
+            2,
+        )
+        .await;
+        drop(raw);
+    }
+    assert_eq!(neighbour.await.unwrap(), 200);
+    let client = Client::connect_tcp(address).await.unwrap();
+    let count: Count = client.request_async(&GetCount).await.unwrap();
+    assert_eq!(count, Count(0));
+}
+
+#[tokio::test]
+async fn a_crowd_sending_garbage_beside_a_healthy_client() {
+    let (address, _server) = start_server(|b| b);
+    let neighbour = healthy_neighbour(address);
+    let mut vandals = Vec::new();
+    for seed in 0..100u64 {
+        vandals.push(tokio::spawn(async move {
+            let mut raw = RawConnection::connect(address).await;
+            // A cheap deterministic byte soup, different per connection.
+            let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let soup: Vec<u8> = (0..4096)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
+            // The server may close at any point: later writes may fail.
+            let _ = raw.send_raw(&soup).await;
+        }));
+    }
+    for vandal in vandals {
+        vandal.await.unwrap();
+    }
+    assert_eq!(neighbour.await.unwrap(), 200);
+}

@@ -290,3 +290,10 @@ impl RawConnection {
         }
     }
 }
+
+impl RawConnection {
+    /// Closes the writing side (a half-close): the server sees the end of the stream.
+    pub async fn shutdown_write(&mut self) {
+        self.stream.shutdown().await.expect("shuts down");
+    }
+}
