@@ -297,3 +297,7 @@ impl RawConnection {
         self.stream.shutdown().await.expect("shuts down");
     }
 }
+
+/// The README's quick start, compiled as a doctest so it stays true.
+#[doc = include_str!("../../README.md")]
+mod readme {}
