@@ -24,6 +24,11 @@ pub struct ServerConfig {
     /// How long a closing connection waits for its last frames to be
     /// written and for the peer to close its side. Default 2 s.
     pub close_linger: Duration,
+    /// On shutdown, how long running requests may take to finish before
+    /// their connections close anyway. Default 5 s.
+    pub shutdown_grace: Duration,
+    /// How long a WebSocket client may take over its HTTP upgrade. Default 10 s.
+    pub websocket_upgrade_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +39,8 @@ impl Default for ServerConfig {
             max_push_queue_bytes: 4 * 1024 * 1024,
             outbound_high_water: 1024 * 1024,
             close_linger: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(5),
+            websocket_upgrade_timeout: Duration::from_secs(10),
         }
     }
 }

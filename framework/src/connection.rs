@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::frame::{self, Flags, Framing, Header};
@@ -17,6 +18,7 @@ use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 
 use crate::context::{ConnectionShared, Context};
+use crate::outbound::{Outbound, OutboundReceiver};
 use crate::dispatch::{HandlerKind, ReplyFuture, panic_message};
 use crate::reply::{DeferredReply, FrameReply};
 use crate::server::ServerShared;
@@ -50,13 +52,14 @@ impl Violation {
     }
 }
 
-/// What the driver does after a frame.
+/// What the transport does after a frame.
 pub(crate) enum Flow {
     Continue,
     /// The peer said `DISCONNECT`: stop reading, flush what is ready, close.
     PeerDisconnected(Disconnect),
-    /// The peer broke the contract: send `DISCONNECT` and close.
-    Violation(Violation),
+    /// The session wrote its `DISCONNECT` into the outbound buffer: stop
+    /// reading, flush, close.
+    Close,
 }
 
 /// An asynchronous request still running.
@@ -75,35 +78,54 @@ impl Future for Pending {
     }
 }
 
-/// The transport-independent state of one connection.
+/// A close the session was asked for: it waits for the running requests
+/// (until the deadline), then writes its `DISCONNECT`.
+struct Closing {
+    violation: Violation,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// The transport-independent state of one connection: the running requests,
+/// the outbound buffer, and the queue other tasks push to.
+///
+/// Frames in `out` always carry a u32 length prefix, whatever the transport:
+/// TCP writes the buffer as it is, WebSocket cuts it into one message per frame.
 pub(crate) struct Session {
     connection: Arc<ConnectionShared>,
     server: Arc<ServerShared>,
-    framing: Framing,
     pending: FuturesUnordered<Pending>,
+    inbox: OutboundReceiver,
+    closing: Option<Closing>,
+    /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
+    closed: Option<DisconnectReason>,
+    /// Frames ready to be written, each with its length prefix.
+    pub(crate) out: BytesMut,
 }
 
 impl Session {
-    pub(crate) fn new(
-        connection: Arc<ConnectionShared>,
-        server: Arc<ServerShared>,
-        framing: Framing,
-    ) -> Self {
+    pub(crate) fn new(connection: Arc<ConnectionShared>, server: Arc<ServerShared>, inbox: OutboundReceiver) -> Self {
         Self {
             connection,
             server,
-            framing,
             pending: FuturesUnordered::new(),
+            inbox,
+            closing: None,
+            closed: None,
+            out: BytesMut::new(),
         }
     }
 
-    pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
-        &self.connection
+    pub(crate) fn max_frame_size(&self) -> usize {
+        self.server.config.max_frame_size
     }
 
-    /// Whether another request may be read: fewer than the limit are running.
-    pub(crate) fn can_accept_request(&self) -> bool {
-        self.pending.len() < self.server.config.max_requests_in_flight
+    /// Whether to read more: not closing, fewer requests running than the
+    /// limit, and the peer keeping up with what is already written.
+    pub(crate) fn wants_input(&self) -> bool {
+        self.closing.is_none()
+            && self.closed.is_none()
+            && self.pending.len() < self.server.config.max_requests_in_flight
+            && self.out.len() < self.server.config.outbound_high_water
     }
 
     /// Whether no asynchronous request is running.
@@ -111,30 +133,35 @@ impl Session {
         self.pending.is_empty()
     }
 
-    fn sink<'a>(&self, out: &'a mut BytesMut, request: Header) -> FrameReply<'a> {
-        FrameReply {
-            out,
-            framing: self.framing,
-            request,
-            max_frame_size: self.server.config.max_frame_size,
-        }
+    /// Why the session closed, once its `DISCONNECT` is written into `out`.
+    pub(crate) fn closed(&self) -> Option<DisconnectReason> {
+        self.closed
     }
 
-    fn error(
-        &self,
-        out: &mut BytesMut,
-        request: Header,
-        code: ErrorCode,
-        message: &dyn std::fmt::Display,
-    ) {
-        self.sink(out, request).error(code.to_u16(), message);
+    /// Where the reply to `request` goes: the end of `out`.
+    fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
+        FrameReply::new(&mut self.out, request, self.server.config.max_frame_size)
+    }
+
+    fn error(&mut self, request: Header, code: ErrorCode, message: &dyn std::fmt::Display) {
+        self.reply_to(request).error(code.to_u16(), message);
+    }
+
+    /// Writes the `DISCONNECT` of `violation` and stops the session.
+    pub(crate) fn close_now(&mut self, violation: &Violation) -> Flow {
+        tracing::debug!(connection = %self.connection.id, reason = %violation.reason, message = %violation.message, "closing");
+        violation.write_disconnect(&mut self.out, Framing::LengthPrefixed, self.server.config.max_frame_size);
+        self.closed = Some(violation.reason);
+        self.closing = None;
+        self.pending = FuturesUnordered::new();
+        Flow::Close
     }
 
     /// Handles one frame from the peer, writing any reply into `out`.
-    pub(crate) fn on_frame(&mut self, frame: Frame, out: &mut BytesMut) -> Flow {
+    pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         if header.flags.is_encrypted() {
-            return Flow::Violation(Violation::new(
+            return self.close_now(&Violation::new(
                 DisconnectReason::DecryptFailed,
                 "sealed frame before a completed handshake",
             ));
@@ -144,111 +171,124 @@ impl Session {
             return Flow::Continue;
         }
         if header.flags.is_error() {
-            self.error(
-                out,
-                header,
-                ErrorCode::Malformed,
-                &"ERROR flag on a frame that is not a response",
-            );
+            self.error(header, ErrorCode::Malformed, &"ERROR flag on a frame that is not a response");
             return Flow::Continue;
         }
         if header.is_system() {
-            return self.on_system(frame, out);
+            return self.on_system(frame);
         }
-        self.dispatch(frame, out);
+        self.dispatch(frame);
         Flow::Continue
     }
 
-    fn on_system(&mut self, frame: Frame, out: &mut BytesMut) -> Flow {
+    fn on_system(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         match header.opcode {
             system::PING => match Ping::decode_body(&frame.body) {
-                Ok(ping) => self.sink(out, header).packet(&Pong { value: ping.value }),
-                Err(error) => self.error(out, header, ErrorCode::Malformed, &error),
+                Ok(ping) => self.reply_to(header).packet(&Pong { value: ping.value }),
+                Err(error) => self.error(header, ErrorCode::Malformed, &error),
             },
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
-                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
-                });
+                let disconnect = Disconnect::decode_body(&frame.body)
+                    .unwrap_or_else(|_| Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT"));
+                self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
-            system::HANDSHAKE => self.error(
-                out,
-                header,
-                ErrorCode::HandshakeFailed,
-                &"this server does not offer secure sessions",
-            ),
+            system::HANDSHAKE => self.error(header, ErrorCode::HandshakeFailed, &"this server does not offer secure sessions"),
             system::PONG => {}
-            opcode => self.error(
-                out,
-                header,
-                ErrorCode::UnknownOpcode,
-                &format_args!("unknown system opcode {opcode:#06X}"),
-            ),
+            opcode => self.error(header, ErrorCode::UnknownOpcode, &format_args!("unknown system opcode {opcode:#06X}")),
         }
         Flow::Continue
     }
 
-    fn dispatch(&mut self, frame: Frame, out: &mut BytesMut) {
+    fn dispatch(&mut self, frame: Frame) {
         let header = frame.header;
         let server = Arc::clone(&self.server);
         let Some(handler) = server.table.get(header.opcode) else {
-            self.error(
-                out,
-                header,
-                ErrorCode::UnknownOpcode,
-                &format_args!("no handler for opcode {:#06X}", header.opcode),
-            );
+            self.error(header, ErrorCode::UnknownOpcode, &format_args!("no handler for opcode {:#06X}", header.opcode));
             return;
         };
         if handler.encrypted && !header.flags.is_encrypted() {
-            self.error(
-                out,
-                header,
-                ErrorCode::EncryptionRequired,
-                &format_args!("{} requires an encrypted request", handler.name),
-            );
+            self.error(header, ErrorCode::EncryptionRequired, &format_args!("{} requires an encrypted request", handler.name));
             return;
         }
         let ctx = Context::new(Arc::clone(&self.connection), header);
         match &handler.kind {
             HandlerKind::Sync(call) => {
-                let mark = out.len();
-                let sink = self.sink(out, header);
+                let mark = self.out.len();
+                let sink = self.reply_to(header);
                 match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink))) {
                     Ok(Ok(())) => {}
-                    Ok(Err(error)) => self.error(out, header, ErrorCode::Malformed, &error),
+                    Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
                     Err(panic) => {
                         // Drop whatever the handler half-wrote.
-                        out.truncate(mark);
-                        DeferredReply::Panicked(panic_message(&*panic))
-                            .write(self.sink(out, header), handler.name);
+                        self.out.truncate(mark);
+                        DeferredReply::Panicked(panic_message(&*panic)).write(self.reply_to(header), handler.name);
                     }
                 }
             }
-            HandlerKind::Async(call) => {
-                match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
-                    Ok(Ok(future)) => self.pending.push(Pending {
-                        header,
-                        handler: handler.name,
-                        future,
-                    }),
-                    Ok(Err(error)) => self.error(out, header, ErrorCode::Malformed, &error),
-                    Err(panic) => DeferredReply::Panicked(panic_message(&*panic))
-                        .write(self.sink(out, header), handler.name),
-                }
-            }
+            HandlerKind::Async(call) => match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
+                Ok(Ok(future)) => self.pending.push(Pending {
+                    header,
+                    handler: handler.name,
+                    future,
+                }),
+                Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
+                Err(panic) => DeferredReply::Panicked(panic_message(&*panic)).write(self.reply_to(header), handler.name),
+            },
         }
     }
 
-    /// Polls the running requests, writing the replies of those that are done.
-    /// Returns whether any finished.
-    pub(crate) fn poll_pending(&mut self, cx: &mut TaskContext<'_>, out: &mut BytesMut) -> bool {
-        let mut finished = false;
+    /// Does whatever is ready besides input: writes the replies of finished
+    /// requests, takes pushed frames and close orders, and ends a graceful
+    /// close. Returns whether anything happened; once the session has
+    /// written its `DISCONNECT`, [`closed`](Self::closed) says so.
+    pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        let mut progress = false;
         while let Poll::Ready(Some((header, handler, reply))) = self.pending.poll_next_unpin(cx) {
-            reply.write(self.sink(out, header), handler);
-            finished = true;
+            reply.write(self.reply_to(header), handler);
+            progress = true;
         }
-        finished
+        while self.closed.is_none() && self.out.len() < self.server.config.outbound_high_water {
+            match self.inbox.poll_recv(cx) {
+                Poll::Ready(Some(Outbound::Frame(frame))) => {
+                    self.connection.outbound.taken(frame.len());
+                    append_prefixed(&mut self.out, &frame);
+                }
+                Poll::Ready(Some(Outbound::Close(violation))) => self.begin_close(violation),
+                // The sender lives in the shared state this session holds.
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+            progress = true;
+        }
+        if let Some(closing) = &mut self.closing {
+            let expired = closing.deadline.as_mut().poll(cx).is_ready();
+            if self.pending.is_empty() || expired {
+                let violation = self.closing.take().expect("closing").violation;
+                self.close_now(&violation);
+                return true;
+            }
+        }
+        progress
     }
+
+    /// Stops reading and lets the running requests finish (for at most the
+    /// server's shutdown grace) before the `DISCONNECT`.
+    fn begin_close(&mut self, violation: Violation) {
+        if self.closing.is_some() {
+            return;
+        }
+        let grace: Duration = self.server.config.shutdown_grace;
+        self.closing = Some(Closing {
+            violation,
+            deadline: Box::pin(tokio::time::sleep(grace)),
+        });
+    }
+}
+
+/// Appends an encoded frame (no prefix) with its u32 length prefix.
+pub(crate) fn append_prefixed(out: &mut BytesMut, frame: &[u8]) {
+    out.reserve(ternio_protocol::frame::LENGTH_PREFIX_LEN + frame.len());
+    out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    out.extend_from_slice(frame);
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::{BytesMut, Packet};
 
-use crate::outbound::PushQueue;
+use crate::outbound::OutboundQueue;
 
 /// A connection's id, unique within the server for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,7 +58,7 @@ pub(crate) struct ConnectionShared {
     pub(crate) id: ConnectionId,
     pub(crate) peer: SocketAddr,
     pub(crate) transport: Transport,
-    pub(crate) pushes: PushQueue,
+    pub(crate) outbound: OutboundQueue,
     pub(crate) state: Arc<AppState>,
     pub(crate) max_frame_size: usize,
 }
@@ -146,7 +146,7 @@ impl ConnectionHandle {
 
     /// Whether the connection is still open.
     pub fn is_open(&self) -> bool {
-        !self.connection.pushes.is_closed()
+        !self.connection.outbound.is_closed()
     }
 }
 
@@ -169,7 +169,7 @@ fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), Push
         connection.max_frame_size,
     )
     .map_err(|_| PushError::TooLarge)?;
-    connection.pushes.push(frame.freeze())
+    connection.outbound.push(frame.freeze())
 }
 
 /// Why a push was not queued.

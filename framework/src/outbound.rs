@@ -1,26 +1,35 @@
-//! The queue of frames pushed to one connection from outside its task,
-//! bounded in bytes.
+//! What other tasks send to one connection: pushed frames, bounded in
+//! bytes, and orders to close. The connection's task polls it beside its
+//! socket, so a push costs that task nothing until it arrives.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::connection::Violation;
 use crate::context::PushError;
 
-/// The sending side: encoded frames (header + body, no length prefix) wait
-/// here until the connection's task writes them.
-pub(crate) struct PushQueue {
-    sender: mpsc::UnboundedSender<Bytes>,
+/// One message for a connection's task.
+pub(crate) enum Outbound {
+    /// An encoded frame (header + body, no length prefix) to write.
+    Frame(Bytes),
+    /// Finish what is running, then send this `DISCONNECT` and close.
+    Close(Violation),
+}
+
+/// The sending side, kept in the connection's shared state.
+pub(crate) struct OutboundQueue {
+    sender: mpsc::UnboundedSender<Outbound>,
     queued_bytes: AtomicUsize,
     limit: usize,
 }
 
-/// The connection task's side of a [`PushQueue`].
-pub(crate) type PushReceiver = mpsc::UnboundedReceiver<Bytes>;
+/// The connection task's side of an [`OutboundQueue`].
+pub(crate) type OutboundReceiver = mpsc::UnboundedReceiver<Outbound>;
 
-impl PushQueue {
-    pub(crate) fn new(limit: usize) -> (Self, PushReceiver) {
+impl OutboundQueue {
+    pub(crate) fn new(limit: usize) -> (Self, OutboundReceiver) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let queue = Self {
             sender,
@@ -42,10 +51,16 @@ impl PushQueue {
                 PushError::Full
             });
         }
-        self.sender.send(frame).map_err(|_| {
+        self.sender.send(Outbound::Frame(frame)).map_err(|_| {
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
             PushError::Closed
         })
+    }
+
+    /// Asks the connection to close with `violation`'s `DISCONNECT`.
+    pub(crate) fn close(&self, violation: Violation) {
+        // A connection that is already gone needs no telling.
+        let _ = self.sender.send(Outbound::Close(violation));
     }
 
     /// Called by the connection task for each frame it takes off the queue.

@@ -12,13 +12,23 @@ use ternio_protocol::{BytesMut, ErrorCode, Packet, ReplySink};
 /// A request with id 0 (fire-and-forget) gets no reply on success, and an
 /// error with id 0 on failure (section 2).
 pub(crate) struct FrameReply<'a> {
-    pub(crate) out: &'a mut BytesMut,
-    pub(crate) framing: Framing,
-    pub(crate) request: Header,
-    pub(crate) max_frame_size: usize,
+    out: &'a mut BytesMut,
+    framing: Framing,
+    request: Header,
+    max_frame_size: usize,
 }
 
-impl FrameReply<'_> {
+impl<'a> FrameReply<'a> {
+    /// The reply to `request`, as a length-prefixed frame at the end of `out`.
+    pub(crate) fn new(out: &'a mut BytesMut, request: Header, max_frame_size: usize) -> Self {
+        Self {
+            out,
+            framing: Framing::LengthPrefixed,
+            request,
+            max_frame_size,
+        }
+    }
+
     fn header(&self, opcode: u16, flags: Flags) -> Header {
         Header::new(opcode, flags, self.request.request_id)
     }

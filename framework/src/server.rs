@@ -1,17 +1,21 @@
 //! The server: its builder, its listeners, and the state every connection shares.
 
 use std::any::TypeId;
+use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
+use ternio_protocol::DisconnectReason;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
+use crate::connection::Violation;
 use crate::context::{AppState, ConnectionId, ConnectionShared, Transport};
 use crate::dispatch::{Controller, DispatchTable};
-use crate::outbound::{PushQueue, PushReceiver};
+use crate::outbound::{OutboundQueue, OutboundReceiver};
 use crate::transport;
 
 /// Why a server could not be built.
@@ -59,9 +63,12 @@ pub enum BuildError {
         /// The socket error.
         source: io::Error,
     },
-    /// No `map_tcp` (or other listener) was given.
-    #[error("the server has no listener: call map_tcp")]
+    /// No `map_tcp` or `map_websocket` was given.
+    #[error("the server has no listener: call map_tcp or map_websocket")]
     NoListener,
+    /// A WebSocket path that does not start with `/`.
+    #[error("WebSocket path {0:?} must start with '/'")]
+    WebSocketPath(String),
 }
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
@@ -69,8 +76,20 @@ pub struct ServerBuilder {
     controllers: Vec<(TypeId, Arc<dyn Controller>)>,
     discover: bool,
     state: AppState,
-    tcp: Vec<Result<SocketAddr, BuildError>>,
+    listeners: Vec<Result<ListenerSpec, BuildError>>,
     config: ServerConfig,
+}
+
+/// A listener to bind: its address and what it speaks.
+struct ListenerSpec {
+    address: SocketAddr,
+    kind: ListenerKind,
+}
+
+#[derive(Clone)]
+enum ListenerKind {
+    Tcp,
+    WebSocket { path: Arc<str> },
 }
 
 impl Default for ServerBuilder {
@@ -79,10 +98,24 @@ impl Default for ServerBuilder {
             controllers: Vec::new(),
             discover: true,
             state: AppState::default(),
-            tcp: Vec::new(),
+            listeners: Vec::new(),
             config: ServerConfig::default(),
         }
     }
+}
+
+fn resolve(address: impl ToSocketAddrs + std::fmt::Debug) -> Result<SocketAddr, BuildError> {
+    address
+        .to_socket_addrs()
+        .and_then(|mut addrs| {
+            addrs
+                .next()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+        })
+        .map_err(|source| BuildError::Resolve {
+            address: format!("{address:?}"),
+            source,
+        })
 }
 
 impl ServerBuilder {
@@ -113,18 +146,26 @@ impl ServerBuilder {
     /// Listens for TCP connections on `address` (port 0 picks a free port;
     /// see [`Server::tcp_addrs`]).
     pub fn map_tcp(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
-        let resolved = address
-            .to_socket_addrs()
-            .and_then(|mut addrs| {
-                addrs
-                    .next()
-                    .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+        let spec = resolve(address).map(|address| ListenerSpec {
+            address,
+            kind: ListenerKind::Tcp,
+        });
+        self.listeners.push(spec);
+        self
+    }
+
+    /// Listens for WebSocket connections on `address`, upgrading requests
+    /// for `path` (such as `/ws`) only. The same handlers serve them.
+    pub fn map_websocket(mut self, address: impl ToSocketAddrs + std::fmt::Debug, path: &str) -> Self {
+        let spec = if path.starts_with('/') {
+            resolve(address).map(|address| ListenerSpec {
+                address,
+                kind: ListenerKind::WebSocket { path: path.into() },
             })
-            .map_err(|source| BuildError::Resolve {
-                address: format!("{address:?}"),
-                source,
-            });
-        self.tcp.push(resolved);
+        } else {
+            Err(BuildError::WebSocketPath(path.to_owned()))
+        };
+        self.listeners.push(spec);
         self
     }
 
@@ -153,16 +194,16 @@ impl ServerBuilder {
     pub fn build(self) -> Result<Server, BuildError> {
         let table = DispatchTable::build(self.controllers, self.discover, &self.state)?;
         tracing::debug!(handlers = table.len(), "dispatch table built");
-        if self.tcp.is_empty() {
+        if self.listeners.is_empty() {
             return Err(BuildError::NoListener);
         }
-        let mut tcp = Vec::with_capacity(self.tcp.len());
-        for address in self.tcp {
-            let address = address?;
-            let listener = std::net::TcpListener::bind(address)
+        let mut listeners = Vec::with_capacity(self.listeners.len());
+        for spec in self.listeners {
+            let ListenerSpec { address, kind } = spec?;
+            let socket = std::net::TcpListener::bind(address)
                 .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
                 .map_err(|source| BuildError::Bind { address, source })?;
-            tcp.push(listener);
+            listeners.push((socket, kind));
         }
         let (shutdown, _) = watch::channel(false);
         Ok(Server {
@@ -171,9 +212,10 @@ impl ServerBuilder {
                 config: self.config,
                 state: Arc::new(self.state),
                 next_id: AtomicU64::new(1),
+                connections: Mutex::default(),
+                shutdown,
             }),
-            tcp,
-            shutdown: Arc::new(shutdown),
+            listeners,
         })
     }
 }
@@ -184,33 +226,75 @@ pub(crate) struct ServerShared {
     pub(crate) config: ServerConfig,
     pub(crate) state: Arc<AppState>,
     next_id: AtomicU64,
+    /// Every open connection, by id.
+    connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
+    /// Turns true when the server shuts down.
+    shutdown: watch::Sender<bool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No code panics while holding the lock; recover the data if one did.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ServerShared {
-    /// The shared half of a new connection, and its push receiver.
+    /// Registers a new connection: its shared half, and the receiver of
+    /// what other tasks send it. Opened during shutdown, it is told to close.
     pub(crate) fn open_connection(
         &self,
         peer: SocketAddr,
         transport: Transport,
-    ) -> (Arc<ConnectionShared>, PushReceiver) {
-        let (pushes, receiver) = PushQueue::new(self.config.max_push_queue_bytes);
-        let connection = ConnectionShared {
+    ) -> (Arc<ConnectionShared>, OutboundReceiver) {
+        let (outbound, receiver) = OutboundQueue::new(self.config.max_push_queue_bytes);
+        let connection = Arc::new(ConnectionShared {
             id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
             peer,
             transport,
-            pushes,
+            outbound,
             state: Arc::clone(&self.state),
             max_frame_size: self.config.max_frame_size,
-        };
-        (Arc::new(connection), receiver)
+        });
+        let mut connections = lock(&self.connections);
+        if *self.shutdown.borrow() {
+            connection.outbound.close(shutdown_violation());
+        }
+        connections.insert(connection.id, Arc::clone(&connection));
+        (connection, receiver)
     }
+
+    /// Forgets a closed connection.
+    pub(crate) fn close_connection(&self, id: ConnectionId) {
+        lock(&self.connections).remove(&id);
+    }
+
+    /// A receiver that turns true when the server shuts down.
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    fn shut_down(&self) {
+        let connections = lock(&self.connections);
+        if self.shutdown.send_replace(true) {
+            return;
+        }
+        for connection in connections.values() {
+            connection.outbound.close(shutdown_violation());
+        }
+    }
+
+    fn open_connections(&self) -> usize {
+        lock(&self.connections).len()
+    }
+}
+
+fn shutdown_violation() -> Violation {
+    Violation::new(DisconnectReason::Shutdown, "the server is shutting down")
 }
 
 /// A built server with its listeners bound. [`run`](Self::run) serves.
 pub struct Server {
     shared: Arc<ServerShared>,
-    tcp: Vec<std::net::TcpListener>,
-    shutdown: Arc<watch::Sender<bool>>,
+    listeners: Vec<(std::net::TcpListener, ListenerKind)>,
 }
 
 impl Server {
@@ -221,48 +305,78 @@ impl Server {
 
     /// The addresses the TCP listeners are bound to, in `map_tcp` order.
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
-        self.tcp
+        self.addrs(|kind| matches!(kind, ListenerKind::Tcp))
+    }
+
+    /// The addresses the WebSocket listeners are bound to, in `map_websocket` order.
+    pub fn websocket_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs(|kind| matches!(kind, ListenerKind::WebSocket { .. }))
+    }
+
+    fn addrs(&self, wanted: impl Fn(&ListenerKind) -> bool) -> Vec<SocketAddr> {
+        self.listeners
             .iter()
-            .filter_map(|listener| listener.local_addr().ok())
+            .filter(|(_, kind)| wanted(kind))
+            .filter_map(|(listener, _)| listener.local_addr().ok())
             .collect()
     }
 
-    /// A handle that stops the server from elsewhere.
+    /// A handle that shuts the server down from elsewhere.
     pub fn handle(&self) -> ServerHandle {
         ServerHandle {
-            shutdown: Arc::clone(&self.shutdown),
+            shared: Arc::clone(&self.shared),
         }
     }
 
-    /// Serves until [`ServerHandle::shutdown`] is called. Must run inside a
-    /// tokio runtime.
+    /// Serves until [`ServerHandle::shutdown`] is called, then waits for the
+    /// connections to close (at most the shutdown grace plus the close
+    /// linger). Must run inside a tokio runtime.
     pub async fn run(self) -> io::Result<()> {
-        let mut loops = Vec::with_capacity(self.tcp.len());
-        for listener in self.tcp {
+        let mut loops = Vec::with_capacity(self.listeners.len());
+        for (listener, kind) in self.listeners {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            tracing::info!(address = %listener.local_addr()?, "listening (tcp)");
-            loops.push(tokio::spawn(transport::tcp::accept_loop(
-                listener,
-                Arc::clone(&self.shared),
-                self.shutdown.subscribe(),
-            )));
+            let address = listener.local_addr()?;
+            let shared = Arc::clone(&self.shared);
+            loops.push(match kind {
+                ListenerKind::Tcp => {
+                    tracing::info!(%address, "listening (tcp)");
+                    tokio::spawn(transport::tcp::serve_listener(listener, shared))
+                }
+                ListenerKind::WebSocket { path } => {
+                    tracing::info!(%address, %path, "listening (websocket)");
+                    tokio::spawn(transport::websocket::serve_listener(listener, shared, path))
+                }
+            });
         }
         for accept_loop in loops {
             let _ = accept_loop.await;
+        }
+        let config = &self.shared.config;
+        let deadline = Instant::now() + config.shutdown_grace + config.close_linger;
+        while self.shared.open_connections() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(())
     }
 }
 
-/// Stops a running [`Server`].
+/// Shuts a running [`Server`] down.
 #[derive(Clone)]
 pub struct ServerHandle {
-    shutdown: Arc<watch::Sender<bool>>,
+    shared: Arc<ServerShared>,
 }
 
 impl ServerHandle {
-    /// Stops accepting connections; [`Server::run`] then returns.
+    /// Stops accepting connections and closes every open one: each stops
+    /// reading, lets its running requests finish (within the shutdown
+    /// grace), writes their replies, sends `DISCONNECT SHUTDOWN` and closes.
+    /// [`Server::run`] returns once they are closed.
     pub fn shutdown(&self) {
-        self.shutdown.send_replace(true);
+        self.shared.shut_down();
+    }
+
+    /// How many connections are open.
+    pub fn connection_count(&self) -> usize {
+        self.shared.open_connections()
     }
 }

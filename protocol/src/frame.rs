@@ -16,6 +16,9 @@ pub const LENGTH_PREFIX_LEN: usize = 4;
 /// The maximum frame size (header + body) a receiver accepts unless configured otherwise: 1 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 1024 * 1024;
 
+/// The WebSocket subprotocol of wire contract v1 (section 1.2).
+pub const WEBSOCKET_SUBPROTOCOL: &str = "ternio.v1";
+
 /// The first opcode of the system range (section 4).
 pub const SYSTEM_OPCODE_START: u16 = 0xFF00;
 

@@ -101,11 +101,16 @@ impl AppError for HandlerError {
 /// acknowledgement (an empty body with the request's opcode).
 pub trait Response: Sized {
     /// Reads the value from a successful `RESPONSE` frame.
-    fn from_response(opcode: u16, body: &Bytes, request_opcode: u16) -> Result<Self, ResponseError>;
+    fn from_response(opcode: u16, body: &Bytes, request_opcode: u16)
+    -> Result<Self, ResponseError>;
 }
 
 impl<P: Packet> Response for P {
-    fn from_response(opcode: u16, body: &Bytes, _request_opcode: u16) -> Result<Self, ResponseError> {
+    fn from_response(
+        opcode: u16,
+        body: &Bytes,
+        _request_opcode: u16,
+    ) -> Result<Self, ResponseError> {
         if opcode != P::OPCODE {
             return Err(ResponseError::UnexpectedOpcode {
                 expected: P::OPCODE,
@@ -117,7 +122,11 @@ impl<P: Packet> Response for P {
 }
 
 impl Response for () {
-    fn from_response(opcode: u16, body: &Bytes, request_opcode: u16) -> Result<Self, ResponseError> {
+    fn from_response(
+        opcode: u16,
+        body: &Bytes,
+        request_opcode: u16,
+    ) -> Result<Self, ResponseError> {
         if opcode != request_opcode {
             return Err(ResponseError::UnexpectedOpcode {
                 expected: request_opcode,
@@ -125,7 +134,9 @@ impl Response for () {
             });
         }
         if !body.is_empty() {
-            return Err(ResponseError::Decode(DecodeError::TrailingBytes(body.len())));
+            return Err(ResponseError::Decode(DecodeError::TrailingBytes(
+                body.len(),
+            )));
         }
         Ok(())
     }

@@ -1,3 +1,49 @@
-//! Transports: sockets in, frames out. Each drives a [`Session`](crate::connection::Session).
+//! Transports: sockets in, frames out. Each drives a
+//! [`Session`](crate::connection::Session) and knows nothing of handlers.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::server::ServerShared;
 
 pub(crate) mod tcp;
+pub(crate) mod websocket;
+
+/// How a connection's main loop ended.
+pub(crate) enum Exit {
+    /// The peer closed its side and every reply was written.
+    PeerClosed,
+    /// The peer sent `DISCONNECT`.
+    PeerDisconnected,
+    /// The session wrote its `DISCONNECT`: flush it and close.
+    Closed,
+    /// The socket failed.
+    Io(io::Error),
+}
+
+/// Accepts connections and hands each to `serve`, until the server shuts down.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    server: Arc<ServerShared>,
+    serve: impl Fn(TcpStream, SocketAddr, Arc<ServerShared>),
+) {
+    let mut shutdown = server.shutdown_signal();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => serve(stream, peer, Arc::clone(&server)),
+            Err(error) => {
+                // Out of file descriptors, usually: wait rather than spin.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

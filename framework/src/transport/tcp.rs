@@ -12,16 +12,15 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use bytes::Buf;
-use ternio_protocol::frame::{FrameDecoder, Framing, LENGTH_PREFIX_LEN};
-use ternio_protocol::{Bytes, BytesMut, DisconnectReason};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use ternio_protocol::frame::FrameDecoder;
+use ternio_protocol::{BytesMut, DisconnectReason};
 
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
-use crate::outbound::PushReceiver;
 use crate::server::ServerShared;
+use crate::transport::{Exit, accept_loop};
 
 /// Bytes reserved for a read when the buffer has less room than this.
 const READ_CHUNK: usize = 8 * 1024;
@@ -32,69 +31,39 @@ const BUDGET: usize = 32;
 /// The most bytes a closing connection reads and discards.
 const MAX_DRAIN: usize = 1024 * 1024;
 
-/// Accepts connections until `shutdown` turns true.
-pub(crate) async fn accept_loop(
-    listener: TcpListener,
-    server: Arc<ServerShared>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve(stream, peer, Arc::clone(&server)));
-            }
-            Err(error) => {
-                // Out of file descriptors, usually: wait rather than spin.
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// How the connection's main loop ended.
-enum Exit {
-    /// The peer closed its side and every reply was written.
-    PeerClosed,
-    PeerDisconnected,
-    Violation(Violation),
-    Io(io::Error),
+/// Serves TCP connections from `listener` until the server shuts down.
+pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>) {
+    accept_loop(listener, server, |stream, peer, server| {
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve(stream, peer, server));
+    })
+    .await;
 }
 
 struct TcpConnection {
     stream: TcpStream,
     decoder: FrameDecoder,
     read_buf: BytesMut,
-    out: BytesMut,
     session: Session,
-    pushes: PushReceiver,
+    /// False once the peer closed its side.
     reading: bool,
-    /// Bytes waiting to be written above which reading pauses.
-    high_water: usize,
 }
 
 async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>) {
-    let (connection, pushes) = server.open_connection(peer, Transport::Tcp);
+    let linger = server.config.close_linger;
+    let (connection, inbox) = server.open_connection(peer, Transport::Tcp);
     let id = connection.id;
     tracing::debug!(connection = %id, %peer, "tcp connection open");
-    let linger = server.config.close_linger;
     let mut conn = TcpConnection {
         stream,
         decoder: FrameDecoder::new(server.config.max_frame_size),
         read_buf: BytesMut::new(),
-        out: BytesMut::new(),
-        high_water: server.config.outbound_high_water,
-        session: Session::new(connection, server, Framing::LengthPrefixed),
-        pushes,
+        session: Session::new(connection, Arc::clone(&server), inbox),
         reading: true,
     };
     let exit = poll_fn(|cx| conn.poll_run(cx)).await;
     conn.close(exit, linger).await;
+    server.close_connection(id);
     tracing::debug!(connection = %id, "tcp connection closed");
 }
 
@@ -102,8 +71,7 @@ impl TcpConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
         for _ in 0..BUDGET {
             let mut progress = false;
-            if self.reading && self.session.can_accept_request() && self.out.len() < self.high_water
-            {
+            if self.reading && self.session.wants_input() {
                 match self.stream.poll_read_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         progress = true;
@@ -113,9 +81,7 @@ impl TcpConnection {
                                 tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
                                 return Poll::Ready(Exit::PeerDisconnected);
                             }
-                            Ok(Flow::Violation(violation)) => {
-                                return Poll::Ready(Exit::Violation(violation));
-                            }
+                            Ok(Flow::Close) => {}
                             Err(error) => return Poll::Ready(Exit::Io(error)),
                         }
                     }
@@ -123,9 +89,11 @@ impl TcpConnection {
                     Poll::Pending => {}
                 }
             }
-            progress |= self.session.poll_pending(cx, &mut self.out);
-            progress |= self.take_pushes(cx);
-            if !self.out.is_empty() {
+            progress |= self.session.poll_work(cx);
+            if self.session.closed().is_some() {
+                return Poll::Ready(Exit::Closed);
+            }
+            if !self.session.out.is_empty() {
                 match self.stream.poll_write_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         progress = true;
@@ -137,7 +105,7 @@ impl TcpConnection {
                     Poll::Pending => {}
                 }
             }
-            if !self.reading && self.session.is_idle() && self.out.is_empty() {
+            if !self.reading && self.session.is_idle() && self.session.out.is_empty() {
                 return Poll::Ready(Exit::PeerClosed);
             }
             if !progress {
@@ -151,12 +119,13 @@ impl TcpConnection {
 
     /// One read of whatever has arrived, then every whole frame in it.
     fn read(&mut self) -> io::Result<Flow> {
+        // Room for the rest of a frame whose length is known (it passed the
+        // size check), or for a chunk.
         let wanted = match self.decoder.next_frame_len(&self.read_buf) {
             Ok(Some(frame_len)) => frame_len.saturating_sub(self.read_buf.len()),
             _ => 0,
         };
-        let spare = self.read_buf.capacity() - self.read_buf.len();
-        if spare < READ_CHUNK.min(wanted.max(1)) || spare < wanted {
+        if self.read_buf.capacity() - self.read_buf.len() < wanted.max(READ_CHUNK / 2) {
             self.read_buf.reserve(wanted.max(READ_CHUNK));
         }
         match self.stream.try_read_buf(&mut self.read_buf) {
@@ -164,10 +133,8 @@ impl TcpConnection {
                 // The peer closed its side: answer what is running, then close.
                 self.reading = false;
                 if !self.read_buf.is_empty() {
-                    return Ok(Flow::Violation(Violation::new(
-                        DisconnectReason::Malformed,
-                        "stream ended inside a frame",
-                    )));
+                    let violation = Violation::new(DisconnectReason::Malformed, "stream ended inside a frame");
+                    return Ok(self.session.close_now(&violation));
                 }
                 return Ok(Flow::Continue);
             }
@@ -177,16 +144,14 @@ impl TcpConnection {
         }
         loop {
             match self.decoder.decode(&mut self.read_buf) {
-                Ok(Some(frame)) => match self.session.on_frame(frame, &mut self.out) {
+                Ok(Some(frame)) => match self.session.on_frame(frame) {
                     Flow::Continue => {}
                     other => return Ok(other),
                 },
                 Ok(None) => break,
                 Err(error) => {
-                    return Ok(Flow::Violation(Violation::new(
-                        error.disconnect_reason(),
-                        error.to_string(),
-                    )));
+                    let violation = Violation::new(error.disconnect_reason(), error.to_string());
+                    return Ok(self.session.close_now(&violation));
                 }
             }
         }
@@ -196,49 +161,28 @@ impl TcpConnection {
         Ok(Flow::Continue)
     }
 
-    /// Moves pushed frames into the outbound buffer. Returns whether any came.
-    fn take_pushes(&mut self, cx: &mut TaskContext<'_>) -> bool {
-        let mut any = false;
-        while self.out.len() < self.high_water {
-            let Poll::Ready(Some(frame)) = self.pushes.poll_recv(cx) else {
-                break;
-            };
-            self.session.connection().pushes.taken(frame.len());
-            append_prefixed(&mut self.out, &frame);
-            any = true;
-        }
-        any
-    }
-
     /// One write of everything ready.
     fn write(&mut self) -> io::Result<()> {
-        match self.stream.try_write(&self.out) {
-            Ok(n) if n == self.out.len() => self.out.clear(),
-            Ok(n) => self.out.advance(n),
+        let out = &mut self.session.out;
+        match self.stream.try_write(out) {
+            Ok(n) if n == out.len() => out.clear(),
+            Ok(n) => out.advance(n),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
             Err(error) => return Err(error),
         }
         Ok(())
     }
 
-    /// Ends the connection: a `DISCONNECT` first when the peer broke the
-    /// contract, the last frames flushed, then a clean close (the peer sees
-    /// FIN, not a reset, because unread input is drained first).
+    /// Ends the connection: the last frames (with the `DISCONNECT`, if the
+    /// session wrote one) flushed, then a clean close: the peer sees FIN, not
+    /// a reset, because its unread input is drained first.
     async fn close(mut self, exit: Exit, linger: Duration) {
-        let max_frame_size = self.session.connection().max_frame_size;
-        match exit {
-            Exit::Io(error) => {
-                tracing::debug!(%error, "connection failed");
-                return;
-            }
-            Exit::Violation(violation) => {
-                tracing::debug!(reason = %violation.reason, message = %violation.message, "closing on a protocol violation");
-                violation.write_disconnect(&mut self.out, Framing::LengthPrefixed, max_frame_size);
-            }
-            Exit::PeerClosed | Exit::PeerDisconnected => {}
+        if let Exit::Io(error) = exit {
+            tracing::debug!(%error, "connection failed");
+            return;
         }
         let stream = &mut self.stream;
-        let out = &self.out;
+        let out = &self.session.out;
         let _ = tokio::time::timeout(linger, async move {
             stream.write_all(out).await?;
             stream.shutdown().await?;
@@ -254,10 +198,4 @@ impl TcpConnection {
         })
         .await;
     }
-}
-
-fn append_prefixed(out: &mut BytesMut, frame: &Bytes) {
-    out.reserve(LENGTH_PREFIX_LEN + frame.len());
-    out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    out.extend_from_slice(frame);
 }

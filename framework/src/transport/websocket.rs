@@ -1,0 +1,287 @@
+//! WebSocket: one frame per binary message (section 1.2), on tokio-tungstenite.
+//!
+//! The upgrade accepts the path given to `map_websocket` only, selects the
+//! subprotocol `ternio.v1` when the client offers it, and accepts a client
+//! that offers none. A text message closes the connection with code 1003; a
+//! message above the maximum frame size, with 1009. WebSocket pings are
+//! answered, and closes complete their handshake both ways.
+
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use bytes::Buf;
+use futures_util::{Sink, SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
+use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
+
+use crate::connection::{Flow, Session, Violation};
+use crate::context::Transport;
+use crate::server::ServerShared;
+use crate::transport::{Exit, accept_loop};
+
+/// Rounds of work one connection does before letting other tasks run.
+const BUDGET: usize = 32;
+
+/// Serves WebSocket connections at `path` from `listener` until the server shuts down.
+pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>, path: Arc<str>) {
+    accept_loop(listener, server, move |stream, peer, server| {
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve(stream, peer, server, Arc::clone(&path)));
+    })
+    .await;
+}
+
+/// Accepts the upgrade when the path matches and the subprotocols allow it.
+fn negotiate(path: &str, request: &Request, mut response: Response) -> Result<Response, ErrorResponse> {
+    if request.uri().path() != path {
+        return Err(refuse(StatusCode::NOT_FOUND, format!("no WebSocket endpoint at {}", request.uri().path())));
+    }
+    let mut offered = request
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .peekable();
+    if offered.peek().is_none() {
+        return Ok(response);
+    }
+    if offered.any(|name| name == SUBPROTOCOL) {
+        response
+            .headers_mut()
+            .insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
+        Ok(response)
+    } else {
+        Err(refuse(StatusCode::BAD_REQUEST, format!("subprotocol {SUBPROTOCOL} required")))
+    }
+}
+
+fn refuse(status: StatusCode, message: String) -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(message));
+    *response.status_mut() = status;
+    response
+}
+
+/// The close code that goes with a `DISCONNECT` reason.
+fn close_code(reason: DisconnectReason) -> CloseCode {
+    match reason {
+        DisconnectReason::Shutdown => CloseCode::Away,
+        DisconnectReason::Malformed => CloseCode::Protocol,
+        DisconnectReason::FrameTooLarge => CloseCode::Size,
+        DisconnectReason::TooManyConnections => CloseCode::Again,
+        DisconnectReason::DecryptFailed
+        | DisconnectReason::HandshakeTimeout
+        | DisconnectReason::SlowConsumer
+        | DisconnectReason::Kicked => CloseCode::Policy,
+        DisconnectReason::Normal | DisconnectReason::IdleTimeout | DisconnectReason::Other(_) => CloseCode::Normal,
+    }
+}
+
+struct WsConnection {
+    ws: WebSocketStream<TcpStream>,
+    session: Session,
+    /// False once the peer's close arrived or the stream ended.
+    reading: bool,
+    /// Messages (or an automatic pong or close reply) wait in tungstenite's buffer.
+    needs_flush: bool,
+    /// The close code to use instead of the one the reason implies.
+    close_code: Option<CloseCode>,
+}
+
+async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, path: Arc<str>) {
+    let max = server.config.max_frame_size;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
+    let callback = |request: &Request, response: Response| negotiate(&path, request, response);
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
+    let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "websocket upgrade refused");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "websocket upgrade timed out");
+            return;
+        }
+    };
+    let linger = server.config.close_linger;
+    let (connection, inbox) = server.open_connection(peer, Transport::WebSocket);
+    let id = connection.id;
+    tracing::debug!(connection = %id, %peer, "websocket connection open");
+    let mut conn = WsConnection {
+        ws,
+        session: Session::new(connection, Arc::clone(&server), inbox),
+        reading: true,
+        needs_flush: false,
+        close_code: None,
+    };
+    let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+    conn.close(exit, linger).await;
+    server.close_connection(id);
+    tracing::debug!(connection = %id, "websocket connection closed");
+}
+
+impl WsConnection {
+    fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
+        for _ in 0..BUDGET {
+            let mut progress = false;
+            if self.reading && self.session.wants_input() {
+                match self.ws.poll_next_unpin(cx) {
+                    Poll::Ready(Some(Ok(message))) => {
+                        progress = true;
+                        if let Flow::PeerDisconnected(disconnect) = self.on_message(message) {
+                            tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
+                            return Poll::Ready(Exit::PeerDisconnected);
+                        }
+                    }
+                    Poll::Ready(Some(Err(WsError::Capacity(error)))) => {
+                        progress = true;
+                        let violation = Violation::new(DisconnectReason::FrameTooLarge, error.to_string());
+                        self.session.close_now(&violation);
+                    }
+                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Exit::Io(io::Error::other(error))),
+                    Poll::Ready(None) => {
+                        progress = true;
+                        self.reading = false;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            progress |= self.session.poll_work(cx);
+            match self.poll_write(cx) {
+                Ok(wrote) => progress |= wrote,
+                Err(error) => return Poll::Ready(Exit::Io(error)),
+            }
+            if self.session.closed().is_some() && self.session.out.is_empty() {
+                return Poll::Ready(Exit::Closed);
+            }
+            if !self.reading && self.session.is_idle() && self.session.out.is_empty() && !self.needs_flush {
+                return Poll::Ready(Exit::PeerClosed);
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    fn on_message(&mut self, message: Message) -> Flow {
+        match message {
+            Message::Binary(bytes) => match Frame::parse(bytes, self.session.max_frame_size()) {
+                Ok(frame) => self.session.on_frame(frame),
+                Err(error) => self
+                    .session
+                    .close_now(&Violation::new(error.disconnect_reason(), error.to_string())),
+            },
+            Message::Text(_) => {
+                self.close_code = Some(CloseCode::Unsupported);
+                self.session.close_now(&Violation::new(
+                    DisconnectReason::Malformed,
+                    "text messages are not part of the protocol",
+                ))
+            }
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
+                // tungstenite queued the pong: send it.
+                self.needs_flush = true;
+                Flow::Continue
+            }
+            Message::Close(_) => {
+                // tungstenite queued the close reply; the stream ends next.
+                self.needs_flush = true;
+                self.reading = false;
+                Flow::Continue
+            }
+        }
+    }
+
+    /// Hands every ready frame to the WebSocket as one binary message each,
+    /// then flushes. Returns whether anything moved.
+    fn poll_write(&mut self, cx: &mut TaskContext<'_>) -> io::Result<bool> {
+        let mut moved = false;
+        while !self.session.out.is_empty() {
+            match Pin::new(&mut self.ws).poll_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(error)) => return Err(io::Error::other(error)),
+                Poll::Pending => break,
+            }
+            let frame = next_frame(&mut self.session.out);
+            Pin::new(&mut self.ws)
+                .start_send(Message::Binary(frame))
+                .map_err(io::Error::other)?;
+            self.needs_flush = true;
+            moved = true;
+        }
+        if self.needs_flush {
+            match Pin::new(&mut self.ws).poll_flush(cx) {
+                Poll::Ready(Ok(())) => {
+                    self.needs_flush = false;
+                    moved = true;
+                }
+                Poll::Ready(Err(WsError::ConnectionClosed)) => self.needs_flush = false,
+                Poll::Ready(Err(error)) => return Err(io::Error::other(error)),
+                Poll::Pending => {}
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Ends the connection with a complete close handshake: our Close frame
+    /// (its code following the `DISCONNECT` reason), then the peer's.
+    async fn close(mut self, exit: Exit, linger: Duration) {
+        let code = match exit {
+            Exit::Io(error) => {
+                tracing::debug!(%error, "connection failed");
+                return;
+            }
+            Exit::Closed => self
+                .close_code
+                .or_else(|| self.session.closed().map(close_code))
+                .unwrap_or(CloseCode::Normal),
+            Exit::PeerClosed | Exit::PeerDisconnected => CloseCode::Normal,
+        };
+        let ws = &mut self.ws;
+        let out = &mut self.session.out;
+        let _ = tokio::time::timeout(linger, async move {
+            while !out.is_empty() {
+                ws.feed(Message::Binary(next_frame(out))).await?;
+            }
+            ws.flush().await?;
+            let frame = CloseFrame {
+                code,
+                reason: "".into(),
+            };
+            ws.close(Some(frame)).await?;
+            // Wait for the peer's Close (tungstenite ends the stream on it).
+            while let Some(message) = ws.next().await {
+                message?;
+            }
+            Result::<(), WsError>::Ok(())
+        })
+        .await;
+    }
+}
+
+/// Takes the first frame off the outbound buffer, without its length prefix
+/// and without copying it.
+fn next_frame(out: &mut BytesMut) -> Bytes {
+    let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+    out.advance(LENGTH_PREFIX_LEN);
+    out.split_to(len).freeze()
+}
