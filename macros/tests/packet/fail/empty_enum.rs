@@ -1,0 +1,6 @@
+use ternio_macros::Codec;
+
+#[derive(Codec)]
+enum Never {}
+
+fn main() {}
