@@ -5,7 +5,8 @@
 //! ```
 //!
 //! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only)
-//! until ctrl-c.
+//! over TCP and, with `--ws`, over WebSocket at path `/ws`, until ctrl-c
+//! (which closes every connection with `DISCONNECT SHUTDOWN`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,9 +55,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if let Some(ws) = args.ws {
-        eprintln!("note: the WebSocket transport is not built yet; --ws {ws} is ignored");
-    }
     if let Some(identity) = &args.identity {
         eprintln!(
             "note: secure sessions are not built yet; {} is not read and the key below is a placeholder",
@@ -64,10 +62,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    let server = Server::builder().map_tcp(args.tcp).build()?;
+    let mut builder = Server::builder().map_tcp(args.tcp);
+    if let Some(ws) = args.ws {
+        builder = builder.map_websocket(ws, "/ws");
+    }
+    let server = builder.build()?;
     let handle = server.handle();
     for address in server.tcp_addrs() {
         println!("tcp listening on {address}");
+    }
+    for address in server.websocket_addrs() {
+        println!("websocket listening on ws://{address}/ws");
     }
     println!("public key: {}", "0".repeat(64));
 

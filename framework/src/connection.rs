@@ -18,8 +18,8 @@ use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 
 use crate::context::{ConnectionShared, Context};
-use crate::outbound::{Outbound, OutboundReceiver};
 use crate::dispatch::{HandlerKind, ReplyFuture, panic_message};
+use crate::outbound::{Outbound, OutboundReceiver};
 use crate::reply::{DeferredReply, FrameReply};
 use crate::server::ServerShared;
 
@@ -103,7 +103,11 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(connection: Arc<ConnectionShared>, server: Arc<ServerShared>, inbox: OutboundReceiver) -> Self {
+    pub(crate) fn new(
+        connection: Arc<ConnectionShared>,
+        server: Arc<ServerShared>,
+        inbox: OutboundReceiver,
+    ) -> Self {
         Self {
             connection,
             server,
@@ -150,7 +154,11 @@ impl Session {
     /// Writes the `DISCONNECT` of `violation` and stops the session.
     pub(crate) fn close_now(&mut self, violation: &Violation) -> Flow {
         tracing::debug!(connection = %self.connection.id, reason = %violation.reason, message = %violation.message, "closing");
-        violation.write_disconnect(&mut self.out, Framing::LengthPrefixed, self.server.config.max_frame_size);
+        violation.write_disconnect(
+            &mut self.out,
+            Framing::LengthPrefixed,
+            self.server.config.max_frame_size,
+        );
         self.closed = Some(violation.reason);
         self.closing = None;
         self.pending = FuturesUnordered::new();
@@ -171,7 +179,11 @@ impl Session {
             return Flow::Continue;
         }
         if header.flags.is_error() {
-            self.error(header, ErrorCode::Malformed, &"ERROR flag on a frame that is not a response");
+            self.error(
+                header,
+                ErrorCode::Malformed,
+                &"ERROR flag on a frame that is not a response",
+            );
             return Flow::Continue;
         }
         if header.is_system() {
@@ -189,14 +201,23 @@ impl Session {
                 Err(error) => self.error(header, ErrorCode::Malformed, &error),
             },
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&frame.body)
-                    .unwrap_or_else(|_| Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT"));
+                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
+                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
+                });
                 self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
-            system::HANDSHAKE => self.error(header, ErrorCode::HandshakeFailed, &"this server does not offer secure sessions"),
+            system::HANDSHAKE => self.error(
+                header,
+                ErrorCode::HandshakeFailed,
+                &"this server does not offer secure sessions",
+            ),
             system::PONG => {}
-            opcode => self.error(header, ErrorCode::UnknownOpcode, &format_args!("unknown system opcode {opcode:#06X}")),
+            opcode => self.error(
+                header,
+                ErrorCode::UnknownOpcode,
+                &format_args!("unknown system opcode {opcode:#06X}"),
+            ),
         }
         Flow::Continue
     }
@@ -205,11 +226,19 @@ impl Session {
         let header = frame.header;
         let server = Arc::clone(&self.server);
         let Some(handler) = server.table.get(header.opcode) else {
-            self.error(header, ErrorCode::UnknownOpcode, &format_args!("no handler for opcode {:#06X}", header.opcode));
+            self.error(
+                header,
+                ErrorCode::UnknownOpcode,
+                &format_args!("no handler for opcode {:#06X}", header.opcode),
+            );
             return;
         };
         if handler.encrypted && !header.flags.is_encrypted() {
-            self.error(header, ErrorCode::EncryptionRequired, &format_args!("{} requires an encrypted request", handler.name));
+            self.error(
+                header,
+                ErrorCode::EncryptionRequired,
+                &format_args!("{} requires an encrypted request", handler.name),
+            );
             return;
         }
         let ctx = Context::new(Arc::clone(&self.connection), header);
@@ -223,19 +252,23 @@ impl Session {
                     Err(panic) => {
                         // Drop whatever the handler half-wrote.
                         self.out.truncate(mark);
-                        DeferredReply::Panicked(panic_message(&*panic)).write(self.reply_to(header), handler.name);
+                        DeferredReply::Panicked(panic_message(&*panic))
+                            .write(self.reply_to(header), handler.name);
                     }
                 }
             }
-            HandlerKind::Async(call) => match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
-                Ok(Ok(future)) => self.pending.push(Pending {
-                    header,
-                    handler: handler.name,
-                    future,
-                }),
-                Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
-                Err(panic) => DeferredReply::Panicked(panic_message(&*panic)).write(self.reply_to(header), handler.name),
-            },
+            HandlerKind::Async(call) => {
+                match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
+                    Ok(Ok(future)) => self.pending.push(Pending {
+                        header,
+                        handler: handler.name,
+                        future,
+                    }),
+                    Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
+                    Err(panic) => DeferredReply::Panicked(panic_message(&*panic))
+                        .write(self.reply_to(header), handler.name),
+                }
+            }
         }
     }
 

@@ -156,7 +156,11 @@ impl ServerBuilder {
 
     /// Listens for WebSocket connections on `address`, upgrading requests
     /// for `path` (such as `/ws`) only. The same handlers serve them.
-    pub fn map_websocket(mut self, address: impl ToSocketAddrs + std::fmt::Debug, path: &str) -> Self {
+    pub fn map_websocket(
+        mut self,
+        address: impl ToSocketAddrs + std::fmt::Debug,
+        path: &str,
+    ) -> Self {
         let spec = if path.starts_with('/') {
             resolve(address).map(|address| ListenerSpec {
                 address,
@@ -234,7 +238,9 @@ pub(crate) struct ServerShared {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // No code panics while holding the lock; recover the data if one did.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ServerShared {

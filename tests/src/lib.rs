@@ -223,6 +223,24 @@ pub fn start_server(
     (address, handle)
 }
 
+/// Like [`start_server`], with a WebSocket listener at `/ws` too: returns
+/// the TCP address, the WebSocket address and the handle.
+pub fn start_server_with_ws(
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (SocketAddr, SocketAddr, ServerHandle) {
+    let builder = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+        .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws");
+    let server = configure(builder).build().expect("the test server builds");
+    let (tcp, ws) = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    (tcp, ws, handle)
+}
+
 /// A TCP connection that speaks frames by hand, for what a well-behaved
 /// client would never send.
 pub struct RawConnection {

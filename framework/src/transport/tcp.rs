@@ -12,10 +12,10 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use bytes::Buf;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use ternio_protocol::frame::FrameDecoder;
 use ternio_protocol::{BytesMut, DisconnectReason};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
@@ -133,7 +133,8 @@ impl TcpConnection {
                 // The peer closed its side: answer what is running, then close.
                 self.reading = false;
                 if !self.read_buf.is_empty() {
-                    let violation = Violation::new(DisconnectReason::Malformed, "stream ended inside a frame");
+                    let violation =
+                        Violation::new(DisconnectReason::Malformed, "stream ended inside a frame");
                     return Ok(self.session.close_now(&violation));
                 }
                 return Ok(Flow::Continue);

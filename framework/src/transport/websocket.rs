@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use bytes::Buf;
 use futures_util::{Sink, SinkExt, StreamExt};
+use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
+use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -23,8 +25,6 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
-use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
@@ -35,7 +35,11 @@ use crate::transport::{Exit, accept_loop};
 const BUDGET: usize = 32;
 
 /// Serves WebSocket connections at `path` from `listener` until the server shuts down.
-pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>, path: Arc<str>) {
+pub(crate) async fn serve_listener(
+    listener: TcpListener,
+    server: Arc<ServerShared>,
+    path: Arc<str>,
+) {
     accept_loop(listener, server, move |stream, peer, server| {
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve(stream, peer, server, Arc::clone(&path)));
@@ -44,9 +48,17 @@ pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShar
 }
 
 /// Accepts the upgrade when the path matches and the subprotocols allow it.
-fn negotiate(path: &str, request: &Request, mut response: Response) -> Result<Response, ErrorResponse> {
+#[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
+fn negotiate(
+    path: &str,
+    request: &Request,
+    mut response: Response,
+) -> Result<Response, ErrorResponse> {
     if request.uri().path() != path {
-        return Err(refuse(StatusCode::NOT_FOUND, format!("no WebSocket endpoint at {}", request.uri().path())));
+        return Err(refuse(
+            StatusCode::NOT_FOUND,
+            format!("no WebSocket endpoint at {}", request.uri().path()),
+        ));
     }
     let mut offered = request
         .headers()
@@ -61,12 +73,16 @@ fn negotiate(path: &str, request: &Request, mut response: Response) -> Result<Re
         return Ok(response);
     }
     if offered.any(|name| name == SUBPROTOCOL) {
-        response
-            .headers_mut()
-            .insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
+        response.headers_mut().insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
         Ok(response)
     } else {
-        Err(refuse(StatusCode::BAD_REQUEST, format!("subprotocol {SUBPROTOCOL} required")))
+        Err(refuse(
+            StatusCode::BAD_REQUEST,
+            format!("subprotocol {SUBPROTOCOL} required"),
+        ))
     }
 }
 
@@ -87,7 +103,9 @@ fn close_code(reason: DisconnectReason) -> CloseCode {
         | DisconnectReason::HandshakeTimeout
         | DisconnectReason::SlowConsumer
         | DisconnectReason::Kicked => CloseCode::Policy,
-        DisconnectReason::Normal | DisconnectReason::IdleTimeout | DisconnectReason::Other(_) => CloseCode::Normal,
+        DisconnectReason::Normal | DisconnectReason::IdleTimeout | DisconnectReason::Other(_) => {
+            CloseCode::Normal
+        }
     }
 }
 
@@ -107,6 +125,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, p
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
+    #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
     let callback = |request: &Request, response: Response| negotiate(&path, request, response);
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
     let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
@@ -152,10 +171,13 @@ impl WsConnection {
                     }
                     Poll::Ready(Some(Err(WsError::Capacity(error)))) => {
                         progress = true;
-                        let violation = Violation::new(DisconnectReason::FrameTooLarge, error.to_string());
+                        let violation =
+                            Violation::new(DisconnectReason::FrameTooLarge, error.to_string());
                         self.session.close_now(&violation);
                     }
-                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Exit::Io(io::Error::other(error))),
+                    Poll::Ready(Some(Err(error))) => {
+                        return Poll::Ready(Exit::Io(io::Error::other(error)));
+                    }
                     Poll::Ready(None) => {
                         progress = true;
                         self.reading = false;
@@ -171,7 +193,11 @@ impl WsConnection {
             if self.session.closed().is_some() && self.session.out.is_empty() {
                 return Poll::Ready(Exit::Closed);
             }
-            if !self.reading && self.session.is_idle() && self.session.out.is_empty() && !self.needs_flush {
+            if !self.reading
+                && self.session.is_idle()
+                && self.session.out.is_empty()
+                && !self.needs_flush
+            {
                 return Poll::Ready(Exit::PeerClosed);
             }
             if !progress {
@@ -186,9 +212,10 @@ impl WsConnection {
         match message {
             Message::Binary(bytes) => match Frame::parse(bytes, self.session.max_frame_size()) {
                 Ok(frame) => self.session.on_frame(frame),
-                Err(error) => self
-                    .session
-                    .close_now(&Violation::new(error.disconnect_reason(), error.to_string())),
+                Err(error) => self.session.close_now(&Violation::new(
+                    error.disconnect_reason(),
+                    error.to_string(),
+                )),
             },
             Message::Text(_) => {
                 self.close_code = Some(CloseCode::Unsupported);

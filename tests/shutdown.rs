@@ -1,0 +1,113 @@
+//! Shutting a server down: running requests finish, every connection gets
+//! DISCONNECT SHUTDOWN and a clean close, and `run` returns.
+
+use std::time::{Duration, Instant};
+
+use ternio::protocol::Decode;
+use ternio::protocol::system::{self, Disconnect};
+use ternio::{DisconnectReason, Server, ServerConfig};
+use ternio_client::{Client, ClientError, CloseReason};
+use ternio_tests::*;
+
+#[tokio::test]
+async fn running_requests_finish_before_the_disconnect() {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    let handle = server.handle();
+    let running = tokio::spawn(server.run());
+
+    let mut raw = RawConnection::connect(address).await;
+    let client = Client::connect_tcp(address).await.unwrap();
+    raw.request(&Sleep { ms: 200, tag: 1 }, 1).await;
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .request_async::<_, Slept>(&Sleep { ms: 200, tag: 2 })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    handle.shutdown();
+
+    // The raw connection: its answer, then DISCONNECT SHUTDOWN, then a clean end.
+    let answer = raw.recv().await.unwrap();
+    assert_eq!(Slept::decode_body(&answer.body).unwrap().tag, 1);
+    let goodbye = raw.recv().await.unwrap();
+    assert_eq!(goodbye.header.opcode, system::DISCONNECT);
+    assert_eq!(
+        Disconnect::decode_body(&goodbye.body).unwrap().reason,
+        DisconnectReason::Shutdown
+    );
+    assert!(raw.recv().await.is_none());
+
+    // The SDK client: its request answered, then the connection closed with the reason.
+    assert_eq!(slow.await.unwrap().unwrap().tag, 2);
+    let after = client.request_async::<_, Sum>(&Add { a: 1, b: 1 }).await;
+    match after {
+        Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
+            assert_eq!(disconnect.reason, DisconnectReason::Shutdown)
+        }
+        other => panic!("expected DISCONNECT SHUTDOWN, got {other:?}"),
+    }
+    running.await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(handle.connection_count(), 0);
+    assert!(
+        Client::connect_tcp(address).await.is_err(),
+        "the listener is closed"
+    );
+}
+
+#[tokio::test]
+async fn a_request_past_the_grace_is_cut_off() {
+    let config = ServerConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let (address, handle) = start_server(|b| b.config(config));
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Sleep { ms: 10_000, tag: 1 }, 1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    handle.shutdown();
+    let goodbye = raw.recv().await.unwrap();
+    assert_eq!(
+        goodbye.header.opcode,
+        system::DISCONNECT,
+        "no answer to the cut-off request"
+    );
+    assert!(raw.recv().await.is_none());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(150) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn idle_connections_close_at_once_and_new_ones_are_refused() {
+    let (address, handle) = start_server(|b| b);
+    let mut idle = Vec::new();
+    for _ in 0..50 {
+        idle.push(RawConnection::connect(address).await);
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(handle.connection_count(), 50);
+    handle.shutdown();
+    for raw in &mut idle {
+        let goodbye = raw.recv().await.unwrap();
+        assert_eq!(
+            Disconnect::decode_body(&goodbye.body).unwrap().reason,
+            DisconnectReason::Shutdown
+        );
+        assert!(raw.recv().await.is_none());
+    }
+}

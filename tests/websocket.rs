@@ -1,0 +1,351 @@
+//! WebSocket, section 1.2 of the contract, point by point: one frame per
+//! binary message, the subprotocol, text messages, the size limit, pings,
+//! the close handshake both ways; the same handlers as TCP; and a client
+//! built on another WebSocket crate.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::{SinkExt, StreamExt};
+use ternio::DisconnectReason;
+use ternio::protocol::frame::{self, Flags, Frame, Framing, Header};
+use ternio::protocol::system::{self, Disconnect};
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Packet};
+use ternio_client::Client;
+use ternio_tests::*;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Connects to `path` offering `protocols` (a `Sec-WebSocket-Protocol` value).
+async fn connect(
+    address: std::net::SocketAddr,
+    path: &str,
+    protocols: Option<&str>,
+) -> Result<(Ws, Option<String>), WsError> {
+    let mut request = format!("ws://{address}{path}")
+        .into_client_request()
+        .unwrap();
+    if let Some(protocols) = protocols {
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            HeaderValue::from_str(protocols).unwrap(),
+        );
+    }
+    let (ws, response) = tokio_tungstenite::connect_async(request).await?;
+    let selected = response
+        .headers()
+        .get("Sec-WebSocket-Protocol")
+        .map(|value| value.to_str().unwrap().to_owned());
+    Ok((ws, selected))
+}
+
+fn request<P: Packet>(packet: &P, request_id: u32) -> Message {
+    let mut out = BytesMut::new();
+    frame::write_frame(
+        &mut out,
+        Framing::Message,
+        Header::new(P::OPCODE, Flags::NONE, request_id),
+        packet,
+        usize::MAX,
+    )
+    .unwrap();
+    Message::Binary(out.freeze())
+}
+
+/// The next binary message as a frame; fails on anything but binary and pongs.
+async fn next_frame(ws: &mut Ws) -> Frame {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("an answer within 5 s")
+            .expect("the stream is open")
+            .expect("no error");
+        match message {
+            Message::Binary(bytes) => return Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap(),
+            Message::Pong(_) => continue,
+            other => panic!("expected a binary message, got {other:?}"),
+        }
+    }
+}
+
+/// Reads to the server's Close: returns the DISCONNECT seen before it and
+/// the close code. The stream must then end (the handshake completed).
+async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
+    let mut disconnect = None;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("a close within 5 s")
+            .expect("a Close frame before the end")
+            .expect("no error before the Close");
+        match message {
+            Message::Binary(bytes) => {
+                let frame = Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap();
+                if frame.header.opcode == system::DISCONNECT {
+                    disconnect = Some(Disconnect::decode_body(&frame.body).unwrap());
+                }
+            }
+            Message::Close(frame) => {
+                let code = frame.expect("a close code").code;
+                // tungstenite answers the Close; the stream then ends cleanly.
+                let end = tokio::time::timeout(Duration::from_secs(5), ws.next())
+                    .await
+                    .unwrap();
+                assert!(
+                    end.is_none(),
+                    "the stream ends after the close handshake: {end:?}"
+                );
+                return (disconnect, code);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_frame_per_binary_message_through_the_same_handlers() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(request(&Add { a: 20, b: 22 }, 1)).await.unwrap();
+    ws.send(request(&WhoAmI, 2)).await.unwrap();
+    let sum = next_frame(&mut ws).await;
+    assert_eq!(sum.header, Header::new(Sum::OPCODE, Flags::RESPONSE, 1));
+    assert_eq!(Sum::decode_body(&sum.body).unwrap(), Sum(42));
+    let who = next_frame(&mut ws).await;
+    assert_eq!(
+        YouAre::decode_body(&who.body).unwrap().transport,
+        "WebSocket"
+    );
+
+    // Several frames sent at once each come back in a message of their own.
+    for id in 10..20 {
+        ws.feed(request(
+            &Echo {
+                payload: Bytes::from(vec![id as u8; 3000]),
+            },
+            id,
+        ))
+        .await
+        .unwrap();
+    }
+    ws.flush().await.unwrap();
+    for id in 10..20 {
+        let echo = next_frame(&mut ws).await;
+        assert_eq!(echo.header.request_id, id);
+        assert_eq!(
+            Echo::decode_body(&echo.body).unwrap().payload,
+            vec![id as u8; 3000]
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_subprotocol_is_selected_when_offered_and_optional() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (_, selected) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    assert_eq!(selected.as_deref(), Some("ternio.v1"));
+    let (_, selected) = connect(ws_address, "/ws", Some("chat.v9, ternio.v1"))
+        .await
+        .unwrap();
+    assert_eq!(selected.as_deref(), Some("ternio.v1"));
+    let (mut ws, selected) = connect(ws_address, "/ws", None).await.unwrap();
+    assert_eq!(selected, None);
+    ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
+    assert_eq!(
+        Sum::decode_body(&next_frame(&mut ws).await.body).unwrap(),
+        Sum(2)
+    );
+    // Offering only other protocols, or another path, is refused.
+    match connect(ws_address, "/ws", Some("chat.v9")).await {
+        Err(WsError::Http(response)) => assert_eq!(response.status(), 400),
+        other => panic!("expected a 400, got {:?}", other.map(|(_, p)| p)),
+    }
+    match connect(ws_address, "/elsewhere", None).await {
+        Err(WsError::Http(response)) => assert_eq!(response.status(), 404),
+        other => panic!("expected a 404, got {:?}", other.map(|(_, p)| p)),
+    }
+}
+
+#[tokio::test]
+async fn a_text_message_closes_with_1003() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(Message::text("hello")).await.unwrap();
+    let (disconnect, code) = expect_close(&mut ws).await;
+    assert_eq!(code, CloseCode::Unsupported);
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::Malformed);
+}
+
+#[tokio::test]
+async fn the_maximum_message_size_is_the_maximum_frame_size() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    // 4096 bytes in all passes: header 7 + varint 2 + 4087.
+    ws.send(request(
+        &Echo {
+            payload: Bytes::from(vec![1; 4087]),
+        },
+        1,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(next_frame(&mut ws).await.body.len(), 4089);
+    ws.send(request(
+        &Echo {
+            payload: Bytes::from(vec![1; 4088]),
+        },
+        2,
+    ))
+    .await
+    .unwrap();
+    let (disconnect, code) = expect_close(&mut ws).await;
+    assert_eq!(code, CloseCode::Size);
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::FrameTooLarge);
+}
+
+#[tokio::test]
+async fn a_malformed_frame_in_a_message_closes_with_1002() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(Message::Binary(Bytes::from_static(&[
+        0x10, 0, 0x40, 1, 0, 0, 0,
+    ])))
+    .await
+    .unwrap();
+    let (disconnect, code) = expect_close(&mut ws).await;
+    assert_eq!(code, CloseCode::Protocol);
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::Malformed);
+    let (mut short, _) = connect(ws_address, "/ws", None).await.unwrap();
+    short
+        .send(Message::Binary(Bytes::from_static(&[1, 0, 0])))
+        .await
+        .unwrap();
+    let (disconnect, _) = expect_close(&mut short).await;
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::Malformed);
+}
+
+#[tokio::test]
+async fn websocket_pings_are_answered() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(Message::Ping(Bytes::from_static(b"are you there")))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, Message::Pong(Bytes::from_static(b"are you there")));
+}
+
+#[tokio::test]
+async fn a_client_close_completes_the_handshake() {
+    let (_, ws_address, server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
+    next_frame(&mut ws).await;
+    ws.close(None).await.unwrap();
+    // The server's reply to our Close ends the stream.
+    let rest = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap();
+    assert!(
+        rest.is_none() || matches!(rest, Some(Ok(Message::Close(_)))),
+        "{rest:?}"
+    );
+    for _ in 0..100 {
+        if server.connection_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the server still holds the closed connection");
+}
+
+#[tokio::test]
+async fn a_server_shutdown_closes_with_1001_after_disconnect() {
+    let (_, ws_address, server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(request(&Sleep { ms: 100, tag: 7 }, 1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    server.shutdown();
+    // The running request is answered first.
+    let slept = next_frame(&mut ws).await;
+    assert_eq!(Slept::decode_body(&slept.body).unwrap().tag, 7);
+    let (disconnect, code) = expect_close(&mut ws).await;
+    assert_eq!(code, CloseCode::Away);
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::Shutdown);
+}
+
+#[tokio::test]
+async fn tcp_and_websocket_clients_share_one_server() {
+    let (tcp_address, ws_address, _server) = start_server_with_ws(|b| b);
+    let tcp = Client::connect_tcp(tcp_address).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let () = tcp.request_async(&Bump { by: 5 }).await.unwrap();
+    ws.send(request(&Bump { by: 3 }, 1)).await.unwrap();
+    assert_eq!(
+        next_frame(&mut ws).await.header,
+        Header::new(Bump::OPCODE, Flags::RESPONSE, 1)
+    );
+    ws.send(request(&GetCount, 2)).await.unwrap();
+    assert_eq!(
+        Count::decode_body(&next_frame(&mut ws).await.body).unwrap(),
+        Count(8)
+    );
+    let count: Count = tcp.request_async(&GetCount).await.unwrap();
+    assert_eq!(count, Count(8));
+}
+
+#[tokio::test]
+async fn a_client_on_another_websocket_crate() {
+    use tokio_websockets::{ClientBuilder, Message as OtherMessage};
+
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let uri = format!("ws://{ws_address}/ws").parse().unwrap();
+    let (mut ws, response) = ClientBuilder::from_uri(uri)
+        .add_header(
+            "Sec-WebSocket-Protocol".try_into().unwrap(),
+            "ternio.v1".try_into().unwrap(),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["sec-websocket-protocol"], "ternio.v1");
+    for id in 1..=50u32 {
+        let payload = Bytes::from(format!("message {id}").into_bytes());
+        let mut out = BytesMut::new();
+        let header = Header::new(Echo::OPCODE, Flags::NONE, id);
+        frame::write_frame(
+            &mut out,
+            Framing::Message,
+            header,
+            &Echo {
+                payload: payload.clone(),
+            },
+            usize::MAX,
+        )
+        .unwrap();
+        ws.send(OtherMessage::binary(out.freeze())).await.unwrap();
+        let answer = ws.next().await.unwrap().unwrap();
+        assert!(answer.is_binary());
+        let frame = Frame::parse(
+            Bytes::copy_from_slice(&answer.into_payload()),
+            DEFAULT_MAX_FRAME_SIZE,
+        )
+        .unwrap();
+        assert_eq!(frame.header, Header::new(Echo::OPCODE, Flags::RESPONSE, id));
+        assert_eq!(Echo::decode_body(&frame.body).unwrap().payload, payload);
+    }
+    ws.close().await.unwrap();
+}
