@@ -71,7 +71,10 @@ fn the_echo_path_allocates_nothing_per_frame() {
         .unwrap();
     let address = server.tcp_addrs()[0];
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         runtime.block_on(server.run()).unwrap();
     });
 
@@ -80,8 +83,14 @@ fn the_echo_path_allocates_nothing_per_frame() {
         let echo = Echo {
             payload: Bytes::from(vec![0x5A; size]),
         };
-        frame::write_frame(&mut request, Framing::LengthPrefixed, Header::new(0x0001, Flags::NONE, 1), &echo, usize::MAX)
-            .unwrap();
+        frame::write_frame(
+            &mut request,
+            Framing::LengthPrefixed,
+            Header::new(0x0001, Flags::NONE, 1),
+            &echo,
+            usize::MAX,
+        )
+        .unwrap();
         let mut answer = vec![0u8; request.len()];
         let mut stream = TcpStream::connect(address).unwrap();
         stream.set_nodelay(true).unwrap();
@@ -91,6 +100,9 @@ fn the_echo_path_allocates_nothing_per_frame() {
         echo_round_trips(&mut stream, &request, &mut answer, 10_000);
         let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
         println!("{size} B echo: {allocations} allocations in 10,000 round trips");
-        assert_eq!(allocations, 0, "{size} B echo allocated {allocations} times in 10,000 round trips");
+        assert_eq!(
+            allocations, 0,
+            "{size} B echo allocated {allocations} times in 10,000 round trips"
+        );
     }
 }
