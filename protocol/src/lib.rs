@@ -23,6 +23,7 @@ pub mod error;
 pub mod frame;
 pub mod packet;
 pub mod reply;
+pub mod secure;
 pub mod system;
 
 pub use bytes::{Bytes, BytesMut};

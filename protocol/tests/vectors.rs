@@ -152,6 +152,7 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
         "sample-push".into(),
         tcp(Header::new(0x0123, Flags::NONE, 0), &sample()),
     );
+    secure_vectors::vectors(&mut vectors);
     vectors
 }
 
@@ -193,4 +194,130 @@ fn documented_frames_decode_back() {
         Disconnect::decode_body(&frame.body).unwrap(),
         Disconnect::new(DisconnectReason::FrameTooLarge, "too big")
     );
+}
+
+mod secure_vectors {
+    use super::*;
+    use ternio_protocol::secure::{Initiator, KEY_LEN, PROLOGUE, Responder, Sealer, StaticKeypair};
+
+    fn sequence(start: u8) -> [u8; KEY_LEN] {
+        std::array::from_fn(|i| start + i as u8)
+    }
+
+    /// Fixed keys: the server's static key 00..1f, the client's ephemeral
+    /// 20..3f, the server's ephemeral 40..5f.
+    pub(super) fn server_static() -> StaticKeypair {
+        StaticKeypair::from_private(sequence(0x00))
+    }
+
+    /// The handshake of `pattern` with the fixed keys, run by snow directly:
+    /// (request body, response body, client-to-server key, server-to-client key).
+    fn reference_handshake(nk: bool) -> (Vec<u8>, Vec<u8>, [u8; 32], [u8; 32]) {
+        let name = if nk {
+            "Noise_NK_25519_ChaChaPoly_BLAKE2s"
+        } else {
+            "Noise_NN_25519_ChaChaPoly_BLAKE2s"
+        };
+        let server = server_static();
+        let (client_e, server_e) = (sequence(0x20), sequence(0x40));
+        let mut builder = snow::Builder::new(name.parse().unwrap())
+            .prologue(PROLOGUE)
+            .unwrap();
+        if nk {
+            builder = builder.remote_public_key(server.public()).unwrap();
+        }
+        let mut client = builder
+            .fixed_ephemeral_key_for_testing_only(&client_e)
+            .build_initiator()
+            .unwrap();
+        let mut builder = snow::Builder::new(name.parse().unwrap())
+            .prologue(PROLOGUE)
+            .unwrap();
+        if nk {
+            builder = builder.local_private_key(server.private()).unwrap();
+        }
+        let mut responder = builder
+            .fixed_ephemeral_key_for_testing_only(&server_e)
+            .build_responder()
+            .unwrap();
+        let mut first = vec![0u8; 128];
+        let len = client.write_message(&[], &mut first).unwrap();
+        first.truncate(len);
+        responder.read_message(&first, &mut [0u8; 128]).unwrap();
+        let mut second = vec![0u8; 128];
+        let len = responder.write_message(&[], &mut second).unwrap();
+        second.truncate(len);
+        client.read_message(&second, &mut [0u8; 128]).unwrap();
+        let (c2s, s2c) = client.dangerously_get_raw_split();
+        let mut request = vec![if nk { 2 } else { 1 }];
+        request.extend_from_slice(&first);
+        (request, second, c2s, s2c)
+    }
+
+    pub(super) fn vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
+        let server = server_static();
+        vectors.insert("server-static-public".into(), server.public().to_vec());
+        for (nk, prefix) in [(false, "nn"), (true, "nk")] {
+            let (request, response, c2s, s2c) = reference_handshake(nk);
+            // Ternio's own handshake must produce the same bytes.
+            let pin = nk.then(|| *server.public());
+            let mut initiator = Initiator::with_ephemeral(pin.as_ref(), &sequence(0x20)).unwrap();
+            assert_eq!(
+                initiator.request_body().unwrap(),
+                request,
+                "{prefix} request"
+            );
+            let (reply, mut server_channel) =
+                Responder::respond_with(&request, Some(&server), Some(&sequence(0x40))).unwrap();
+            assert_eq!(reply, response, "{prefix} response");
+            let mut client_channel = initiator.finish(&reply).unwrap();
+            vectors.insert(format!("{prefix}-handshake-request-body"), request);
+            vectors.insert(format!("{prefix}-handshake-response-body"), response);
+            vectors.insert(format!("{prefix}-client-to-server-key"), c2s.to_vec());
+            vectors.insert(format!("{prefix}-server-to-client-key"), s2c.to_vec());
+            if !nk {
+                continue;
+            }
+            // The first sealed request and its sealed response, as TCP frames.
+            let echo = Echo {
+                payload: Bytes::from_static(b"ping"),
+            };
+            let mut request_frame = BytesMut::new();
+            client_channel
+                .sealer
+                .write_frame_with(
+                    &mut request_frame,
+                    Framing::LengthPrefixed,
+                    Header::new(0x0001, Flags::NONE, 1),
+                    usize::MAX,
+                    |out| echo.encode(out),
+                )
+                .unwrap();
+            let mut response_frame = BytesMut::new();
+            server_channel
+                .sealer
+                .write_frame_with(
+                    &mut response_frame,
+                    Framing::LengthPrefixed,
+                    Header::new(0x0001, Flags::RESPONSE, 1),
+                    usize::MAX,
+                    |out| echo.encode(out),
+                )
+                .unwrap();
+            // A sealer built from the documented key seals the same bytes.
+            let mut again = BytesMut::new();
+            Sealer::new(&c2s)
+                .write_frame_with(
+                    &mut again,
+                    Framing::LengthPrefixed,
+                    Header::new(0x0001, Flags::NONE, 1),
+                    usize::MAX,
+                    |out| echo.encode(out),
+                )
+                .unwrap();
+            assert_eq!(again, request_frame);
+            vectors.insert("nk-sealed-echo-request".into(), request_frame.to_vec());
+            vectors.insert("nk-sealed-echo-response".into(), response_frame.to_vec());
+        }
+    }
 }
