@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use ternio::{Server, packet_controller};
+use ternio::{Identity, Server, packet_controller};
 use ternio_examples::echo::{Echo, SecureEcho};
 
 /// Command line of the echo server.
@@ -25,7 +25,8 @@ struct Args {
     /// Address of the WebSocket listener (path /ws).
     #[arg(long)]
     ws: Option<SocketAddr>,
-    /// File holding the server's identity key (created when missing).
+    /// File holding the server's identity key (created, mode 0600, when
+    /// missing). Without it, a new key is made for this run only.
     #[arg(long)]
     identity: Option<PathBuf>,
 }
@@ -55,14 +56,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if let Some(identity) = &args.identity {
-        eprintln!(
-            "note: secure sessions are not built yet; {} is not read and the key below is a placeholder",
-            identity.display()
-        );
-    }
+    // The identity clients pin: loaded from the file, or created there.
+    let identity = match &args.identity {
+        Some(path) => Identity::load_or_generate(path)?,
+        None => Identity::generate(),
+    };
+    let public_key = identity.public_hex();
 
-    let mut builder = Server::builder().map_tcp(args.tcp);
+    let mut builder = Server::builder().identity(identity).map_tcp(args.tcp);
     if let Some(ws) = args.ws {
         builder = builder.map_websocket(ws, "/ws");
     }
@@ -74,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for address in server.websocket_addrs() {
         println!("websocket listening on ws://{address}/ws");
     }
-    println!("public key: {}", "0".repeat(64));
+    println!("public key: {public_key}");
 
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

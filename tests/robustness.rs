@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ternio::DisconnectReason;
+use ternio::protocol::Decode;
 use ternio::protocol::frame::{Flags, Header};
-use ternio::protocol::system::{self, Disconnect, ErrorBody};
-use ternio::protocol::{Decode, ErrorCode};
+use ternio::protocol::system::{self, Disconnect};
 use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
 use ternio_tests::*;
 
@@ -137,23 +137,6 @@ async fn a_sealed_frame_before_a_handshake_is_decrypt_failed() {
     raw.send(Header::new(0x0010, Flags::ENCRYPTED, 1), &[0u8; 40])
         .await;
     expect_disconnect(&mut raw, DisconnectReason::DecryptFailed).await;
-}
-
-#[tokio::test]
-async fn a_handshake_without_secure_sessions_is_error_9() {
-    let (address, _server) = start_server(|b| b);
-    let mut raw = RawConnection::connect(address).await;
-    raw.send(Header::new(system::HANDSHAKE, Flags::NONE, 5), &[1u8; 33])
-        .await;
-    let frame = raw.recv().await.unwrap();
-    assert_eq!(
-        frame.header,
-        Header::new(system::HANDSHAKE, Flags::RESPONSE_ERROR, 5)
-    );
-    assert_eq!(
-        ErrorBody::parse(&frame.body).unwrap().code,
-        ErrorCode::HandshakeFailed
-    );
 }
 
 #[tokio::test]

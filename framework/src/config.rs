@@ -29,6 +29,12 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// How long a WebSocket client may take over its HTTP upgrade. Default 10 s.
     pub websocket_upgrade_timeout: Duration,
+    /// Whether every application opcode requires an encrypted request
+    /// (a plain one gets error 6). Default `false`.
+    pub require_encryption: bool,
+    /// With `require_encryption`, how long a connection may go without a
+    /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +47,8 @@ impl Default for ServerConfig {
             close_linger: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
             websocket_upgrade_timeout: Duration::from_secs(10),
+            require_encryption: false,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }

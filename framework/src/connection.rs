@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::secure::{Responder, SecureChannel};
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 
@@ -85,8 +86,20 @@ struct Closing {
     deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
+/// Where the connection's secure session stands (section 5).
+enum Security {
+    /// No handshake yet; with `deadline`, the server requires one in time.
+    Plain {
+        deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    },
+    /// The handshake completed: frames may be sealed.
+    Secure(Box<SecureChannel>),
+    /// A handshake was tried and failed: no other may follow.
+    Failed,
+}
+
 /// The transport-independent state of one connection: the running requests,
-/// the outbound buffer, and the queue other tasks push to.
+/// the outbound buffer, the secure session, and the queue other tasks push to.
 ///
 /// Frames in `out` always carry a u32 length prefix, whatever the transport:
 /// TCP writes the buffer as it is, WebSocket cuts it into one message per frame.
@@ -95,6 +108,7 @@ pub(crate) struct Session {
     server: Arc<ServerShared>,
     pending: FuturesUnordered<Pending>,
     inbox: OutboundReceiver,
+    security: Security,
     closing: Option<Closing>,
     /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
     closed: Option<DisconnectReason>,
@@ -108,11 +122,16 @@ impl Session {
         server: Arc<ServerShared>,
         inbox: OutboundReceiver,
     ) -> Self {
+        let deadline = server
+            .config
+            .require_encryption
+            .then(|| Box::pin(tokio::time::sleep(server.config.handshake_timeout)));
         Self {
             connection,
             server,
             pending: FuturesUnordered::new(),
             inbox,
+            security: Security::Plain { deadline },
             closing: None,
             closed: None,
             out: BytesMut::new(),
@@ -142,9 +161,19 @@ impl Session {
         self.closed
     }
 
-    /// Where the reply to `request` goes: the end of `out`.
+    /// Where the reply to `request` goes: the end of `out`, sealed when the
+    /// request was.
     fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
-        FrameReply::new(&mut self.out, request, self.server.config.max_frame_size)
+        let sealer = match &mut self.security {
+            Security::Secure(channel) if request.flags.is_encrypted() => Some(&mut channel.sealer),
+            _ => None,
+        };
+        FrameReply::new(
+            &mut self.out,
+            request,
+            self.server.config.max_frame_size,
+            sealer,
+        )
     }
 
     fn error(&mut self, request: Header, code: ErrorCode, message: &dyn std::fmt::Display) {
@@ -165,15 +194,38 @@ impl Session {
         Flow::Close
     }
 
-    /// Handles one frame from the peer, writing any reply into `out`.
-    pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
-        let header = frame.header;
-        if header.flags.is_encrypted() {
+    /// Handles one sealed frame: opens its body in place, then handles it
+    /// as [`on_frame`](Self::on_frame) does. A frame that does not open (or
+    /// comes before the handshake) closes the connection with `DECRYPT_FAILED`.
+    pub(crate) fn on_sealed_frame(&mut self, header: Header, mut body: BytesMut) -> Flow {
+        let Security::Secure(channel) = &mut self.security else {
             return self.close_now(&Violation::new(
                 DisconnectReason::DecryptFailed,
                 "sealed frame before a completed handshake",
             ));
+        };
+        if let Err(error) = channel.opener.open(&header, &mut body) {
+            return self.close_now(&Violation::new(
+                DisconnectReason::DecryptFailed,
+                error.to_string(),
+            ));
         }
+        self.handle(Frame {
+            header,
+            body: body.freeze(),
+        })
+    }
+
+    /// Handles one frame from the peer, writing any reply into `out`.
+    pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
+        if frame.header.flags.is_encrypted() {
+            return self.on_sealed_frame(frame.header, BytesMut::from(frame.body));
+        }
+        self.handle(frame)
+    }
+
+    fn handle(&mut self, frame: Frame) -> Flow {
+        let header = frame.header;
         if header.flags.is_response() {
             // Replies to our own requests (a PONG); nothing else is expected.
             return Flow::Continue;
@@ -196,7 +248,7 @@ impl Session {
     fn on_system(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         match header.opcode {
-            system::PING => match Ping::decode_body(&frame.body) {
+            system::PING if header.request_id != 0 => match Ping::decode_body(&frame.body) {
                 Ok(ping) => self.reply_to(header).packet(&Pong { value: ping.value }),
                 Err(error) => self.error(header, ErrorCode::Malformed, &error),
             },
@@ -207,12 +259,8 @@ impl Session {
                 self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
-            system::HANDSHAKE => self.error(
-                header,
-                ErrorCode::HandshakeFailed,
-                &"this server does not offer secure sessions",
-            ),
-            system::PONG => {}
+            system::HANDSHAKE => self.handshake(frame),
+            system::PING | system::PONG => {}
             opcode => self.error(
                 header,
                 ErrorCode::UnknownOpcode,
@@ -220,6 +268,45 @@ impl Session {
             ),
         }
         Flow::Continue
+    }
+
+    /// Answers a `HANDSHAKE`: the second Noise message, in plain, after
+    /// which the session is secure. Any failure, and any handshake after
+    /// the first, is error 9.
+    fn handshake(&mut self, frame: Frame) {
+        let header = frame.header;
+        if !matches!(self.security, Security::Plain { .. }) {
+            self.error(
+                header,
+                ErrorCode::HandshakeFailed,
+                &"a handshake already ran on this connection",
+            );
+            return;
+        }
+        let identity = self
+            .server
+            .identity
+            .as_ref()
+            .map(|identity| identity.keypair());
+        match Responder::respond(&frame.body, identity) {
+            Ok((reply, channel)) => {
+                // The answer itself goes out plain: the client has no keys yet.
+                FrameReply::new(
+                    &mut self.out,
+                    header.without_encryption(),
+                    self.server.config.max_frame_size,
+                    None,
+                )
+                .encoded(system::HANDSHAKE, &reply);
+                self.security = Security::Secure(Box::new(channel));
+                tracing::debug!(connection = %self.connection.id, "secure session established");
+            }
+            Err(error) => {
+                self.security = Security::Failed;
+                tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
+                self.error(header, ErrorCode::HandshakeFailed, &error);
+            }
+        }
     }
 
     fn dispatch(&mut self, frame: Frame) {
@@ -233,7 +320,8 @@ impl Session {
             );
             return;
         };
-        if handler.encrypted && !header.flags.is_encrypted() {
+        let encryption_required = handler.encrypted || server.config.require_encryption;
+        if encryption_required && !header.flags.is_encrypted() {
             self.error(
                 header,
                 ErrorCode::EncryptionRequired,
@@ -250,7 +338,8 @@ impl Session {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
                     Err(panic) => {
-                        // Drop whatever the handler half-wrote.
+                        // Drop whatever the handler half-wrote. (A sealer whose
+                        // counter moved on only leaves a gap, which is allowed.)
                         self.out.truncate(mark);
                         DeferredReply::Panicked(panic_message(&*panic))
                             .write(self.reply_to(header), handler.name);
@@ -273,9 +362,10 @@ impl Session {
     }
 
     /// Does whatever is ready besides input: writes the replies of finished
-    /// requests, takes pushed frames and close orders, and ends a graceful
-    /// close. Returns whether anything happened; once the session has
-    /// written its `DISCONNECT`, [`closed`](Self::closed) says so.
+    /// requests, takes pushed frames (sealing them on a secure session) and
+    /// close orders, and ends a graceful close or a handshake wait. Returns
+    /// whether anything happened; once the session has written its
+    /// `DISCONNECT`, [`closed`](Self::closed) says so.
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
         while let Poll::Ready(Some((header, handler, reply))) = self.pending.poll_next_unpin(cx) {
@@ -286,13 +376,25 @@ impl Session {
             match self.inbox.poll_recv(cx) {
                 Poll::Ready(Some(Outbound::Frame(frame))) => {
                     self.connection.outbound.taken(frame.len());
-                    append_prefixed(&mut self.out, &frame);
+                    self.append_push(&frame);
                 }
                 Poll::Ready(Some(Outbound::Close(violation))) => self.begin_close(violation),
                 // The sender lives in the shared state this session holds.
                 Poll::Ready(None) | Poll::Pending => break,
             }
             progress = true;
+        }
+        if let Security::Plain {
+            deadline: Some(deadline),
+        } = &mut self.security
+            && self.closed.is_none()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            self.close_now(&Violation::new(
+                DisconnectReason::HandshakeTimeout,
+                "no handshake within the handshake timeout",
+            ));
+            return true;
         }
         if let Some(closing) = &mut self.closing {
             let expired = closing.deadline.as_mut().poll(cx).is_ready();
@@ -303,6 +405,25 @@ impl Session {
             }
         }
         progress
+    }
+
+    /// Appends a pushed frame (header + body, no prefix), sealed when the
+    /// session is secure.
+    fn append_push(&mut self, frame: &[u8]) {
+        match &mut self.security {
+            Security::Secure(channel) => {
+                let sealed = channel.sealer.seal_encoded(
+                    &mut self.out,
+                    Framing::LengthPrefixed,
+                    frame,
+                    self.server.config.max_frame_size,
+                );
+                if let Err(error) = sealed {
+                    tracing::warn!(connection = %self.connection.id, %error, "push dropped: too large once sealed");
+                }
+            }
+            _ => append_prefixed(&mut self.out, frame),
+        }
     }
 
     /// Stops reading and lets the running requests finish (for at most the

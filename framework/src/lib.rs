@@ -40,6 +40,7 @@ mod config;
 mod connection;
 mod context;
 mod dispatch;
+mod identity;
 mod outbound;
 mod reply;
 mod server;
@@ -57,6 +58,7 @@ pub use context::{
     ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
 };
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
+pub use identity::Identity;
 pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
 
 #[doc(hidden)]

@@ -4,10 +4,12 @@
 use std::fmt;
 
 use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
-use ternio_protocol::{BytesMut, ErrorCode, Packet, ReplySink};
+use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
-/// Writes the reply to one request as a frame at the end of `out`.
+/// Writes the reply to one request as a frame at the end of `out`, sealed
+/// when a sealer is given (the answer to a sealed request).
 ///
 /// A request with id 0 (fire-and-forget) gets no reply on success, and an
 /// error with id 0 on failure (section 2).
@@ -16,16 +18,39 @@ pub(crate) struct FrameReply<'a> {
     framing: Framing,
     request: Header,
     max_frame_size: usize,
+    sealer: Option<&'a mut Sealer>,
 }
 
 impl<'a> FrameReply<'a> {
     /// The reply to `request`, as a length-prefixed frame at the end of `out`.
-    pub(crate) fn new(out: &'a mut BytesMut, request: Header, max_frame_size: usize) -> Self {
+    pub(crate) fn new(
+        out: &'a mut BytesMut,
+        request: Header,
+        max_frame_size: usize,
+        sealer: Option<&'a mut Sealer>,
+    ) -> Self {
         Self {
             out,
             framing: Framing::LengthPrefixed,
             request,
             max_frame_size,
+            sealer,
+        }
+    }
+
+    /// Writes one frame, sealed or not, whose body `body` writes.
+    fn write(
+        &mut self,
+        header: Header,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
+        match self.sealer.as_deref_mut() {
+            Some(sealer) => {
+                sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
+            }
+            None => {
+                frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
+            }
         }
     }
 
@@ -34,16 +59,12 @@ impl<'a> FrameReply<'a> {
     }
 
     /// A reply already encoded as `opcode` + `body`.
-    pub(crate) fn encoded(self, opcode: u16, body: &[u8]) {
+    pub(crate) fn encoded(mut self, opcode: u16, body: &[u8]) {
         if self.request.request_id == 0 {
             return;
         }
         let header = self.header(opcode, Flags::RESPONSE);
-        let written =
-            frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, |out| {
-                out.extend_from_slice(body)
-            });
-        if let Err(error) = written {
+        if let Err(error) = self.write(header, |out| out.extend_from_slice(body)) {
             self.error(
                 ErrorCode::Internal.to_u16(),
                 &format_args!("reply not sent: {error}"),
@@ -64,14 +85,16 @@ fn wire_code(code: u16) -> u16 {
 impl ReplySink for FrameReply<'_> {
     type Output = ();
 
-    fn packet<P: Packet>(self, packet: &P) {
+    fn packet<P: Packet>(mut self, packet: &P) {
         if self.request.request_id == 0 {
             return;
         }
         let header = self.header(P::OPCODE, Flags::RESPONSE);
-        if let Err(error) =
-            frame::write_frame(self.out, self.framing, header, packet, self.max_frame_size)
-        {
+        let written = self.write(header, |out| {
+            out.reserve(packet.encoded_len());
+            packet.encode(out);
+        });
+        if let Err(error) = written {
             self.error(
                 ErrorCode::Internal.to_u16(),
                 &format_args!("reply not sent: {error}"),
@@ -84,22 +107,17 @@ impl ReplySink for FrameReply<'_> {
         self.encoded(opcode, &[]);
     }
 
-    fn error(self, code: u16, message: &dyn fmt::Display) {
+    fn error(mut self, code: u16, message: &dyn fmt::Display) {
         let code = wire_code(code);
         let header = self.header(self.request.opcode, Flags::RESPONSE_ERROR);
-        let written =
-            frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, |out| {
-                ErrorBody::write(out, code, message)
-            });
-        if written.is_err() {
+        if self
+            .write(header, |out| ErrorBody::write(out, code, message))
+            .is_err()
+        {
             // Only the message can be that long: send the code alone.
-            let _ = frame::write_frame_with(
-                self.out,
-                self.framing,
-                header,
-                self.max_frame_size,
-                |out| ErrorBody::write(out, code, &"(message too long)"),
-            );
+            let _ = self.write(header, |out| {
+                ErrorBody::write(out, code, &"(message too long)")
+            });
         }
     }
 }

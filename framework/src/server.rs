@@ -15,6 +15,7 @@ use crate::config::ServerConfig;
 use crate::connection::Violation;
 use crate::context::{AppState, ConnectionId, ConnectionShared, Transport};
 use crate::dispatch::{Controller, DispatchTable};
+use crate::identity::Identity;
 use crate::outbound::{OutboundQueue, OutboundReceiver};
 use crate::transport;
 
@@ -78,6 +79,7 @@ pub struct ServerBuilder {
     state: AppState,
     listeners: Vec<Result<ListenerSpec, BuildError>>,
     config: ServerConfig,
+    identity: Option<Identity>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -100,6 +102,7 @@ impl Default for ServerBuilder {
             state: AppState::default(),
             listeners: Vec::new(),
             config: ServerConfig::default(),
+            identity: None,
         }
     }
 }
@@ -173,6 +176,29 @@ impl ServerBuilder {
         self
     }
 
+    /// The server's identity: its static key, which clients pin for `NK`
+    /// handshakes. Without one, `NN` handshakes still work and `NK` fails
+    /// with error 9.
+    pub fn identity(mut self, identity: Identity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Requires an encrypted request for every application opcode; a
+    /// connection with no completed handshake within the handshake timeout
+    /// gets `DISCONNECT HANDSHAKE_TIMEOUT`.
+    pub fn require_encryption(mut self, required: bool) -> Self {
+        self.config.require_encryption = required;
+        self
+    }
+
+    /// How long a connection may take to complete its handshake when
+    /// encryption is required (default 10 s).
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.config.handshake_timeout = timeout;
+        self
+    }
+
     /// Replaces every limit at once.
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
@@ -218,6 +244,7 @@ impl ServerBuilder {
                 next_id: AtomicU64::new(1),
                 connections: Mutex::default(),
                 shutdown,
+                identity: self.identity,
             }),
             listeners,
         })
@@ -234,6 +261,8 @@ pub(crate) struct ServerShared {
     connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
     /// Turns true when the server shuts down.
     shutdown: watch::Sender<bool>,
+    /// The static key for `NK` handshakes.
+    pub(crate) identity: Option<Identity>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -128,6 +128,14 @@ impl Header {
         [op[0], op[1], self.flags.bits(), id[0], id[1], id[2], id[3]]
     }
 
+    /// This header with `ENCRYPTED` cleared.
+    pub const fn without_encryption(self) -> Self {
+        Self {
+            flags: self.flags.without(Flags::ENCRYPTED),
+            ..self
+        }
+    }
+
     /// Whether the opcode is in the system range (section 4).
     pub const fn is_system(&self) -> bool {
         self.opcode >= SYSTEM_OPCODE_START
@@ -268,6 +276,18 @@ impl FrameDecoder {
     /// The returned body is a view of `buf`'s memory (no copy). On an error
     /// the stream cannot be resynchronised: the caller closes the connection.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        Ok(self.decode_mut(buf)?.map(|(header, body)| Frame {
+            header,
+            body: body.freeze(),
+        }))
+    }
+
+    /// Like [`decode`](Self::decode), with the body still mutable (a sealed
+    /// body is opened in place). It is split off `buf`: no copy.
+    pub fn decode_mut(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<(Header, BytesMut)>, FrameError> {
         let Some(len) = self.announced_len(buf)? else {
             return Ok(None);
         };
@@ -277,8 +297,7 @@ impl FrameDecoder {
         // The header is validated before the frame leaves the buffer.
         let header = Header::parse(&buf[LENGTH_PREFIX_LEN..])?;
         buf.advance(LENGTH_PREFIX_LEN + HEADER_LEN);
-        let body = buf.split_to(len - HEADER_LEN).freeze();
-        Ok(Some(Frame { header, body }))
+        Ok(Some((header, buf.split_to(len - HEADER_LEN))))
     }
 
     /// The total bytes (prefix included) that the next frame occupies, once

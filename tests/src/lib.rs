@@ -273,6 +273,20 @@ impl RawConnection {
         self.send_raw(&out).await.expect("writes");
     }
 
+    /// Writes one length-prefixed frame whose body is `body`, as it is.
+    pub async fn send_body(&mut self, header: Header, body: &[u8]) {
+        let mut out = BytesMut::new();
+        frame::write_frame_with(
+            &mut out,
+            Framing::LengthPrefixed,
+            header,
+            usize::MAX,
+            |out| out.extend_from_slice(body),
+        )
+        .unwrap();
+        self.send_raw(&out).await.expect("writes");
+    }
+
     /// Writes a request for `packet` with `request_id`.
     pub async fn request<P: Packet>(&mut self, packet: &P, request_id: u32) {
         self.send(Header::new(P::OPCODE, Flags::NONE, request_id), packet)
@@ -319,3 +333,37 @@ impl RawConnection {
 /// The README's quick start, compiled as a doctest so it stays true.
 #[doc = include_str!("../../README.md")]
 mod readme {}
+
+/// A test server (the test controller, as [`start_server`]) listening on
+/// exactly `tcp` and, if given, on `ws` at `/ws`: a server restarted on
+/// ports its clients know. `configure` may run more than once: binding is
+/// retried for up to 5 s while the previous server's listeners close.
+pub async fn restart_server(
+    tcp: SocketAddr,
+    ws: Option<SocketAddr>,
+    configure: impl Fn(ServerBuilder) -> ServerBuilder,
+) -> ServerHandle {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut builder = Server::builder()
+            .discover_controllers(false)
+            .controller(TestController)
+            .state(Counter::default())
+            .map_tcp(tcp);
+        if let Some(ws) = ws {
+            builder = builder.map_websocket(ws, "/ws");
+        }
+        match configure(builder).build() {
+            Ok(server) => {
+                let handle = server.handle();
+                tokio::spawn(server.run());
+                return handle;
+            }
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                let _ = error;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("the restarted server does not build: {error}"),
+        }
+    }
+}

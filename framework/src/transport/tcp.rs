@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Buf;
 use ternio_protocol::frame::FrameDecoder;
-use ternio_protocol::{BytesMut, DisconnectReason};
+use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -144,16 +144,22 @@ impl TcpConnection {
             Err(error) => return Err(error),
         }
         loop {
-            match self.decoder.decode(&mut self.read_buf) {
-                Ok(Some(frame)) => match self.session.on_frame(frame) {
-                    Flow::Continue => {}
-                    other => return Ok(other),
-                },
+            let flow = match self.decoder.decode_mut(&mut self.read_buf) {
+                Ok(Some((header, body))) if header.flags.is_encrypted() => {
+                    self.session.on_sealed_frame(header, body)
+                }
+                Ok(Some((header, body))) => self.session.on_frame(Frame {
+                    header,
+                    body: body.freeze(),
+                }),
                 Ok(None) => break,
                 Err(error) => {
                     let violation = Violation::new(error.disconnect_reason(), error.to_string());
                     return Ok(self.session.close_now(&violation));
                 }
+            };
+            if !matches!(flow, Flow::Continue) {
+                return Ok(flow);
             }
         }
         if self.read_buf.is_empty() && self.read_buf.capacity() > MAX_IDLE_READ_CAPACITY {

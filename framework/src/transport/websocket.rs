@@ -48,7 +48,10 @@ pub(crate) async fn serve_listener(
 }
 
 /// Accepts the upgrade when the path matches and the subprotocols allow it.
-#[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
+#[allow(
+    clippy::result_large_err,
+    reason = "the signature of tungstenite's upgrade callback"
+)]
 fn negotiate(
     path: &str,
     request: &Request,
@@ -125,7 +128,10 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, p
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
-    #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
+    #[allow(
+        clippy::result_large_err,
+        reason = "the signature of tungstenite's upgrade callback"
+    )]
     let callback = |request: &Request, response: Response| negotiate(&path, request, response);
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
     let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
