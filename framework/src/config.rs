@@ -15,9 +15,13 @@ pub struct ServerConfig {
     /// (back-pressure: nothing is refused or queued without bound).
     /// Default 1,024.
     pub max_requests_in_flight: usize,
-    /// Bytes of pushed frames that may wait for one connection before a push
-    /// is refused with [`PushError::Full`](crate::PushError::Full). Default 4 MiB.
-    pub max_push_queue_bytes: usize,
+    /// Bytes of pushed frames that may wait for one connection (its
+    /// outbound queue). A push beyond it meets the slow-consumer policy.
+    /// Default 1 MiB.
+    pub max_outbound_queue_bytes: usize,
+    /// What a push to a full outbound queue does. Default
+    /// [`SlowConsumerPolicy::Disconnect`].
+    pub slow_consumer: SlowConsumerPolicy,
     /// Replies waiting to be written above which the server stops reading a
     /// connection until its peer reads. Default 1 MiB.
     pub outbound_high_water: usize,
@@ -42,7 +46,8 @@ impl Default for ServerConfig {
         Self {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_requests_in_flight: 1024,
-            max_push_queue_bytes: 4 * 1024 * 1024,
+            max_outbound_queue_bytes: 1024 * 1024,
+            slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,
             close_linger: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
@@ -51,4 +56,17 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(10),
         }
     }
+}
+
+/// What happens to a push when a connection's outbound queue is full (its
+/// peer does not read fast enough).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SlowConsumerPolicy {
+    /// The connection gets `DISCONNECT SLOW_CONSUMER` and closes.
+    #[default]
+    Disconnect,
+    /// A packet type marked `#[packet(droppable)]` (a state update that the
+    /// next one replaces) is dropped for that connection, which stays; any
+    /// other packet still disconnects it with `SLOW_CONSUMER`.
+    DropDroppable,
 }

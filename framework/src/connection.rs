@@ -1,5 +1,5 @@
 //! One connection's protocol logic, whatever its transport: frames in,
-//! handlers called, replies written into the outbound buffer.
+//! middleware and handlers called, replies written into the outbound buffer.
 //!
 //! Synchronous handlers run inline and write their reply in place.
 //! Asynchronous ones are polled on the connection's own task (no spawn, no
@@ -10,17 +10,19 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Duration;
+use std::time::Instant;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::secure::{Responder, SecureChannel};
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
+use tokio::time::Sleep;
 
 use crate::context::{ConnectionShared, Context};
-use crate::dispatch::{HandlerKind, ReplyFuture, panic_message};
-use crate::outbound::{Outbound, OutboundReceiver};
+use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
+use crate::outbound::{CloseOrder, OutboundReceiver};
+use crate::policy::{Outcome, RequestInfo};
 use crate::reply::{DeferredReply, FrameReply};
 use crate::server::ServerShared;
 
@@ -66,16 +68,33 @@ pub(crate) enum Flow {
 /// An asynchronous request still running.
 struct Pending {
     header: Header,
-    handler: &'static str,
+    /// The handler's index in the dispatch table.
+    handler: usize,
+    started: Instant,
     future: ReplyFuture,
+    /// The handler's time limit, if it has one.
+    deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl Future for Pending {
-    type Output = (Header, &'static str, DeferredReply);
+    type Output = (Header, usize, Instant, DeferredReply);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let reply = std::task::ready!(self.future.as_mut().poll(cx));
-        Poll::Ready((self.header, self.handler, reply))
+        let reply = match self.future.as_mut().poll(cx) {
+            Poll::Ready(reply) => reply,
+            Poll::Pending => {
+                let expired = self
+                    .deadline
+                    .as_mut()
+                    .is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready());
+                if !expired {
+                    return Poll::Pending;
+                }
+                // Past its limit: this request ends now and its future is dropped.
+                DeferredReply::TimedOut
+            }
+        };
+        Poll::Ready((self.header, self.handler, self.started, reply))
     }
 }
 
@@ -83,15 +102,13 @@ impl Future for Pending {
 /// (until the deadline), then writes its `DISCONNECT`.
 struct Closing {
     violation: Violation,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    deadline: Pin<Box<Sleep>>,
 }
 
 /// Where the connection's secure session stands (section 5).
 enum Security {
     /// No handshake yet; with `deadline`, the server requires one in time.
-    Plain {
-        deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-    },
+    Plain { deadline: Option<Pin<Box<Sleep>>> },
     /// The handshake completed: frames may be sealed.
     Secure(Box<SecureChannel>),
     /// A handshake was tried and failed: no other may follow.
@@ -99,7 +116,7 @@ enum Security {
 }
 
 /// The transport-independent state of one connection: the running requests,
-/// the outbound buffer, the secure session, and the queue other tasks push to.
+/// the outbound buffer, the secure session, and what other tasks send it.
 ///
 /// Frames in `out` always carry a u32 length prefix, whatever the transport:
 /// TCP writes the buffer as it is, WebSocket cuts it into one message per frame.
@@ -138,6 +155,10 @@ impl Session {
         }
     }
 
+    pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
+        &self.connection
+    }
+
     pub(crate) fn max_frame_size(&self) -> usize {
         self.server.config.max_frame_size
     }
@@ -156,7 +177,8 @@ impl Session {
         self.pending.is_empty()
     }
 
-    /// Why the session closed, once its `DISCONNECT` is written into `out`.
+    /// Why the session closed, once its `DISCONNECT` is written into `out`
+    /// (or the peer's `DISCONNECT` arrived).
     pub(crate) fn closed(&self) -> Option<DisconnectReason> {
         self.closed
     }
@@ -176,8 +198,13 @@ impl Session {
         )
     }
 
-    fn error(&mut self, request: Header, code: ErrorCode, message: &dyn std::fmt::Display) {
-        self.reply_to(request).error(code.to_u16(), message);
+    fn error(
+        &mut self,
+        request: Header,
+        code: ErrorCode,
+        message: &dyn std::fmt::Display,
+    ) -> Outcome {
+        self.reply_to(request).error(code.to_u16(), message)
     }
 
     /// Writes the `DISCONNECT` of `violation` and stops the session.
@@ -190,8 +217,23 @@ impl Session {
         );
         self.closed = Some(violation.reason);
         self.closing = None;
-        self.pending = FuturesUnordered::new();
+        self.cancel_pending();
         Flow::Close
+    }
+
+    /// Drops every running request, telling middleware they were cancelled.
+    fn cancel_pending(&mut self) {
+        let server = Arc::clone(&self.server);
+        for pending in std::mem::take(&mut self.pending) {
+            let handler = server.table.handler(pending.handler);
+            self.after(
+                pending.header,
+                handler,
+                server.middleware.len(),
+                Outcome::Cancelled,
+                pending.started,
+            );
+        }
     }
 
     /// Handles one sealed frame: opens its body in place, then handles it
@@ -249,8 +291,12 @@ impl Session {
         let header = frame.header;
         match header.opcode {
             system::PING if header.request_id != 0 => match Ping::decode_body(&frame.body) {
-                Ok(ping) => self.reply_to(header).packet(&Pong { value: ping.value }),
-                Err(error) => self.error(header, ErrorCode::Malformed, &error),
+                Ok(ping) => {
+                    self.reply_to(header).packet(&Pong { value: ping.value });
+                }
+                Err(error) => {
+                    self.error(header, ErrorCode::Malformed, &error);
+                }
             },
             system::DISCONNECT => {
                 let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
@@ -261,11 +307,13 @@ impl Session {
             }
             system::HANDSHAKE => self.handshake(frame),
             system::PING | system::PONG => {}
-            opcode => self.error(
-                header,
-                ErrorCode::UnknownOpcode,
-                &format_args!("unknown system opcode {opcode:#06X}"),
-            ),
+            opcode => {
+                self.error(
+                    header,
+                    ErrorCode::UnknownOpcode,
+                    &format_args!("unknown system opcode {opcode:#06X}"),
+                );
+            }
         }
         Flow::Continue
     }
@@ -293,7 +341,7 @@ impl Session {
                 // The answer itself goes out plain: the client has no keys yet.
                 FrameReply::new(
                     &mut self.out,
-                    header.without_encryption(),
+                    header,
                     self.server.config.max_frame_size,
                     None,
                 )
@@ -309,10 +357,37 @@ impl Session {
         }
     }
 
+    /// The request as middleware sees it.
+    fn info<'a>(&'a self, header: Header, handler: &'a HandlerSpec) -> RequestInfo<'a> {
+        RequestInfo {
+            header,
+            handler: handler.name,
+            policy: &handler.policy,
+            require_encryption: self.server.config.require_encryption,
+            connection: &self.connection,
+        }
+    }
+
+    /// Runs the `after` hooks of the first `through` middleware, innermost first.
+    fn after(
+        &self,
+        header: Header,
+        handler: &HandlerSpec,
+        through: usize,
+        outcome: Outcome,
+        started: Instant,
+    ) {
+        let elapsed = started.elapsed();
+        let info = self.info(header, handler);
+        for middleware in self.server.middleware[..through].iter().rev() {
+            middleware.after(&info, outcome, elapsed);
+        }
+    }
+
     fn dispatch(&mut self, frame: Frame) {
         let header = frame.header;
         let server = Arc::clone(&self.server);
-        let Some(handler) = server.table.get(header.opcode) else {
+        let Some((index, handler)) = server.table.get(header.opcode) else {
             self.error(
                 header,
                 ErrorCode::UnknownOpcode,
@@ -320,69 +395,103 @@ impl Session {
             );
             return;
         };
-        let encryption_required = handler.encrypted || server.config.require_encryption;
-        if encryption_required && !header.flags.is_encrypted() {
-            self.error(
-                header,
-                ErrorCode::EncryptionRequired,
-                &format_args!("{} requires an encrypted request", handler.name),
-            );
-            return;
+        let started = Instant::now();
+        let chain = &server.middleware;
+        for (position, middleware) in chain.iter().enumerate() {
+            if let Err(rejection) = middleware.before(&self.info(header, handler)) {
+                let code = rejection.code.to_u16();
+                self.error(header, rejection.code, &rejection.message);
+                self.after(header, handler, position, Outcome::Rejected(code), started);
+                return;
+            }
         }
         let ctx = Context::new(Arc::clone(&self.connection), header);
         match &handler.kind {
             HandlerKind::Sync(call) => {
                 let mark = self.out.len();
                 let sink = self.reply_to(header);
-                match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink))) {
-                    Ok(Ok(())) => {}
+                let outcome = match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink)))
+                {
+                    Ok(Ok(outcome)) => outcome,
                     Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
                     Err(panic) => {
                         // Drop whatever the handler half-wrote. (A sealer whose
                         // counter moved on only leaves a gap, which is allowed.)
                         self.out.truncate(mark);
                         DeferredReply::Panicked(panic_message(&*panic))
-                            .write(self.reply_to(header), handler.name);
+                            .write(self.reply_to(header), handler.name)
                     }
-                }
+                };
+                self.after(header, handler, chain.len(), outcome, started);
             }
             HandlerKind::Async(call) => {
                 match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
                     Ok(Ok(future)) => self.pending.push(Pending {
                         header,
-                        handler: handler.name,
+                        handler: index,
+                        started,
                         future,
+                        deadline: handler
+                            .policy
+                            .timeout
+                            .map(|limit| Box::pin(tokio::time::sleep(limit))),
                     }),
-                    Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
-                    Err(panic) => DeferredReply::Panicked(panic_message(&*panic))
-                        .write(self.reply_to(header), handler.name),
+                    Ok(Err(error)) => {
+                        let outcome = self.error(header, ErrorCode::Malformed, &error);
+                        self.after(header, handler, chain.len(), outcome, started);
+                    }
+                    Err(panic) => {
+                        let outcome = DeferredReply::Panicked(panic_message(&*panic))
+                            .write(self.reply_to(header), handler.name);
+                        self.after(header, handler, chain.len(), outcome, started);
+                    }
                 }
             }
         }
     }
 
     /// Does whatever is ready besides input: writes the replies of finished
-    /// requests, takes pushed frames (sealing them on a secure session) and
-    /// close orders, and ends a graceful close or a handshake wait. Returns
-    /// whether anything happened; once the session has written its
+    /// requests, takes close orders and pushed frames (sealing them on a
+    /// secure session), and ends a graceful close or a handshake wait.
+    /// Returns whether anything happened; once the session has written its
     /// `DISCONNECT`, [`closed`](Self::closed) says so.
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
-        while let Poll::Ready(Some((header, handler, reply))) = self.pending.poll_next_unpin(cx) {
-            reply.write(self.reply_to(header), handler);
+        let server = Arc::clone(&self.server);
+        while let Poll::Ready(Some((header, index, started, reply))) =
+            self.pending.poll_next_unpin(cx)
+        {
+            let handler = server.table.handler(index);
+            let outcome = reply.write(self.reply_to(header), handler.name);
+            self.after(header, handler, server.middleware.len(), outcome, started);
             progress = true;
         }
-        while self.closed.is_none() && self.out.len() < self.server.config.outbound_high_water {
-            match self.inbox.poll_recv(cx) {
-                Poll::Ready(Some(Outbound::Frame(frame))) => {
-                    self.connection.outbound.taken(frame.len());
-                    self.append_push(&frame);
+        while self.closed.is_none() {
+            match self.inbox.orders.poll_recv(cx) {
+                Poll::Ready(Some(CloseOrder {
+                    violation,
+                    graceful,
+                })) => {
+                    progress = true;
+                    if graceful {
+                        self.begin_close(violation);
+                    } else {
+                        self.close_now(&violation);
+                    }
                 }
-                Poll::Ready(Some(Outbound::Close(violation))) => self.begin_close(violation),
-                // The sender lives in the shared state this session holds.
+                // The senders live in the shared state this session holds.
                 Poll::Ready(None) | Poll::Pending => break,
             }
-            progress = true;
+        }
+        while self.closed.is_none() && self.out.len() < server.config.outbound_high_water {
+            match self.inbox.frames.poll_recv(cx) {
+                Poll::Ready(Some(frame)) => {
+                    self.connection.outbound.taken(frame.len());
+                    self.append_push(&frame);
+                    progress = true;
+                }
+                Poll::Ready(None) | Poll::Pending => break,
+            }
         }
         if let Security::Plain {
             deadline: Some(deadline),
@@ -432,11 +541,16 @@ impl Session {
         if self.closing.is_some() {
             return;
         }
-        let grace: Duration = self.server.config.shutdown_grace;
         self.closing = Some(Closing {
             violation,
-            deadline: Box::pin(tokio::time::sleep(grace)),
+            deadline: Box::pin(tokio::time::sleep(self.server.config.shutdown_grace)),
         });
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.cancel_pending();
     }
 }
 

@@ -6,12 +6,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ternio_protocol::frame::{self, Flags, Framing, Header};
-use ternio_protocol::{BytesMut, Packet};
+use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Packet};
 
+use crate::connection::Violation;
+use crate::hub::{Hub, HubShared};
 use crate::outbound::OutboundQueue;
+use crate::policy::RateLimiters;
+use crate::store::ConnectionStore;
 
 /// A connection's id, unique within the server for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,7 +65,19 @@ pub(crate) struct ConnectionShared {
     pub(crate) transport: Transport,
     pub(crate) outbound: OutboundQueue,
     pub(crate) state: Arc<AppState>,
-    pub(crate) max_frame_size: usize,
+    pub(crate) hub: Arc<HubShared>,
+    pub(crate) permission: AtomicU32,
+    pub(crate) store: ConnectionStore,
+    /// Rate limiters of the handlers this connection called that have one.
+    pub(crate) rate_limiters: Mutex<RateLimiters>,
+    /// The groups the connection is in, to leave them when it closes.
+    pub(crate) groups: Mutex<Vec<Arc<str>>>,
+}
+
+impl ConnectionShared {
+    pub(crate) fn permission(&self) -> u32 {
+        self.permission.load(Ordering::Acquire)
+    }
 }
 
 /// The context of one request: its connection and the server's state.
@@ -92,13 +109,23 @@ impl Context {
         self.connection.transport
     }
 
+    /// The request's header.
+    pub fn header(&self) -> Header {
+        self.header
+    }
+
     /// The request's id; 0 for a fire-and-forget send, which gets no reply.
     pub fn request_id(&self) -> u32 {
         self.header.request_id
     }
 
-    /// A handle that pushes to this connection, which may be kept and used
-    /// from anywhere after the handler returns.
+    /// Whether the request arrived sealed.
+    pub fn is_encrypted(&self) -> bool {
+        self.header.flags.is_encrypted()
+    }
+
+    /// A handle to this connection, which may be kept and used from
+    /// anywhere after the handler returns.
     pub fn connection(&self) -> ConnectionHandle {
         ConnectionHandle {
             connection: Arc::clone(&self.connection),
@@ -108,6 +135,27 @@ impl Context {
     /// Pushes `packet` to this connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
         push(&self.connection, packet)
+    }
+
+    /// The connection's permission level (0 when it opens).
+    pub fn permission(&self) -> u32 {
+        self.connection.permission()
+    }
+
+    /// Sets the connection's permission level, as after a login; handlers
+    /// marked `#[handler(permission = N)]` need at least `N`.
+    pub fn set_permission(&self, level: u32) {
+        self.connection.permission.store(level, Ordering::Release);
+    }
+
+    /// The connection's typed store.
+    pub fn store(&self) -> &ConnectionStore {
+        &self.connection.store
+    }
+
+    /// The hub: every connection by id, groups, broadcasts.
+    pub fn hub(&self) -> Hub {
+        Hub::new(Arc::clone(&self.connection.hub))
     }
 
     /// The shared value of type `T` given to the server with `.state(...)`.
@@ -130,7 +178,7 @@ impl fmt::Debug for Context {
 /// A handle to one connection, for pushing to it from anywhere.
 #[derive(Clone)]
 pub struct ConnectionHandle {
-    connection: Arc<ConnectionShared>,
+    pub(crate) connection: Arc<ConnectionShared>,
 }
 
 impl ConnectionHandle {
@@ -139,9 +187,51 @@ impl ConnectionHandle {
         self.connection.id
     }
 
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.connection.peer
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> Transport {
+        self.connection.transport
+    }
+
     /// Pushes `packet` to the connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
         push(&self.connection, packet)
+    }
+
+    /// The connection's permission level.
+    pub fn permission(&self) -> u32 {
+        self.connection.permission()
+    }
+
+    /// Sets the connection's permission level.
+    pub fn set_permission(&self, level: u32) {
+        self.connection.permission.store(level, Ordering::Release);
+    }
+
+    /// The connection's typed store.
+    pub fn store(&self) -> &ConnectionStore {
+        &self.connection.store
+    }
+
+    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
+    pub fn kick(&self, reason: &str) {
+        self.connection
+            .outbound
+            .close(Violation::new(DisconnectReason::Kicked, reason), false);
+    }
+
+    /// Bytes of pushed frames waiting for the connection to take them.
+    pub fn queued_bytes(&self) -> usize {
+        self.connection.outbound.queued_bytes()
+    }
+
+    /// Droppable pushes dropped because the connection fell behind.
+    pub fn dropped_pushes(&self) -> u64 {
+        self.connection.outbound.dropped()
     }
 
     /// Whether the connection is still open.
@@ -159,28 +249,37 @@ impl fmt::Debug for ConnectionHandle {
 }
 
 fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
+    let frame = encode_push(packet, connection.hub.max_frame_size)?;
+    connection.outbound.push(frame, P::DROPPABLE)
+}
+
+/// Encodes `packet` once as a push frame (header + body, no prefix), to be
+/// shared by every connection it goes to.
+pub(crate) fn encode_push<P: Packet>(
+    packet: &P,
+    max_frame_size: usize,
+) -> Result<Bytes, PushError> {
     let mut frame = BytesMut::new();
     let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    frame::write_frame(
-        &mut frame,
-        Framing::Message,
-        header,
-        packet,
-        connection.max_frame_size,
-    )
-    .map_err(|_| PushError::TooLarge)?;
-    connection.outbound.push(frame.freeze())
+    frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
+        .map_err(|_| PushError::TooLarge)?;
+    Ok(frame.freeze())
 }
 
 /// Why a push was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PushError {
-    /// The connection is closed.
+    /// The connection is closed (or no connection has that id).
     #[error("the connection is closed")]
     Closed,
-    /// The connection's push queue is full: its peer does not read fast enough.
-    #[error("the connection's push queue is full")]
-    Full,
+    /// The connection's outbound queue was full: it is being disconnected
+    /// with `SLOW_CONSUMER`.
+    #[error("the connection does not read fast enough and is being disconnected")]
+    SlowConsumer,
+    /// The connection's outbound queue was full and the packet is droppable:
+    /// this one was dropped, the connection stays.
+    #[error("the connection is behind; the droppable packet was dropped")]
+    Dropped,
     /// The packet encodes to more than the maximum frame size.
     #[error("the packet exceeds the maximum frame size")]
     TooLarge,
@@ -258,5 +357,11 @@ impl<T: Send + Sync + 'static> FromContext for State<T> {
                 type_name::<T>()
             ))
         }
+    }
+}
+
+impl FromContext for Hub {
+    fn from_context(ctx: &Context) -> Self {
+        ctx.hub()
     }
 }

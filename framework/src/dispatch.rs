@@ -7,12 +7,14 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
 use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
 
 use crate::context::{AppState, CheckState, Context, FromContext};
+use crate::policy::{self, Concurrency, HandlerPolicy, Outcome};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
 use crate::server::BuildError;
 
@@ -50,7 +52,8 @@ inventory::collect!(ControllerRegistration);
 /// A boxed future that a pending asynchronous handler runs as.
 pub(crate) type ReplyFuture = Pin<Box<dyn Future<Output = DeferredReply> + Send>>;
 
-type SyncFn = dyn Fn(&Bytes, &Context, FrameReply<'_>) -> Result<(), DecodeError> + Send + Sync;
+type SyncFn =
+    dyn Fn(&Bytes, &Context, FrameReply<'_>) -> Result<Outcome, DecodeError> + Send + Sync;
 type AsyncFn = dyn Fn(&Bytes, Context) -> Result<ReplyFuture, DecodeError> + Send + Sync;
 
 pub(crate) enum HandlerKind {
@@ -70,7 +73,7 @@ pub struct HandlerSpec {
     pub(crate) name: &'static str,
     pub(crate) kind: HandlerKind,
     pub(crate) checks: Vec<Check>,
-    pub(crate) encrypted: bool,
+    pub(crate) policy: HandlerPolicy,
 }
 
 impl HandlerSpec {
@@ -87,8 +90,7 @@ impl HandlerSpec {
     {
         let call = move |body: &Bytes, ctx: &Context, sink: FrameReply<'_>| {
             let request = Req::decode_body(body)?;
-            f(request, ctx).into_reply(sink);
-            Ok(())
+            Ok(f(request, ctx).into_reply(sink))
         };
         Self::new::<Req>(name, HandlerKind::Sync(Box::new(call)))
     }
@@ -121,7 +123,7 @@ impl HandlerSpec {
             name,
             kind,
             checks: Vec::new(),
-            encrypted: false,
+            policy: HandlerPolicy::default(),
         }
     }
 
@@ -135,7 +137,37 @@ impl HandlerSpec {
     /// Requires an encrypted request: a plain one is answered with error 6,
     /// `ENCRYPTION_REQUIRED`, and the handler does not run.
     pub fn encrypted(mut self) -> Self {
-        self.encrypted = true;
+        self.policy.encrypted = true;
+        self
+    }
+
+    /// Requires the connection's permission level to be at least `level`
+    /// (set with [`Context::set_permission`]); below it, error 3 `UNAUTHORIZED`.
+    pub fn permission(mut self, level: u32) -> Self {
+        self.policy.permission = Some(level);
+        self
+    }
+
+    /// Limits the handler to `millis` milliseconds: past it, its future is
+    /// dropped and the request is answered with error 5 `TIMEOUT`. Only an
+    /// `async` handler can be cut off; a time limit on a synchronous one
+    /// fails the server's build.
+    pub fn timeout_ms(mut self, millis: u64) -> Self {
+        self.policy.timeout = Some(Duration::from_millis(millis));
+        self
+    }
+
+    /// Limits each connection to `per_second` requests of this handler per
+    /// second, with bursts of `burst`; over it, error 4 `RATE_LIMITED`.
+    pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
+        self.policy.rate_limit = Some(policy::quota(per_second, burst));
+        self
+    }
+
+    /// Limits the requests of this handler running at once across the
+    /// server to `limit`; beyond it, error 8 `OVERLOADED` at once (never a queue).
+    pub fn concurrency(mut self, limit: usize) -> Self {
+        self.policy.concurrency = Some(Concurrency::new(limit.max(1)));
         self
     }
 
@@ -222,6 +254,13 @@ impl DispatchTable {
                 second: spec.name,
             });
         }
+        if spec.policy.timeout.is_some() && matches!(spec.kind, HandlerKind::Sync(_)) {
+            return Err(BuildError::Handler {
+                handler: spec.name,
+                reason: "a time limit needs an async handler: a synchronous one cannot be cut off"
+                    .into(),
+            });
+        }
         for check in &spec.checks {
             check(state).map_err(|reason| BuildError::Handler {
                 handler: spec.name,
@@ -234,13 +273,21 @@ impl DispatchTable {
         Ok(())
     }
 
-    /// The handler of `opcode`, if any.
+    /// The handler of `opcode` and its index, if any.
     #[inline]
-    pub(crate) fn get(&self, opcode: u16) -> Option<&HandlerSpec> {
+    pub(crate) fn get(&self, opcode: u16) -> Option<(usize, &HandlerSpec)> {
         match *self.slots.get(usize::from(opcode))? {
             0 => None,
-            index => Some(&self.handlers[usize::from(index) - 1]),
+            slot => {
+                let index = usize::from(slot) - 1;
+                Some((index, &self.handlers[index]))
+            }
         }
+    }
+
+    /// The handler at `index` (as [`get`](Self::get) returned it).
+    pub(crate) fn handler(&self, index: usize) -> &HandlerSpec {
+        &self.handlers[index]
     }
 
     pub(crate) fn len(&self) -> usize {

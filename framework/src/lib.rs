@@ -40,10 +40,13 @@ mod config;
 mod connection;
 mod context;
 mod dispatch;
+mod hub;
 mod identity;
 mod outbound;
+mod policy;
 mod reply;
 mod server;
+mod store;
 mod transport;
 
 pub use ternio_protocol as protocol;
@@ -53,13 +56,16 @@ pub use ternio_protocol::{
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{
     ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
 };
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
+pub use hub::{Delivery, Hub};
 pub use identity::Identity;
-pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
+pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
+pub use server::{BuildError, CloseCause, Server, ServerBuilder, ServerHandle};
+pub use store::{ConnectionStore, Stored};
 
 #[doc(hidden)]
 pub mod __private {

@@ -8,6 +8,8 @@ use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
+use crate::policy::Outcome;
+
 /// Writes the reply to one request as a frame at the end of `out`, sealed
 /// when a sealer is given (the answer to a sealed request).
 ///
@@ -59,16 +61,17 @@ impl<'a> FrameReply<'a> {
     }
 
     /// A reply already encoded as `opcode` + `body`.
-    pub(crate) fn encoded(mut self, opcode: u16, body: &[u8]) {
+    pub(crate) fn encoded(mut self, opcode: u16, body: &[u8]) -> Outcome {
         if self.request.request_id == 0 {
-            return;
+            return Outcome::Replied;
         }
         let header = self.header(opcode, Flags::RESPONSE);
-        if let Err(error) = self.write(header, |out| out.extend_from_slice(body)) {
-            self.error(
+        match self.write(header, |out| out.extend_from_slice(body)) {
+            Ok(_) => Outcome::Replied,
+            Err(error) => self.error(
                 ErrorCode::Internal.to_u16(),
                 &format_args!("reply not sent: {error}"),
-            );
+            ),
         }
     }
 }
@@ -83,31 +86,32 @@ fn wire_code(code: u16) -> u16 {
 }
 
 impl ReplySink for FrameReply<'_> {
-    type Output = ();
+    type Output = Outcome;
 
-    fn packet<P: Packet>(mut self, packet: &P) {
+    fn packet<P: Packet>(mut self, packet: &P) -> Outcome {
         if self.request.request_id == 0 {
-            return;
+            return Outcome::Replied;
         }
         let header = self.header(P::OPCODE, Flags::RESPONSE);
         let written = self.write(header, |out| {
             out.reserve(packet.encoded_len());
             packet.encode(out);
         });
-        if let Err(error) = written {
-            self.error(
+        match written {
+            Ok(_) => Outcome::Replied,
+            Err(error) => self.error(
                 ErrorCode::Internal.to_u16(),
                 &format_args!("reply not sent: {error}"),
-            );
+            ),
         }
     }
 
-    fn ack(self) {
+    fn ack(self) -> Outcome {
         let opcode = self.request.opcode;
-        self.encoded(opcode, &[]);
+        self.encoded(opcode, &[])
     }
 
-    fn error(mut self, code: u16, message: &dyn fmt::Display) {
+    fn error(mut self, code: u16, message: &dyn fmt::Display) -> Outcome {
         let code = wire_code(code);
         let header = self.header(self.request.opcode, Flags::RESPONSE_ERROR);
         if self
@@ -119,6 +123,7 @@ impl ReplySink for FrameReply<'_> {
                 ErrorBody::write(out, code, &"(message too long)")
             });
         }
+        Outcome::Failed(code)
     }
 }
 
@@ -136,11 +141,13 @@ pub(crate) enum DeferredReply {
     },
     /// The handler panicked; the payload's text is logged, not sent.
     Panicked(String),
+    /// The handler ran past its time limit; its future was dropped.
+    TimedOut,
 }
 
 impl DeferredReply {
     /// Writes the reply into `sink`; a panic is logged under `handler`.
-    pub(crate) fn write(self, sink: FrameReply<'_>, handler: &'static str) {
+    pub(crate) fn write(self, sink: FrameReply<'_>, handler: &'static str) -> Outcome {
         match self {
             Self::Packet { opcode, body } => sink.encoded(opcode, &body),
             Self::Ack => sink.ack(),
@@ -150,8 +157,12 @@ impl DeferredReply {
                 sink.error(
                     ErrorCode::Internal.to_u16(),
                     &format_args!("{handler} failed"),
-                );
+                )
             }
+            Self::TimedOut => sink.error(
+                ErrorCode::Timeout.to_u16(),
+                &format_args!("{handler} ran past its time limit"),
+            ),
         }
     }
 }

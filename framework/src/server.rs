@@ -1,22 +1,24 @@
 //! The server: its builder, its listeners, and the state every connection shares.
 
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ternio_protocol::DisconnectReason;
 use tokio::sync::watch;
 
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::connection::Violation;
-use crate::context::{AppState, ConnectionId, ConnectionShared, Transport};
+use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
 use crate::dispatch::{Controller, DispatchTable};
+use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
 use crate::outbound::{OutboundQueue, OutboundReceiver};
+use crate::policy::{Middleware, Policies};
+use crate::store::ConnectionStore;
 use crate::transport;
 
 /// Why a server could not be built.
@@ -80,6 +82,34 @@ pub struct ServerBuilder {
     listeners: Vec<Result<ListenerSpec, BuildError>>,
     config: ServerConfig,
     identity: Option<Identity>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    /// Whether [`Policies`] was placed in the chain by hand.
+    placed_policies: bool,
+    hooks: Hooks,
+}
+
+type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
+type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
+
+/// The application's connect and disconnect hooks.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    connect: Vec<ConnectHook>,
+    disconnect: Vec<DisconnectHook>,
+}
+
+/// Why a connection closed, as the disconnect hooks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseCause {
+    /// The peer sent `DISCONNECT` with this reason.
+    PeerDisconnected(DisconnectReason),
+    /// The peer closed the connection without a `DISCONNECT`.
+    PeerClosed,
+    /// The server sent `DISCONNECT` with this reason (a malformed frame,
+    /// a kick, a slow consumer, the shutdown…).
+    Disconnected(DisconnectReason),
+    /// The socket failed.
+    Failed(String),
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -103,6 +133,9 @@ impl Default for ServerBuilder {
             listeners: Vec::new(),
             config: ServerConfig::default(),
             identity: None,
+            middleware: Vec::new(),
+            placed_policies: false,
+            hooks: Hooks::default(),
         }
     }
 }
@@ -176,6 +209,44 @@ impl ServerBuilder {
         self
     }
 
+    /// Adds `middleware` to the chain that runs around every dispatch, after
+    /// the middleware added before it. The built-in [`Policies`] run
+    /// innermost, unless added here explicitly to place them elsewhere.
+    pub fn middleware<M: Middleware>(mut self, middleware: M) -> Self {
+        self.placed_policies |= TypeId::of::<M>() == TypeId::of::<Policies>();
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Calls `hook` for every new connection, before its first frame is read.
+    pub fn on_connect(mut self, hook: impl Fn(&ConnectionHandle) + Send + Sync + 'static) -> Self {
+        self.hooks.connect.push(Arc::new(hook));
+        self
+    }
+
+    /// Calls `hook` for every connection that closed, with the cause, after
+    /// it left its groups.
+    pub fn on_disconnect(
+        mut self,
+        hook: impl Fn(&ConnectionHandle, &CloseCause) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.disconnect.push(Arc::new(hook));
+        self
+    }
+
+    /// What a push to a connection whose outbound queue is full does
+    /// (default: disconnect it with `SLOW_CONSUMER`).
+    pub fn slow_consumer(mut self, policy: SlowConsumerPolicy) -> Self {
+        self.config.slow_consumer = policy;
+        self
+    }
+
+    /// Bytes of pushed frames that may wait for one connection (default 1 MiB).
+    pub fn max_outbound_queue_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_outbound_queue_bytes = bytes;
+        self
+    }
+
     /// The server's identity: its static key, which clients pin for `NK`
     /// handshakes. Without one, `NN` handshakes still work and `NK` fails
     /// with error 9.
@@ -236,15 +307,21 @@ impl ServerBuilder {
             listeners.push((socket, kind));
         }
         let (shutdown, _) = watch::channel(false);
+        let mut middleware = self.middleware;
+        if !self.placed_policies {
+            middleware.push(Arc::new(Policies));
+        }
         Ok(Server {
             shared: Arc::new(ServerShared {
                 table,
+                hub: Arc::new(HubShared::new(self.config.max_frame_size)),
                 config: self.config,
                 state: Arc::new(self.state),
                 next_id: AtomicU64::new(1),
-                connections: Mutex::default(),
                 shutdown,
                 identity: self.identity,
+                middleware,
+                hooks: self.hooks,
             }),
             listeners,
         })
@@ -257,19 +334,15 @@ pub(crate) struct ServerShared {
     pub(crate) config: ServerConfig,
     pub(crate) state: Arc<AppState>,
     next_id: AtomicU64,
-    /// Every open connection, by id.
-    connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
+    /// Every open connection, by id, and the groups.
+    pub(crate) hub: Arc<HubShared>,
     /// Turns true when the server shuts down.
     shutdown: watch::Sender<bool>,
     /// The static key for `NK` handshakes.
     pub(crate) identity: Option<Identity>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding the lock; recover the data if one did.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The middleware chain, built-in policies included.
+    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    hooks: Hooks,
 }
 
 impl ServerShared {
@@ -280,26 +353,51 @@ impl ServerShared {
         peer: SocketAddr,
         transport: Transport,
     ) -> (Arc<ConnectionShared>, OutboundReceiver) {
-        let (outbound, receiver) = OutboundQueue::new(self.config.max_push_queue_bytes);
+        let (outbound, receiver) = OutboundQueue::new(
+            self.config.max_outbound_queue_bytes,
+            self.config.slow_consumer,
+        );
         let connection = Arc::new(ConnectionShared {
             id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
             peer,
             transport,
             outbound,
             state: Arc::clone(&self.state),
-            max_frame_size: self.config.max_frame_size,
+            hub: Arc::clone(&self.hub),
+            permission: AtomicU32::new(0),
+            store: ConnectionStore::default(),
+            rate_limiters: Mutex::default(),
+            groups: Mutex::default(),
         });
-        let mut connections = lock(&self.connections);
-        if *self.shutdown.borrow() {
-            connection.outbound.close(shutdown_violation());
+        self.hub.insert(Arc::clone(&connection), |connection| {
+            if *self.shutdown.borrow() {
+                connection.outbound.close(shutdown_violation(), true);
+            }
+        });
+        if !self.hooks.connect.is_empty() {
+            let handle = ConnectionHandle {
+                connection: Arc::clone(&connection),
+            };
+            for hook in &self.hooks.connect {
+                hook(&handle);
+            }
         }
-        connections.insert(connection.id, Arc::clone(&connection));
         (connection, receiver)
     }
 
-    /// Forgets a closed connection.
-    pub(crate) fn close_connection(&self, id: ConnectionId) {
-        lock(&self.connections).remove(&id);
+    /// Forgets a closed connection (it leaves its groups), then tells the
+    /// disconnect hooks.
+    pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
+        self.hub.remove(connection.id);
+        tracing::debug!(connection = %connection.id, ?cause, "connection closed");
+        if !self.hooks.disconnect.is_empty() {
+            let handle = ConnectionHandle {
+                connection: Arc::clone(connection),
+            };
+            for hook in &self.hooks.disconnect {
+                hook(&handle, &cause);
+            }
+        }
     }
 
     /// A receiver that turns true when the server shuts down.
@@ -308,17 +406,18 @@ impl ServerShared {
     }
 
     fn shut_down(&self) {
-        let connections = lock(&self.connections);
+        // A connection registering meanwhile sees the flag (it is checked
+        // under the registry's lock) or is in the snapshot below.
         if self.shutdown.send_replace(true) {
             return;
         }
-        for connection in connections.values() {
-            connection.outbound.close(shutdown_violation());
+        for connection in self.hub.all() {
+            connection.outbound.close(shutdown_violation(), true);
         }
     }
 
     fn open_connections(&self) -> usize {
-        lock(&self.connections).len()
+        self.hub.len()
     }
 }
 
@@ -413,5 +512,10 @@ impl ServerHandle {
     /// How many connections are open.
     pub fn connection_count(&self) -> usize {
         self.shared.open_connections()
+    }
+
+    /// The server's hub: connections by id, groups, broadcasts.
+    pub fn hub(&self) -> Hub {
+        Hub::new(Arc::clone(&self.shared.hub))
     }
 }

@@ -60,7 +60,9 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// `#[packet(opcode = 0x0001)]` is required: an integer literal (unsuffixed
 /// or `u16`) in the application range `0x0000..=0xFEFF`. `Packet::NAME` is the
-/// type's name.
+/// type's name. The flag `droppable` (`#[packet(opcode = 0x0010, droppable)]`)
+/// sets `Packet::DROPPABLE`: a push of this type may be dropped for a
+/// connection that falls behind, under the server's slow-consumer policy.
 ///
 /// # Compile errors
 ///

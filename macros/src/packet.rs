@@ -36,7 +36,8 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
             return errors.into_compile_errors();
         }
     };
-    let packet = packet_impl(input, &proto, opcode);
+    let droppable = packet_attr::is_droppable(&input.attrs);
+    let packet = packet_impl(input, &proto, opcode, droppable);
     let errors = errors.into_compile_errors();
     quote!(#errors #codec #packet)
 }
@@ -72,7 +73,12 @@ fn missing_opcode(input: &DeriveInput) -> syn::Error {
     )
 }
 
-fn packet_impl(input: &DeriveInput, proto: &CratePath, opcode: Option<Opcode>) -> TokenStream {
+fn packet_impl(
+    input: &DeriveInput,
+    proto: &CratePath,
+    opcode: Option<Opcode>,
+    droppable: bool,
+) -> TokenStream {
     let p = proto.at(Span::call_site());
     let ident = &input.ident;
     let name = LitStr::new(&type_name(ident), ident.span());
@@ -85,6 +91,7 @@ fn packet_impl(input: &DeriveInput, proto: &CratePath, opcode: Option<Opcode>) -
         impl #p::Packet for #ident {
             const OPCODE: u16 = #opcode;
             const NAME: &'static str = #name;
+            const DROPPABLE: bool = #droppable;
         }
     }
 }

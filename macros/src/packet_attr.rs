@@ -40,16 +40,43 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                 let value: Expr = meta.value()?.parse()?;
                 opcode = Some(check_opcode(&value)?);
                 Ok(())
+            } else if meta.path.is_ident("droppable") {
+                // Read by `is_droppable`; a flag takes no value.
+                if meta.input.peek(syn::Token![=]) {
+                    return Err(meta.error(
+                        "`droppable` is a flag: write #[packet(opcode = 0x0001, droppable)]",
+                    ));
+                }
+                Ok(())
             } else {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
-                    "unknown key `{}` in #[packet(...)]: the only key is `opcode`, as in #[packet(opcode = 0x0001)]",
+                    "unknown key `{}` in #[packet(...)]: the keys are `opcode` and `droppable`, \
+                     as in #[packet(opcode = 0x0001, droppable)]",
                     key.replace(' ', "")
                 )))
             }
         })?;
     }
     Ok(opcode)
+}
+
+/// Whether the `#[packet(...)]` attributes carry the `droppable` flag: a
+/// push of this type may be dropped for a connection that falls behind.
+pub(crate) fn is_droppable(attrs: &[Attribute]) -> bool {
+    let mut droppable = false;
+    for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
+        // Errors were reported by `parse_opcode`.
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("droppable") {
+                droppable = true;
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: Expr = meta.value()?.parse()?;
+            }
+            Ok(())
+        });
+    }
+    droppable
 }
 
 /// Checks that `value` is an integer literal naming an application opcode.

@@ -17,4 +17,8 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     const OPCODE: u16;
     /// The type's name, for logs and error messages.
     const NAME: &'static str;
+    /// Whether a push of this type may be dropped for a connection that
+    /// falls behind (a state update the next one replaces), when the server's
+    /// slow-consumer policy allows it. Set with `#[packet(opcode = …, droppable)]`.
+    const DROPPABLE: bool = false;
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::server::ServerShared;
+use crate::server::{CloseCause, ServerShared};
+use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;
 pub(crate) mod websocket;
@@ -23,6 +24,21 @@ pub(crate) enum Exit {
     Closed,
     /// The socket failed.
     Io(io::Error),
+}
+
+impl Exit {
+    /// The cause the disconnect hooks see; `closed` is the session's
+    /// `DISCONNECT` reason (sent or received).
+    pub(crate) fn cause(&self, closed: Option<DisconnectReason>) -> CloseCause {
+        match self {
+            Self::PeerClosed => CloseCause::PeerClosed,
+            Self::PeerDisconnected => {
+                CloseCause::PeerDisconnected(closed.unwrap_or(DisconnectReason::Normal))
+            }
+            Self::Closed => CloseCause::Disconnected(closed.unwrap_or(DisconnectReason::Normal)),
+            Self::Io(error) => CloseCause::Failed(error.to_string()),
+        }
+    }
 }
 
 /// Accepts connections and hands each to `serve`, until the server shuts down.

@@ -62,8 +62,10 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>) {
         reading: true,
     };
     let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+    let cause = exit.cause(conn.session.closed());
+    let connection = Arc::clone(conn.session.connection());
     conn.close(exit, linger).await;
-    server.close_connection(id);
+    server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "tcp connection closed");
 }
 
