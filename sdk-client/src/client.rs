@@ -5,19 +5,30 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::system::{self, ErrorBody, Ping, Pong};
-use ternio_protocol::{Packet, Response};
-use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::task::JoinHandle;
+use ternio_protocol::{Frame, Packet, Response};
+use tokio::net::ToSocketAddrs;
+use tokio::sync::watch;
 
 use crate::config::ClientConfig;
-use crate::connection::Shared;
 use crate::error::{ClientError, CloseReason};
+use crate::shared::Shared;
+use crate::state::ConnectionState;
+use crate::supervisor::{Endpoint, supervise};
+use crate::tasks::TaskSet;
+use crate::ws;
 
-/// How long [`Client::close`] waits for its last frames to leave.
+/// How long [`Client::close`] waits for its last frames to leave (and, on
+/// WebSocket, for the server's Close frame).
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
-/// A connection to a Ternio server. Cheap to clone; every clone shares the
-/// connection, which closes when the last clone is dropped or on [`close`](Self::close).
+/// A connection to a Ternio server, over TCP or WebSocket: the same API for
+/// both. Cheap to clone; every clone shares the connection, which closes
+/// when the last clone is dropped or on [`close`](Self::close).
+///
+/// With [`ClientConfig::reconnect`] set, a lost connection is re-established
+/// in the background (see [`ReconnectPolicy`](crate::ReconnectPolicy));
+/// [`state`](Self::state) and [`state_changes`](Self::state_changes) tell
+/// where it stands.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -25,15 +36,14 @@ pub struct Client {
 
 struct Inner {
     shared: Arc<Shared>,
-    tasks: [JoinHandle<()>; 2],
+    /// The supervisor, which owns the current link's tasks: aborting it
+    /// aborts them.
+    _supervisor: TaskSet,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-        self.shared.fail_all(CloseReason::Local);
+        self.shared.finish(CloseReason::Local);
     }
 }
 
@@ -44,22 +54,59 @@ impl Client {
     }
 
     /// Connects over TCP with `config`.
+    ///
+    /// `address` is resolved once, here; reconnecting goes to the addresses
+    /// it resolved to.
     pub async fn connect_tcp_with(
         address: impl ToSocketAddrs,
         config: ClientConfig,
     ) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(address))
+        let timeout = config.connect_timeout;
+        let addresses = tokio::time::timeout(timeout, tokio::net::lookup_host(address))
             .await
-            .map_err(|_| ClientError::Timeout(config.connect_timeout))?
-            .map_err(ClientError::Connect)?;
-        stream.set_nodelay(true).map_err(ClientError::Connect)?;
-        let shared = Arc::new(Shared::new(stream, config));
-        let tasks = [
-            tokio::spawn(Arc::clone(&shared).read_loop()),
-            tokio::spawn(Arc::clone(&shared).write_loop()),
-        ];
+            .map_err(|_| ClientError::Timeout(timeout))?
+            .map_err(ClientError::Connect)?
+            .collect();
+        Self::connect(Endpoint::Tcp(addresses), config).await
+    }
+
+    /// Connects over WebSocket with the default [`ClientConfig`].
+    ///
+    /// `url` is a `ws://host:port/path` URL (`wss://` is not supported: this
+    /// crate is built without TLS). The client offers the subprotocol
+    /// `ternio.v1` and fails with [`ClientError::Subprotocol`] unless the
+    /// server selects it. Each frame travels as one binary message.
+    pub async fn connect_ws(url: &str) -> Result<Self, ClientError> {
+        Self::connect_ws_with(url, ClientConfig::default()).await
+    }
+
+    /// Connects over WebSocket with `config`. See [`connect_ws`](Self::connect_ws).
+    pub async fn connect_ws_with(url: &str, config: ClientConfig) -> Result<Self, ClientError> {
+        // A bad URL is reported as such, not as a failed connection.
+        ws::request_for(url)?;
+        Self::connect(Endpoint::Ws(url.to_owned()), config).await
+    }
+
+    async fn connect(endpoint: Endpoint, config: ClientConfig) -> Result<Self, ClientError> {
+        let timeout = config.connect_timeout;
+        let shared = Arc::new(Shared::new(config));
+        let opened = tokio::time::timeout(timeout, endpoint.open(&shared))
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))??;
+        if !shared.install(&opened.link) {
+            let reason = opened
+                .link
+                .lost_reason()
+                .cloned()
+                .unwrap_or(CloseReason::PeerClosed);
+            return Err(ClientError::Closed(reason));
+        }
+        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), endpoint, opened.tasks));
         Ok(Self {
-            inner: Arc::new(Inner { shared, tasks }),
+            inner: Arc::new(Inner {
+                shared,
+                _supervisor: TaskSet::new(vec![supervisor]),
+            }),
         })
     }
 
@@ -72,6 +119,11 @@ impl Client {
     /// `Resp` is the packet type the handler returns, or `()` for a handler
     /// that returns nothing. A handler's error comes back as
     /// [`ClientError::Remote`] with its code.
+    ///
+    /// While the client reconnects, the request waits for the new
+    /// connection within its timeout. If the connection is lost while the
+    /// request is in flight, it fails with [`ClientError::Closed`]: the
+    /// server may or may not have run it.
     pub async fn request_async<Req: Packet, Resp: Response>(
         &self,
         request: &Req,
@@ -87,26 +139,18 @@ impl Client {
         timeout: Duration,
     ) -> Result<Resp, ClientError> {
         let frame = self.shared().call(Req::OPCODE, request, timeout).await?;
-        if frame.header.flags.is_error() {
-            let error = ErrorBody::parse(&frame.body)?;
-            return Err(ClientError::Remote {
-                code: error.code,
-                message: error.message,
-            });
-        }
         Ok(Resp::from_response(
             frame.header.opcode,
-            &frame.body,
+            &success(frame)?.body,
             Req::OPCODE,
         )?)
     }
 
     /// Sends `packet` with no reply expected (request id 0). Returns once the
-    /// frame is queued; a server-side error is only logged.
+    /// frame is queued; a server-side error is only logged. While the client
+    /// reconnects it fails at once with [`ClientError::Reconnecting`]: the
+    /// packet is not kept for later.
     pub fn send<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
-        if let Some(reason) = self.shared().close_reason() {
-            return Err(ClientError::Closed(reason));
-        }
         self.shared()
             .send(Header::new(P::OPCODE, Flags::NONE, 0), packet)
     }
@@ -122,13 +166,7 @@ impl Client {
             .shared()
             .call(system::PING, &Ping { value }, timeout)
             .await?;
-        if frame.header.flags.is_error() {
-            let error = ErrorBody::parse(&frame.body)?;
-            return Err(ClientError::Remote {
-                code: error.code,
-                message: error.message,
-            });
-        }
+        let frame = success(frame)?;
         let pong = Pong::from_response(frame.header.opcode, &frame.body, system::PING)?;
         if pong.value != value {
             return Err(ternio_protocol::DecodeError::Invalid(
@@ -139,19 +177,50 @@ impl Client {
         Ok(started.elapsed())
     }
 
-    /// Sends `DISCONNECT NORMAL`, waits briefly for it to leave, and closes.
-    /// Pending requests fail with [`ClientError::Closed`].
+    /// Sends `DISCONNECT NORMAL`, waits briefly for it to leave (on
+    /// WebSocket, then completes the close handshake: a Close frame with
+    /// code 1000 and the server's answer), and closes. Pending requests fail
+    /// with [`ClientError::Closed`]. The client never reconnects after this;
+    /// called while it reconnects, it stops the attempts. The state becomes
+    /// `Closed(CloseReason::Local)`.
     pub async fn close(&self) {
         self.shared().close(CLOSE_LINGER).await;
     }
 
-    /// Why the connection closed, or `None` while it is open.
+    /// Why the client closed for good, or `None` while it is connected or
+    /// reconnecting.
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.shared().close_reason()
     }
 
-    /// Pushes the server sent that nothing handled (they are counted and dropped).
+    /// Where the connection stands now.
+    pub fn state(&self) -> ConnectionState {
+        self.shared().state()
+    }
+
+    /// A receiver of the connection's state, which changes in the order
+    /// described on [`ConnectionState`]. A watch channel holds the latest
+    /// state only: an observer that does not keep up sees the latest, in
+    /// order, not every intermediate one.
+    pub fn state_changes(&self) -> watch::Receiver<ConnectionState> {
+        self.shared().state_changes()
+    }
+
+    /// Pushes the server sent that nothing handled (they are counted and
+    /// dropped), over every connection this client had.
     pub fn unhandled_pushes(&self) -> u64 {
         self.shared().unhandled_pushes()
     }
+}
+
+/// The frame, unless it carries an error: then the error.
+fn success(frame: Frame) -> Result<Frame, ClientError> {
+    if frame.header.flags.is_error() {
+        let error = ErrorBody::parse(&frame.body)?;
+        return Err(ClientError::Remote {
+            code: error.code,
+            message: error.message,
+        });
+    }
+    Ok(frame)
 }

@@ -20,6 +20,14 @@ pub enum CloseReason {
     Io(io::ErrorKind, String),
     /// The server broke the wire contract.
     Protocol(String),
+    /// The connection was lost and every reconnect attempt that the
+    /// [`ReconnectPolicy`](crate::ReconnectPolicy) allows failed.
+    ReconnectFailed {
+        /// How many attempts were made.
+        attempts: u32,
+        /// Why the last one failed.
+        last_error: String,
+    },
 }
 
 impl fmt::Display for CloseReason {
@@ -36,6 +44,13 @@ impl fmt::Display for CloseReason {
             Self::Local => f.write_str("closed by the client"),
             Self::Io(_, message) => write!(f, "connection failed: {message}"),
             Self::Protocol(message) => write!(f, "server broke the protocol: {message}"),
+            Self::ReconnectFailed {
+                attempts,
+                last_error,
+            } => write!(
+                f,
+                "could not reconnect in {attempts} attempts; the last one failed: {last_error}"
+            ),
         }
     }
 }
@@ -54,12 +69,33 @@ pub enum ClientError {
     /// No response within the timeout.
     #[error("no response within {0:?}")]
     Timeout(Duration),
-    /// The connection is closed (or closed while the request waited).
+    /// The connection is closed for good, or closed while the request
+    /// waited. With a [`ReconnectPolicy`](crate::ReconnectPolicy), also a
+    /// request in flight on a connection that was lost: the server may or
+    /// may not have run it, and the client reconnects meanwhile.
     #[error("connection closed: {0}")]
     Closed(CloseReason),
+    /// The connection was lost and the client is re-establishing it
+    /// (attempt `attempt`); a fire-and-forget [`send`](crate::Client::send)
+    /// is not kept for later. Requests wait instead.
+    #[error("not connected: reconnecting (attempt {attempt})")]
+    Reconnecting {
+        /// The reconnect attempt under way, from 1.
+        attempt: u32,
+    },
     /// Connecting failed.
     #[error("cannot connect: {0}")]
     Connect(#[source] io::Error),
+    /// The WebSocket URL is not usable (`ws://host:port/path` expected).
+    #[error("invalid WebSocket URL: {0}")]
+    InvalidUrl(String),
+    /// The server refused or botched the WebSocket upgrade.
+    #[error("WebSocket upgrade failed: {0}")]
+    WebSocket(String),
+    /// The server did not select the subprotocol `ternio.v1` that the client
+    /// offered: it speaks something else.
+    #[error("the server did not select the WebSocket subprotocol ternio.v1: {0}")]
+    Subprotocol(String),
     /// The request does not fit in one frame.
     #[error("request not sent: {0}")]
     FrameTooLarge(#[from] FrameError),

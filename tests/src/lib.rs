@@ -359,8 +359,7 @@ pub async fn restart_server(
                 tokio::spawn(server.run());
                 return handle;
             }
-            Err(error) if tokio::time::Instant::now() < deadline => {
-                let _ = error;
+            Err(_) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(error) => panic!("the restarted server does not build: {error}"),

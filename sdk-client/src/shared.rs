@@ -1,0 +1,439 @@
+//! The transport-independent side of a client: requests waiting by id, the
+//! current connection (a [`Link`]), the connection state, and what to do
+//! with each frame that arrives.
+//!
+//! A request registers its id and takes the current link in one step under
+//! one lock, so that a connection lost at the same moment either fails it
+//! (it was in flight) or was gone before (it waits for the next one). Every
+//! change of the current link happens under that lock too, and publishes
+//! the new [`ConnectionState`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::system::{self, Disconnect, Ping, Pong};
+use ternio_protocol::{Decode, DisconnectReason, Encode, Frame};
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use crate::config::ClientConfig;
+use crate::error::{ClientError, CloseReason};
+use crate::link::{Link, SendError};
+use crate::reconnect::should_reconnect;
+use crate::state::ConnectionState;
+
+type Slot = oneshot::Sender<Result<Frame, CloseReason>>;
+
+/// Locks `mutex`. No code panics while holding the client's locks; the data
+/// is recovered if one did.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Where requests go now.
+enum Current {
+    /// This link carries requests.
+    Connected(Arc<Link>),
+    /// No link: attempt `n` to get one is under way (0 before the first
+    /// connection, which nobody observes: the client is not handed out yet).
+    Reconnecting(u32),
+    /// Closed for good.
+    Closed(CloseReason),
+}
+
+impl Current {
+    fn is(&self, link: &Arc<Link>) -> bool {
+        matches!(self, Self::Connected(current) if Arc::ptr_eq(current, link))
+    }
+
+    fn state(&self) -> ConnectionState {
+        match self {
+            Self::Connected(_) => ConnectionState::Connected,
+            Self::Reconnecting(attempt) => ConnectionState::Reconnecting { attempt: *attempt },
+            Self::Closed(reason) => ConnectionState::Closed(reason.clone()),
+        }
+    }
+}
+
+/// The current link and the requests waiting for an answer on it.
+struct Conn {
+    current: Current,
+    slots: HashMap<u32, Slot>,
+}
+
+/// What the client's handles, its supervisor and its links' tasks share.
+pub(crate) struct Shared {
+    config: ClientConfig,
+    conn: Mutex<Conn>,
+    /// The published state; changed only with `conn` locked.
+    state: watch::Sender<ConnectionState>,
+    /// Set by [`close`](Self::close): nothing reconnects after it.
+    closing: AtomicBool,
+    next_id: AtomicU32,
+    unhandled_pushes: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(config: ClientConfig) -> Self {
+        let current = Current::Reconnecting(0);
+        Self {
+            config,
+            state: watch::Sender::new(current.state()),
+            conn: Mutex::new(Conn {
+                current,
+                slots: HashMap::new(),
+            }),
+            closing: AtomicBool::new(false),
+            next_id: AtomicU32::new(1),
+            unhandled_pushes: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    pub(crate) fn unhandled_pushes(&self) -> u64 {
+        self.unhandled_pushes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn state(&self) -> ConnectionState {
+        self.state.borrow().clone()
+    }
+
+    pub(crate) fn state_changes(&self) -> watch::Receiver<ConnectionState> {
+        self.state.subscribe()
+    }
+
+    pub(crate) fn close_reason(&self) -> Option<CloseReason> {
+        match &lock(&self.conn).current {
+            Current::Closed(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    fn set_current(&self, conn: &mut Conn, current: Current) {
+        let state = current.state();
+        // Observers are woken by changes only (attempt 1 is published twice).
+        self.state.send_if_modified(|published| {
+            let changed = *published != state;
+            *published = state;
+            changed
+        });
+        conn.current = current;
+    }
+
+    /// Makes `link` the current link. Fails when the client was closed or
+    /// the link was lost before it could be installed.
+    pub(crate) fn install(&self, link: &Arc<Link>) -> bool {
+        let mut conn = lock(&self.conn);
+        let ready = matches!(conn.current, Current::Reconnecting(_))
+            && !self.closing.load(Ordering::SeqCst)
+            && link.lost_reason().is_none();
+        if ready {
+            self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
+        }
+        ready
+    }
+
+    /// Publishes that reconnect attempt `attempt` is under way; `false`
+    /// when the client is no longer reconnecting (it was closed).
+    pub(crate) fn set_attempt(&self, attempt: u32) -> bool {
+        let mut conn = lock(&self.conn);
+        if !matches!(conn.current, Current::Reconnecting(_)) || self.closing.load(Ordering::SeqCst)
+        {
+            return false;
+        }
+        self.set_current(&mut conn, Current::Reconnecting(attempt));
+        true
+    }
+
+    /// Declares `link` lost for `reason`. When it is the current link, the
+    /// requests in flight on it fail with `reason`, and the client either
+    /// starts reconnecting or closes for good. Only the first call counts.
+    pub(crate) fn lose(&self, link: &Arc<Link>, reason: CloseReason) {
+        let closing = self.closing.load(Ordering::SeqCst);
+        let reason = if closing { CloseReason::Local } else { reason };
+        let slots = {
+            let mut conn = lock(&self.conn);
+            link.mark_lost(reason.clone());
+            if !conn.current.is(link) {
+                drop(conn);
+                link.shutdown();
+                return;
+            }
+            let reconnect = self.config.reconnect.is_some() && should_reconnect(&reason);
+            let next = if reconnect {
+                Current::Reconnecting(1)
+            } else {
+                Current::Closed(reason.clone())
+            };
+            self.set_current(&mut conn, next);
+            std::mem::take(&mut conn.slots)
+        };
+        tracing::debug!(%reason, in_flight = slots.len(), "client connection lost");
+        fail(slots, &reason);
+        link.shutdown();
+    }
+
+    /// Closes the client for good with `reason`, whatever it was doing:
+    /// waiting requests fail, the current link is shut down.
+    pub(crate) fn finish(&self, reason: CloseReason) {
+        self.closing.store(true, Ordering::SeqCst);
+        let (slots, link) = {
+            let mut conn = lock(&self.conn);
+            if matches!(conn.current, Current::Closed(_)) {
+                return;
+            }
+            let link = match &conn.current {
+                Current::Connected(link) => Some(Arc::clone(link)),
+                _ => None,
+            };
+            self.set_current(&mut conn, Current::Closed(reason.clone()));
+            (std::mem::take(&mut conn.slots), link)
+        };
+        fail(slots, &reason);
+        if let Some(link) = link {
+            link.mark_lost(reason);
+            link.shutdown();
+        }
+    }
+
+    /// Ends reconnecting for good: attempts are exhausted.
+    pub(crate) fn give_up(&self, reason: CloseReason) {
+        let slots = {
+            let mut conn = lock(&self.conn);
+            if !matches!(conn.current, Current::Reconnecting(_)) {
+                return;
+            }
+            self.set_current(&mut conn, Current::Closed(reason.clone()));
+            std::mem::take(&mut conn.slots)
+        };
+        tracing::debug!(%reason, "client gave up reconnecting");
+        fail(slots, &reason);
+    }
+
+    /// Sends a frame that expects no reply on the current link.
+    pub(crate) fn send<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+    ) -> Result<(), ClientError> {
+        let link = match &lock(&self.conn).current {
+            Current::Connected(link) => Arc::clone(link),
+            Current::Reconnecting(attempt) => {
+                return Err(ClientError::Reconnecting { attempt: *attempt });
+            }
+            Current::Closed(reason) => return Err(ClientError::Closed(reason.clone())),
+        };
+        match link.send(header, body, self.config.max_frame_size) {
+            Ok(()) => Ok(()),
+            Err(SendError::TooLarge(error)) => Err(ClientError::FrameTooLarge(error)),
+            Err(SendError::Gone) => Err(ClientError::Closed(lost_reason(&link))),
+            Err(SendError::Io(reason)) => {
+                self.lose(&link, reason);
+                Err(ClientError::Closed(lost_reason(&link)))
+            }
+        }
+    }
+
+    /// Sends a request and waits for the frame that answers it. While the
+    /// client reconnects, first waits for the new connection; all within
+    /// `timeout`.
+    pub(crate) async fn call<E: Encode + ?Sized>(
+        &self,
+        opcode: u16,
+        body: &E,
+        timeout: Duration,
+    ) -> Result<Frame, ClientError> {
+        let now = Instant::now();
+        // A timeout too long to add counts as about thirty years.
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
+        let (link, id, receiver) = self.register(deadline, timeout).await?;
+        // Removes the slot if this future is dropped or fails before the answer.
+        let guard = SlotGuard { shared: self, id };
+        match link.send(
+            Header::new(opcode, Flags::NONE, id),
+            body,
+            self.config.max_frame_size,
+        ) {
+            Ok(()) => {}
+            Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
+            // The link was lost after the request registered: the loss
+            // failed its slot, and the receiver has the reason.
+            Err(SendError::Gone) => {}
+            Err(SendError::Io(reason)) => self.lose(&link, reason),
+        }
+        let answer = match tokio::time::timeout_at(deadline, receiver).await {
+            Err(_) => return Err(ClientError::Timeout(timeout)),
+            Ok(Err(_)) => Err(ClientError::Closed(lost_reason(&link))),
+            Ok(Ok(answer)) => answer.map_err(ClientError::Closed),
+        };
+        std::mem::forget(guard);
+        answer
+    }
+
+    /// Takes an id and a slot on the current link, waiting (until
+    /// `deadline`) for a link while the client reconnects.
+    async fn register(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<
+        (
+            Arc<Link>,
+            u32,
+            oneshot::Receiver<Result<Frame, CloseReason>>,
+        ),
+        ClientError,
+    > {
+        let mut changes: Option<watch::Receiver<ConnectionState>> = None;
+        loop {
+            {
+                let mut conn = lock(&self.conn);
+                match &conn.current {
+                    Current::Connected(link) => {
+                        let link = Arc::clone(link);
+                        if conn.slots.len() >= self.config.max_in_flight {
+                            return Err(ClientError::TooManyInFlight(conn.slots.len()));
+                        }
+                        let id = loop {
+                            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                            // 0 means "no reply"; an id still waiting since the last wrap is skipped.
+                            if id != 0 && !conn.slots.contains_key(&id) {
+                                break id;
+                            }
+                        };
+                        let (sender, receiver) = oneshot::channel();
+                        conn.slots.insert(id, sender);
+                        return Ok((link, id, receiver));
+                    }
+                    Current::Closed(reason) => return Err(ClientError::Closed(reason.clone())),
+                    Current::Reconnecting(_) => {}
+                }
+                // The state only changes with `conn` locked: marking it seen
+                // here cannot miss the change that ends this wait.
+                match &mut changes {
+                    Some(changes) => {
+                        changes.borrow_and_update();
+                    }
+                    None => changes = Some(self.state.subscribe()),
+                }
+            }
+            let Some(changes) = changes.as_mut() else {
+                continue;
+            };
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Err(_) => return Err(ClientError::Timeout(timeout)),
+                // The sender lives as long as `self`.
+                Ok(Err(_)) => return Err(ClientError::Closed(CloseReason::Local)),
+                Ok(Ok(())) => {}
+            }
+        }
+    }
+
+    /// Handles one frame that arrived on `link`; returns why to stop reading
+    /// it, if it must.
+    pub(crate) fn on_frame(&self, link: &Arc<Link>, frame: Frame) -> Option<CloseReason> {
+        let header = frame.header;
+        if header.flags.is_response() {
+            if header.request_id == 0 {
+                // An error about a fire-and-forget send: nobody waits for it.
+                tracing::warn!(
+                    opcode = header.opcode,
+                    "the server reported an error for a send"
+                );
+                return None;
+            }
+            let slot = {
+                let mut conn = lock(&self.conn);
+                // Only the current link answers the waiting requests.
+                if conn.current.is(link) {
+                    conn.slots.remove(&header.request_id)
+                } else {
+                    None
+                }
+            };
+            if let Some(slot) = slot {
+                let _ = slot.send(Ok(frame));
+            }
+            return None;
+        }
+        match header.opcode {
+            system::DISCONNECT => {
+                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
+                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
+                });
+                Some(CloseReason::Disconnected(disconnect))
+            }
+            system::PING if header.request_id != 0 => {
+                if let Ok(ping) = Ping::decode_body(&frame.body) {
+                    let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
+                    let pong = Pong { value: ping.value };
+                    if let Err(SendError::Io(reason)) =
+                        link.send(reply, &pong, self.config.max_frame_size)
+                    {
+                        return Some(reason);
+                    }
+                }
+                None
+            }
+            _ => {
+                self.unhandled_pushes.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Sends `DISCONNECT NORMAL` on the current link, lets the transport end
+    /// it properly within `linger`, and closes the client for good.
+    pub(crate) async fn close(&self, linger: Duration) {
+        self.closing.store(true, Ordering::SeqCst);
+        let link = match &lock(&self.conn).current {
+            Current::Connected(link) => Some(Arc::clone(link)),
+            Current::Reconnecting(_) => None,
+            Current::Closed(_) => return,
+        };
+        if let Some(link) = link {
+            let disconnect = Disconnect::new(DisconnectReason::Normal, "client closed");
+            let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+            if link
+                .send(header, &disconnect, self.config.max_frame_size)
+                .is_ok()
+            {
+                let _ = tokio::time::timeout(linger, link.close_gracefully()).await;
+            }
+        }
+        self.finish(CloseReason::Local);
+    }
+}
+
+/// Why `link` ended, for a request that saw it go.
+fn lost_reason(link: &Link) -> CloseReason {
+    link.lost_reason().cloned().unwrap_or(CloseReason::Local)
+}
+
+fn fail(slots: HashMap<u32, Slot>, reason: &CloseReason) {
+    for (_, slot) in slots {
+        let _ = slot.send(Err(reason.clone()));
+    }
+}
+
+/// Removes a request's slot unless the request completed.
+struct SlotGuard<'a> {
+    shared: &'a Shared,
+    id: u32,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.conn).slots.remove(&self.id);
+    }
+}

@@ -1,0 +1,629 @@
+//! Reconnect supervision over real sockets: servers restarted under
+//! connected TCP and WebSocket clients, requests that wait for the new
+//! connection, attempts that run out, the order of state changes, and the
+//! closes that must not reconnect (`close()`, a dropped client, `KICKED`,
+//! `NORMAL`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ternio::protocol::frame::{self, Flags, Framing, Header};
+use ternio::protocol::system::{self, Disconnect};
+use ternio::{DisconnectReason, ServerConfig, ServerHandle};
+use ternio_client::{
+    Client, ClientConfig, ClientError, CloseReason, ConnectionState, ReconnectPolicy,
+};
+use ternio_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    Tcp,
+    Ws,
+}
+
+/// A server with both listeners, and where a client of `transport` goes.
+struct Setup {
+    tcp: SocketAddr,
+    ws: SocketAddr,
+    server: ServerHandle,
+}
+
+impl Setup {
+    fn start(configure: impl FnOnce(ternio::ServerBuilder) -> ternio::ServerBuilder) -> Self {
+        let (tcp, ws, server) = start_server_with_ws(configure);
+        Self { tcp, ws, server }
+    }
+
+    async fn client(&self, transport: Transport, config: ClientConfig) -> Client {
+        match transport {
+            Transport::Tcp => Client::connect_tcp_with(self.tcp, config).await.unwrap(),
+            Transport::Ws => Client::connect_ws_with(&format!("ws://{}/ws", self.ws), config)
+                .await
+                .unwrap(),
+        }
+    }
+
+    /// Shuts the server down and starts another on the same ports.
+    async fn restart(&mut self) {
+        self.server.shutdown();
+        self.server = restart_server(self.tcp, Some(self.ws), |b| b).await;
+    }
+}
+
+/// Reconnects quickly, at a fixed pace (no growth, no jitter) unless changed.
+fn policy(delay_ms: u64, max_attempts: Option<u32>) -> ClientConfig {
+    ClientConfig {
+        reconnect: Some(ReconnectPolicy {
+            initial_delay: Duration::from_millis(delay_ms),
+            max_delay: Duration::from_millis(delay_ms),
+            multiplier: 1.0,
+            jitter: 0.0,
+            max_attempts,
+        }),
+        ..ClientConfig::default()
+    }
+}
+
+/// Waits (up to 5 s) for a state that `accept` accepts.
+async fn wait_for_state(client: &Client, accept: impl FnMut(&ConnectionState) -> bool) {
+    let mut states = client.state_changes();
+    tokio::time::timeout(Duration::from_secs(5), states.wait_for(accept))
+        .await
+        .unwrap_or_else(|_| panic!("state still {:?} after 5 s", client.state()))
+        .unwrap();
+}
+
+fn is_reconnecting(state: &ConnectionState) -> bool {
+    matches!(state, ConnectionState::Reconnecting { .. })
+}
+
+async fn a_client_reconnects_after_a_server_restart(transport: Transport) {
+    let mut setup = Setup::start(|b| b);
+    let client = setup.client(transport, policy(50, Some(100))).await;
+    let before: YouAre = client.request_async(&WhoAmI).await.unwrap();
+
+    setup.server.shutdown();
+    wait_for_state(&client, is_reconnecting).await;
+    assert_eq!(client.close_reason(), None, "reconnecting is not closed");
+    setup.server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+
+    let after: YouAre = client.request_async(&WhoAmI).await.unwrap();
+    assert_eq!(after.transport, before.transport);
+    assert_ne!(after.peer, before.peer, "a new connection");
+    assert_eq!(client.state(), ConnectionState::Connected);
+    let sum: Sum = client.request_async(&Add { a: 2, b: 3 }).await.unwrap();
+    assert_eq!(sum, Sum(5));
+    assert!(client.ping().await.is_ok());
+    client.send(&Bump { by: 4 }).unwrap();
+    assert_eq!(
+        client.request_async::<_, Count>(&GetCount).await.unwrap(),
+        Count(4)
+    );
+    assert_eq!(setup.server.connection_count(), 1);
+}
+
+#[tokio::test]
+async fn a_tcp_client_reconnects_after_a_server_restart() {
+    a_client_reconnects_after_a_server_restart(Transport::Tcp).await;
+}
+
+#[tokio::test]
+async fn a_websocket_client_reconnects_after_a_server_restart() {
+    a_client_reconnects_after_a_server_restart(Transport::Ws).await;
+}
+
+#[tokio::test]
+async fn tcp_and_websocket_clients_come_back_through_the_same_restarts() {
+    let mut setup = Setup::start(|b| b);
+    let tcp = setup.client(Transport::Tcp, policy(30, Some(200))).await;
+    let ws = setup.client(Transport::Ws, policy(30, Some(200))).await;
+    for round in 0..3i64 {
+        setup.restart().await;
+        let (over_tcp, over_ws) = (Add { a: round, b: 1 }, Add { a: round, b: 2 });
+        let (a, b) = tokio::join!(
+            tcp.request_async::<_, Sum>(&over_tcp),
+            ws.request_async::<_, Sum>(&over_ws),
+        );
+        assert_eq!(a.unwrap(), Sum(round + 1));
+        assert_eq!(b.unwrap(), Sum(round + 2));
+    }
+    assert_eq!(setup.server.connection_count(), 2);
+}
+
+async fn requests_issued_while_reconnecting_wait_then_succeed(transport: Transport) {
+    let mut setup = Setup::start(|b| b);
+    let client = setup.client(transport, policy(50, Some(100))).await;
+    setup.server.shutdown();
+    wait_for_state(&client, is_reconnecting).await;
+
+    let waiting: Vec<_> = (0..20i64)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.request_async::<_, Sum>(&Add { a: i, b: i }).await })
+        })
+        .collect();
+    // A request whose own timeout ends first times out; a send is refused at once.
+    let short = client
+        .request_with_timeout::<_, Sum>(&Add { a: 0, b: 0 }, Duration::from_millis(150))
+        .await;
+    assert!(
+        matches!(short, Err(ClientError::Timeout(t)) if t == Duration::from_millis(150)),
+        "{short:?}"
+    );
+    assert!(
+        matches!(client.send(&Bump { by: 1 }), Err(ClientError::Reconnecting { attempt }) if attempt >= 1)
+    );
+    assert!(
+        waiting.iter().all(|task| !task.is_finished()),
+        "requests wait for the connection instead of failing"
+    );
+
+    setup.server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    for (i, task) in (0..20i64).zip(waiting) {
+        assert_eq!(task.await.unwrap().unwrap(), Sum(2 * i));
+    }
+    assert_eq!(client.state(), ConnectionState::Connected);
+}
+
+#[tokio::test]
+async fn tcp_requests_issued_while_reconnecting_wait_then_succeed() {
+    requests_issued_while_reconnecting_wait_then_succeed(Transport::Tcp).await;
+}
+
+#[tokio::test]
+async fn websocket_requests_issued_while_reconnecting_wait_then_succeed() {
+    requests_issued_while_reconnecting_wait_then_succeed(Transport::Ws).await;
+}
+
+async fn requests_in_flight_fail_with_the_reason_of_the_loss(transport: Transport) {
+    let grace = ServerConfig {
+        shutdown_grace: Duration::from_millis(100),
+        ..ServerConfig::default()
+    };
+    let mut setup = Setup::start(|b| b.config(grace));
+    let client = setup.client(transport, policy(50, Some(100))).await;
+    let in_flight = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .request_async::<_, Slept>(&Sleep { ms: 10_000, tag: 1 })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    setup.server.shutdown();
+    match in_flight.await.unwrap() {
+        Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
+            assert_eq!(disconnect.reason, DisconnectReason::Shutdown)
+        }
+        other => panic!("expected DISCONNECT SHUTDOWN, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    setup.server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    let slept: Slept = client
+        .request_async(&Sleep { ms: 0, tag: 2 })
+        .await
+        .unwrap();
+    assert_eq!(slept.tag, 2);
+}
+
+#[tokio::test]
+async fn tcp_requests_in_flight_fail_with_the_reason_of_the_loss() {
+    requests_in_flight_fail_with_the_reason_of_the_loss(Transport::Tcp).await;
+}
+
+#[tokio::test]
+async fn websocket_requests_in_flight_fail_with_the_reason_of_the_loss() {
+    requests_in_flight_fail_with_the_reason_of_the_loss(Transport::Ws).await;
+}
+
+async fn exhausted_attempts_close_the_client(transport: Transport) {
+    let setup = Setup::start(|b| b);
+    let client = setup.client(transport, policy(30, Some(3))).await;
+    setup.server.shutdown();
+    wait_for_state(&client, is_reconnecting).await;
+    let started = Instant::now();
+    // Waiting requests with a long timeout fail as soon as the attempts are over.
+    let result = client
+        .request_with_timeout::<_, Sum>(&Add { a: 1, b: 1 }, Duration::from_secs(30))
+        .await;
+    match result {
+        Err(ClientError::Closed(CloseReason::ReconnectFailed {
+            attempts,
+            last_error,
+        })) => {
+            assert_eq!(attempts, 3);
+            assert!(!last_error.is_empty());
+        }
+        other => panic!("expected ReconnectFailed, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        client.state(),
+        ConnectionState::Closed(CloseReason::ReconnectFailed { attempts: 3, .. })
+    ));
+    assert!(matches!(
+        client.close_reason(),
+        Some(CloseReason::ReconnectFailed { .. })
+    ));
+    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 1 }).await;
+    assert!(matches!(result, Err(ClientError::Closed(_))), "{result:?}");
+}
+
+#[tokio::test]
+async fn exhausted_tcp_attempts_close_the_client() {
+    exhausted_attempts_close_the_client(Transport::Tcp).await;
+}
+
+#[tokio::test]
+async fn exhausted_websocket_attempts_close_the_client() {
+    exhausted_attempts_close_the_client(Transport::Ws).await;
+}
+
+/// Every state a client goes through, from now until it is `Connected`
+/// again after something else (or 10 s).
+fn record_states(client: &Client) -> tokio::task::JoinHandle<Vec<ConnectionState>> {
+    let mut states: watch::Receiver<ConnectionState> = client.state_changes();
+    tokio::spawn(async move {
+        let mut seen = vec![states.borrow_and_update().clone()];
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while states.changed().await.is_ok() {
+                let state = states.borrow_and_update().clone();
+                let done = state.is_connected();
+                seen.push(state);
+                if done {
+                    break;
+                }
+            }
+        })
+        .await;
+        seen
+    })
+}
+
+#[tokio::test]
+async fn state_changes_arrive_in_order() {
+    let setup = Setup::start(|b| b);
+    let client = setup.client(Transport::Tcp, policy(100, Some(50))).await;
+    let recorder = record_states(&client);
+    tokio::task::yield_now().await;
+    setup.server.shutdown();
+    // Down long enough for a few attempts at 100 ms.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let _server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    let seen = recorder.await.unwrap();
+    assert_eq!(seen.first(), Some(&ConnectionState::Connected), "{seen:?}");
+    assert_eq!(seen.last(), Some(&ConnectionState::Connected), "{seen:?}");
+    let attempts: Vec<u32> = seen[1..seen.len() - 1]
+        .iter()
+        .map(|state| match state {
+            ConnectionState::Reconnecting { attempt } => *attempt,
+            other => panic!("expected only Reconnecting in between: {seen:?} ({other:?})"),
+        })
+        .collect();
+    assert!(attempts.len() >= 3, "{seen:?}");
+    assert_eq!(attempts, (1..=attempts.len() as u32).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn growing_delays_are_visible_in_the_attempt_times() {
+    let setup = Setup::start(|b| b);
+    let config = ClientConfig {
+        reconnect: Some(ReconnectPolicy {
+            initial_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(400),
+            multiplier: 2.0,
+            jitter: 0.0,
+            max_attempts: Some(5),
+        }),
+        ..ClientConfig::default()
+    };
+    let client = setup.client(Transport::Tcp, config).await;
+    let mut states = client.state_changes();
+    let started = Instant::now();
+    setup.server.shutdown();
+    // 50 + 100 + 200 + 400 + 400 ms of delays, then it gives up.
+    states.wait_for(ConnectionState::is_closed).await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(1100) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+}
+
+async fn close_never_reconnects(transport: Transport) {
+    // Connected, then closed: the server sees the connection go and no other.
+    let setup = Setup::start(|b| b);
+    let client = setup.client(transport, policy(20, None)).await;
+    client
+        .request_async::<_, Sum>(&Add { a: 1, b: 1 })
+        .await
+        .unwrap();
+    client.close().await;
+    assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
+    let started = Instant::now();
+    while setup.server.connection_count() > 0 && started.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(setup.server.connection_count(), 0);
+    assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
+
+    // Reconnecting, then closed: the attempts stop, waiting requests fail,
+    // and a server back on the port is not contacted.
+    let setup = Setup::start(|b| b);
+    let client = setup.client(transport, policy(50, None)).await;
+    setup.server.shutdown();
+    wait_for_state(&client, is_reconnecting).await;
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .request_with_timeout::<_, Sum>(&Add { a: 1, b: 1 }, Duration::from_secs(30))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = Instant::now();
+    client.close().await;
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(matches!(
+        waiting.await.unwrap(),
+        Err(ClientError::Closed(CloseReason::Local))
+    ));
+    let server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(server.connection_count(), 0);
+    assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
+}
+
+#[tokio::test]
+async fn closing_a_tcp_client_never_reconnects() {
+    close_never_reconnects(Transport::Tcp).await;
+}
+
+#[tokio::test]
+async fn closing_a_websocket_client_never_reconnects() {
+    close_never_reconnects(Transport::Ws).await;
+}
+
+#[tokio::test]
+async fn a_dropped_client_stops_reconnecting() {
+    let setup = Setup::start(|b| b);
+    let client = setup.client(Transport::Ws, policy(50, None)).await;
+    setup.server.shutdown();
+    wait_for_state(&client, is_reconnecting).await;
+    drop(client);
+    let server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(server.connection_count(), 0);
+}
+
+#[tokio::test]
+async fn without_a_policy_a_lost_connection_closes_for_good() {
+    let setup = Setup::start(|b| b);
+    let client = setup.client(Transport::Ws, ClientConfig::default()).await;
+    setup.server.shutdown();
+    wait_for_state(&client, ConnectionState::is_closed).await;
+    match client.state() {
+        ConnectionState::Closed(CloseReason::Disconnected(disconnect)) => {
+            assert_eq!(disconnect.reason, DisconnectReason::Shutdown)
+        }
+        other => panic!("expected Closed by DISCONNECT SHUTDOWN, got {other:?}"),
+    }
+    let server = restart_server(setup.tcp, Some(setup.ws), |b| b).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.connection_count(), 0);
+}
+
+/// A TCP server that counts its connections. The first one is ended after
+/// the client's first bytes: with `goodbye` (a DISCONNECT) or silently.
+/// Later ones stay open until the client goes.
+async fn ending_server(goodbye: Option<Disconnect>) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let first = count.fetch_add(1, Ordering::SeqCst) == 0;
+            let goodbye = goodbye.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 256];
+                if first {
+                    let _ = stream.read(&mut buf).await;
+                    if let Some(goodbye) = goodbye {
+                        let mut out = BytesMut::new();
+                        frame::write_frame(
+                            &mut out,
+                            Framing::LengthPrefixed,
+                            Header::new(system::DISCONNECT, Flags::NONE, 0),
+                            &goodbye,
+                            usize::MAX,
+                        )
+                        .unwrap();
+                        let _ = stream.write_all(&out).await;
+                    }
+                    let _ = stream.shutdown().await;
+                } else {
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                }
+            });
+        }
+    });
+    (address, accepted)
+}
+
+#[tokio::test]
+async fn kicked_and_normal_do_not_reconnect() {
+    for reason in [DisconnectReason::Kicked, DisconnectReason::Normal] {
+        let (address, accepted) = ending_server(Some(Disconnect::new(reason, "bye"))).await;
+        let client = Client::connect_tcp_with(address, policy(20, None))
+            .await
+            .unwrap();
+        let result = client.ping().await;
+        match result {
+            Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
+                assert_eq!(disconnect.reason, reason)
+            }
+            other => panic!("expected DISCONNECT {reason}, got {other:?}"),
+        }
+        match client.state() {
+            ConnectionState::Closed(CloseReason::Disconnected(disconnect)) => {
+                assert_eq!(disconnect.reason, reason)
+            }
+            other => panic!("expected Closed, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "{reason}: no new connection"
+        );
+    }
+}
+
+#[tokio::test]
+async fn other_reasons_and_a_silent_close_reconnect() {
+    let reasons = [
+        Some(DisconnectReason::Shutdown),
+        Some(DisconnectReason::IdleTimeout),
+        Some(DisconnectReason::SlowConsumer),
+        None,
+    ];
+    for reason in reasons {
+        let (address, accepted) =
+            ending_server(reason.map(|reason| Disconnect::new(reason, "bye"))).await;
+        let client = Client::connect_tcp_with(address, policy(20, Some(20)))
+            .await
+            .unwrap();
+        let result = client.ping().await;
+        assert!(matches!(result, Err(ClientError::Closed(_))), "{result:?}");
+        wait_for_state(&client, ConnectionState::is_connected).await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "{reason:?}: one new connection"
+        );
+    }
+}
+
+/// A WebSocket server whose first connection is upgraded (selecting
+/// `ternio.v1`) and closed after the client's first message; later
+/// connections are accepted but never answered (the upgrade hangs). Counts
+/// connections, and reports when a hanging one is closed by the client.
+async fn hanging_ws_server() -> (String, Arc<AtomicUsize>, mpsc::UnboundedReceiver<()>) {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+    use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}/ws", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    let (ended, ends) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let first = count.fetch_add(1, Ordering::SeqCst) == 0;
+            let ended = ended.clone();
+            tokio::spawn(async move {
+                if first {
+                    // The signature is tungstenite's.
+                    #[allow(clippy::result_large_err)]
+                    let select = |_: &Request, mut response: Response| {
+                        response.headers_mut().insert(
+                            "Sec-WebSocket-Protocol",
+                            HeaderValue::from_static("ternio.v1"),
+                        );
+                        Ok(response)
+                    };
+                    let mut ws = tokio_tungstenite::accept_hdr_async(stream, select)
+                        .await
+                        .unwrap();
+                    let _ = ws.next().await;
+                    let _ = ws.close(None).await;
+                    while let Some(Ok(_)) = ws.next().await {}
+                } else {
+                    let mut buf = [0u8; 1024];
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                    let _ = ended.send(());
+                }
+            });
+        }
+    });
+    (url, accepted, ends)
+}
+
+#[tokio::test]
+async fn each_attempt_is_bounded_by_the_connect_timeout() {
+    let (url, accepted, _) = hanging_ws_server().await;
+    let config = ClientConfig {
+        connect_timeout: Duration::from_millis(200),
+        ..policy(20, Some(2))
+    };
+    let client = Client::connect_ws_with(&url, config).await.unwrap();
+    let started = Instant::now();
+    assert!(matches!(client.ping().await, Err(ClientError::Closed(_))));
+    wait_for_state(&client, ConnectionState::is_closed).await;
+    match client.state() {
+        ConnectionState::Closed(CloseReason::ReconnectFailed {
+            attempts,
+            last_error,
+        }) => {
+            assert_eq!(attempts, 2);
+            assert!(last_error.contains("200ms"), "{last_error}");
+        }
+        other => panic!("expected ReconnectFailed, got {other:?}"),
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(400) && elapsed < Duration::from_secs(2),
+        "{elapsed:?}"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn close_stops_an_attempt_under_way() {
+    let (url, accepted, mut ends) = hanging_ws_server().await;
+    let config = ClientConfig {
+        connect_timeout: Duration::from_secs(30),
+        ..policy(20, None)
+    };
+    let client = Client::connect_ws_with(&url, config).await.unwrap();
+    assert!(matches!(client.ping().await, Err(ClientError::Closed(_))));
+    let started = Instant::now();
+    while accepted.load(Ordering::SeqCst) < 2 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(client.state(), ConnectionState::Reconnecting { attempt: 1 });
+    let started = Instant::now();
+    client.close().await;
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
+    // The half-opened connection is dropped, and no other is made.
+    tokio::time::timeout(Duration::from_secs(2), ends.recv())
+        .await
+        .expect("the attempt's connection closes")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
