@@ -1,3 +1,4 @@
 //! Packets shared by the example servers and clients.
 
+pub mod chat;
 pub mod echo;

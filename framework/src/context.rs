@@ -217,6 +217,16 @@ impl ConnectionHandle {
         &self.connection.store
     }
 
+    /// The hub of the connection's server.
+    pub fn hub(&self) -> Hub {
+        Hub::new(Arc::clone(&self.connection.hub))
+    }
+
+    /// The shared value of type `T` given to the server with `.state(...)`.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.connection.state.get()
+    }
+
     /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
     pub fn kick(&self, reason: &str) {
         self.connection
