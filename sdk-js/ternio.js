@@ -1,0 +1,973 @@
+/**
+ * Ternio for the browser: the plain (unencrypted) part of the Ternio wire
+ * contract, version 1, over WebSocket. One ES module, no build step, no
+ * dependency; it also runs in Node ≥ 20 (whose `WebSocket` needs
+ * `--experimental-websocket` before Node 22).
+ *
+ * - Frames: a 7-byte little-endian header (opcode u16, flags u8,
+ *   request id u32) and a body; one frame per binary WebSocket message.
+ * - The section-3 field codec: integers, floats, bool, strings, bytes,
+ *   vectors, options, arrays, structs and enums, declared with
+ *   {@link packet}, {@link struct} and friends.
+ * - {@link Client}: requests matched by id with promises and timeouts,
+ *   fire-and-forget sends, pushes by opcode, PING/PONG, DISCONNECT.
+ *
+ * Secure sessions (HANDSHAKE, sealed frames) are not implemented.
+ *
+ * @example
+ * import { Client, packet, bytes } from './ternio.js';
+ * const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
+ * const client = await Client.connect('ws://127.0.0.1:7002/ws');
+ * const reply = await client.request(Echo, { payload: new TextEncoder().encode('hi') });
+ *
+ * @module ternio
+ */
+
+// ---------------------------------------------------------------- constants
+
+/** The WebSocket subprotocol a client offers. */
+export const SUBPROTOCOL = 'ternio.v1';
+
+/** Size of a frame header: opcode u16, flags u8, request id u32. */
+export const HEADER_LEN = 7;
+
+/** Frame flag bits (section 1); bits 3..7 are reserved and must be 0. */
+export const Flags = Object.freeze({ RESPONSE: 0x01, ERROR: 0x02, ENCRYPTED: 0x04 });
+
+/** Opcodes of the system packets (section 4). */
+export const SystemOpcode = Object.freeze({
+  HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04,
+});
+
+/** Error codes of `RESPONSE | ERROR` frames (section 2); 100 and up belong to the application. */
+export const ErrorCode = Object.freeze({
+  UNKNOWN_OPCODE: 1, MALFORMED: 2, UNAUTHORIZED: 3, RATE_LIMITED: 4, TIMEOUT: 5,
+  ENCRYPTION_REQUIRED: 6, INTERNAL: 7, OVERLOADED: 8, HANDSHAKE_FAILED: 9, DECRYPT_FAILED: 10,
+});
+
+/** Reasons carried by `DISCONNECT` (section 4). */
+export const DisconnectReason = Object.freeze({
+  NORMAL: 1, SHUTDOWN: 2, MALFORMED: 3, FRAME_TOO_LARGE: 4, IDLE_TIMEOUT: 5,
+  HANDSHAKE_TIMEOUT: 6, DECRYPT_FAILED: 7, TOO_MANY_CONNECTIONS: 8, SLOW_CONSUMER: 9, KICKED: 10,
+});
+
+const nameIn = (table, value) => Object.keys(table).find((key) => table[key] === value);
+const hex = (opcode) => `0x${opcode.toString(16).padStart(4, '0').toUpperCase()}`;
+const count = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+const show = (value) => (typeof value === 'bigint' ? `${value}n` : typeof value === 'string' ? JSON.stringify(value) : String(value));
+
+// ------------------------------------------------------------------- errors
+
+/**
+ * Every error this module throws or rejects with. `kind` says which:
+ * - `'remote'`: the server answered with an error frame; `code` and `remoteMessage` hold it;
+ * - `'timeout'`: no response within the request's timeout (`timeout`, in ms);
+ * - `'closed'`: the connection is closed or closed while the request waited;
+ *   `disconnect` holds the server's `DISCONNECT` when it sent one;
+ * - `'codec'`: a value does not encode, or bytes do not decode (`path` locates the field);
+ * - `'protocol'`: the server sent something the contract does not allow.
+ */
+export class TernioError extends Error {
+  /**
+   * @param {'remote'|'timeout'|'closed'|'codec'|'protocol'} kind
+   * @param {string} message
+   * @param {{code?: number, remoteMessage?: string, timeout?: number,
+   *   disconnect?: Disconnect|null, path?: Array<string|number>, cause?: unknown}} [details]
+   */
+  constructor(kind, message, details = {}) {
+    super(message, 'cause' in details ? { cause: details.cause } : undefined);
+    this.name = 'TernioError';
+    /** Which kind of failure. */
+    this.kind = kind;
+    /** `'remote'`: the error code (see {@link ErrorCode}). */
+    this.code = details.code;
+    /** `'remote'`: the server's message, as sent. */
+    this.remoteMessage = details.remoteMessage;
+    /** `'timeout'`: the timeout that expired, in ms. */
+    this.timeout = details.timeout;
+    /** `'closed'`: the server's `DISCONNECT`, or null when it sent none. */
+    this.disconnect = details.disconnect ?? null;
+    /** `'codec'`: where in the value the problem is (field names and indexes). */
+    this.path = details.path ?? [];
+  }
+}
+
+const codecError = (reason) => Object.assign(new TernioError('codec', reason), { reason });
+
+/** Runs `fn`, adding `segment` to the path of a codec error it throws. */
+function within(segment, fn) {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof TernioError && error.kind === 'codec') error.path.unshift(segment);
+    throw error;
+  }
+}
+
+/** Runs a top-level encode or decode, naming the type and field in a codec error's message. */
+function topLevel(type, fn) {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof TernioError && error.kind === 'codec') {
+      const where = error.path.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('');
+      error.message = `${type.name}${where}: ${error.reason ?? error.message}`;
+    }
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------- writer, reader
+
+class Writer {
+  constructor(reserve = 0) {
+    this.buf = new Uint8Array(64 + reserve);
+    this.view = new DataView(this.buf.buffer);
+    this.len = reserve;
+  }
+
+  /** Makes room for `n` bytes and returns where they start. */
+  take(n) {
+    if (this.len + n > this.buf.length) {
+      const grown = new Uint8Array(Math.max(this.buf.length * 2, this.len + n));
+      grown.set(this.buf.subarray(0, this.len));
+      this.buf = grown;
+      this.view = new DataView(grown.buffer);
+    }
+    const at = this.len;
+    this.len += n;
+    return at;
+  }
+
+  put(bytes) {
+    const at = this.take(bytes.length);
+    this.buf.set(bytes, at);
+  }
+
+  finish() {
+    return this.buf.slice(0, this.len);
+  }
+}
+
+class Reader {
+  constructor(bytes) {
+    this.bytes = bytes;
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this.pos = 0;
+  }
+
+  get remaining() {
+    return this.bytes.length - this.pos;
+  }
+
+  /** Consumes `n` bytes and returns where they start. */
+  take(n) {
+    if (n > this.remaining) throw codecError(`needs ${count(n, 'more byte')}, ${this.remaining} left`);
+    const at = this.pos;
+    this.pos += n;
+    return at;
+  }
+}
+
+function toBytes(data) {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw codecError(`expects a Uint8Array or ArrayBuffer, got ${show(data)}`);
+}
+
+// -------------------------------------------------------------- field types
+
+/**
+ * A field type of section 3: how one value is written and read. The
+ * exported constants and the results of {@link vec}, {@link option},
+ * {@link array}, {@link struct}, {@link enumType} and {@link packet} are types.
+ * @typedef {object} Type
+ * @property {string} name Its name in error messages.
+ * @property {number} minSize The fewest bytes one value takes.
+ * @property {(w: Writer, value: any) => void} write Appends a value (used by composite types).
+ * @property {(r: Reader) => any} read Reads a value (used by composite types).
+ * @property {(value: any) => Uint8Array} encode Encodes a value on its own (a whole body).
+ * @property {(bytes: Uint8Array|ArrayBuffer) => any} decode Decodes a whole body; trailing bytes are an error.
+ */
+
+function defineType(name, minSize, write, read, extra = {}) {
+  const type = {
+    name, minSize, write, read, ...extra,
+    encode(value) {
+      const w = new Writer();
+      topLevel(type, () => write(w, value));
+      return w.finish();
+    },
+    decode(data) {
+      return topLevel(type, () => {
+        const r = new Reader(toBytes(data));
+        const value = read(r);
+        if (r.remaining) throw codecError(`${count(r.remaining, 'trailing byte')} after the last field`);
+        return value;
+      });
+    },
+  };
+  return Object.freeze(type);
+}
+
+function integer(name, size, min, max, set, get) {
+  return defineType(name, size, (w, v) => {
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw codecError(`${name} expects an integer in ${min}..=${max}, got ${show(v)}`);
+    }
+    const at = w.take(size);
+    w.view[set](at, v, true);
+  }, (r) => r.view[get](r.take(size), true));
+}
+
+function bigInteger(name, min, max, set, get) {
+  return defineType(name, 8, (w, v) => {
+    const ok = typeof v === 'bigint' || Number.isSafeInteger(v);
+    if (!ok || BigInt(v) < min || BigInt(v) > max) {
+      throw codecError(`${name} expects a BigInt (or safe integer) in ${min}..=${max}, got ${show(v)}`);
+    }
+    const at = w.take(8);
+    w.view[set](at, BigInt(v), true);
+  }, (r) => r.view[get](r.take(8), true));
+}
+
+function float(name, size, set, get) {
+  return defineType(name, size, (w, v) => {
+    if (typeof v !== 'number') throw codecError(`${name} expects a number, got ${show(v)}`);
+    const at = w.take(size);
+    w.view[set](at, v, true);
+  }, (r) => r.view[get](r.take(size), true));
+}
+
+/** u8: one byte, 0..=255 (a number). */
+export const u8 = integer('u8', 1, 0, 0xff, 'setUint8', 'getUint8');
+/** i8: one byte, -128..=127 (a number). */
+export const i8 = integer('i8', 1, -0x80, 0x7f, 'setInt8', 'getInt8');
+/** u16: two bytes, little-endian (a number). */
+export const u16 = integer('u16', 2, 0, 0xffff, 'setUint16', 'getUint16');
+/** i16: two bytes, little-endian (a number). */
+export const i16 = integer('i16', 2, -0x8000, 0x7fff, 'setInt16', 'getInt16');
+/** u32: four bytes, little-endian (a number). */
+export const u32 = integer('u32', 4, 0, 0xffffffff, 'setUint32', 'getUint32');
+/** i32: four bytes, little-endian (a number). */
+export const i32 = integer('i32', 4, -0x80000000, 0x7fffffff, 'setInt32', 'getInt32');
+/** u64: eight bytes, little-endian; decodes to a BigInt, encodes a BigInt or a safe integer. */
+export const u64 = bigInteger('u64', 0n, 0xffffffffffffffffn, 'setBigUint64', 'getBigUint64');
+/** i64: eight bytes, little-endian; decodes to a BigInt, encodes a BigInt or a safe integer. */
+export const i64 = bigInteger('i64', -(2n ** 63n), 2n ** 63n - 1n, 'setBigInt64', 'getBigInt64');
+/** f32: IEEE 754 single precision (a number, rounded on encode). */
+export const f32 = float('f32', 4, 'setFloat32', 'getFloat32');
+/** f64: IEEE 754 double precision (a number). */
+export const f64 = float('f64', 8, 'setFloat64', 'getFloat64');
+
+/** bool: one byte, 0 or 1; any other byte does not decode. Encodes `true` or `false` only. */
+export const bool = defineType('bool', 1, (w, v) => {
+  if (typeof v !== 'boolean') throw codecError(`bool expects true or false, got ${show(v)}`);
+  w.buf[w.take(1)] = v ? 1 : 0;
+}, (r) => {
+  const byte = r.bytes[r.take(1)];
+  if (byte > 1) throw codecError(`bool must be 0 or 1, got ${byte}`);
+  return byte === 1;
+});
+
+function writeVarint(w, value) {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw codecError(`a length must be an integer in 0..=4294967295, got ${show(value)}`);
+  }
+  do {
+    const low = value % 128;
+    value = Math.floor(value / 128);
+    w.buf[w.take(1)] = value > 0 ? low | 0x80 : low;
+  } while (value > 0);
+}
+
+function readVarint(r) {
+  let value = 0;
+  for (let i = 0; i < 5; i++) {
+    const byte = r.bytes[r.take(1)];
+    value += (byte & 0x7f) * 2 ** (7 * i);
+    if ((byte & 0x80) === 0) {
+      if (value > 0xffffffff) throw codecError(`varint ${value} is above u32::MAX`);
+      return value;
+    }
+  }
+  throw codecError('varint longer than 5 bytes');
+}
+
+/** A length prefix on its own: unsigned LEB128, at most 5 bytes, at most u32::MAX (a number). */
+export const varint = defineType('varint', 1, writeVarint, readVarint);
+
+/** Reads a byte length and checks it fits in what is left, before taking anything. */
+function readLength(r) {
+  const len = readVarint(r);
+  if (len > r.remaining) throw codecError(`length ${len} exceeds the ${count(r.remaining, 'byte')} left`);
+  return len;
+}
+
+const utf8Encoder = new TextEncoder();
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const lossyUtf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/** String: varint byte length, then UTF-8. Invalid UTF-8 does not decode; lone surrogates do not encode. */
+export const string = defineType('string', 1, (w, v) => {
+  if (typeof v !== 'string') throw codecError(`string expects a string, got ${show(v)}`);
+  if (typeof v.isWellFormed === 'function' && !v.isWellFormed()) {
+    throw codecError('string holds a lone surrogate, which has no UTF-8 form');
+  }
+  const encoded = utf8Encoder.encode(v);
+  writeVarint(w, encoded.length);
+  w.put(encoded);
+}, (r) => {
+  const len = readLength(r);
+  const at = r.take(len);
+  try {
+    return strictUtf8.decode(r.bytes.subarray(at, at + len));
+  } catch {
+    throw codecError('string is not valid UTF-8');
+  }
+});
+
+/** Bytes (`Bytes`, `Vec<u8>`): varint length, then the bytes. Decodes to a Uint8Array (a copy). */
+export const bytes = defineType('bytes', 1, (w, v) => {
+  const data = toBytes(v);
+  writeVarint(w, data.length);
+  w.put(data);
+}, (r) => {
+  const len = readLength(r);
+  const at = r.take(len);
+  return r.bytes.slice(at, at + len);
+});
+
+function checkType(type, where) {
+  if (!type || typeof type.write !== 'function' || typeof type.read !== 'function') {
+    throw new TypeError(`${where} is not a Ternio type (u8, string, struct(...), ...)`);
+  }
+  return type;
+}
+
+function elements(name, v) {
+  if (Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView))) return v;
+  throw codecError(`${name} expects an array, got ${show(v)}`);
+}
+
+/** Vec<T>: varint element count, then each element. Decodes to an Array. */
+export function vec(type) {
+  checkType(type, 'vec() element');
+  const name = `vec<${type.name}>`;
+  return defineType(name, 1, (w, v) => {
+    const items = elements(name, v);
+    writeVarint(w, items.length);
+    for (let i = 0; i < items.length; i++) within(i, () => type.write(w, items[i]));
+  }, (r) => {
+    const n = readVarint(r);
+    const fits = type.minSize === 0 ? n <= 65536 : n <= Math.floor(r.remaining / type.minSize);
+    if (!fits) throw codecError(`count ${n} of ${type.name} exceeds what the ${count(r.remaining, 'byte')} left can hold`);
+    const out = [];
+    for (let i = 0; i < n; i++) out.push(within(i, () => type.read(r)));
+    return out;
+  });
+}
+
+/** Option<T>: byte 0 (none: `null`, or `undefined` on encode) or byte 1 followed by T. */
+export function option(type) {
+  checkType(type, 'option() inner');
+  return defineType(`option<${type.name}>`, 1, (w, v) => {
+    const some = v !== null && v !== undefined;
+    w.buf[w.take(1)] = some ? 1 : 0;
+    if (some) type.write(w, v);
+  }, (r) => {
+    const tag = r.bytes[r.take(1)];
+    if (tag > 1) throw codecError(`option tag must be 0 or 1, got ${tag}`);
+    return tag === 1 ? type.read(r) : null;
+  });
+}
+
+/** [T; N]: exactly N elements, no count. Decodes to an Array. */
+export function array(type, length) {
+  checkType(type, 'array() element');
+  if (!Number.isInteger(length) || length < 0) throw new TypeError(`array() length must be a count, got ${length}`);
+  const name = `[${type.name}; ${length}]`;
+  return defineType(name, type.minSize * length, (w, v) => {
+    const items = elements(name, v);
+    if (items.length !== length) throw codecError(`${name} expects ${length} elements, got ${items.length}`);
+    for (let i = 0; i < length; i++) within(i, () => type.write(w, items[i]));
+  }, (r) => {
+    const out = [];
+    for (let i = 0; i < length; i++) out.push(within(i, () => type.read(r)));
+    return out;
+  });
+}
+
+/** The [name, type] pairs of a field list, in declaration order. */
+function fieldsOf(fields, owner) {
+  if (Array.isArray(fields)) {
+    for (const [key, type] of fields) checkType(type, `${owner} field ${key}`);
+    return fields;
+  }
+  const entries = Object.entries(fields ?? {});
+  const numeric = entries.filter(([key]) => /^\d+$/.test(key)).length;
+  if (numeric && numeric !== entries.length) {
+    // JavaScript lists integer-like keys first: the order would not be the declared one.
+    throw new TypeError(`${owner}: mixes numeric and named fields; pass [name, type] pairs instead`);
+  }
+  for (const [key, type] of entries) checkType(type, `${owner} field ${key}`);
+  return entries;
+}
+
+function writeFields(entries, w, v, name) {
+  if (v === null || typeof v !== 'object') throw codecError(`${name} expects an object, got ${show(v)}`);
+  for (const [key, type] of entries) within(key, () => type.write(w, v[key]));
+}
+
+function readFields(entries, r, out) {
+  for (const [key, type] of entries) out[key] = within(key, () => type.read(r));
+  return out;
+}
+
+/**
+ * A struct: its fields in declaration order, no tags, no padding. Decodes
+ * to a plain object with those keys.
+ * @param {Record<string, Type>|Array<[string, Type]>} fields Field names and types, in order.
+ * @param {string} [name] Its name in error messages.
+ * @returns {Type}
+ * @example const Point = struct({ x: i16, y: i16 }, 'Point');
+ */
+export function struct(fields, name = 'struct') {
+  const entries = fieldsOf(fields, name);
+  const minSize = entries.reduce((sum, [, type]) => sum + type.minSize, 0);
+  return defineType(name, minSize, (w, v) => writeFields(entries, w, v, name),
+    (r) => readFields(entries, r, {}));
+}
+
+/**
+ * An enum: a u8 variant index (declaration order), then the variant's
+ * fields. A value is an object whose `variant` key names the variant, with
+ * the variant's fields beside it: `{ variant: 'Move', x: 3, y: -4 }`.
+ * @param {Record<string, Record<string, Type>|Array<[string, Type]>|null>} variants
+ *   Variant names, in declaration order, each with its fields (`null` or `{}` for none).
+ * @param {string} [name] Its name in error messages.
+ * @returns {Type}
+ * @example const Kind = enumType({ Stop: null, Move: { x: i16, y: i16 } }, 'Kind');
+ */
+export function enumType(variants, name = 'enum') {
+  const list = Object.entries(variants).map(([variant, fields]) => {
+    const entries = fieldsOf(fields, `${name}::${variant}`);
+    if (entries.some(([key]) => key === 'variant')) {
+      throw new TypeError(`${name}::${variant}: a field may not be called "variant"`);
+    }
+    return [variant, entries];
+  });
+  if (list.length === 0 || list.length > 256) throw new TypeError(`${name}: needs 1 to 256 variants`);
+  return defineType(name, 1, (w, v) => {
+    const index = list.findIndex(([variant]) => variant === v?.variant);
+    if (index < 0) {
+      throw codecError(`${name} expects { variant: ${list.map(([n]) => JSON.stringify(n)).join(' | ')}, ... }, got variant ${show(v?.variant)}`);
+    }
+    w.buf[w.take(1)] = index;
+    writeFields(list[index][1], w, v, name);
+  }, (r) => {
+    const index = r.bytes[r.take(1)];
+    if (index >= list.length) throw codecError(`variant index ${index} out of range (${list.length} variants)`);
+    const [variant, entries] = list[index];
+    return readFields(entries, r, { variant });
+  });
+}
+
+function checkOpcode(opcode, what = 'an application opcode', max = 0xfeff) {
+  if (!Number.isInteger(opcode) || opcode < 0 || opcode > max) {
+    throw new TypeError(`${show(opcode)} is not ${what} (0x0000..=${hex(max)})`);
+  }
+  return opcode;
+}
+
+/**
+ * A packet type: a struct with an application opcode. Use it with
+ * {@link Client#request}, {@link Client#send} and {@link Client#on}, or as
+ * a field of another type (a nested packet encodes as its fields).
+ * @param {number} opcode 0x0000..=0xFEFF.
+ * @param {Record<string, Type>|Array<[string, Type]>} fields Field names and types, in order.
+ * @param {{name?: string, response?: Type & {opcode: number}}} [options]
+ *   `name` for messages; `response`: the packet type the server answers
+ *   with, when it is not this one.
+ * @returns {Type & {opcode: number, response?: Type}}
+ * @example const Add = packet(0x0010, { a: i64, b: i64 }, { name: 'Add', response: Sum });
+ */
+export function packet(opcode, fields, options = {}) {
+  checkOpcode(opcode);
+  const name = options.name ?? `packet ${hex(opcode)}`;
+  const base = struct(fields, name);
+  if (options.response !== undefined) checkOpcode(options.response?.opcode, `${name}'s response packet type`);
+  return defineType(name, base.minSize, base.write, base.read, { opcode, response: options.response });
+}
+
+// ------------------------------------------------------------------- frames
+
+/**
+ * One frame: the header's fields and the body.
+ * @typedef {object} Frame
+ * @property {number} opcode u16.
+ * @property {number} flags Bits of {@link Flags}.
+ * @property {number} requestId u32; 0 for pushes and fire-and-forget sends.
+ * @property {Uint8Array} body The encoded packet (section 3).
+ */
+
+/**
+ * Encodes a frame as one WebSocket message: the 7-byte header, then the
+ * body (no length prefix; a TCP frame would be preceded by a u32 length).
+ * @param {{opcode: number, flags?: number, requestId?: number, body?: Uint8Array}} frame
+ * @returns {Uint8Array}
+ */
+export function encodeFrame({ opcode, flags = 0, requestId = 0, body = new Uint8Array(0) }) {
+  checkOpcode(opcode, 'an opcode', 0xffff);
+  if (!Number.isInteger(flags) || flags < 0 || flags > 0x07) throw new TypeError(`invalid flags ${show(flags)}`);
+  if (!Number.isInteger(requestId) || requestId < 0 || requestId > 0xffffffff) {
+    throw new TypeError(`invalid request id ${show(requestId)}`);
+  }
+  const data = toBytes(body);
+  const out = new Uint8Array(HEADER_LEN + data.length);
+  const view = new DataView(out.buffer);
+  view.setUint16(0, opcode, true);
+  view.setUint8(2, flags);
+  view.setUint32(3, requestId, true);
+  out.set(data, HEADER_LEN);
+  return out;
+}
+
+/**
+ * Decodes one WebSocket message as a frame. A message shorter than the
+ * header, or with a reserved flag bit set, is a `'codec'` {@link TernioError}.
+ * The body is a view into `message`, not a copy.
+ * @param {Uint8Array|ArrayBuffer} message
+ * @returns {Frame}
+ */
+export function decodeFrame(message) {
+  const data = toBytes(message);
+  if (data.length < HEADER_LEN) throw codecError(`frame of ${count(data.length, 'byte')} is shorter than its 7-byte header`);
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const flags = view.getUint8(2);
+  if (flags & ~0x07) throw codecError(`frame has reserved flag bits set (flags 0x${flags.toString(16)})`);
+  return { opcode: view.getUint16(0, true), flags, requestId: view.getUint32(3, true), body: data.subarray(HEADER_LEN) };
+}
+
+/** The body of an ERROR frame or a DISCONNECT: a u16, then lossy UTF-8 text to the end. */
+function codeAndText(body) {
+  if (body.length < 2) return null;
+  return { code: body[0] | (body[1] << 8), text: lossyUtf8.decode(body.subarray(2)) };
+}
+
+function codeAndTextBody(code, text) {
+  const encoded = utf8Encoder.encode(text);
+  const out = new Uint8Array(2 + encoded.length);
+  out[0] = code & 0xff;
+  out[1] = code >> 8;
+  out.set(encoded, 2);
+  return out;
+}
+
+function remoteError(body) {
+  const parsed = codeAndText(body);
+  if (!parsed) return new TernioError('protocol', `error frame body of ${count(body.length, 'byte')} has no code`);
+  const { code, text } = parsed;
+  const label = nameIn(ErrorCode, code) ?? (code >= 100 ? 'application error' : 'error');
+  return new TernioError('remote', `${label} ${code}: ${text}`, { code, remoteMessage: text });
+}
+
+// ------------------------------------------------------------------- client
+
+/**
+ * A `DISCONNECT` the server sent.
+ * @typedef {object} Disconnect
+ * @property {number} reason See {@link DisconnectReason}.
+ * @property {string} reasonName Such as `'SHUTDOWN'` (`'UNKNOWN'` for an unlisted reason).
+ * @property {string} message The server's text.
+ */
+
+/**
+ * How a connection ended.
+ * @typedef {object} CloseInfo
+ * @property {number} code The WebSocket close code (1006: the connection dropped).
+ * @property {string} reason The WebSocket close reason.
+ * @property {Disconnect|null} disconnect The server's `DISCONNECT`, if it sent one.
+ * @property {boolean} local Whether {@link Client#close} (or a protocol violation by the server) ended it.
+ */
+
+/**
+ * Options of a {@link Client}.
+ * @typedef {object} ClientOptions
+ * @property {number} [timeout=10000] Default request timeout in ms (0 or Infinity: none).
+ * @property {(error: unknown) => void} [onError] Receives what no promise can: error frames
+ *   without a request id (a failed fire-and-forget send), push handler exceptions, pushes
+ *   that do not decode. Defaults to `console.error`.
+ * @property {typeof WebSocket} [WebSocket] The WebSocket class to use (default: the global one).
+ */
+
+const OPEN = 1;
+
+/**
+ * A connection to a Ternio server over WebSocket.
+ *
+ * @example
+ * const client = await Client.connect('ws://localhost:7002/ws');
+ * const off = client.on(Note, (note) => console.log('note', note.seq));
+ * const sum = await client.request(Add, { a: 2n, b: 3n }, { timeout: 5000 });
+ * await client.close();
+ */
+export class Client {
+  #WebSocket;
+  #ws = null;
+  #pending = new Map();
+  #nextId = 1;
+  #handlers = new Map();
+  #unhandled = 0;
+  #disconnect = null;
+  #local = false;
+  #ended = false;
+  #resolveClosed;
+
+  /** @param {ClientOptions} [options] */
+  constructor(options = {}) {
+    this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    /** Default request timeout in ms (0 or Infinity: none). */
+    this.timeout = options.timeout ?? 10000;
+    /** Where errors that belong to no request go (see {@link ClientOptions}). */
+    this.onError = options.onError ?? ((error) => console.error('ternio:', error));
+    /**
+     * Settles once the connection has ended, with how.
+     * @type {Promise<CloseInfo>}
+     */
+    this.closed = new Promise((resolve) => { this.#resolveClosed = resolve; });
+  }
+
+  /**
+   * Creates a client and connects it.
+   * @param {string} url Such as `ws://host:port/ws` (or `wss://`).
+   * @param {ClientOptions} [options]
+   * @returns {Promise<Client>}
+   */
+  static async connect(url, options) {
+    return new Client(options).connect(url);
+  }
+
+  /**
+   * Opens the WebSocket, offering the subprotocol `ternio.v1`. Once per client.
+   * @param {string} url
+   * @returns {Promise<Client>} This client, once open; a `'closed'` {@link TernioError} if it cannot connect.
+   */
+  connect(url) {
+    return new Promise((resolve, reject) => {
+      if (this.#ws) throw new Error('connect() may be called once per Client');
+      if (typeof this.#WebSocket !== 'function') {
+        throw new TernioError('closed', 'no WebSocket here (Node 20 needs --experimental-websocket, or pass options.WebSocket)');
+      }
+      let ws;
+      try {
+        ws = new this.#WebSocket(url, SUBPROTOCOL);
+      } catch (error) {
+        this.#onClose(1006, '');
+        throw new TernioError('closed', `cannot connect to ${url}: ${error.message}`, { cause: error });
+      }
+      this.#ws = ws;
+      let opened = false;
+      const failed = (code) => reject(new TernioError('closed', `could not connect to ${url} (WebSocket close code ${code})`));
+      ws.binaryType = 'arraybuffer';
+      ws.onopen = () => {
+        opened = true;
+        resolve(this);
+      };
+      ws.onerror = () => {
+        // Once open, a close event follows an error. Before, some
+        // implementations (Node 20's) fire no close: the attempt ends here.
+        if (opened) return;
+        failed(1006);
+        this.#onClose(1006, '');
+      };
+      ws.onmessage = (event) => this.#onMessage(event.data);
+      ws.onclose = (event) => {
+        failed(event.code);
+        this.#onClose(event.code, event.reason);
+      };
+    });
+  }
+
+  /** Whether the connection is open and not closing. */
+  get isOpen() {
+    return this.#ws?.readyState === OPEN && !this.#local && !this.#disconnect;
+  }
+
+  /** How many requests wait for their response. */
+  get inFlight() {
+    return this.#pending.size;
+  }
+
+  /** How many pushes arrived that no {@link Client#on} handler took (they are dropped). */
+  get unhandledPushes() {
+    return this.#unhandled;
+  }
+
+  /**
+   * Sends a request and waits for its response.
+   *
+   * The response is decoded with `options.response`, the packet type's
+   * `response`, or the packet type itself (whichever has the response's
+   * opcode); an acknowledgement (empty body, the request's opcode) resolves
+   * to `undefined`. With a number instead of a packet type, `value` is the
+   * raw body (a Uint8Array) and the promise resolves with the raw {@link Frame}.
+   *
+   * @param {(Type & {opcode: number})|number} packetType
+   * @param {any} value
+   * @param {{timeout?: number, response?: Type & {opcode: number}}} [options]
+   * @returns {Promise<any>} Rejected with a {@link TernioError}: `'remote'`, `'timeout'`,
+   *   `'closed'`, `'codec'` (the value or the response does not code) or `'protocol'`.
+   */
+  request(packetType, value, options = {}) {
+    return new Promise((resolve, reject) => {
+      const { opcode, body, name } = this.#outgoing(packetType, value);
+      const expected = options.response ?? packetType.response;
+      const decode = typeof packetType === 'number' ? (frame) => frame : (frame) => {
+        if (expected && frame.opcode === expected.opcode) return expected.decode(frame.body);
+        if (frame.opcode === opcode) return frame.body.length === 0 ? undefined : packetType.decode(frame.body);
+        throw new TernioError('protocol', `${name} answered with unexpected opcode ${hex(frame.opcode)}`);
+      };
+      this.#call(opcode, body, name, options.timeout, decode, resolve, reject);
+    });
+  }
+
+  /**
+   * Sends a packet that expects no reply (request id 0). A server that
+   * cannot handle it reports an error frame without id, given to `onError`.
+   * @param {(Type & {opcode: number})|number} packetType A packet type, or an opcode with a raw body.
+   * @param {any} value
+   * @throws {TernioError} `'closed'` when not connected; `'codec'` when the value does not encode.
+   */
+  send(packetType, value) {
+    const { opcode, body } = this.#outgoing(packetType, value);
+    this.#ws.send(encodeFrame({ opcode, body }));
+  }
+
+  /**
+   * Calls `handler` for every push (a frame with request id 0) at this
+   * opcode, with the decoded value (or the raw body for a number) and the frame.
+   * Pushes without a handler are counted in {@link Client#unhandledPushes} and dropped.
+   * @param {(Type & {opcode: number})|number} packetTypeOrOpcode
+   * @param {(value: any, frame: Frame) => void} handler
+   * @returns {() => void} Removes the handler.
+   */
+  on(packetTypeOrOpcode, handler) {
+    const raw = typeof packetTypeOrOpcode === 'number';
+    const opcode = checkOpcode(raw ? packetTypeOrOpcode : packetTypeOrOpcode?.opcode);
+    if (typeof handler !== 'function') throw new TypeError('on() needs a handler function');
+    const subscription = { type: raw ? null : packetTypeOrOpcode, handler };
+    let set = this.#handlers.get(opcode);
+    if (!set) this.#handlers.set(opcode, (set = new Set()));
+    set.add(subscription);
+    return () => {
+      set.delete(subscription);
+      if (set.size === 0 && this.#handlers.get(opcode) === set) this.#handlers.delete(opcode);
+    };
+  }
+
+  /**
+   * Sends a PING (a u64 timestamp) and waits for its PONG.
+   * @param {{timeout?: number}} [options]
+   * @returns {Promise<number>} The round trip, in milliseconds.
+   */
+  ping(options = {}) {
+    return new Promise((resolve, reject) => {
+      this.#assertOpen();
+      const value = u64.encode(BigInt(Date.now()));
+      const start = performance.now();
+      const decode = (frame) => {
+        if (frame.opcode !== SystemOpcode.PONG || !sameBytes(frame.body, value)) {
+          throw new TernioError('protocol', `PING answered with opcode ${hex(frame.opcode)} and another value`);
+        }
+        return performance.now() - start;
+      };
+      this.#call(SystemOpcode.PING, value, 'PING', options.timeout, decode, resolve, reject);
+    });
+  }
+
+  /**
+   * Sends `DISCONNECT NORMAL` and closes the WebSocket with code 1000.
+   * Requests still waiting are rejected (`'closed'`) at once.
+   * @param {string} [message] The DISCONNECT's text.
+   * @returns {Promise<CloseInfo>} Settles once the WebSocket has closed.
+   */
+  close(message = '') {
+    const ws = this.#ws;
+    if (!ws) {
+      this.#onClose(1000, '');
+    } else if (!this.#ended && !this.#local) {
+      if (ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.NORMAL, message);
+      this.#local = true;
+      this.#failAll(() => new TernioError('closed', 'connection closed by the client'));
+      ws.close(1000);
+    }
+    return this.closed;
+  }
+
+  #assertOpen() {
+    if (!this.isOpen) {
+      const why = this.#disconnect ? `: ${describe(this.#disconnect)}` : '';
+      throw new TernioError('closed', `not connected${why}`, { disconnect: this.#disconnect });
+    }
+  }
+
+  /** The opcode and body of an outgoing packet; throws when closed or when the value does not encode. */
+  #outgoing(packetType, value) {
+    this.#assertOpen();
+    if (typeof packetType === 'number') {
+      return { opcode: checkOpcode(packetType), body: toBytes(value ?? new Uint8Array(0)), name: hex(packetType) };
+    }
+    if (typeof packetType?.opcode !== 'number') throw new TypeError('expects a packet type (from packet()) or an opcode');
+    return { opcode: packetType.opcode, body: packetType.encode(value), name: packetType.name };
+  }
+
+  /** Sends a request and registers what settles it. */
+  #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject) {
+    const requestId = this.#allocateId();
+    this.#ws.send(encodeFrame({ opcode, requestId, body }));
+    const entry = { decode, resolve, reject, timer: null };
+    if (timeout > 0 && timeout !== Infinity) {
+      entry.timer = setTimeout(() => {
+        this.#pending.delete(requestId);
+        reject(new TernioError('timeout', `no response to ${name} within ${timeout} ms`, { timeout }));
+      }, timeout);
+    }
+    this.#pending.set(requestId, entry);
+  }
+
+  /** The next request id: counts up from 1, skips 0 and ids still in flight. */
+  #allocateId() {
+    for (;;) {
+      const id = this.#nextId;
+      this.#nextId = id === 0xffffffff ? 1 : id + 1;
+      if (!this.#pending.has(id)) return id;
+    }
+  }
+
+  #failAll(makeError) {
+    const entries = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const entry of entries) {
+      clearTimeout(entry.timer);
+      entry.reject(makeError());
+    }
+  }
+
+  #sendDisconnect(reason, message) {
+    this.#ws.send(encodeFrame({ opcode: SystemOpcode.DISCONNECT, body: codeAndTextBody(reason, message) }));
+  }
+
+  #reply(request, opcode, flags, body) {
+    if (this.#ws.readyState === OPEN) {
+      this.#ws.send(encodeFrame({ opcode, flags: Flags.RESPONSE | flags, requestId: request.requestId, body }));
+    }
+  }
+
+  #report(error) {
+    try {
+      this.onError(error);
+    } catch {
+      // an onError that throws has nowhere else to go
+    }
+  }
+
+  /** The server broke the contract: DISCONNECT MALFORMED, then close. */
+  #violation(reason) {
+    if (this.#local || this.#ended) return;
+    if (this.#ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.MALFORMED, reason);
+    this.#local = true;
+    this.#failAll(() => new TernioError('protocol', `server broke the protocol: ${reason}`));
+    this.#ws.close(1000);
+  }
+
+  #onMessage(data) {
+    if (this.#ended || this.#local) return;
+    if (typeof data === 'string') return this.#violation('text message');
+    let frame;
+    try {
+      frame = decodeFrame(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
+    } catch (error) {
+      return this.#violation(error.message);
+    }
+    if (frame.flags & Flags.ENCRYPTED) return this.#violation('sealed frame without a secure session');
+    if (frame.flags & Flags.RESPONSE) return this.#onResponse(frame);
+    if (frame.requestId !== 0 && frame.flags & Flags.ERROR) {
+      return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'ERROR flag on a request'));
+    }
+    switch (frame.opcode) {
+      case SystemOpcode.PING:
+        if (frame.requestId === 0) return;
+        if (frame.body.length !== 8) {
+          return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'PING body is not a u64'));
+        }
+        return this.#reply(frame, SystemOpcode.PONG, 0, frame.body);
+      case SystemOpcode.DISCONNECT: {
+        const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
+        const disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+        this.#disconnect = disconnect;
+        this.#failAll(() => new TernioError('closed', describe(disconnect), { disconnect }));
+        return;
+      }
+    }
+    if (frame.requestId !== 0) {
+      // This client answers no requests but PING.
+      return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.UNKNOWN_OPCODE, `no handler for opcode ${hex(frame.opcode)}`));
+    }
+    if (frame.opcode > 0xfeff) return; // a system packet without a reply
+    this.#onPush(frame);
+  }
+
+  #onResponse(frame) {
+    const entry = this.#pending.get(frame.requestId);
+    if (!entry) {
+      // Answers to nothing we wait for (say, after a timeout) are ignored;
+      // an error without id reports a failed fire-and-forget send.
+      if (frame.requestId === 0 && frame.flags & Flags.ERROR) this.#report(remoteError(frame.body));
+      return;
+    }
+    this.#pending.delete(frame.requestId);
+    clearTimeout(entry.timer);
+    if (frame.flags & Flags.ERROR) return entry.reject(remoteError(frame.body));
+    try {
+      entry.resolve(entry.decode(frame));
+    } catch (error) {
+      entry.reject(error);
+    }
+  }
+
+  #onPush(frame) {
+    const subscriptions = this.#handlers.get(frame.opcode);
+    if (!subscriptions) {
+      this.#unhandled++;
+      return;
+    }
+    for (const { type, handler } of [...subscriptions]) {
+      try {
+        const result = handler(type ? type.decode(frame.body) : frame.body, frame);
+        if (typeof result?.then === 'function') result.then(undefined, (error) => this.#report(error));
+      } catch (error) {
+        this.#report(error);
+      }
+    }
+  }
+
+  #onClose(code, reason) {
+    if (this.#ended) return;
+    this.#ended = true;
+    const disconnect = this.#disconnect;
+    const message = disconnect ? describe(disconnect) : `connection closed (WebSocket close code ${code})`;
+    this.#failAll(() => new TernioError('closed', message, { disconnect }));
+    this.#resolveClosed({ code, reason, disconnect, local: this.#local });
+  }
+}
+
+function describe(disconnect) {
+  const text = disconnect.message ? `: ${disconnect.message}` : '';
+  return `server disconnected: ${disconnect.reasonName} (${disconnect.reason})${text}`;
+}
+
+function sameBytes(a, b) {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
+}

@@ -1,0 +1,202 @@
+// The Client against the real echo server (examples/echo_server.rs) over
+// WebSocket. The server is built once with cargo (or taken from the
+// TERNIO_ECHO_SERVER environment variable) and started on ports the OS picks.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+import { Client, TernioError, ErrorCode, DisconnectReason, packet, bytes } from '../ternio.js';
+
+const HERE = fileURLToPath(import.meta.url);
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+
+const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
+const Unhandled = packet(0x0099, {}, { name: 'Unhandled' });
+const text = (s) => new TextEncoder().encode(s);
+
+if (typeof globalThis.WebSocket !== 'function') {
+  // Node 20 keeps its WebSocket behind a flag: run this file again with it.
+  test('integration tests (run again with --experimental-websocket)', { timeout: 15 * 60_000 }, (t) => {
+    const env = { ...process.env };
+    delete env.NODE_TEST_CONTEXT;
+    const run = spawnSync(process.execPath, ['--experimental-websocket', HERE], { env, encoding: 'utf8' });
+    for (const line of run.stdout.split('\n').filter((l) => /^# (tests|pass|fail|skipped) /.test(l))) {
+      t.diagnostic(line.slice(2));
+    }
+    assert.equal(run.status, 0, `${run.error ?? ''}\n${run.stdout}\n${run.stderr}`);
+  });
+} else {
+  let binary;
+
+  before(() => {
+    binary = process.env.TERNIO_ECHO_SERVER ?? buildEchoServer();
+  }, { timeout: 15 * 60_000 });
+
+  const servers = [];
+  after(() => servers.forEach(({ child }) => child.kill('SIGKILL')));
+
+  /** Builds the echo server with cargo and returns the executable's path. */
+  function buildEchoServer() {
+    const build = spawnSync('cargo', ['build', '--example', 'echo_server', '--message-format=json-render-diagnostics'],
+      { cwd: REPO, encoding: 'utf8', maxBuffer: 256 << 20 });
+    if (build.error || build.status !== 0) {
+      throw new Error(`cargo build --example echo_server failed (set TERNIO_ECHO_SERVER to use a built one):\n${build.error ?? build.stderr.slice(-4000)}`);
+    }
+    for (const line of build.stdout.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const message = JSON.parse(line);
+      if (message.reason === 'compiler-artifact' && message.target?.name === 'echo_server' && message.executable) {
+        return message.executable;
+      }
+    }
+    throw new Error('cargo built no echo_server executable');
+  }
+
+  /** Starts an echo server on free ports; resolves once it listens, with its WebSocket URL. */
+  function startServer() {
+    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', '127.0.0.1:0'],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
+    const server = { child, url: null };
+    servers.push(server);
+    let output = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk) => { output += chunk; });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`echo server did not start within 20 s:\n${output}`)), 20_000);
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`echo server exited (${code ?? signal}):\n${output}`));
+      });
+      child.stdout.setEncoding('utf8').on('data', (chunk) => {
+        output += chunk;
+        const found = output.match(/websocket listening on (ws:\/\/\S+)/);
+        if (found) {
+          clearTimeout(timer);
+          server.url = found[1];
+          resolve(server);
+        }
+      });
+    });
+  }
+
+  const exited = (child) => new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', resolve);
+  });
+
+  let shared;
+  const sharedServer = async () => (shared ??= await startServer());
+
+  test('request and response', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    assert.ok(client.isOpen);
+    assert.deepEqual(await client.request(Echo, { payload: text('ping') }), { payload: text('ping') });
+    assert.deepEqual(await client.request(Echo, { payload: new Uint8Array(0) }), { payload: new Uint8Array(0) });
+    const big = new Uint8Array(100_000).map((_, i) => i % 251);
+    assert.deepEqual(await client.request(Echo, { payload: big }, { timeout: 5000 }), { payload: big });
+    await client.close();
+  });
+
+  test('200 pipelined requests', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    const promises = Array.from({ length: 200 }, (_, i) => client.request(Echo, { payload: text(`message ${i}`) }));
+    assert.equal(client.inFlight, 200);
+    const answers = await Promise.all(promises);
+    answers.forEach((answer, i) => assert.deepEqual(answer, { payload: text(`message ${i}`) }));
+    assert.equal(client.inFlight, 0);
+    await client.close();
+  });
+
+  test('ping', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    const ms = await client.ping();
+    assert.equal(typeof ms, 'number');
+    assert.ok(ms >= 0 && ms < 5000, `round trip ${ms} ms`);
+    await client.close();
+  });
+
+  test('errors: unknown opcode (code 1), malformed body (code 2), a failed send', async () => {
+    const errors = [];
+    let reported;
+    const onError = new Promise((resolve) => { reported = resolve; });
+    const client = await Client.connect((await sharedServer()).url, { onError: (e) => { errors.push(e); reported(); } });
+    await assert.rejects(client.request(Unhandled, {}), (e) => {
+      assert.ok(e instanceof TernioError);
+      assert.equal(e.kind, 'remote');
+      assert.equal(e.code, ErrorCode.UNKNOWN_OPCODE);
+      assert.match(e.remoteMessage, /0x0099/);
+      return true;
+    });
+    await assert.rejects(client.request(0x0001, Uint8Array.of(5)), (e) => e.kind === 'remote' && e.code === ErrorCode.MALFORMED);
+    await assert.rejects(client.request(0x0001, Uint8Array.of(0, 0)), (e) => e.code === ErrorCode.MALFORMED, 'trailing bytes');
+    client.send(Unhandled, {});
+    await onError;
+    assert.equal(errors[0].code, ErrorCode.UNKNOWN_OPCODE);
+    // The connection stays usable.
+    assert.deepEqual(await client.request(Echo, { payload: text('still here') }), { payload: text('still here') });
+    client.send(Echo, { payload: text('fire and forget') });
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    assert.equal(errors.length, 1, 'a fire-and-forget Echo gets no answer');
+    await client.close();
+  });
+
+  test('connect fails cleanly: a path the server does not map, a port nobody listens on', async () => {
+    const { url } = await sharedServer();
+    await assert.rejects(Client.connect(url.replace(/\/ws$/, '/nowhere')), (e) => e instanceof TernioError && e.kind === 'closed');
+    await assert.rejects(Client.connect('ws://127.0.0.1:1/ws'), (e) => e instanceof TernioError && e.kind === 'closed');
+  });
+
+  test('close() ends the connection with DISCONNECT NORMAL and code 1000', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    await client.request(Echo, { payload: text('x') });
+    const info = await client.close();
+    assert.deepEqual(info, { code: 1000, reason: '', disconnect: null, local: true });
+    await assert.rejects(client.request(Echo, { payload: text('y') }), (e) => e.kind === 'closed');
+    // The server is still there for others.
+    const other = await Client.connect(shared.url);
+    assert.deepEqual(await other.request(Echo, { payload: text('z') }), { payload: text('z') });
+    await other.close();
+  });
+
+  test('pending requests reject promptly when the server goes away', async () => {
+    const server = await startServer();
+    const client = await Client.connect(server.url, { timeout: 30_000 });
+    await client.request(Echo, { payload: text('warm') });
+    // Stopped, the server cannot answer: these stay pending until the kill.
+    server.child.kill('SIGSTOP');
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the signal lands
+    const promises = Array.from({ length: 10 }, (_, i) => client.request(Echo, { payload: text(`${i}`) }));
+    const settled = Promise.allSettled(promises);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(client.inFlight, 10);
+    const start = performance.now();
+    server.child.kill('SIGKILL');
+    await exited(server.child);
+    const results = await settled;
+    const elapsed = performance.now() - start;
+    for (const result of results) {
+      assert.equal(result.status, 'rejected');
+      assert.ok(result.reason instanceof TernioError);
+      assert.equal(result.reason.kind, 'closed');
+    }
+    assert.ok(elapsed < 2000, `rejected after ${elapsed} ms`);
+    const info = await client.closed;
+    assert.equal(info.disconnect, null);
+    assert.equal(info.local, false);
+  });
+
+  test('a server shutdown arrives as DISCONNECT SHUTDOWN', async () => {
+    const server = await startServer();
+    const client = await Client.connect(server.url);
+    await client.request(Echo, { payload: text('x') });
+    server.child.kill('SIGINT'); // the echo server shuts down on ctrl-c
+    const info = await client.closed;
+    assert.equal(info.disconnect?.reason, DisconnectReason.SHUTDOWN);
+    assert.equal(info.disconnect.reasonName, 'SHUTDOWN');
+    assert.equal(info.code, 1001);
+    await assert.rejects(client.request(Echo, { payload: text('y') }),
+      (e) => e.kind === 'closed' && e.disconnect.reason === DisconnectReason.SHUTDOWN);
+    await exited(server.child);
+  });
+}
