@@ -10,7 +10,7 @@ use ternio::protocol::system::{self, Disconnect};
 use ternio::protocol::{Decode, ErrorCode};
 use ternio::{
     ConnectionId, Context, Delivery, DisconnectReason, HandlerError, Hub, Packet, Server,
-    ServerBuilder, ServerHandle, SlowConsumerPolicy, packet_controller,
+    ServerBuilder, ServerConfig, ServerHandle, SlowConsumerPolicy, packet_controller,
 };
 use ternio_tests::RawConnection;
 
@@ -325,7 +325,9 @@ async fn broadcast_and_kick_from_outside_a_handler() {
 /// Keeps a member that never reads, and a reader, in one room; returns
 /// them and their ids.
 async fn slow_and_fast(address: std::net::SocketAddr) -> (RawConnection, u64, RawConnection, u64) {
-    let (mut slow, slow_id) = member(address).await;
+    let mut slow = RawConnection::connect_small(address).await;
+    slow.request(&MyId, 1).await;
+    let slow_id = Id::decode_body(&slow.recv().await.unwrap().body).unwrap().0;
     let (mut fast, fast_id) = member(address).await;
     request(
         &mut slow,
@@ -357,13 +359,24 @@ async fn pace(hub: &Hub, reader: u64) {
     }
 }
 
+/// Small buffers on the server's side, so that a reader that stops (with a
+/// small receive buffer of its own) is behind once the kernel's send buffer
+/// (up to 4 MiB here) is full: the tests send 8 to 16 MB.
+fn small_buffers() -> ServerConfig {
+    ServerConfig {
+        max_outbound_queue_bytes: 64 * 1024,
+        outbound_high_water: 64 * 1024,
+        ..ServerConfig::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_stops_is_disconnected_and_never_stalls_the_others() {
-    let (address, server) = start(|b| b.max_outbound_queue_bytes(64 * 1024));
+    let (address, server) = start(|b| b.config(small_buffers()));
     let (slow, slow_id, mut fast, fast_id) = slow_and_fast(address).await;
     let hub = server.hub();
-    const COUNT: u32 = 3000;
-    let payload = "x".repeat(1000);
+    const COUNT: u32 = 2000;
+    let payload = "x".repeat(4000);
     let reader = tokio::spawn(async move {
         for i in 0..COUNT {
             let said = said(&mut fast).await;
@@ -411,7 +424,7 @@ async fn droppable_packets_are_dropped_for_a_slow_reader_that_stays() {
     });
     let (mut slow, slow_id, mut fast, fast_id) = slow_and_fast(address).await;
     let hub = server.hub();
-    const TICKS: u32 = 2000;
+    const TICKS: u32 = 4000;
     let reader = tokio::spawn(async move {
         let mut last = None;
         for _ in 0..TICKS {
@@ -453,7 +466,7 @@ async fn droppable_packets_are_dropped_for_a_slow_reader_that_stays() {
                 "feed",
                 &Said {
                     from: i,
-                    text: "y".repeat(1000),
+                    text: "y".repeat(4000),
                 },
             )
             .unwrap()

@@ -10,10 +10,10 @@ use ternio_protocol::DEFAULT_MAX_FRAME_SIZE;
 pub struct ServerConfig {
     /// Largest frame (header + body) accepted or sent. Default 1 MiB.
     pub max_frame_size: usize,
-    /// Asynchronous requests a connection may have running at once. When
-    /// reached, the server stops reading that connection until one finishes
-    /// (back-pressure: nothing is refused or queued without bound).
-    /// Default 1,024.
+    /// Requests a connection may have running at once. When reached, the
+    /// server stops reading that connection until one finishes: the peer's
+    /// further requests wait in its socket (back-pressure; nothing is
+    /// refused or queued without bound). Default 1,024.
     pub max_requests_in_flight: usize,
     /// Bytes of pushed frames that may wait for one connection (its
     /// outbound queue). A push beyond it meets the slow-consumer policy.
@@ -25,6 +25,26 @@ pub struct ServerConfig {
     /// Replies waiting to be written above which the server stops reading a
     /// connection until its peer reads. Default 1 MiB.
     pub outbound_high_water: usize,
+    /// Connections open at once; one more is refused with `DISCONNECT
+    /// TOO_MANY_CONNECTIONS`. Default 16,384.
+    pub max_connections: usize,
+    /// Connections open at once from one IP address. Default 256.
+    pub max_connections_per_ip: usize,
+    /// Connections accepted from one IP address per [`accept_window`](Self::accept_window).
+    /// Default 128.
+    pub accepts_per_ip: usize,
+    /// The window of [`accepts_per_ip`](Self::accepts_per_ip). Default 1 s.
+    pub accept_window: Duration,
+    /// Whether loopback peers (127.0.0.0/8, ::1) are exempt from the per-IP
+    /// limits, so local tools and tests are not throttled. Default `true`.
+    pub exempt_loopback: bool,
+    /// A connection with no frame from its peer for this long gets
+    /// `DISCONNECT IDLE_TIMEOUT`. Halfway there, the server sends a PING: a
+    /// peer that answers stays. `None` disables it. Default 60 s.
+    pub idle_timeout: Option<Duration>,
+    /// A connection whose peer reads nothing of what waits for it for this
+    /// long gets `DISCONNECT SLOW_CONSUMER`. Default 30 s.
+    pub write_timeout: Duration,
     /// How long a closing connection waits for its last frames to be
     /// written and for the peer to close its side. Default 2 s.
     pub close_linger: Duration,
@@ -49,6 +69,13 @@ impl Default for ServerConfig {
             max_outbound_queue_bytes: 1024 * 1024,
             slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,
+            max_connections: 16_384,
+            max_connections_per_ip: 256,
+            accepts_per_ip: 128,
+            accept_window: Duration::from_secs(1),
+            exempt_loopback: true,
+            idle_timeout: Some(Duration::from_secs(60)),
+            write_timeout: Duration::from_secs(30),
             close_linger: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
             websocket_upgrade_timeout: Duration::from_secs(10),

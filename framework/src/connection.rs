@@ -10,9 +10,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use ternio_protocol::Encode;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::secure::{Responder, SecureChannel};
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
@@ -105,6 +106,21 @@ struct Closing {
     deadline: Pin<Box<Sleep>>,
 }
 
+/// The idle timeout's timer: a PING halfway, `IDLE_TIMEOUT` at the end.
+struct Keepalive {
+    idle_timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+    /// Whether a PING went out since the peer last sent anything.
+    pinged: bool,
+    next_ping_id: u32,
+}
+
+/// The write timeout's timer, armed while frames wait and none get out.
+struct WriteStall {
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
 /// Where the connection's secure session stands (section 5).
 enum Security {
     /// No handshake yet; with `deadline`, the server requires one in time.
@@ -129,6 +145,11 @@ pub(crate) struct Session {
     closing: Option<Closing>,
     /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
     closed: Option<DisconnectReason>,
+    keepalive: Option<Keepalive>,
+    last_inbound: Instant,
+    write_stall: WriteStall,
+    /// Set when the connection went quiet: the transport may free its buffers.
+    idle_hint: bool,
     /// Frames ready to be written, each with its length prefix.
     pub(crate) out: BytesMut,
 }
@@ -143,6 +164,12 @@ impl Session {
             .config
             .require_encryption
             .then(|| Box::pin(tokio::time::sleep(server.config.handshake_timeout)));
+        let keepalive = server.config.idle_timeout.map(|idle_timeout| Keepalive {
+            idle_timeout,
+            timer: Box::pin(tokio::time::sleep(idle_timeout / 2)),
+            pinged: false,
+            next_ping_id: 1,
+        });
         Self {
             connection,
             server,
@@ -151,8 +178,113 @@ impl Session {
             security: Security::Plain { deadline },
             closing: None,
             closed: None,
+            keepalive,
+            last_inbound: Instant::now(),
+            write_stall: WriteStall {
+                timer: None,
+                armed: false,
+            },
+            idle_hint: false,
             out: BytesMut::new(),
         }
+    }
+
+    /// Called by the transport after bytes arrived from the peer.
+    pub(crate) fn note_inbound(&mut self) {
+        self.last_inbound = Instant::now();
+        if let Some(keepalive) = &mut self.keepalive {
+            keepalive.pinged = false;
+        }
+    }
+
+    /// Whether the connection went quiet since the last call: the transport
+    /// may give its empty buffers back.
+    pub(crate) fn take_idle_hint(&mut self) -> bool {
+        std::mem::take(&mut self.idle_hint)
+    }
+
+    /// Called by the transport after each write attempt: `waiting` while
+    /// bytes wait to be written, `progressed` when some got out. While bytes
+    /// wait and none get out for the write timeout, the connection is closed
+    /// with `SLOW_CONSUMER`; returns true then.
+    pub(crate) fn poll_write_stall(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        waiting: bool,
+        progressed: bool,
+    ) -> bool {
+        let stall = &mut self.write_stall;
+        if !waiting || progressed {
+            stall.armed = false;
+        }
+        if !waiting || self.closed.is_some() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + self.server.config.write_timeout;
+        if !stall.armed {
+            stall.armed = true;
+            match &mut stall.timer {
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => stall.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        let expired = stall
+            .timer
+            .as_mut()
+            .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+        if expired {
+            stall.armed = false;
+            self.close_now(&Violation::new(
+                DisconnectReason::SlowConsumer,
+                "nothing written within the write timeout: the peer does not read",
+            ));
+        }
+        expired
+    }
+
+    /// Runs the idle timeout: a PING halfway, `IDLE_TIMEOUT` at the end.
+    /// Returns whether it did anything.
+    fn poll_keepalive(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        let Some(keepalive) = &mut self.keepalive else {
+            return false;
+        };
+        if self.closed.is_some() || keepalive.timer.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        let idle = self.last_inbound.elapsed();
+        if idle >= keepalive.idle_timeout {
+            let message = format!("nothing received for {:?}", keepalive.idle_timeout);
+            self.close_now(&Violation::new(DisconnectReason::IdleTimeout, message));
+            return true;
+        }
+        let half = keepalive.idle_timeout / 2;
+        if idle >= half && !keepalive.pinged {
+            keepalive.pinged = true;
+            let id = keepalive.next_ping_id;
+            keepalive.next_ping_id = keepalive.next_ping_id.wrapping_add(1).max(1);
+            let ping = Ping {
+                value: self.last_inbound.elapsed().as_nanos() as u64,
+            };
+            let header = Header::new(system::PING, Flags::NONE, id);
+            let _ = frame::write_frame_with(
+                &mut self.out,
+                Framing::LengthPrefixed,
+                header,
+                self.server.config.max_frame_size,
+                |out| ping.encode(out),
+            );
+            self.idle_hint = true;
+        }
+        let next = if keepalive.pinged {
+            keepalive.idle_timeout
+        } else {
+            half
+        };
+        let deadline = tokio::time::Instant::from_std(self.last_inbound + next);
+        keepalive.timer.as_mut().reset(deadline);
+        // Poll once more so the timer's waker is registered.
+        let _ = keepalive.timer.as_mut().poll(cx);
+        true
     }
 
     pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
@@ -492,6 +624,10 @@ impl Session {
                 }
                 Poll::Ready(None) | Poll::Pending => break,
             }
+        }
+        progress |= self.poll_keepalive(cx);
+        if self.closed.is_some() {
+            return true;
         }
         if let Security::Plain {
             deadline: Some(deadline),

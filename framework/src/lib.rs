@@ -36,6 +36,7 @@
 // Lets the macros name this crate `::ternio` from inside it too.
 extern crate self as ternio;
 
+mod admission;
 mod config;
 mod connection;
 mod context;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ternio_protocol::DisconnectReason;
 use tokio::sync::watch;
 
+use crate::admission::Admission;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::connection::Violation;
 use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
@@ -241,6 +242,46 @@ impl ServerBuilder {
         self
     }
 
+    /// Connections open at once (default 16,384); one more is refused with
+    /// `DISCONNECT TOO_MANY_CONNECTIONS`.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.config.max_connections = connections;
+        self
+    }
+
+    /// Connections open at once from one IP address (default 256).
+    pub fn max_connections_per_ip(mut self, connections: usize) -> Self {
+        self.config.max_connections_per_ip = connections;
+        self
+    }
+
+    /// Connections accepted from one IP address per `window` (default 128 per second).
+    pub fn accept_rate_per_ip(mut self, accepts: usize, window: Duration) -> Self {
+        self.config.accepts_per_ip = accepts;
+        self.config.accept_window = window;
+        self
+    }
+
+    /// Whether loopback peers are exempt from the per-IP limits (default `true`).
+    pub fn exempt_loopback(mut self, exempt: bool) -> Self {
+        self.config.exempt_loopback = exempt;
+        self
+    }
+
+    /// The idle timeout (default 60 s; `None` disables it): halfway through
+    /// a silence the server PINGs, at the end it disconnects with `IDLE_TIMEOUT`.
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// How long frames may wait with none getting out before `DISCONNECT
+    /// SLOW_CONSUMER` (default 30 s).
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.config.write_timeout = timeout;
+        self
+    }
+
     /// Bytes of pushed frames that may wait for one connection (default 1 MiB).
     pub fn max_outbound_queue_bytes(mut self, bytes: usize) -> Self {
         self.config.max_outbound_queue_bytes = bytes;
@@ -307,6 +348,7 @@ impl ServerBuilder {
             listeners.push((socket, kind));
         }
         let (shutdown, _) = watch::channel(false);
+        let admission = Admission::new(&self.config);
         let mut middleware = self.middleware;
         if !self.placed_policies {
             middleware.push(Arc::new(Policies));
@@ -322,6 +364,7 @@ impl ServerBuilder {
                 identity: self.identity,
                 middleware,
                 hooks: self.hooks,
+                admission: Arc::new(admission),
             }),
             listeners,
         })
@@ -343,6 +386,8 @@ pub(crate) struct ServerShared {
     /// The middleware chain, built-in policies included.
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     hooks: Hooks,
+    /// The connection limits.
+    pub(crate) admission: Arc<Admission>,
 }
 
 impl ServerShared {

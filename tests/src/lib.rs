@@ -261,6 +261,21 @@ impl RawConnection {
         }
     }
 
+    /// Connects to `address` with a small, fixed receive buffer (no kernel
+    /// autotuning), so that a peer that stops reading is behind after a
+    /// few kilobytes rather than after megabytes.
+    pub async fn connect_small(address: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        let stream = socket.connect(address).await.expect("connects");
+        stream.set_nodelay(true).unwrap();
+        Self {
+            stream,
+            decoder: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE),
+            buf: BytesMut::new(),
+        }
+    }
+
     /// Writes `bytes` as they are.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await

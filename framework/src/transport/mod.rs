@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::admission::{Permit, Refusal};
 use crate::server::{CloseCause, ServerShared};
 use ternio_protocol::DisconnectReason;
 
@@ -45,7 +46,7 @@ impl Exit {
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     server: Arc<ServerShared>,
-    serve: impl Fn(TcpStream, SocketAddr, Arc<ServerShared>),
+    serve: impl Fn(TcpStream, SocketAddr, Arc<ServerShared>, Result<Permit, Refusal>),
 ) {
     let mut shutdown = server.shutdown_signal();
     loop {
@@ -54,7 +55,14 @@ pub(crate) async fn accept_loop(
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
         match accepted {
-            Ok((stream, peer)) => serve(stream, peer, Arc::clone(&server)),
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let admitted = server.admission.admit(peer.ip());
+                if let Err(refusal) = &admitted {
+                    tracing::debug!(%peer, %refusal, "connection refused");
+                }
+                serve(stream, peer, Arc::clone(&server), admitted);
+            }
             Err(error) => {
                 // Out of file descriptors, usually: wait rather than spin.
                 tracing::warn!(%error, "accept failed");

@@ -12,11 +12,12 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use bytes::Buf;
-use ternio_protocol::frame::FrameDecoder;
+use ternio_protocol::frame::{FrameDecoder, Framing};
 use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
@@ -33,9 +34,35 @@ const MAX_DRAIN: usize = 1024 * 1024;
 
 /// Serves TCP connections from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>) {
-    accept_loop(listener, server, |stream, peer, server| {
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(serve(stream, peer, server));
+    accept_loop(
+        listener,
+        server,
+        |stream, peer, server, admitted| match admitted {
+            Ok(permit) => {
+                tokio::spawn(serve(stream, peer, server, permit));
+            }
+            Err(refusal) => {
+                tokio::spawn(refuse(stream, refusal, server.config.close_linger));
+            }
+        },
+    )
+    .await;
+}
+
+/// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`) and closes.
+async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
+    let mut out = BytesMut::new();
+    Violation::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
+        &mut out,
+        Framing::LengthPrefixed,
+        usize::MAX,
+    );
+    let _ = tokio::time::timeout(linger.min(Duration::from_millis(500)), async {
+        stream.write_all(&out).await?;
+        stream.shutdown().await?;
+        let mut scratch = [0u8; 1024];
+        while stream.read(&mut scratch).await? > 0 {}
+        io::Result::Ok(())
     })
     .await;
 }
@@ -49,7 +76,7 @@ struct TcpConnection {
     reading: bool,
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>) {
+async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _permit: Permit) {
     let linger = server.config.close_linger;
     let (connection, inbox) = server.open_connection(peer, Transport::Tcp);
     let id = connection.id;
@@ -73,7 +100,14 @@ impl TcpConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
         for _ in 0..BUDGET {
             let mut progress = false;
-            if self.reading && self.session.wants_input() {
+            if self.session.wants_input() && self.has_buffered_frame() {
+                // Frames left over when the in-flight limit was reached.
+                progress = true;
+                match self.handle_buffered() {
+                    Flow::Continue | Flow::Close => {}
+                    Flow::PeerDisconnected(_) => return Poll::Ready(Exit::PeerDisconnected),
+                }
+            } else if self.reading && self.session.wants_input() {
                 match self.stream.poll_read_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         progress = true;
@@ -96,16 +130,25 @@ impl TcpConnection {
                 return Poll::Ready(Exit::Closed);
             }
             if !self.session.out.is_empty() {
+                let mut wrote = false;
                 match self.stream.poll_write_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         progress = true;
-                        if let Err(error) = self.write() {
-                            return Poll::Ready(Exit::Io(error));
+                        match self.write() {
+                            Ok(written) => wrote = written > 0,
+                            Err(error) => return Poll::Ready(Exit::Io(error)),
                         }
                     }
                     Poll::Ready(Err(error)) => return Poll::Ready(Exit::Io(error)),
                     Poll::Pending => {}
                 }
+                let waiting = !self.session.out.is_empty();
+                if self.session.poll_write_stall(cx, waiting, wrote) {
+                    return Poll::Ready(Exit::Closed);
+                }
+            }
+            if self.session.out.is_empty() && self.session.take_idle_hint() {
+                self.release_buffers();
             }
             if !self.reading && self.session.is_idle() && self.session.out.is_empty() {
                 return Poll::Ready(Exit::PeerClosed);
@@ -119,7 +162,7 @@ impl TcpConnection {
         Poll::Pending
     }
 
-    /// One read of whatever has arrived, then every whole frame in it.
+    /// One read of whatever has arrived, then the whole frames in it.
     fn read(&mut self) -> io::Result<Flow> {
         // Room for the rest of a frame whose length is known (it passed the
         // size check), or for a chunk.
@@ -141,11 +184,17 @@ impl TcpConnection {
                 }
                 return Ok(Flow::Continue);
             }
-            Ok(_) => {}
+            Ok(_) => self.session.note_inbound(),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(Flow::Continue),
             Err(error) => return Err(error),
         }
-        loop {
+        Ok(self.handle_buffered())
+    }
+
+    /// Handles the whole frames waiting in the read buffer, as long as the
+    /// session takes requests (past the in-flight limit they wait there).
+    fn handle_buffered(&mut self) -> Flow {
+        while self.session.wants_input() {
             let flow = match self.decoder.decode_mut(&mut self.read_buf) {
                 Ok(Some((header, body))) if header.flags.is_encrypted() => {
                     self.session.on_sealed_frame(header, body)
@@ -157,29 +206,50 @@ impl TcpConnection {
                 Ok(None) => break,
                 Err(error) => {
                     let violation = Violation::new(error.disconnect_reason(), error.to_string());
-                    return Ok(self.session.close_now(&violation));
+                    return self.session.close_now(&violation);
                 }
             };
             if !matches!(flow, Flow::Continue) {
-                return Ok(flow);
+                return flow;
             }
         }
         if self.read_buf.is_empty() && self.read_buf.capacity() > MAX_IDLE_READ_CAPACITY {
             self.read_buf = BytesMut::new();
         }
-        Ok(Flow::Continue)
+        Flow::Continue
     }
 
-    /// One write of everything ready.
-    fn write(&mut self) -> io::Result<()> {
+    /// Whether the read buffer holds a whole frame already.
+    fn has_buffered_frame(&self) -> bool {
+        matches!(self.decoder.next_frame_len(&self.read_buf), Ok(Some(len)) if len <= self.read_buf.len())
+    }
+
+    /// One write of everything ready; returns the bytes written.
+    fn write(&mut self) -> io::Result<usize> {
         let out = &mut self.session.out;
         match self.stream.try_write(out) {
-            Ok(n) if n == out.len() => out.clear(),
-            Ok(n) => out.advance(n),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-            Err(error) => return Err(error),
+            Ok(n) if n == out.len() => {
+                out.clear();
+                Ok(n)
+            }
+            Ok(n) => {
+                out.advance(n);
+                Ok(n)
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(error) => Err(error),
         }
-        Ok(())
+    }
+
+    /// Gives back the buffers of a quiet connection: an idle connection
+    /// holds no read or write buffer.
+    fn release_buffers(&mut self) {
+        if self.read_buf.is_empty() {
+            self.read_buf = BytesMut::new();
+        }
+        if self.session.out.is_empty() {
+            self.session.out = BytesMut::new();
+        }
     }
 
     /// Ends the connection: the last frames (with the `DISCONNECT`, if the

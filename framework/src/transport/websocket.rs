@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
@@ -40,9 +41,8 @@ pub(crate) async fn serve_listener(
     server: Arc<ServerShared>,
     path: Arc<str>,
 ) {
-    accept_loop(listener, server, move |stream, peer, server| {
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(serve(stream, peer, server, Arc::clone(&path)));
+    accept_loop(listener, server, move |stream, peer, server, admitted| {
+        tokio::spawn(serve(stream, peer, server, Arc::clone(&path), admitted));
     })
     .await;
 }
@@ -58,7 +58,7 @@ fn negotiate(
     mut response: Response,
 ) -> Result<Response, ErrorResponse> {
     if request.uri().path() != path {
-        return Err(refuse(
+        return Err(refuse_upgrade(
             StatusCode::NOT_FOUND,
             format!("no WebSocket endpoint at {}", request.uri().path()),
         ));
@@ -82,14 +82,14 @@ fn negotiate(
         );
         Ok(response)
     } else {
-        Err(refuse(
+        Err(refuse_upgrade(
             StatusCode::BAD_REQUEST,
             format!("subprotocol {SUBPROTOCOL} required"),
         ))
     }
 }
 
-fn refuse(status: StatusCode, message: String) -> ErrorResponse {
+fn refuse_upgrade(status: StatusCode, message: String) -> ErrorResponse {
     let mut response = ErrorResponse::new(Some(message));
     *response.status_mut() = status;
     response
@@ -123,11 +123,20 @@ struct WsConnection {
     close_code: Option<CloseCode>,
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, path: Arc<str>) {
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    server: Arc<ServerShared>,
+    path: Arc<str>,
+    admitted: Result<Permit, Refusal>,
+) {
     let max = server.config.max_frame_size;
+    // tungstenite's own write buffer is bounded too: beyond it, sending
+    // waits (and the write timeout applies), it never grows without end.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
-        .max_frame_size(Some(max));
+        .max_frame_size(Some(max))
+        .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024);
     #[allow(
         clippy::result_large_err,
         reason = "the signature of tungstenite's upgrade callback"
@@ -146,6 +155,13 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, p
         }
     };
     let linger = server.config.close_linger;
+    let _permit = match admitted {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            refuse(ws, refusal, linger).await;
+            return;
+        }
+    };
     let (connection, inbox) = server.open_connection(peer, Transport::WebSocket);
     let id = connection.id;
     tracing::debug!(connection = %id, %peer, "websocket connection open");
@@ -164,6 +180,29 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, p
     tracing::debug!(connection = %id, "websocket connection closed");
 }
 
+/// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`, close 1013) and closes.
+async fn refuse(mut ws: WebSocketStream<TcpStream>, refusal: Refusal, linger: Duration) {
+    let mut out = BytesMut::new();
+    Violation::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
+        &mut out,
+        ternio_protocol::frame::Framing::Message,
+        usize::MAX,
+    );
+    let _ = tokio::time::timeout(linger.min(Duration::from_millis(500)), async {
+        ws.send(Message::Binary(out.freeze())).await?;
+        let frame = CloseFrame {
+            code: CloseCode::Again,
+            reason: "".into(),
+        };
+        ws.close(Some(frame)).await?;
+        while let Some(message) = ws.next().await {
+            message?;
+        }
+        Result::<(), WsError>::Ok(())
+    })
+    .await;
+}
+
 impl WsConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
         for _ in 0..BUDGET {
@@ -172,6 +211,7 @@ impl WsConnection {
                 match self.ws.poll_next_unpin(cx) {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
+                        self.session.note_inbound();
                         if let Flow::PeerDisconnected(disconnect) = self.on_message(message) {
                             tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
                             return Poll::Ready(Exit::PeerDisconnected);
@@ -194,9 +234,14 @@ impl WsConnection {
                 }
             }
             progress |= self.session.poll_work(cx);
-            match self.poll_write(cx) {
-                Ok(wrote) => progress |= wrote,
+            let wrote = match self.poll_write(cx) {
+                Ok(wrote) => wrote,
                 Err(error) => return Poll::Ready(Exit::Io(error)),
+            };
+            progress |= wrote;
+            let waiting = !self.session.out.is_empty() || self.needs_flush;
+            if self.session.poll_write_stall(cx, waiting, wrote) {
+                return Poll::Ready(Exit::Closed);
             }
             if self.session.closed().is_some() && self.session.out.is_empty() {
                 return Poll::Ready(Exit::Closed);

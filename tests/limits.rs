@@ -1,0 +1,354 @@
+//! Connection limits, the idle and write timeouts, the in-flight limit,
+//! a flood of connections, and a shutdown under load.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ternio::protocol::Decode;
+use ternio::protocol::frame::{Flags, Header};
+use ternio::protocol::system::{self, Disconnect, Ping};
+use ternio::{CloseCause, DisconnectReason, Packet, Server, ServerConfig, packet_controller};
+use ternio_client::{Client, ClientError, CloseReason};
+use ternio_tests::*;
+
+/// Reads frames until the DISCONNECT; returns its reason (then checks the clean end).
+async fn disconnect_reason(raw: &mut RawConnection) -> DisconnectReason {
+    loop {
+        let frame = raw.recv().await.expect("a DISCONNECT before the close");
+        if frame.header.opcode == system::DISCONNECT {
+            let reason = Disconnect::decode_body(&frame.body).unwrap().reason;
+            assert!(raw.recv().await.is_none());
+            return reason;
+        }
+    }
+}
+
+/// Whether `raw` is served: a request answered.
+async fn served(raw: &mut RawConnection) -> bool {
+    raw.request(&Add { a: 1, b: 1 }, 77).await;
+    match raw.recv().await {
+        Some(frame) => frame.header.request_id == 77,
+        None => false,
+    }
+}
+
+#[tokio::test]
+async fn the_total_connection_limit_refuses_with_too_many_connections() {
+    let (address, server) = start_server(|b| b.max_connections(3));
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut raw = RawConnection::connect(address).await;
+        assert!(served(&mut raw).await);
+        open.push(raw);
+    }
+    let mut refused = RawConnection::connect(address).await;
+    assert_eq!(
+        disconnect_reason(&mut refused).await,
+        DisconnectReason::TooManyConnections
+    );
+    // A place freed is a place taken.
+    drop(open.pop());
+    for _ in 0..100 {
+        if server.connection_count() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut again = RawConnection::connect(address).await;
+    assert!(served(&mut again).await);
+}
+
+#[tokio::test]
+async fn the_per_ip_limit_applies_unless_loopback_is_exempt() {
+    let (address, _server) = start_server(|b| b.exempt_loopback(false).max_connections_per_ip(2));
+    let mut first = RawConnection::connect(address).await;
+    let mut second = RawConnection::connect(address).await;
+    assert!(served(&mut first).await && served(&mut second).await);
+    let mut third = RawConnection::connect(address).await;
+    assert_eq!(
+        disconnect_reason(&mut third).await,
+        DisconnectReason::TooManyConnections
+    );
+
+    // With the default exemption, loopback is not limited.
+    let (address, _server) = start_server(|b| b.max_connections_per_ip(2));
+    let mut many = Vec::new();
+    for _ in 0..5 {
+        let mut raw = RawConnection::connect(address).await;
+        assert!(served(&mut raw).await);
+        many.push(raw);
+    }
+}
+
+#[tokio::test]
+async fn the_accept_rate_per_ip_is_limited_per_window() {
+    let (address, _server) = start_server(|b| {
+        b.exempt_loopback(false)
+            .accept_rate_per_ip(3, Duration::from_millis(500))
+    });
+    let mut accepted = Vec::new();
+    for _ in 0..3 {
+        let mut raw = RawConnection::connect(address).await;
+        assert!(served(&mut raw).await);
+        accepted.push(raw);
+    }
+    let mut fourth = RawConnection::connect(address).await;
+    assert_eq!(
+        disconnect_reason(&mut fourth).await,
+        DisconnectReason::TooManyConnections
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut later = RawConnection::connect(address).await;
+    assert!(served(&mut later).await);
+}
+
+#[tokio::test]
+async fn an_idle_peer_is_pinged_then_closed_and_one_that_answers_stays() {
+    let (address, _server) = start_server(|b| b.idle_timeout(Some(Duration::from_millis(400))));
+    let mut silent = RawConnection::connect(address).await;
+    let started = Instant::now();
+    let ping = silent.recv().await.expect("a keepalive PING");
+    assert_eq!(ping.header.opcode, system::PING);
+    assert_ne!(ping.header.request_id, 0, "a PING is a request");
+    let pinged_after = started.elapsed();
+    assert!(
+        pinged_after >= Duration::from_millis(150),
+        "{pinged_after:?}"
+    );
+    assert_eq!(
+        disconnect_reason(&mut silent).await,
+        DisconnectReason::IdleTimeout
+    );
+
+    // The SDK answers PINGs: an idle client stays connected.
+    let client = Client::connect_tcp(address).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let sum: Sum = client.request_async(&Add { a: 2, b: 2 }).await.unwrap();
+    assert_eq!(sum, Sum(4));
+
+    // A raw peer that answers the PING by hand stays too.
+    let mut polite = RawConnection::connect(address).await;
+    for _ in 0..3 {
+        let ping = polite.recv().await.unwrap();
+        assert_eq!(ping.header.opcode, system::PING);
+        let value = Ping::decode_body(&ping.body).unwrap();
+        polite
+            .send(
+                Header::new(system::PONG, Flags::RESPONSE, ping.header.request_id),
+                &ternio::protocol::system::Pong { value: value.value },
+            )
+            .await;
+    }
+    assert!(served(&mut polite).await);
+}
+
+#[tokio::test]
+async fn a_peer_that_does_not_read_is_closed_after_the_write_timeout() {
+    let causes = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&causes);
+    let config = ServerConfig {
+        write_timeout: Duration::from_millis(300),
+        outbound_high_water: 64 * 1024,
+        ..ServerConfig::default()
+    };
+    let (address, _server) = start_server(move |b| {
+        b.config(config)
+            .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
+    });
+    let mut stuck = RawConnection::connect_small(address).await;
+    // Ten 1 MB echoes it never reads: the server cannot write them out. (The
+    // server may close before all are sent: later writes may fail.)
+    let mut request = bytes::BytesMut::new();
+    let echo = Echo {
+        payload: Bytes::from(vec![1; 1_000_000]),
+    };
+    ternio::protocol::frame::write_frame(
+        &mut request,
+        ternio::protocol::frame::Framing::LengthPrefixed,
+        Header::new(Echo::OPCODE, Flags::NONE, 1),
+        &echo,
+        usize::MAX,
+    )
+    .unwrap();
+    for _ in 0..10 {
+        if stuck.send_raw(&request).await.is_err() {
+            break;
+        }
+    }
+    let mut waited = Duration::ZERO;
+    while causes.lock().unwrap().is_empty() && waited < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
+    assert_eq!(
+        causes.lock().unwrap().first(),
+        Some(&CloseCause::Disconnected(DisconnectReason::SlowConsumer))
+    );
+}
+
+/// Counts how many `Work` requests run at once, and the most ever.
+#[derive(Default)]
+struct Gauge {
+    running: AtomicUsize,
+    most: AtomicUsize,
+}
+
+/// The server's handle on a gauge the test also holds.
+struct SharedGauge(Arc<Gauge>);
+
+/// The server's handle on a count of applied bumps the test also holds.
+struct SharedCount(Arc<AtomicUsize>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0400)]
+struct Work;
+
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0401)]
+struct Apply;
+
+#[derive(Default)]
+struct WorkController;
+
+#[packet_controller(explicit)]
+impl WorkController {
+    async fn work(_request: Work, gauge: ternio::State<SharedGauge>) {
+        let gauge: &Gauge = &gauge.0.0;
+        let now = gauge.running.fetch_add(1, Ordering::SeqCst) + 1;
+        gauge.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gauge.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    async fn apply(_request: Apply, count: ternio::State<SharedCount>) {
+        tokio::task::yield_now().await;
+        count.0.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn work_server(
+    gauge: &Arc<Gauge>,
+    count: &Arc<AtomicUsize>,
+) -> (
+    std::net::SocketAddr,
+    ternio::ServerHandle,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(WorkController)
+        .state(SharedGauge(Arc::clone(gauge)))
+        .state(SharedCount(Arc::clone(count)))
+        .max_requests_in_flight(2)
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    let handle = server.handle();
+    (address, handle, tokio::spawn(server.run()))
+}
+
+#[tokio::test]
+async fn past_the_in_flight_limit_a_connection_waits_instead_of_failing() {
+    let gauge = Arc::new(Gauge::default());
+    let (address, _server, _running) = work_server(&gauge, &Arc::new(AtomicUsize::new(0)));
+    let client = Client::connect_tcp(address).await.unwrap();
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.request_async::<_, ()>(&Work).await })
+        })
+        .collect();
+    for call in calls {
+        call.await
+            .unwrap()
+            .expect("every request is answered, none refused");
+    }
+    assert_eq!(
+        gauge.most.load(Ordering::SeqCst),
+        2,
+        "never more than the limit at once"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_connections_that_open_and_close_leaves_the_server_serving() {
+    let (address, server) = start_server(|b| b);
+    let client = Client::connect_tcp(address).await.unwrap();
+    let mut flood = Vec::new();
+    for i in 0..8u32 {
+        flood.push(tokio::spawn(async move {
+            for j in 0..150u32 {
+                let mut raw = RawConnection::connect(address).await;
+                match (i + j) % 3 {
+                    0 => {}
+                    1 => raw.request(&Add { a: 1, b: 2 }, 1).await,
+                    _ => {
+                        let _ = raw.send_raw(&[0xFF, 0xFF, 0xFF, 0x7F, 1, 2]).await;
+                    }
+                }
+                drop(raw);
+            }
+        }));
+    }
+    let mut answered = 0;
+    while flood.iter().any(|task| !task.is_finished()) {
+        let sum: Sum = client
+            .request_async(&Add { a: answered, b: 1 })
+            .await
+            .unwrap();
+        assert_eq!(sum, Sum(answered + 1));
+        answered += 1;
+    }
+    for task in flood {
+        task.await.unwrap();
+    }
+    assert!(answered > 0);
+    for _ in 0..300 {
+        if server.connection_count() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        server.connection_count(),
+        1,
+        "only the healthy client is left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_under_load_loses_no_answered_request() {
+    let applied = Arc::new(AtomicUsize::new(0));
+    let (address, server, running) = work_server(&Arc::new(Gauge::default()), &applied);
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        let client = Client::connect_tcp(address).await.unwrap();
+        clients.push(tokio::spawn(async move {
+            let mut answered = 0usize;
+            loop {
+                match client.request_async::<_, ()>(&Apply).await {
+                    Ok(()) => answered += 1,
+                    Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
+                        assert_eq!(disconnect.reason, DisconnectReason::Shutdown);
+                        return answered;
+                    }
+                    Err(other) => panic!("a clean close, not {other:?}"),
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.shutdown();
+    let mut answered = 0;
+    for client in clients {
+        answered += client.await.unwrap();
+    }
+    running.await.unwrap().unwrap();
+    assert!(answered > 0);
+    // Every request a client saw answered was applied, and nothing more:
+    // the requests in flight at the shutdown were finished and answered.
+    assert_eq!(applied.load(Ordering::SeqCst), answered);
+}
