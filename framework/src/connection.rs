@@ -21,10 +21,12 @@ use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, Repl
 use tokio::time::Sleep;
 
 use crate::context::{ConnectionShared, Context};
+use crate::metrics::TransportMetrics;
+use tracing::Instrument;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::outbound::{CloseOrder, OutboundReceiver};
 use crate::policy::{Outcome, RequestInfo};
-use crate::reply::{DeferredReply, FrameReply};
+use crate::reply::{DeferredReply, FrameReply, ReplyMetrics};
 use crate::server::ServerShared;
 
 /// Why a connection must close now, and what to tell its peer.
@@ -322,12 +324,11 @@ impl Session {
             Security::Secure(channel) if request.flags.is_encrypted() => Some(&mut channel.sealer),
             _ => None,
         };
-        FrameReply::new(
-            &mut self.out,
-            request,
-            self.server.config.max_frame_size,
-            sealer,
-        )
+        let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
+            server,
+            transport: self.connection.transport,
+        });
+        FrameReply::new(&mut self.out, request, self.server.config.max_frame_size, sealer, metrics)
     }
 
     fn error(
@@ -471,19 +472,24 @@ impl Session {
         match Responder::respond(&frame.body, identity) {
             Ok((reply, channel)) => {
                 // The answer itself goes out plain: the client has no keys yet.
-                FrameReply::new(
-                    &mut self.out,
-                    header,
-                    self.server.config.max_frame_size,
-                    None,
-                )
-                .encoded(system::HANDSHAKE, &reply);
+                let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
+                    server,
+                    transport: self.connection.transport,
+                });
+                FrameReply::new(&mut self.out, header, self.server.config.max_frame_size, None, metrics)
+                    .encoded(system::HANDSHAKE, &reply);
                 self.security = Security::Secure(Box::new(channel));
                 tracing::debug!(connection = %self.connection.id, "secure session established");
+                if let Some(metrics) = &self.server.metrics {
+                    metrics.handshake(true);
+                }
             }
             Err(error) => {
                 self.security = Security::Failed;
                 tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
+                if let Some(metrics) = &self.server.metrics {
+                    metrics.handshake(false);
+                }
                 self.error(header, ErrorCode::HandshakeFailed, &error);
             }
         }
@@ -500,19 +506,35 @@ impl Session {
         }
     }
 
-    /// Runs the `after` hooks of the first `through` middleware, innermost first.
-    fn after(
-        &self,
-        header: Header,
-        handler: &HandlerSpec,
-        through: usize,
-        outcome: Outcome,
-        started: Instant,
-    ) {
+    /// The transport's metric handles, when metrics are on.
+    pub(crate) fn metrics(&self) -> Option<&TransportMetrics> {
+        self.server
+            .metrics
+            .as_ref()
+            .map(|metrics| metrics.transport(self.connection.transport))
+    }
+
+    /// Runs the `after` hooks of the first `through` middleware, innermost
+    /// first, and records the request (metrics, trace event).
+    fn after(&self, header: Header, handler: &HandlerSpec, through: usize, outcome: Outcome, started: Instant) {
         let elapsed = started.elapsed();
         let info = self.info(header, handler);
         for middleware in self.server.middleware[..through].iter().rev() {
             middleware.after(&info, outcome, elapsed);
+        }
+        tracing::debug!(
+            connection = %self.connection.id,
+            opcode = header.opcode,
+            request_id = header.request_id,
+            handler = handler.name,
+            ?outcome,
+            elapsed_us = elapsed.as_micros() as u64,
+            "request"
+        );
+        // Present only when metrics are on; error replies count themselves.
+        if let Some(handler) = &handler.metrics {
+            handler.requests.increment(1);
+            handler.duration.record(elapsed.as_secs_f64());
         }
     }
 
@@ -538,8 +560,16 @@ impl Session {
             }
         }
         let ctx = Context::new(Arc::clone(&self.connection), header);
+        let span = tracing::debug_span!(
+            "request",
+            connection = self.connection.id.0,
+            opcode = header.opcode,
+            request_id = header.request_id,
+            handler = handler.name
+        );
         match &handler.kind {
             HandlerKind::Sync(call) => {
+                let _entered = span.enter();
                 let mark = self.out.len();
                 let sink = self.reply_to(header);
                 let outcome = match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink)))
@@ -562,7 +592,12 @@ impl Session {
                         header,
                         handler: index,
                         started,
-                        future,
+                        // Only a span that a subscriber records costs a wrapper.
+                        future: if span.is_disabled() {
+                            future
+                        } else {
+                            Box::pin(future.instrument(span))
+                        },
                         deadline: handler
                             .policy
                             .timeout
@@ -655,6 +690,9 @@ impl Session {
     /// Appends a pushed frame (header + body, no prefix), sealed when the
     /// session is secure.
     fn append_push(&mut self, frame: &[u8]) {
+        if let Some(metrics) = self.metrics() {
+            metrics.frames_out.increment(1);
+        }
         match &mut self.security {
             Security::Secure(channel) => {
                 let sealed = channel.sealer.seal_encoded(

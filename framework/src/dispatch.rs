@@ -14,6 +14,7 @@ use ternio_protocol::frame::SYSTEM_OPCODE_START;
 use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
 
 use crate::context::{AppState, CheckState, Context, FromContext};
+use crate::metrics::HandlerMetrics;
 use crate::policy::{self, Concurrency, HandlerPolicy, Outcome};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
 use crate::server::BuildError;
@@ -74,6 +75,8 @@ pub struct HandlerSpec {
     pub(crate) kind: HandlerKind,
     pub(crate) checks: Vec<Check>,
     pub(crate) policy: HandlerPolicy,
+    /// Its request counter and latency histogram, when metrics are on.
+    pub(crate) metrics: Option<HandlerMetrics>,
 }
 
 impl HandlerSpec {
@@ -124,6 +127,7 @@ impl HandlerSpec {
             kind,
             checks: Vec::new(),
             policy: HandlerPolicy::default(),
+            metrics: None,
         }
     }
 
@@ -288,6 +292,13 @@ impl DispatchTable {
     /// The handler at `index` (as [`get`](Self::get) returned it).
     pub(crate) fn handler(&self, index: usize) -> &HandlerSpec {
         &self.handlers[index]
+    }
+
+    /// Registers the metrics of every handler.
+    pub(crate) fn register_metrics(&mut self) {
+        for handler in &mut self.handlers {
+            handler.metrics = Some(HandlerMetrics::new(handler.opcode, handler.name));
+        }
     }
 
     pub(crate) fn len(&self) -> usize {

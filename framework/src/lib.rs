@@ -44,6 +44,7 @@ mod dispatch;
 mod hub;
 mod identity;
 mod outbound;
+mod metrics;
 mod policy;
 mod reply;
 mod server;

@@ -8,7 +8,16 @@ use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
+use crate::context::Transport;
+use crate::metrics::Metrics;
 use crate::policy::Outcome;
+
+/// The server's metrics and the connection's transport, for a reply to count itself.
+#[derive(Clone, Copy)]
+pub(crate) struct ReplyMetrics<'a> {
+    pub(crate) server: &'a Metrics,
+    pub(crate) transport: Transport,
+}
 
 /// Writes the reply to one request as a frame at the end of `out`, sealed
 /// when a sealer is given (the answer to a sealed request).
@@ -21,6 +30,8 @@ pub(crate) struct FrameReply<'a> {
     request: Header,
     max_frame_size: usize,
     sealer: Option<&'a mut Sealer>,
+    /// Counts the frames and errors written, when metrics are on.
+    metrics: Option<ReplyMetrics<'a>>,
 }
 
 impl<'a> FrameReply<'a> {
@@ -30,6 +41,7 @@ impl<'a> FrameReply<'a> {
         request: Header,
         max_frame_size: usize,
         sealer: Option<&'a mut Sealer>,
+        metrics: Option<ReplyMetrics<'a>>,
     ) -> Self {
         Self {
             out,
@@ -37,23 +49,20 @@ impl<'a> FrameReply<'a> {
             request,
             max_frame_size,
             sealer,
+            metrics,
         }
     }
 
     /// Writes one frame, sealed or not, whose body `body` writes.
-    fn write(
-        &mut self,
-        header: Header,
-        body: impl FnOnce(&mut BytesMut),
-    ) -> Result<usize, FrameError> {
-        match self.sealer.as_deref_mut() {
-            Some(sealer) => {
-                sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
-            }
-            None => {
-                frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
-            }
+    fn write(&mut self, header: Header, body: impl FnOnce(&mut BytesMut)) -> Result<usize, FrameError> {
+        let written = match self.sealer.as_deref_mut() {
+            Some(sealer) => sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body),
+            None => frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body),
+        };
+        if let (Ok(_), Some(metrics)) = (&written, &self.metrics) {
+            metrics.server.transport(metrics.transport).frames_out.increment(1);
         }
+        written
     }
 
     fn header(&self, opcode: u16, flags: Flags) -> Header {
@@ -113,6 +122,9 @@ impl ReplySink for FrameReply<'_> {
 
     fn error(mut self, code: u16, message: &dyn fmt::Display) -> Outcome {
         let code = wire_code(code);
+        if let Some(metrics) = &self.metrics {
+            metrics.server.error(code);
+        }
         let header = self.header(self.request.opcode, Flags::RESPONSE_ERROR);
         if self
             .write(header, |out| ErrorBody::write(out, code, message))

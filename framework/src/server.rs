@@ -17,6 +17,7 @@ use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared,
 use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
+use crate::metrics::Metrics;
 use crate::outbound::{OutboundQueue, OutboundReceiver};
 use crate::policy::{Middleware, Policies};
 use crate::store::ConnectionStore;
@@ -70,6 +71,9 @@ pub enum BuildError {
     /// No `map_tcp` or `map_websocket` was given.
     #[error("the server has no listener: call map_tcp or map_websocket")]
     NoListener,
+    /// The metrics recorder could not be installed.
+    #[error("cannot install the metrics recorder: {0}")]
+    Metrics(String),
     /// A WebSocket path that does not start with `/`.
     #[error("WebSocket path {0:?} must start with '/'")]
     WebSocketPath(String),
@@ -87,6 +91,9 @@ pub struct ServerBuilder {
     /// Whether [`Policies`] was placed in the chain by hand.
     placed_policies: bool,
     hooks: Hooks,
+    metrics: bool,
+    #[cfg(feature = "prometheus")]
+    prometheus: Option<SocketAddr>,
 }
 
 type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
@@ -137,6 +144,9 @@ impl Default for ServerBuilder {
             middleware: Vec::new(),
             placed_policies: false,
             hooks: Hooks::default(),
+            metrics: false,
+            #[cfg(feature = "prometheus")]
+            prometheus: None,
         }
     }
 }
@@ -207,6 +217,24 @@ impl ServerBuilder {
             Err(BuildError::WebSocketPath(path.to_owned()))
         };
         self.listeners.push(spec);
+        self
+    }
+
+    /// Records the server's metrics through the `metrics` facade, to the
+    /// global recorder (install it before `build`). Off by default; see the
+    /// list of metrics in the crate's documentation.
+    pub fn metrics(mut self, enabled: bool) -> Self {
+        self.metrics = enabled;
+        self
+    }
+
+    /// Serves the metrics for Prometheus at `http://address/metrics`
+    /// (metrics-exporter-prometheus, installed as the global recorder when
+    /// the server is built; it fails if another recorder is installed).
+    #[cfg(feature = "prometheus")]
+    pub fn prometheus(mut self, address: SocketAddr) -> Self {
+        self.prometheus = Some(address);
+        self.metrics = true;
         self
     }
 
@@ -334,7 +362,16 @@ impl ServerBuilder {
     /// Fails on a duplicate opcode (naming both handlers), a handler whose
     /// state is missing, or a listener that cannot bind.
     pub fn build(self) -> Result<Server, BuildError> {
-        let table = DispatchTable::build(self.controllers, self.discover, &self.state)?;
+        let mut table = DispatchTable::build(self.controllers, self.discover, &self.state)?;
+        #[cfg(feature = "prometheus")]
+        let exporter = match self.prometheus {
+            Some(address) => Some(install_prometheus(address)?),
+            None => None,
+        };
+        let metrics = self.metrics.then(|| {
+            table.register_metrics();
+            Metrics::new()
+        });
         tracing::debug!(handlers = table.len(), "dispatch table built");
         if self.listeners.is_empty() {
             return Err(BuildError::NoListener);
@@ -365,7 +402,10 @@ impl ServerBuilder {
                 middleware,
                 hooks: self.hooks,
                 admission: Arc::new(admission),
+                metrics,
             }),
+            #[cfg(feature = "prometheus")]
+            exporter,
             listeners,
         })
     }
@@ -388,6 +428,8 @@ pub(crate) struct ServerShared {
     hooks: Hooks,
     /// The connection limits.
     pub(crate) admission: Arc<Admission>,
+    /// The metric handles, when metrics are on.
+    pub(crate) metrics: Option<Metrics>,
 }
 
 impl ServerShared {
@@ -414,6 +456,9 @@ impl ServerShared {
             rate_limiters: Mutex::default(),
             groups: Mutex::default(),
         });
+        if let Some(metrics) = &self.metrics {
+            metrics.transport(transport).connections.increment(1.0);
+        }
         self.hub.insert(Arc::clone(&connection), |connection| {
             if *self.shutdown.borrow() {
                 connection.outbound.close(shutdown_violation(), true);
@@ -435,6 +480,10 @@ impl ServerShared {
     pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
         self.hub.remove(connection.id);
         tracing::debug!(connection = %connection.id, ?cause, "connection closed");
+        if let Some(metrics) = &self.metrics {
+            metrics.transport(connection.transport).connections.decrement(1.0);
+            metrics.disconnect(&cause);
+        }
         if !self.hooks.disconnect.is_empty() {
             let handle = ConnectionHandle {
                 connection: Arc::clone(connection),
@@ -474,6 +523,23 @@ fn shutdown_violation() -> Violation {
 pub struct Server {
     shared: Arc<ServerShared>,
     listeners: Vec<(std::net::TcpListener, ListenerKind)>,
+    /// The Prometheus endpoint's task, started by `run`.
+    #[cfg(feature = "prometheus")]
+    exporter: Option<PrometheusExporter>,
+}
+
+#[cfg(feature = "prometheus")]
+type PrometheusExporter = metrics_exporter_prometheus::ExporterFuture;
+
+/// Installs the Prometheus recorder globally; returns its HTTP endpoint's future.
+#[cfg(feature = "prometheus")]
+fn install_prometheus(address: SocketAddr) -> Result<PrometheusExporter, BuildError> {
+    let (recorder, exporter) = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(address)
+        .build()
+        .map_err(|error| BuildError::Metrics(error.to_string()))?;
+    metrics::set_global_recorder(recorder).map_err(|error| BuildError::Metrics(error.to_string()))?;
+    Ok(exporter)
 }
 
 impl Server {
@@ -511,6 +577,14 @@ impl Server {
     /// connections to close (at most the shutdown grace plus the close
     /// linger). Must run inside a tokio runtime.
     pub async fn run(self) -> io::Result<()> {
+        #[cfg(feature = "prometheus")]
+        if let Some(exporter) = self.exporter {
+            tokio::spawn(async move {
+                if let Err(error) = exporter.await {
+                    tracing::error!(?error, "the Prometheus endpoint stopped");
+                }
+            });
+        }
         let mut loops = Vec::with_capacity(self.listeners.len());
         for (listener, kind) in self.listeners {
             let listener = tokio::net::TcpListener::from_std(listener)?;

@@ -16,6 +16,7 @@ use ternio_protocol::frame::{FrameDecoder, Framing};
 use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
 
 use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
@@ -88,10 +89,16 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
         session: Session::new(connection, Arc::clone(&server), inbox),
         reading: true,
     };
-    let exit = poll_fn(|cx| conn.poll_run(cx)).await;
-    let cause = exit.cause(conn.session.closed());
+    let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");
     let connection = Arc::clone(conn.session.connection());
-    conn.close(exit, linger).await;
+    let cause = async move {
+        let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+        let cause = exit.cause(conn.session.closed());
+        conn.close(exit, linger).await;
+        cause
+    }
+    .instrument(span)
+    .await;
     server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "tcp connection closed");
 }
@@ -184,7 +191,12 @@ impl TcpConnection {
                 }
                 return Ok(Flow::Continue);
             }
-            Ok(_) => self.session.note_inbound(),
+            Ok(read) => {
+                self.session.note_inbound();
+                if let Some(metrics) = self.session.metrics() {
+                    metrics.bytes_in.increment(read as u64);
+                }
+            }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(Flow::Continue),
             Err(error) => return Err(error),
         }
@@ -195,7 +207,11 @@ impl TcpConnection {
     /// session takes requests (past the in-flight limit they wait there).
     fn handle_buffered(&mut self) -> Flow {
         while self.session.wants_input() {
-            let flow = match self.decoder.decode_mut(&mut self.read_buf) {
+            let decoded = self.decoder.decode_mut(&mut self.read_buf);
+            if let (Ok(Some(_)), Some(metrics)) = (&decoded, self.session.metrics()) {
+                metrics.frames_in.increment(1);
+            }
+            let flow = match decoded {
                 Ok(Some((header, body))) if header.flags.is_encrypted() => {
                     self.session.on_sealed_frame(header, body)
                 }
@@ -226,6 +242,14 @@ impl TcpConnection {
 
     /// One write of everything ready; returns the bytes written.
     fn write(&mut self) -> io::Result<usize> {
+        let written = self.try_write()?;
+        if let (true, Some(metrics)) = (written > 0, self.session.metrics()) {
+            metrics.bytes_out.increment(written as u64);
+        }
+        Ok(written)
+    }
+
+    fn try_write(&mut self) -> io::Result<usize> {
         let out = &mut self.session.out;
         match self.stream.try_write(out) {
             Ok(n) if n == out.len() => {

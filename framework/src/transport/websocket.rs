@@ -19,6 +19,7 @@ use futures_util::{Sink, SinkExt, StreamExt};
 use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
@@ -172,10 +173,16 @@ async fn serve(
         needs_flush: false,
         close_code: None,
     };
-    let exit = poll_fn(|cx| conn.poll_run(cx)).await;
-    let cause = exit.cause(conn.session.closed());
+    let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     let connection = Arc::clone(conn.session.connection());
-    conn.close(exit, linger).await;
+    let cause = async move {
+        let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+        let cause = exit.cause(conn.session.closed());
+        conn.close(exit, linger).await;
+        cause
+    }
+    .instrument(span)
+    .await;
     server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "websocket connection closed");
 }
@@ -212,6 +219,10 @@ impl WsConnection {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
                         self.session.note_inbound();
+                        if let (Message::Binary(bytes), Some(metrics)) = (&message, self.session.metrics()) {
+                            metrics.frames_in.increment(1);
+                            metrics.bytes_in.increment(bytes.len() as u64);
+                        }
                         if let Flow::PeerDisconnected(disconnect) = self.on_message(message) {
                             tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
                             return Poll::Ready(Exit::PeerDisconnected);
@@ -302,6 +313,9 @@ impl WsConnection {
                 Poll::Pending => break,
             }
             let frame = next_frame(&mut self.session.out);
+            if let Some(metrics) = self.session.metrics() {
+                metrics.bytes_out.increment(frame.len() as u64);
+            }
             Pin::new(&mut self.ws)
                 .start_send(Message::Binary(frame))
                 .map_err(io::Error::other)?;
