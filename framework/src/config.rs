@@ -25,6 +25,8 @@ pub struct ServerConfig {
     /// Replies waiting to be written above which the server stops reading a
     /// connection until its peer reads. Default 1 MiB.
     pub outbound_high_water: usize,
+    /// Connections waiting to be accepted (the listen backlog). Default 1,024.
+    pub listen_backlog: u32,
     /// Connections open at once; one more is refused with `DISCONNECT
     /// TOO_MANY_CONNECTIONS`. Default 16,384.
     pub max_connections: usize,
@@ -69,6 +71,7 @@ impl Default for ServerConfig {
             max_outbound_queue_bytes: 1024 * 1024,
             slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,
+            listen_backlog: 1024,
             max_connections: 16_384,
             max_connections_per_ip: 256,
             accepts_per_ip: 128,

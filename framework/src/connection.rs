@@ -21,13 +21,13 @@ use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, Repl
 use tokio::time::Sleep;
 
 use crate::context::{ConnectionShared, Context};
-use crate::metrics::TransportMetrics;
-use tracing::Instrument;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
-use crate::outbound::{CloseOrder, OutboundReceiver};
+use crate::metrics::TransportMetrics;
+use crate::outbound::CloseOrder;
 use crate::policy::{Outcome, RequestInfo};
 use crate::reply::{DeferredReply, FrameReply, ReplyMetrics};
 use crate::server::ServerShared;
+use tracing::Instrument;
 
 /// Why a connection must close now, and what to tell its peer.
 #[derive(Debug)]
@@ -108,13 +108,36 @@ struct Closing {
     deadline: Pin<Box<Sleep>>,
 }
 
-/// The idle timeout's timer: a PING halfway, `IDLE_TIMEOUT` at the end.
+/// How long a connection goes without input before it gives its buffers back.
+const QUIET_AFTER: Duration = Duration::from_secs(1);
+
+/// The connection's quiet timer: buffers given back after [`QUIET_AFTER`],
+/// a PING halfway through the idle timeout, `IDLE_TIMEOUT` at its end.
 struct Keepalive {
-    idle_timeout: Duration,
+    idle_timeout: Option<Duration>,
     timer: Pin<Box<Sleep>>,
+    /// Whether the buffers were given back since the peer last sent anything.
+    released: bool,
     /// Whether a PING went out since the peer last sent anything.
     pinged: bool,
     next_ping_id: u32,
+}
+
+impl Keepalive {
+    /// When the next event is due, counted from the last input.
+    fn next_event(&self) -> Duration {
+        let release = (!self.released).then_some(QUIET_AFTER);
+        let ping = self
+            .idle_timeout
+            .filter(|_| !self.pinged)
+            .map(|timeout| timeout / 2);
+        [release, ping, self.idle_timeout]
+            .into_iter()
+            .flatten()
+            .min()
+            // Nothing more until the peer speaks again (see `note_inbound`).
+            .unwrap_or(Duration::from_secs(365 * 24 * 3600))
+    }
 }
 
 /// The write timeout's timer, armed while frames wait and none get out.
@@ -142,12 +165,11 @@ pub(crate) struct Session {
     connection: Arc<ConnectionShared>,
     server: Arc<ServerShared>,
     pending: FuturesUnordered<Pending>,
-    inbox: OutboundReceiver,
     security: Security,
     closing: Option<Closing>,
     /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
     closed: Option<DisconnectReason>,
-    keepalive: Option<Keepalive>,
+    keepalive: Keepalive,
     last_inbound: Instant,
     write_stall: WriteStall,
     /// Set when the connection went quiet: the transport may free its buffers.
@@ -157,26 +179,27 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(
-        connection: Arc<ConnectionShared>,
-        server: Arc<ServerShared>,
-        inbox: OutboundReceiver,
-    ) -> Self {
+    pub(crate) fn new(connection: Arc<ConnectionShared>, server: Arc<ServerShared>) -> Self {
         let deadline = server
             .config
             .require_encryption
             .then(|| Box::pin(tokio::time::sleep(server.config.handshake_timeout)));
-        let keepalive = server.config.idle_timeout.map(|idle_timeout| Keepalive {
-            idle_timeout,
-            timer: Box::pin(tokio::time::sleep(idle_timeout / 2)),
+        let keepalive = Keepalive {
+            idle_timeout: server.config.idle_timeout,
+            timer: Box::pin(tokio::time::sleep(
+                server
+                    .config
+                    .idle_timeout
+                    .map_or(QUIET_AFTER, |timeout| (timeout / 2).min(QUIET_AFTER)),
+            )),
+            released: false,
             pinged: false,
             next_ping_id: 1,
-        });
+        };
         Self {
             connection,
             server,
             pending: FuturesUnordered::new(),
-            inbox,
             security: Security::Plain { deadline },
             closing: None,
             closed: None,
@@ -194,8 +217,12 @@ impl Session {
     /// Called by the transport after bytes arrived from the peer.
     pub(crate) fn note_inbound(&mut self) {
         self.last_inbound = Instant::now();
-        if let Some(keepalive) = &mut self.keepalive {
-            keepalive.pinged = false;
+        let keepalive = &mut self.keepalive;
+        keepalive.pinged = false;
+        if std::mem::take(&mut keepalive.released) {
+            // Quiet no more: arm the timer to give the buffers back again.
+            let deadline = tokio::time::Instant::from_std(self.last_inbound + QUIET_AFTER);
+            keepalive.timer.as_mut().reset(deadline);
         }
     }
 
@@ -244,28 +271,36 @@ impl Session {
         expired
     }
 
-    /// Runs the idle timeout: a PING halfway, `IDLE_TIMEOUT` at the end.
-    /// Returns whether it did anything.
+    /// Runs the connection's quiet timer: after [`QUIET_AFTER`] without
+    /// input the transport may give its buffers back; halfway through the
+    /// idle timeout a PING goes out; at its end, `IDLE_TIMEOUT`. Returns
+    /// whether it did anything.
     fn poll_keepalive(&mut self, cx: &mut TaskContext<'_>) -> bool {
-        let Some(keepalive) = &mut self.keepalive else {
-            return false;
-        };
+        let keepalive = &mut self.keepalive;
         if self.closed.is_some() || keepalive.timer.as_mut().poll(cx).is_pending() {
             return false;
         }
         let idle = self.last_inbound.elapsed();
-        if idle >= keepalive.idle_timeout {
-            let message = format!("nothing received for {:?}", keepalive.idle_timeout);
+        if let Some(timeout) = keepalive.idle_timeout
+            && idle >= timeout
+        {
+            let message = format!("nothing received for {timeout:?}");
             self.close_now(&Violation::new(DisconnectReason::IdleTimeout, message));
             return true;
         }
-        let half = keepalive.idle_timeout / 2;
-        if idle >= half && !keepalive.pinged {
+        if idle >= QUIET_AFTER && !keepalive.released {
+            keepalive.released = true;
+            self.idle_hint = true;
+        }
+        if let Some(timeout) = keepalive.idle_timeout
+            && idle >= timeout / 2
+            && !keepalive.pinged
+        {
             keepalive.pinged = true;
             let id = keepalive.next_ping_id;
             keepalive.next_ping_id = keepalive.next_ping_id.wrapping_add(1).max(1);
             let ping = Ping {
-                value: self.last_inbound.elapsed().as_nanos() as u64,
+                value: idle.as_nanos() as u64,
             };
             let header = Header::new(system::PING, Flags::NONE, id);
             let _ = frame::write_frame_with(
@@ -275,15 +310,12 @@ impl Session {
                 self.server.config.max_frame_size,
                 |out| ping.encode(out),
             );
-            self.idle_hint = true;
         }
-        let next = if keepalive.pinged {
-            keepalive.idle_timeout
-        } else {
-            half
-        };
-        let deadline = tokio::time::Instant::from_std(self.last_inbound + next);
-        keepalive.timer.as_mut().reset(deadline);
+        let next = keepalive.next_event();
+        keepalive
+            .timer
+            .as_mut()
+            .reset(tokio::time::Instant::from_std(self.last_inbound + next));
         // Poll once more so the timer's waker is registered.
         let _ = keepalive.timer.as_mut().poll(cx);
         true
@@ -328,7 +360,13 @@ impl Session {
             server,
             transport: self.connection.transport,
         });
-        FrameReply::new(&mut self.out, request, self.server.config.max_frame_size, sealer, metrics)
+        FrameReply::new(
+            &mut self.out,
+            request,
+            self.server.config.max_frame_size,
+            sealer,
+            metrics,
+        )
     }
 
     fn error(
@@ -476,8 +514,14 @@ impl Session {
                     server,
                     transport: self.connection.transport,
                 });
-                FrameReply::new(&mut self.out, header, self.server.config.max_frame_size, None, metrics)
-                    .encoded(system::HANDSHAKE, &reply);
+                FrameReply::new(
+                    &mut self.out,
+                    header,
+                    self.server.config.max_frame_size,
+                    None,
+                    metrics,
+                )
+                .encoded(system::HANDSHAKE, &reply);
                 self.security = Security::Secure(Box::new(channel));
                 tracing::debug!(connection = %self.connection.id, "secure session established");
                 if let Some(metrics) = &self.server.metrics {
@@ -516,7 +560,14 @@ impl Session {
 
     /// Runs the `after` hooks of the first `through` middleware, innermost
     /// first, and records the request (metrics, trace event).
-    fn after(&self, header: Header, handler: &HandlerSpec, through: usize, outcome: Outcome, started: Instant) {
+    fn after(
+        &self,
+        header: Header,
+        handler: &HandlerSpec,
+        through: usize,
+        outcome: Outcome,
+        started: Instant,
+    ) {
         let elapsed = started.elapsed();
         let info = self.info(header, handler);
         for middleware in self.server.middleware[..through].iter().rev() {
@@ -633,32 +684,31 @@ impl Session {
             self.after(header, handler, server.middleware.len(), outcome, started);
             progress = true;
         }
-        while self.closed.is_none() {
-            match self.inbox.orders.poll_recv(cx) {
-                Poll::Ready(Some(CloseOrder {
-                    violation,
-                    graceful,
-                })) => {
-                    progress = true;
-                    if graceful {
-                        self.begin_close(violation);
-                    } else {
-                        self.close_now(&violation);
-                    }
-                }
-                // The senders live in the shared state this session holds.
-                Poll::Ready(None) | Poll::Pending => break,
+        let outbound = Arc::clone(&self.connection);
+        let outbound = &outbound.outbound;
+        outbound.register(cx);
+        if self.closed.is_none()
+            && let Some(CloseOrder {
+                violation,
+                graceful,
+            }) = outbound.take_close()
+        {
+            progress = true;
+            if graceful {
+                self.begin_close(violation);
+            } else {
+                self.close_now(&violation);
             }
         }
-        while self.closed.is_none() && self.out.len() < server.config.outbound_high_water {
-            match self.inbox.frames.poll_recv(cx) {
-                Poll::Ready(Some(frame)) => {
-                    self.connection.outbound.taken(frame.len());
-                    self.append_push(&frame);
-                    progress = true;
+        if self.closed.is_none() {
+            let high_water = self.server.config.outbound_high_water;
+            progress |= outbound.take_frames(|frame| {
+                if self.out.len() >= high_water {
+                    return false;
                 }
-                Poll::Ready(None) | Poll::Pending => break,
-            }
+                self.append_push(frame);
+                true
+            });
         }
         progress |= self.poll_keepalive(cx);
         if self.closed.is_some() {
@@ -724,6 +774,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.connection.outbound.finish();
         self.cancel_pending();
     }
 }

@@ -37,14 +37,15 @@
 extern crate self as ternio;
 
 mod admission;
+mod backplane;
 mod config;
 mod connection;
 mod context;
 mod dispatch;
 mod hub;
 mod identity;
-mod outbound;
 mod metrics;
+mod outbound;
 mod policy;
 mod reply;
 mod server;
@@ -58,6 +59,9 @@ pub use ternio_protocol::{
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
 
+pub use backplane::{
+    Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
+};
 pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{
     ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,

@@ -109,7 +109,12 @@ impl Metrics {
     }
 
     pub(crate) fn handshake(&self, ok: bool) {
-        if ok { &self.handshakes_ok } else { &self.handshakes_failed }.increment(1);
+        if ok {
+            &self.handshakes_ok
+        } else {
+            &self.handshakes_failed
+        }
+        .increment(1);
     }
 
     pub(crate) fn disconnect(&self, cause: &CloseCause) {

@@ -1,16 +1,20 @@
 //! What other tasks send to one connection: pushed frames, bounded in
-//! bytes, and orders to close. The connection's task polls both beside its
-//! socket, so a push costs that task nothing until it arrives.
+//! bytes, and an order to close. The connection's task takes them when its
+//! waker fires, beside its socket, so a push costs that task nothing until
+//! it arrives. An idle connection's queue holds no allocation.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::task::Context as TaskContext;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use futures_util::task::AtomicWaker;
+use ternio_protocol::DisconnectReason;
 
 use crate::config::SlowConsumerPolicy;
 use crate::connection::Violation;
 use crate::context::PushError;
-use ternio_protocol::DisconnectReason;
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
@@ -19,52 +23,54 @@ pub(crate) struct CloseOrder {
     pub(crate) graceful: bool,
 }
 
-/// The sending side, kept in the connection's shared state.
+/// A connection's inbox, kept in its shared state.
 pub(crate) struct OutboundQueue {
-    frames: mpsc::UnboundedSender<Bytes>,
-    orders: mpsc::UnboundedSender<CloseOrder>,
+    /// Encoded frames (header + body, no prefix) in the order pushed.
+    frames: Mutex<VecDeque<Bytes>>,
+    /// The first order to close, if any (later ones are ignored).
+    close: Mutex<Option<CloseOrder>>,
+    /// Wakes the connection's task.
+    waker: AtomicWaker,
     queued_bytes: AtomicUsize,
     limit: usize,
     policy: SlowConsumerPolicy,
     dropped: AtomicU64,
+    /// Set once the connection's task has finished.
+    closed: AtomicBool,
 }
 
-/// The connection task's side of an [`OutboundQueue`].
-pub(crate) struct OutboundReceiver {
-    pub(crate) frames: mpsc::UnboundedReceiver<Bytes>,
-    pub(crate) orders: mpsc::UnboundedReceiver<CloseOrder>,
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No code panics while holding these locks; recover the data if one did.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl OutboundQueue {
-    pub(crate) fn new(limit: usize, policy: SlowConsumerPolicy) -> (Self, OutboundReceiver) {
-        let (frames, frames_receiver) = mpsc::unbounded_channel();
-        let (orders, orders_receiver) = mpsc::unbounded_channel();
-        let queue = Self {
-            frames,
-            orders,
+    pub(crate) fn new(limit: usize, policy: SlowConsumerPolicy) -> Self {
+        Self {
+            frames: Mutex::default(),
+            close: Mutex::default(),
+            waker: AtomicWaker::new(),
             queued_bytes: AtomicUsize::new(0),
             limit,
             policy,
             dropped: AtomicU64::new(0),
-        };
-        let receiver = OutboundReceiver {
-            frames: frames_receiver,
-            orders: orders_receiver,
-        };
-        (queue, receiver)
+            closed: AtomicBool::new(false),
+        }
     }
 
     /// Queues one encoded frame (header + body, no prefix). When the queue
     /// is full, the slow-consumer policy decides: drop a droppable frame, or
     /// disconnect the connection with `SLOW_CONSUMER`.
     pub(crate) fn push(&self, frame: Bytes, droppable: bool) -> Result<(), PushError> {
+        if self.is_closed() {
+            return Err(PushError::Closed);
+        }
         let len = frame.len();
         let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
         if before + len > self.limit {
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-            if self.frames.is_closed() {
-                return Err(PushError::Closed);
-            }
             if droppable && self.policy == SlowConsumerPolicy::DropDroppable {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return Err(PushError::Dropped);
@@ -78,24 +84,60 @@ impl OutboundQueue {
             );
             return Err(PushError::SlowConsumer);
         }
-        self.frames.send(frame).map_err(|_| {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-            PushError::Closed
-        })
+        lock(&self.frames).push_back(frame);
+        self.waker.wake();
+        Ok(())
     }
 
     /// Asks the connection to close with `violation`'s `DISCONNECT`.
     pub(crate) fn close(&self, violation: Violation, graceful: bool) {
-        // A connection that is already gone needs no telling.
-        let _ = self.orders.send(CloseOrder {
-            violation,
-            graceful,
-        });
+        let mut close = lock(&self.close);
+        if close.is_none() {
+            *close = Some(CloseOrder {
+                violation,
+                graceful,
+            });
+        }
+        drop(close);
+        self.waker.wake();
     }
 
-    /// Called by the connection task for each frame it takes off the queue.
-    pub(crate) fn taken(&self, len: usize) {
-        self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+    /// Registers the connection task's waker, for the next push or order.
+    pub(crate) fn register(&self, cx: &TaskContext<'_>) {
+        self.waker.register(cx.waker());
+    }
+
+    /// The order to close, if one came.
+    pub(crate) fn take_close(&self) -> Option<CloseOrder> {
+        lock(&self.close).take()
+    }
+
+    /// Takes queued frames, oldest first, while `take` accepts them.
+    /// Returns whether any was taken.
+    pub(crate) fn take_frames(&self, mut take: impl FnMut(&Bytes) -> bool) -> bool {
+        let mut frames = lock(&self.frames);
+        let mut taken = false;
+        while let Some(frame) = frames.front() {
+            if !take(frame) {
+                break;
+            }
+            self.queued_bytes.fetch_sub(frame.len(), Ordering::AcqRel);
+            frames.pop_front();
+            taken = true;
+        }
+        if frames.is_empty() && frames.capacity() > 0 {
+            // An idle connection keeps no queue allocated.
+            *frames = VecDeque::new();
+        }
+        taken
+    }
+
+    /// Called when the connection's task ends: later pushes fail at once,
+    /// and what was queued is dropped.
+    pub(crate) fn finish(&self) {
+        self.closed.store(true, Ordering::Release);
+        lock(&self.frames).clear();
+        self.queued_bytes.store(0, Ordering::Release);
     }
 
     /// Bytes waiting in the queue.
@@ -109,6 +151,6 @@ impl OutboundQueue {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.frames.is_closed()
+        self.closed.load(Ordering::Acquire)
     }
 }

@@ -54,13 +54,25 @@ impl<'a> FrameReply<'a> {
     }
 
     /// Writes one frame, sealed or not, whose body `body` writes.
-    fn write(&mut self, header: Header, body: impl FnOnce(&mut BytesMut)) -> Result<usize, FrameError> {
+    fn write(
+        &mut self,
+        header: Header,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
         let written = match self.sealer.as_deref_mut() {
-            Some(sealer) => sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body),
-            None => frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body),
+            Some(sealer) => {
+                sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
+            }
+            None => {
+                frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
+            }
         };
         if let (Ok(_), Some(metrics)) = (&written, &self.metrics) {
-            metrics.server.transport(metrics.transport).frames_out.increment(1);
+            metrics
+                .server
+                .transport(metrics.transport)
+                .frames_out
+                .increment(1);
         }
         written
     }

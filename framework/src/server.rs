@@ -11,6 +11,7 @@ use ternio_protocol::DisconnectReason;
 use tokio::sync::watch;
 
 use crate::admission::Admission;
+use crate::backplane::{Backplane, BackplaneError};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::connection::Violation;
 use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
@@ -18,7 +19,7 @@ use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
-use crate::outbound::{OutboundQueue, OutboundReceiver};
+use crate::outbound::OutboundQueue;
 use crate::policy::{Middleware, Policies};
 use crate::store::ConnectionStore;
 use crate::transport;
@@ -71,6 +72,9 @@ pub enum BuildError {
     /// No `map_tcp` or `map_websocket` was given.
     #[error("the server has no listener: call map_tcp or map_websocket")]
     NoListener,
+    /// The backplane refused the server (it serves another one already).
+    #[error("the backplane cannot serve this server: {0}")]
+    Backplane(BackplaneError),
     /// The metrics recorder could not be installed.
     #[error("cannot install the metrics recorder: {0}")]
     Metrics(String),
@@ -90,6 +94,8 @@ pub struct ServerBuilder {
     middleware: Vec<Arc<dyn Middleware>>,
     /// Whether [`Policies`] was placed in the chain by hand.
     placed_policies: bool,
+    /// What joins this server to the other nodes of a cluster, if anything.
+    backplane: Option<Arc<dyn Backplane>>,
     hooks: Hooks,
     metrics: bool,
     #[cfg(feature = "prometheus")]
@@ -143,6 +149,7 @@ impl Default for ServerBuilder {
             identity: None,
             middleware: Vec::new(),
             placed_policies: false,
+            backplane: None,
             hooks: Hooks::default(),
             metrics: false,
             #[cfg(feature = "prometheus")]
@@ -357,6 +364,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Joins this server to the other nodes of a cluster through
+    /// `backplane` (such as `ternio_redis::RedisBackplane`): group
+    /// broadcasts, broadcasts, sends and kicks reach the connections of
+    /// every node, and connection ids carry the backplane's node id.
+    pub fn backplane(mut self, backplane: impl Backplane) -> Self {
+        self.backplane = Some(Arc::new(backplane));
+        self
+    }
+
     /// Builds the dispatch table and binds every listener.
     ///
     /// Fails on a duplicate opcode (naming both handlers), a handler whose
@@ -379,11 +395,13 @@ impl ServerBuilder {
         let mut listeners = Vec::with_capacity(self.listeners.len());
         for spec in self.listeners {
             let ListenerSpec { address, kind } = spec?;
-            let socket = std::net::TcpListener::bind(address)
-                .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            let socket = bind(address, self.config.listen_backlog)
                 .map_err(|source| BuildError::Bind { address, source })?;
             listeners.push((socket, kind));
         }
+        let hub = Arc::new(HubShared::new(self.config.max_frame_size, self.backplane));
+        hub.attach_backplane().map_err(BuildError::Backplane)?;
+        let first_id = ConnectionId::new(hub.node_id(), 1);
         let (shutdown, _) = watch::channel(false);
         let admission = Admission::new(&self.config);
         let mut middleware = self.middleware;
@@ -393,10 +411,10 @@ impl ServerBuilder {
         Ok(Server {
             shared: Arc::new(ServerShared {
                 table,
-                hub: Arc::new(HubShared::new(self.config.max_frame_size)),
+                hub,
                 config: self.config,
                 state: Arc::new(self.state),
-                next_id: AtomicU64::new(1),
+                next_id: AtomicU64::new(first_id.0),
                 shutdown,
                 identity: self.identity,
                 middleware,
@@ -409,6 +427,22 @@ impl ServerBuilder {
             listeners,
         })
     }
+}
+
+/// A non-blocking listener on `address` with room for `backlog` connections
+/// waiting to be accepted (the standard library's 128 is too few for a
+/// crowd arriving at once).
+fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
 
 /// What every connection of a server shares.
@@ -433,14 +467,14 @@ pub(crate) struct ServerShared {
 }
 
 impl ServerShared {
-    /// Registers a new connection: its shared half, and the receiver of
-    /// what other tasks send it. Opened during shutdown, it is told to close.
+    /// Registers a new connection and returns its shared half. Opened
+    /// during shutdown, it is told to close.
     pub(crate) fn open_connection(
         &self,
         peer: SocketAddr,
         transport: Transport,
-    ) -> (Arc<ConnectionShared>, OutboundReceiver) {
-        let (outbound, receiver) = OutboundQueue::new(
+    ) -> Arc<ConnectionShared> {
+        let outbound = OutboundQueue::new(
             self.config.max_outbound_queue_bytes,
             self.config.slow_consumer,
         );
@@ -472,7 +506,7 @@ impl ServerShared {
                 hook(&handle);
             }
         }
-        (connection, receiver)
+        connection
     }
 
     /// Forgets a closed connection (it leaves its groups), then tells the
@@ -481,7 +515,10 @@ impl ServerShared {
         self.hub.remove(connection.id);
         tracing::debug!(connection = %connection.id, ?cause, "connection closed");
         if let Some(metrics) = &self.metrics {
-            metrics.transport(connection.transport).connections.decrement(1.0);
+            metrics
+                .transport(connection.transport)
+                .connections
+                .decrement(1.0);
             metrics.disconnect(&cause);
         }
         if !self.hooks.disconnect.is_empty() {
@@ -538,7 +575,8 @@ fn install_prometheus(address: SocketAddr) -> Result<PrometheusExporter, BuildEr
         .with_http_listener(address)
         .build()
         .map_err(|error| BuildError::Metrics(error.to_string()))?;
-    metrics::set_global_recorder(recorder).map_err(|error| BuildError::Metrics(error.to_string()))?;
+    metrics::set_global_recorder(recorder)
+        .map_err(|error| BuildError::Metrics(error.to_string()))?;
     Ok(exporter)
 }
 

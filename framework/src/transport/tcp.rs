@@ -25,7 +25,7 @@ use crate::server::ServerShared;
 use crate::transport::{Exit, accept_loop};
 
 /// Bytes reserved for a read when the buffer has less room than this.
-const READ_CHUNK: usize = 8 * 1024;
+const READ_CHUNK: usize = 4 * 1024;
 /// Capacity above which an emptied read buffer is given back.
 const MAX_IDLE_READ_CAPACITY: usize = 64 * 1024;
 /// Rounds of work one connection does before letting other tasks run.
@@ -79,14 +79,14 @@ struct TcpConnection {
 
 async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _permit: Permit) {
     let linger = server.config.close_linger;
-    let (connection, inbox) = server.open_connection(peer, Transport::Tcp);
+    let connection = server.open_connection(peer, Transport::Tcp);
     let id = connection.id;
     tracing::debug!(connection = %id, %peer, "tcp connection open");
     let mut conn = TcpConnection {
         stream,
         decoder: FrameDecoder::new(server.config.max_frame_size),
         read_buf: BytesMut::new(),
-        session: Session::new(connection, Arc::clone(&server), inbox),
+        session: Session::new(connection, Arc::clone(&server)),
         reading: true,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");

@@ -19,13 +19,13 @@ use futures_util::{Sink, SinkExt, StreamExt};
 use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 use tokio::net::{TcpListener, TcpStream};
-use tracing::Instrument;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tracing::Instrument;
 
 use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
@@ -163,12 +163,12 @@ async fn serve(
             return;
         }
     };
-    let (connection, inbox) = server.open_connection(peer, Transport::WebSocket);
+    let connection = server.open_connection(peer, Transport::WebSocket);
     let id = connection.id;
     tracing::debug!(connection = %id, %peer, "websocket connection open");
     let mut conn = WsConnection {
         ws,
-        session: Session::new(connection, Arc::clone(&server), inbox),
+        session: Session::new(connection, Arc::clone(&server)),
         reading: true,
         needs_flush: false,
         close_code: None,
@@ -219,7 +219,9 @@ impl WsConnection {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
                         self.session.note_inbound();
-                        if let (Message::Binary(bytes), Some(metrics)) = (&message, self.session.metrics()) {
+                        if let (Message::Binary(bytes), Some(metrics)) =
+                            (&message, self.session.metrics())
+                        {
                             metrics.frames_in.increment(1);
                             metrics.bytes_in.increment(bytes.len() as u64);
                         }

@@ -1,0 +1,269 @@
+//! The backplane: what lets several server nodes act as one hub.
+//!
+//! Without a backplane a [`Hub`](crate::Hub) knows the connections of its
+//! own server only. With one (given to
+//! [`ServerBuilder::backplane`](crate::ServerBuilder::backplane)), the hub
+//! still delivers to its own connections at once, and also hands every
+//! group broadcast, broadcast, send and kick that may concern another node
+//! to the backplane, which carries it to the other nodes; each of them
+//! delivers it to its own connections through its [`LocalHub`].
+//!
+//! **Encode once.** What crosses the backplane is the push frame the hub
+//! encoded (header + body, no length prefix, never sealed): one encoding for
+//! the whole cluster. Each receiving node shares that one buffer among its
+//! members, and each secure connection seals its copy on its own task, as
+//! for a local broadcast.
+//!
+//! **Connection ids** carry the node: the high 16 bits are the node id (see
+//! [`ConnectionId`]), so a send or kick for an id of another node goes
+//! straight to that node.
+//!
+//! **Membership.** The hub tells the backplane when a connection joins or
+//! leaves a group ([`Backplane::joined`], [`Backplane::left`]); the
+//! backplane publishes it so that [`Hub::cluster_members`](crate::Hub::cluster_members)
+//! can list a group's members on every node.
+//!
+//! The `ternio-redis` crate implements it over Redis pub/sub.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
+use ternio_protocol::{Bytes, DisconnectReason};
+
+use crate::connection::Violation;
+use crate::context::ConnectionId;
+use crate::hub::{Delivery, HubShared, deliver};
+
+/// A boxed future that can be sent between threads, as a backplane returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One message from a node's hub to the other nodes.
+///
+/// Every `frame` is an encoded push frame: header (request id 0, no flags) +
+/// body, no length prefix, never sealed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackplaneMessage {
+    /// Push `frame` to every member of `group`.
+    Group {
+        /// The group's name.
+        group: Arc<str>,
+        /// The encoded push frame.
+        frame: Bytes,
+        /// Whether a connection that is behind may miss it.
+        droppable: bool,
+    },
+    /// Push `frame` to every connection.
+    Everyone {
+        /// The encoded push frame.
+        frame: Bytes,
+        /// Whether a connection that is behind may miss it.
+        droppable: bool,
+    },
+    /// Push `frame` to the connection `id` (on node `id.node()`).
+    Connection {
+        /// The connection.
+        id: ConnectionId,
+        /// The encoded push frame.
+        frame: Bytes,
+        /// Whether the connection may miss it when it is behind.
+        droppable: bool,
+    },
+    /// Close the connection `id` with `DISCONNECT KICKED` and `reason`.
+    Kick {
+        /// The connection.
+        id: ConnectionId,
+        /// The message of the `DISCONNECT`.
+        reason: String,
+    },
+}
+
+/// Why a backplane could not do what it was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackplaneError {
+    /// The backplane has lost its link (to Redis, say) and is reconnecting.
+    /// Local traffic is not affected.
+    #[error("the backplane is unavailable: {0}")]
+    Unavailable(String),
+    /// The backplane's outgoing queue is full: the message was dropped.
+    #[error("the backplane's outgoing queue is full")]
+    Full,
+    /// This backplane already serves another server.
+    #[error("the backplane is already attached to a server")]
+    AlreadyAttached,
+    /// Any other failure, with the backplane's own words.
+    #[error("backplane failure: {0}")]
+    Failed(String),
+}
+
+/// What a backplane has done so far: for logs, metrics and health checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackplaneStats {
+    /// Whether the backplane's link is up now.
+    pub connected: bool,
+    /// Messages handed to the link.
+    pub published: u64,
+    /// Messages received from other nodes.
+    pub received: u64,
+    /// Messages dropped: the link was down or the outgoing queue full.
+    pub dropped: u64,
+    /// Times the link was lost.
+    pub disconnects: u64,
+    /// Times the link came back after it was lost.
+    pub reconnects: u64,
+}
+
+/// Carries a hub's group broadcasts, sends and kicks to the other nodes of
+/// a cluster, and keeps the cluster's group membership.
+///
+/// The hub calls these methods from handlers and from its own code, never
+/// across an `.await`: they must not block. Queue the work, and do the I/O
+/// on a task of your own.
+pub trait Backplane: Send + Sync + 'static {
+    /// This node's id, 1 to 65,535, unique in the cluster: the high 16 bits
+    /// of every connection id this node hands out. (0 means "no backplane".)
+    fn node_id(&self) -> u16;
+
+    /// Called once, when the server is built: where to deliver what comes
+    /// from other nodes. A backplane serves one server; a second call fails
+    /// with [`BackplaneError::AlreadyAttached`].
+    fn attach(&self, hub: LocalHub) -> Result<(), BackplaneError>;
+
+    /// Sends `message` to the other nodes. The hub has delivered it to its
+    /// own connections already: a node must not deliver its own messages
+    /// again. Must not block; an error means the message is lost.
+    fn publish(&self, message: BackplaneMessage) -> Result<(), BackplaneError>;
+
+    /// The connection `id` of this node joined `group`.
+    fn joined(&self, group: &str, id: ConnectionId);
+
+    /// The connection `id` of this node left `group` (or closed).
+    fn left(&self, group: &str, id: ConnectionId);
+
+    /// The members of `group` on the other nodes (the hub adds its own).
+    fn remote_members(
+        &self,
+        group: &str,
+    ) -> BoxFuture<'static, Result<Vec<ConnectionId>, BackplaneError>>;
+
+    /// What the backplane has done so far, and whether its link is up.
+    fn stats(&self) -> BackplaneStats;
+}
+
+/// A node's own side of its hub, as the backplane sees it: deliver what
+/// came from other nodes to this node's connections, and list this node's
+/// memberships (to publish them again after the backplane's store lost them).
+///
+/// It holds the hub weakly: once the server is gone, it does nothing.
+#[derive(Clone)]
+pub struct LocalHub {
+    shared: Weak<HubShared>,
+}
+
+impl fmt::Debug for LocalHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalHub")
+            .field("alive", &(self.shared.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl LocalHub {
+    pub(crate) fn new(shared: &Arc<HubShared>) -> Self {
+        Self {
+            shared: Arc::downgrade(shared),
+        }
+    }
+
+    /// Whether the server behind this hub still exists.
+    pub fn is_alive(&self) -> bool {
+        self.shared.strong_count() > 0
+    }
+
+    /// Delivers a message from another node to this node's connections:
+    /// a group's local members, every local connection, or the one
+    /// connection named (when it is here). A frame that is not a plain push
+    /// frame within the maximum frame size is refused (counted as failed).
+    pub fn deliver(&self, message: &BackplaneMessage) -> Delivery {
+        let Some(shared) = self.shared.upgrade() else {
+            return Delivery::default();
+        };
+        let refused = Delivery {
+            failed: 1,
+            ..Delivery::default()
+        };
+        match message {
+            BackplaneMessage::Group {
+                group,
+                frame,
+                droppable,
+            } => {
+                if !is_push_frame(frame, shared.max_frame_size) {
+                    return refused;
+                }
+                deliver(&shared.members_of(group), frame, *droppable)
+            }
+            BackplaneMessage::Everyone { frame, droppable } => {
+                if !is_push_frame(frame, shared.max_frame_size) {
+                    return refused;
+                }
+                deliver(&shared.all(), frame, *droppable)
+            }
+            BackplaneMessage::Connection {
+                id,
+                frame,
+                droppable,
+            } => {
+                if !is_push_frame(frame, shared.max_frame_size) {
+                    return refused;
+                }
+                match shared.get(*id) {
+                    Some(connection) => deliver(&[connection], frame, *droppable),
+                    None => refused,
+                }
+            }
+            BackplaneMessage::Kick { id, reason } => match shared.get(*id) {
+                Some(connection) => {
+                    connection.outbound.close(
+                        Violation::new(DisconnectReason::Kicked, reason.as_str()),
+                        false,
+                    );
+                    Delivery {
+                        queued: 1,
+                        ..Delivery::default()
+                    }
+                }
+                None => refused,
+            },
+        }
+    }
+
+    /// Every group with a member on this node, with those members (a snapshot).
+    pub fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
+        self.shared
+            .upgrade()
+            .map(|shared| shared.memberships())
+            .unwrap_or_default()
+    }
+
+    /// The members of `group` on this node.
+    pub fn members(&self, group: &str) -> Vec<ConnectionId> {
+        self.shared
+            .upgrade()
+            .map(|shared| shared.member_ids(group))
+            .unwrap_or_default()
+    }
+}
+
+/// Whether `frame` is what a hub publishes: a plain push frame (no flags,
+/// request id 0) within `max_frame_size`. Anything else that reaches the
+/// backplane's channels is not passed to clients.
+fn is_push_frame(frame: &[u8], max_frame_size: usize) -> bool {
+    frame.len() >= HEADER_LEN
+        && frame.len() <= max_frame_size
+        && Header::parse(frame).is_ok_and(|header| {
+            header.flags == Flags::NONE && header.request_id == 0 && !header.is_system()
+        })
+}
