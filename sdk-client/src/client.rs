@@ -11,6 +11,8 @@ use tokio::sync::watch;
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, CloseReason};
+use crate::push::{Subscription, SubscriptionGuard};
+use crate::secure::Seal;
 use crate::shared::Shared;
 use crate::state::ConnectionState;
 use crate::supervisor::{Endpoint, supervise};
@@ -29,6 +31,11 @@ const CLOSE_LINGER: Duration = Duration::from_secs(2);
 /// in the background (see [`ReconnectPolicy`](crate::ReconnectPolicy));
 /// [`state`](Self::state) and [`state_changes`](Self::state_changes) tell
 /// where it stands.
+///
+/// A secure session ([`handshake`](Self::handshake), or
+/// [`ClientConfig::secure`] to run it on connect) seals requests and their
+/// answers; the server's pushes arrive through [`subscribe`](Self::subscribe)
+/// and [`on`](Self::on).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -39,6 +46,15 @@ struct Inner {
     /// The supervisor, which owns the current link's tasks: aborting it
     /// aborts them.
     _supervisor: TaskSet,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("state", &self.state())
+            .field("secure", &self.is_secure())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Inner {
@@ -93,6 +109,11 @@ impl Client {
         let opened = tokio::time::timeout(timeout, endpoint.open(&shared))
             .await
             .map_err(|_| ClientError::Timeout(timeout))??;
+        // With `ClientConfig::secure`, nothing goes out before the handshake.
+        if let Err(error) = shared.secure_new_link(&opened.link).await {
+            opened.link.shutdown();
+            return Err(error);
+        }
         if !shared.install(&opened.link) {
             let reason = opened
                 .link
@@ -120,6 +141,9 @@ impl Client {
     /// that returns nothing. A handler's error comes back as
     /// [`ClientError::Remote`] with its code.
     ///
+    /// Once the connection's secure session is up, the request is sealed
+    /// (unless [`ClientConfig::seal_all`] is `false`), and so is its answer.
+    ///
     /// While the client reconnects, the request waits for the new
     /// connection within its timeout. If the connection is lost while the
     /// request is in flight, it fails with [`ClientError::Closed`]: the
@@ -138,7 +162,31 @@ impl Client {
         request: &Req,
         timeout: Duration,
     ) -> Result<Resp, ClientError> {
-        let frame = self.shared().call(Req::OPCODE, request, timeout).await?;
+        self.request_as(request, timeout, Seal::Auto).await
+    }
+
+    /// Sends `request` sealed, whatever [`ClientConfig::seal_all`] says, and
+    /// waits for its (sealed) response, up to the default timeout. Fails
+    /// with [`ClientError::NotSecure`] when the connection has no secure
+    /// session. Otherwise as [`request_async`](Self::request_async).
+    pub async fn request_sealed<Req: Packet, Resp: Response>(
+        &self,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        let timeout = self.shared().config().request_timeout;
+        self.request_as(request, timeout, Seal::Required).await
+    }
+
+    async fn request_as<Req: Packet, Resp: Response>(
+        &self,
+        request: &Req,
+        timeout: Duration,
+        seal: Seal,
+    ) -> Result<Resp, ClientError> {
+        let frame = self
+            .shared()
+            .call(Req::OPCODE, request, timeout, seal)
+            .await?;
         Ok(Resp::from_response(
             frame.header.opcode,
             &success(frame)?.body,
@@ -149,10 +197,73 @@ impl Client {
     /// Sends `packet` with no reply expected (request id 0). Returns once the
     /// frame is queued; a server-side error is only logged. While the client
     /// reconnects it fails at once with [`ClientError::Reconnecting`]: the
-    /// packet is not kept for later.
+    /// packet is not kept for later. Sealed once the secure session is up,
+    /// unless [`ClientConfig::seal_all`] is `false`.
     pub fn send<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
         self.shared()
-            .send(Header::new(P::OPCODE, Flags::NONE, 0), packet)
+            .send(Header::new(P::OPCODE, Flags::NONE, 0), packet, Seal::Auto)
+    }
+
+    /// [`send`](Self::send), sealed whatever [`ClientConfig::seal_all`]
+    /// says; [`ClientError::NotSecure`] without a secure session.
+    pub fn send_sealed<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
+        self.shared().send(
+            Header::new(P::OPCODE, Flags::NONE, 0),
+            packet,
+            Seal::Required,
+        )
+    }
+
+    /// Runs the secure handshake of contract section 5 on the connection:
+    /// `Noise_NK` when `pin` is the server's public key (only that server
+    /// can complete it), `Noise_NN` (anonymous: no protection against an
+    /// active man in the middle) without one. Waits for a connection while
+    /// the client reconnects; bounded by [`ClientConfig::request_timeout`].
+    ///
+    /// Afterwards requests and sends are sealed (see
+    /// [`ClientConfig::seal_all`]), answers to sealed requests and every push
+    /// must arrive sealed, and, with a reconnect policy, every new
+    /// connection runs the same handshake before it carries requests.
+    ///
+    /// Errors: [`ClientError::KeyRejected`] when the server refuses an `NK`
+    /// handshake (the pinned key is not its key, or it has no identity);
+    /// [`ClientError::Handshake`] for any other failure;
+    /// [`ClientError::HandshakeAlreadyRan`] when the session is secure
+    /// already or this connection had a handshake (a connection allows one,
+    /// even a failed one). After a refusal the connection stays up, plain.
+    pub async fn handshake(&self, pin: Option<&[u8; 32]>) -> Result<(), ClientError> {
+        self.shared().handshake(pin.copied()).await
+    }
+
+    /// Whether the current connection has a secure session up: requests can
+    /// be sealed.
+    pub fn is_secure(&self) -> bool {
+        self.shared().is_secure()
+    }
+
+    /// Subscribes to the server's pushes of `P`, with a buffer of
+    /// [`ClientConfig::push_buffer`] pushes. See [`Subscription`].
+    pub fn subscribe<P: Packet>(&self) -> Subscription<P> {
+        self.subscribe_with_buffer(self.shared().config().push_buffer)
+    }
+
+    /// [`subscribe`](Self::subscribe) with a buffer of `buffer` pushes (at
+    /// least 1).
+    pub fn subscribe_with_buffer<P: Packet>(&self, buffer: usize) -> Subscription<P> {
+        self.shared().pushes().subscribe(buffer)
+    }
+
+    /// Calls `callback` with each push of `P`, until the returned guard is
+    /// dropped. The callback runs on the connection's reader task, before
+    /// the next frame is read: it must be quick and must not block (hand
+    /// longer work to a task or a channel). A callback that panics is
+    /// caught and logged; the connection goes on. A push that does not
+    /// decode as `P` is counted in [`SubscriptionGuard::undecodable`].
+    ///
+    /// A callback that holds a clone of this client keeps the client open
+    /// for as long as the guard lives: drop the guard to let it go.
+    pub fn on<P: Packet>(&self, callback: impl Fn(P) + Send + Sync + 'static) -> SubscriptionGuard {
+        self.shared().pushes().on(callback)
     }
 
     /// Sends a `PING` and returns the round-trip time when its `PONG` arrives.
@@ -164,7 +275,7 @@ impl Client {
         let timeout = self.shared().config().request_timeout;
         let frame = self
             .shared()
-            .call(system::PING, &Ping { value }, timeout)
+            .call(system::PING, &Ping { value }, timeout, Seal::Plain)
             .await?;
         let frame = success(frame)?;
         let pong = Pong::from_response(frame.header.opcode, &frame.body, system::PING)?;
@@ -206,10 +317,19 @@ impl Client {
         self.shared().state_changes()
     }
 
-    /// Pushes the server sent that nothing handled (they are counted and
-    /// dropped), over every connection this client had.
+    /// Pushes the server sent that nobody was subscribed to (they are
+    /// counted and dropped), over every connection this client had.
     pub fn unhandled_pushes(&self) -> u64 {
-        self.shared().unhandled_pushes()
+        self.shared().pushes().unhandled()
+    }
+
+    /// Pushes that at least one subscriber of their opcode could not decode
+    /// as its packet type (counted once per push, however many subscribers
+    /// failed; each [`Subscription::undecodable`] counts its own), over
+    /// every connection this client had. Such a push is dropped for those
+    /// subscribers; the others still get it.
+    pub fn undecodable_pushes(&self) -> u64 {
+        self.shared().pushes().undecodable()
     }
 }
 

@@ -20,6 +20,13 @@ pub enum CloseReason {
     Io(io::ErrorKind, String),
     /// The server broke the wire contract.
     Protocol(String),
+    /// A frame from the server failed the secure session's checks (contract
+    /// section 5.1): a sealed frame that did not open (a bad tag, a counter
+    /// not above the last one, a sealed frame before the handshake
+    /// completed), or a frame that had to be sealed and came plain (a push
+    /// after the handshake, the answer to a sealed request). The client sent
+    /// `DISCONNECT DECRYPT_FAILED` and closed the connection.
+    DecryptFailed(String),
     /// The connection was lost and every reconnect attempt that the
     /// [`ReconnectPolicy`](crate::ReconnectPolicy) allows failed.
     ReconnectFailed {
@@ -44,6 +51,10 @@ impl fmt::Display for CloseReason {
             Self::Local => f.write_str("closed by the client"),
             Self::Io(_, message) => write!(f, "connection failed: {message}"),
             Self::Protocol(message) => write!(f, "server broke the protocol: {message}"),
+            Self::DecryptFailed(message) => write!(
+                f,
+                "a frame from the server failed the secure session's checks (DECRYPT_FAILED): {message}"
+            ),
             Self::ReconnectFailed {
                 attempts,
                 last_error,
@@ -105,6 +116,35 @@ pub enum ClientError {
     /// Too many requests already wait for a response.
     #[error("{0} requests already in flight")]
     TooManyInFlight(usize),
+    /// The secure handshake failed: the Noise library refused a step, the
+    /// server's answer did not complete the handshake (the connection is
+    /// then closed: the server thinks the session is up), or the server
+    /// refused an `NN` handshake or answered with another error. Not used
+    /// when the server refuses an `NK` handshake: that is
+    /// [`KeyRejected`](Self::KeyRejected).
+    #[error("secure handshake failed: {0}")]
+    Handshake(String),
+    /// The server answered error 9 (`HANDSHAKE_FAILED`) to an `NK`
+    /// handshake: the pinned key is not this server's public key, or the
+    /// server has no identity key at all. Nothing was sealed; the connection
+    /// stays up, plain, and allows no other handshake. Holds the server's
+    /// message.
+    #[error(
+        "the server refused the NK handshake (error 9): the pinned key is not this server's public key, or the server has no identity key; the server said: {0}"
+    )]
+    KeyRejected(String),
+    /// [`Client::handshake`](crate::Client::handshake) was called on a
+    /// client whose session is secure already (by an earlier call, or by
+    /// [`ClientConfig::secure`](crate::ClientConfig::secure)), or on a
+    /// connection that had a handshake (a connection allows one, even a
+    /// failed one).
+    #[error("no second handshake: {0}")]
+    HandshakeAlreadyRan(&'static str),
+    /// A sealed request or send with no secure session on the connection:
+    /// run [`Client::handshake`](crate::Client::handshake) first, or set
+    /// [`ClientConfig::secure`](crate::ClientConfig::secure).
+    #[error("no secure session on this connection: run a handshake first")]
+    NotSecure,
 }
 
 impl ClientError {

@@ -52,11 +52,81 @@
 //! # }
 //! ```
 
+//!
+//! ## Secure sessions
+//!
+//! [`Client::handshake`] runs the Noise handshake of contract section 5:
+//! `NK` when it is given the server's public key (pin it: only that server
+//! can complete it), `NN` without (anonymous: it stops a passive
+//! eavesdropper, not an active man in the middle). Afterwards every request
+//! and send is sealed (unless [`ClientConfig::seal_all`] is `false`; then
+//! [`Client::request_sealed`] and [`Client::send_sealed`] seal one), and the
+//! answers to sealed requests and every push must arrive sealed: a frame
+//! that fails that closes the connection with
+//! [`CloseReason::DecryptFailed`]. [`ClientConfig::secure`] runs the
+//! handshake as part of connecting, and with a reconnect policy a secure
+//! session is set up again on every new connection before requests flow:
+//!
+//! ```no_run
+//! use ternio_client::{Client, ClientConfig, ClientError, SecureConfig};
+//! use ternio_client::protocol::secure::key_from_hex;
+//!
+//! # async fn run() -> Result<(), ClientError> {
+//! let key = key_from_hex("8f40c5adb68f25624ae5b214ea767a6ec94d829d3d7b5e1ad1ba6f3e2138285f")
+//!     .expect("64 hex digits");
+//! // Either after connecting...
+//! let client = Client::connect_tcp("127.0.0.1:7001").await?;
+//! match client.handshake(Some(&key)).await {
+//!     Ok(()) => {}
+//!     Err(ClientError::KeyRejected(message)) => eprintln!("not the server we know: {message}"),
+//!     Err(other) => return Err(other),
+//! }
+//! // ...or as part of connecting.
+//! let config = ClientConfig {
+//!     secure: Some(SecureConfig::pinned(key)),
+//!     ..ClientConfig::default()
+//! };
+//! let client = Client::connect_ws_with("ws://127.0.0.1:7002/ws", config).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Pushes
+//!
+//! The server's pushes arrive through [`Client::subscribe`] (a
+//! [`Subscription`], which is a `Stream`) or [`Client::on`] (a callback).
+//! Subscriptions belong to the client, so they outlive reconnects; pushes
+//! nobody subscribed to are counted ([`Client::unhandled_pushes`]) and
+//! dropped.
+//!
+//! ```no_run
+//! use ternio_client::{Client, Packet};
+//!
+//! #[derive(Debug, Packet)]
+//! #[packet(opcode = 0x0112)]
+//! struct ChatMessage {
+//!     room: String,
+//!     nick: String,
+//!     text: String,
+//! }
+//!
+//! # async fn run() -> Result<(), ternio_client::ClientError> {
+//! let client = Client::connect_tcp("127.0.0.1:7101").await?;
+//! let mut messages = client.subscribe::<ChatMessage>();
+//! while let Some(message) = messages.next().await {
+//!     println!("[{}] {}: {}", message.room, message.nick, message.text);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
 mod client;
 mod config;
 mod error;
 mod link;
+mod push;
 mod reconnect;
+mod secure;
 mod shared;
 mod state;
 mod supervisor;
@@ -70,7 +140,8 @@ pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Response};
 pub use ternio_macros::{Codec, Packet};
 
 pub use client::Client;
-pub use config::ClientConfig;
+pub use config::{ClientConfig, SecureConfig};
 pub use error::{ClientError, CloseReason};
+pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
 pub use state::ConnectionState;

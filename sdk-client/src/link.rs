@@ -5,14 +5,19 @@
 //! ([`Shared`](crate::shared::Shared)) registers them, and each transport's
 //! reader task hands it the frames that arrive.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use ternio_protocol::frame::Header;
+use ternio_protocol::secure::{Initiator, SecureChannel};
 use ternio_protocol::{Encode, FrameError};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use crate::error::CloseReason;
+use crate::error::{ClientError, CloseReason};
+use crate::secure::{self, LinkSecurity, PendingHandshake};
+use crate::shared::lock;
 use crate::tcp::TcpOut;
 use crate::ws::WsOut;
 
@@ -24,6 +29,8 @@ pub(crate) enum SendError {
     Gone,
     /// Writing failed: the link must be declared lost for this reason.
     Io(CloseReason),
+    /// Sealing was asked for and the link has no secure session.
+    NotSecure,
 }
 
 /// The sending half of a link, per transport.
@@ -42,6 +49,13 @@ pub(crate) struct Link {
     /// Becomes `true` when the reader task has finished (for a WebSocket,
     /// after the close handshake or its time limit).
     reader_done: watch::Sender<bool>,
+    /// The secure session's state, and its opener once it is up.
+    security: Mutex<LinkSecurity>,
+    /// Set once the session is up (the sealer is in place): never unset.
+    secure: AtomicBool,
+    /// The request id of the handshake under way, 0 when none: lets the
+    /// reader pass other answers by without taking the `security` lock.
+    handshake_id: AtomicU32,
 }
 
 impl Link {
@@ -50,28 +64,110 @@ impl Link {
             out,
             lost: OnceLock::new(),
             reader_done: watch::Sender::new(false),
+            security: Mutex::new(LinkSecurity::Plain),
+            secure: AtomicBool::new(false),
+            handshake_id: AtomicU32::new(0),
         }
     }
 
-    /// Encodes one frame and sends it, or queues it behind those already waiting.
+    /// Encodes one frame, sealed when `seal` says so, and sends it or queues
+    /// it behind those already waiting. Sealing happens under the same lock
+    /// as queuing, so that counters go out in order.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         max_frame_size: usize,
+        seal: bool,
     ) -> Result<(), SendError> {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
         match &self.out {
-            Out::Tcp(out) => out.send(header, body, max_frame_size),
-            Out::Ws(out) => out.send(header, body, max_frame_size),
+            Out::Tcp(out) => out.send(header, body, max_frame_size, seal),
+            Out::Ws(out) => out.send(header, body, max_frame_size, seal),
         }
     }
 
-    /// Records why the link ended; only the first reason counts.
+    /// Whether the link's secure session is up: frames can be sealed.
+    pub(crate) fn is_secure(&self) -> bool {
+        self.secure.load(Ordering::Acquire)
+    }
+
+    /// Records a handshake about to be sent with request id `id`, and
+    /// returns where its outcome will come. Fails when this link had a
+    /// handshake already, or is lost.
+    pub(crate) fn begin_handshake(
+        &self,
+        id: u32,
+        initiator: Initiator,
+        pin: Option<[u8; 32]>,
+    ) -> Result<oneshot::Receiver<Result<(), ClientError>>, ClientError> {
+        let mut security = lock(&self.security);
+        if !matches!(*security, LinkSecurity::Plain) {
+            return Err(ClientError::HandshakeAlreadyRan(
+                "this connection had a handshake already (a connection allows one)",
+            ));
+        }
+        if let Some(reason) = self.lost.get() {
+            return Err(ClientError::Closed(reason.clone()));
+        }
+        let (done, outcome) = oneshot::channel();
+        self.handshake_id.store(id, Ordering::Release);
+        *security = LinkSecurity::Pending(Box::new(PendingHandshake {
+            id,
+            initiator,
+            pin,
+            done,
+        }));
+        Ok(outcome)
+    }
+
+    /// The handshake waiting for the answer with request id `id`, if any:
+    /// taken, to be answered.
+    pub(crate) fn take_handshake(&self, id: u32) -> Option<Box<PendingHandshake>> {
+        if id == 0 || self.handshake_id.load(Ordering::Acquire) != id {
+            return None;
+        }
+        let mut security = lock(&self.security);
+        match &*security {
+            LinkSecurity::Pending(pending) if pending.id == id => {
+                self.handshake_id.store(0, Ordering::Release);
+                match std::mem::replace(&mut *security, LinkSecurity::Failed) {
+                    LinkSecurity::Pending(pending) => Some(pending),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Puts a completed session's keys in place: from now on, frames may be
+    /// sealed and sealed frames open.
+    pub(crate) fn complete_handshake(&self, channel: SecureChannel) {
+        let SecureChannel { sealer, opener, .. } = channel;
+        match &self.out {
+            Out::Tcp(out) => out.set_sealer(sealer),
+            Out::Ws(out) => out.set_sealer(sealer),
+        }
+        *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
+        self.secure.store(true, Ordering::Release);
+    }
+
+    /// Opens a sealed body in place; the error says why it did not.
+    pub(crate) fn open(&self, header: &Header, body: &mut BytesMut) -> Result<(), String> {
+        secure::open(&mut lock(&self.security), header, body)
+    }
+
+    /// Records why the link ended; only the first reason counts. A
+    /// handshake under way on it fails (its caller sees the link closed).
     pub(crate) fn mark_lost(&self, reason: CloseReason) {
         let _ = self.lost.set(reason);
+        let mut security = lock(&self.security);
+        if matches!(*security, LinkSecurity::Pending(_)) {
+            self.handshake_id.store(0, Ordering::Release);
+            *security = LinkSecurity::Failed;
+        }
     }
 
     /// Why the link ended, once it has.

@@ -18,8 +18,10 @@ use crate::error::CloseReason;
 /// purpose: coming back would undo that) or `NORMAL` (the server ended the
 /// conversation on purpose). A `DISCONNECT SHUTDOWN` (the server is going
 /// away, probably to restart), any other `DISCONNECT` reason, a connection
-/// closed or reset without a word, and a server that broke the protocol all
-/// reconnect. Only connections that were once up are re-established: when
+/// closed or reset without a word, a server that broke the protocol, and a
+/// frame that failed the secure session's checks
+/// ([`CloseReason::DecryptFailed`]: the new connection gets a new session)
+/// all reconnect. Only connections that were once up are re-established: when
 /// the first `connect_*` fails, it returns its error.
 ///
 /// **Requests.** Requests in flight when the connection is lost fail at once
@@ -32,6 +34,13 @@ use crate::error::CloseReason;
 /// A fire-and-forget [`send`](crate::Client::send) meanwhile fails at once
 /// with [`ClientError::Reconnecting`](crate::ClientError::Reconnecting): it
 /// is not kept for later.
+///
+/// **Secure sessions.** When the session was secure (by
+/// [`ClientConfig::secure`](crate::ClientConfig::secure) or after a
+/// successful [`Client::handshake`](crate::Client::handshake)), every new
+/// connection runs the same handshake (same pattern, same pinned key)
+/// before it carries any request: the waiting requests then go out sealed
+/// on it. A handshake that fails there counts as a failed attempt.
 ///
 /// **Attempts.** Attempt `n` (from 1) starts after
 /// `min(initial_delay * multiplier^(n-1), max_delay)`, moved at random by
@@ -112,7 +121,10 @@ pub(crate) fn should_reconnect(reason: &CloseReason) -> bool {
             disconnect.reason,
             DisconnectReason::Kicked | DisconnectReason::Normal
         ),
-        CloseReason::PeerClosed | CloseReason::Io(..) | CloseReason::Protocol(_) => true,
+        CloseReason::PeerClosed
+        | CloseReason::Io(..)
+        | CloseReason::Protocol(_)
+        | CloseReason::DecryptFailed(_) => true,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The transport-independent side of a client: requests waiting by id, the
-//! current connection (a [`Link`]), the connection state, and what to do
-//! with each frame that arrives.
+//! current connection (a [`Link`]), the connection state, the secure
+//! session, the push subscriptions, and what to do with each frame that
+//! arrives.
 //!
 //! A request registers its id and takes the current link in one step under
 //! one lock, so that a connection lost at the same moment either fails it
@@ -9,23 +10,34 @@
 //! the new [`ConnectionState`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::secure::Initiator;
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{Decode, DisconnectReason, Encode, Frame};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, SecureConfig};
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, SendError};
+use crate::push::Registry;
 use crate::reconnect::should_reconnect;
+use crate::secure::{PendingHandshake, RawBody, Seal};
 use crate::state::ConnectionState;
 
-type Slot = oneshot::Sender<Result<Frame, CloseReason>>;
+type Answer = oneshot::Sender<Result<Frame, CloseReason>>;
+
+/// A request waiting for its answer.
+struct Slot {
+    answer: Answer,
+    /// The request went out sealed: its answer must come sealed too.
+    sealed: bool,
+}
 
 /// Locks `mutex`. No code panics while holding the client's locks; the data
 /// is recovered if one did.
@@ -75,14 +87,17 @@ pub(crate) struct Shared {
     /// Set by [`close`](Self::close): nothing reconnects after it.
     closing: AtomicBool,
     next_id: AtomicU32,
-    unhandled_pushes: AtomicU64,
+    /// The push subscriptions, which outlive connections.
+    pushes: Arc<Registry>,
+    /// The secure session every new connection sets up before it carries
+    /// requests: from the config, or recorded when a handshake completes.
+    session: Mutex<Option<SecureConfig>>,
 }
 
 impl Shared {
     pub(crate) fn new(config: ClientConfig) -> Self {
         let current = Current::Reconnecting(0);
         Self {
-            config,
             state: watch::Sender::new(current.state()),
             conn: Mutex::new(Conn {
                 current,
@@ -90,7 +105,9 @@ impl Shared {
             }),
             closing: AtomicBool::new(false),
             next_id: AtomicU32::new(1),
-            unhandled_pushes: AtomicU64::new(0),
+            pushes: Arc::new(Registry::default()),
+            session: Mutex::new(config.secure),
+            config,
         }
     }
 
@@ -98,8 +115,18 @@ impl Shared {
         &self.config
     }
 
-    pub(crate) fn unhandled_pushes(&self) -> u64 {
-        self.unhandled_pushes.load(Ordering::Relaxed)
+    pub(crate) fn pushes(&self) -> &Arc<Registry> {
+        &self.pushes
+    }
+
+    /// The secure session new connections set up, if the client has one.
+    pub(crate) fn session(&self) -> Option<SecureConfig> {
+        *lock(&self.session)
+    }
+
+    /// Whether the current connection's secure session is up.
+    pub(crate) fn is_secure(&self) -> bool {
+        matches!(&lock(&self.conn).current, Current::Connected(link) if link.is_secure())
     }
 
     pub(crate) fn state(&self) -> ConnectionState {
@@ -159,7 +186,7 @@ impl Shared {
     pub(crate) fn lose(&self, link: &Arc<Link>, reason: CloseReason) {
         let closing = self.closing.load(Ordering::SeqCst);
         let reason = if closing { CloseReason::Local } else { reason };
-        let slots = {
+        let (slots, closed) = {
             let mut conn = lock(&self.conn);
             link.mark_lost(reason.clone());
             if !conn.current.is(link) {
@@ -174,15 +201,18 @@ impl Shared {
                 Current::Closed(reason.clone())
             };
             self.set_current(&mut conn, next);
-            std::mem::take(&mut conn.slots)
+            (std::mem::take(&mut conn.slots), !reconnect)
         };
         tracing::debug!(%reason, in_flight = slots.len(), "client connection lost");
         fail(slots, &reason);
+        if closed {
+            self.pushes.close();
+        }
         link.shutdown();
     }
 
     /// Closes the client for good with `reason`, whatever it was doing:
-    /// waiting requests fail, the current link is shut down.
+    /// waiting requests fail, the current link is shut down, subscriptions end.
     pub(crate) fn finish(&self, reason: CloseReason) {
         self.closing.store(true, Ordering::SeqCst);
         let (slots, link) = {
@@ -198,6 +228,7 @@ impl Shared {
             (std::mem::take(&mut conn.slots), link)
         };
         fail(slots, &reason);
+        self.pushes.close();
         if let Some(link) = link {
             link.mark_lost(reason);
             link.shutdown();
@@ -216,6 +247,18 @@ impl Shared {
         };
         tracing::debug!(%reason, "client gave up reconnecting");
         fail(slots, &reason);
+        self.pushes.close();
+    }
+
+    /// Whether a frame for `link` goes out sealed, as `seal` asks.
+    fn seals(&self, link: &Link, seal: Seal) -> Result<bool, ClientError> {
+        match seal {
+            Seal::Plain => Ok(false),
+            Seal::Auto => Ok(self.config.seal_all && link.is_secure()),
+            // Once up, a link's session stays up: the sealer will be there.
+            Seal::Required if link.is_secure() => Ok(true),
+            Seal::Required => Err(ClientError::NotSecure),
+        }
     }
 
     /// Sends a frame that expects no reply on the current link.
@@ -223,6 +266,7 @@ impl Shared {
         &self,
         header: Header,
         body: &E,
+        seal: Seal,
     ) -> Result<(), ClientError> {
         let link = match &lock(&self.conn).current {
             Current::Connected(link) => Arc::clone(link),
@@ -231,9 +275,11 @@ impl Shared {
             }
             Current::Closed(reason) => return Err(ClientError::Closed(reason.clone())),
         };
-        match link.send(header, body, self.config.max_frame_size) {
+        let sealed = self.seals(&link, seal)?;
+        match link.send(header, body, self.config.max_frame_size, sealed) {
             Ok(()) => Ok(()),
             Err(SendError::TooLarge(error)) => Err(ClientError::FrameTooLarge(error)),
+            Err(SendError::NotSecure) => Err(ClientError::NotSecure),
             Err(SendError::Gone) => Err(ClientError::Closed(lost_reason(&link))),
             Err(SendError::Io(reason)) => {
                 self.lose(&link, reason);
@@ -250,22 +296,32 @@ impl Shared {
         opcode: u16,
         body: &E,
         timeout: Duration,
+        seal: Seal,
     ) -> Result<Frame, ClientError> {
-        let now = Instant::now();
-        // A timeout too long to add counts as about thirty years.
-        let deadline = now
-            .checked_add(timeout)
-            .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
-        let (link, id, receiver) = self.register(deadline, timeout).await?;
+        let deadline = deadline_after(timeout);
+        let (link, id, sealed, receiver) = self
+            .with_link(deadline, timeout, |conn, link| {
+                if conn.slots.len() >= self.config.max_in_flight {
+                    return Err(ClientError::TooManyInFlight(conn.slots.len()));
+                }
+                let sealed = self.seals(link, seal)?;
+                let id = self.free_id(conn);
+                let (answer, receiver) = oneshot::channel();
+                conn.slots.insert(id, Slot { answer, sealed });
+                Ok((Arc::clone(link), id, sealed, receiver))
+            })
+            .await?;
         // Removes the slot if this future is dropped or fails before the answer.
         let guard = SlotGuard { shared: self, id };
         match link.send(
             Header::new(opcode, Flags::NONE, id),
             body,
             self.config.max_frame_size,
+            sealed,
         ) {
             Ok(()) => {}
             Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
+            Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
             // The link was lost after the request registered: the loss
             // failed its slot, and the receiver has the reason.
             Err(SendError::Gone) => {}
@@ -280,20 +336,25 @@ impl Shared {
         answer
     }
 
-    /// Takes an id and a slot on the current link, waiting (until
-    /// `deadline`) for a link while the client reconnects.
-    async fn register(
+    /// An id that no request waiting on the current link uses.
+    fn free_id(&self, conn: &Conn) -> u32 {
+        loop {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            // 0 means "no reply"; an id still waiting since the last wrap is skipped.
+            if id != 0 && !conn.slots.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Runs `with` on the current link under the lock of `conn`, waiting
+    /// (until `deadline`) for a link while the client reconnects.
+    async fn with_link<R>(
         &self,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<
-        (
-            Arc<Link>,
-            u32,
-            oneshot::Receiver<Result<Frame, CloseReason>>,
-        ),
-        ClientError,
-    > {
+        mut with: impl FnMut(&mut Conn, &Arc<Link>) -> Result<R, ClientError>,
+    ) -> Result<R, ClientError> {
         let mut changes: Option<watch::Receiver<ConnectionState>> = None;
         loop {
             {
@@ -301,19 +362,7 @@ impl Shared {
                 match &conn.current {
                     Current::Connected(link) => {
                         let link = Arc::clone(link);
-                        if conn.slots.len() >= self.config.max_in_flight {
-                            return Err(ClientError::TooManyInFlight(conn.slots.len()));
-                        }
-                        let id = loop {
-                            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                            // 0 means "no reply"; an id still waiting since the last wrap is skipped.
-                            if id != 0 && !conn.slots.contains_key(&id) {
-                                break id;
-                            }
-                        };
-                        let (sender, receiver) = oneshot::channel();
-                        conn.slots.insert(id, sender);
-                        return Ok((link, id, receiver));
+                        return with(&mut conn, &link);
                     }
                     Current::Closed(reason) => return Err(ClientError::Closed(reason.clone())),
                     Current::Reconnecting(_) => {}
@@ -339,11 +388,149 @@ impl Shared {
         }
     }
 
-    /// Handles one frame that arrived on `link`; returns why to stop reading
-    /// it, if it must.
+    /// Runs a handshake on the current link (waiting for one while the
+    /// client reconnects), for [`Client::handshake`](crate::Client::handshake).
+    /// Once it completes, every later connection runs it again.
+    pub(crate) async fn handshake(&self, pin: Option<[u8; 32]>) -> Result<(), ClientError> {
+        if self.session().is_some() {
+            return Err(ClientError::HandshakeAlreadyRan(
+                "this client's session is secure already",
+            ));
+        }
+        let timeout = self.config.request_timeout;
+        let deadline = deadline_after(timeout);
+        let (link, id) = self
+            .with_link(deadline, timeout, |conn, link| {
+                Ok((Arc::clone(link), self.free_id(conn)))
+            })
+            .await?;
+        self.run_handshake(&link, id, pin, deadline, timeout).await
+    }
+
+    /// Sets up the client's secure session, if it has one, on a link that
+    /// is not installed yet (a first connection or a reconnection), within
+    /// the connect timeout.
+    pub(crate) async fn secure_new_link(&self, link: &Arc<Link>) -> Result<(), ClientError> {
+        let Some(session) = self.session() else {
+            return Ok(());
+        };
+        let timeout = self.config.connect_timeout;
+        // Nothing waits on a link that is not installed: any id will do.
+        let id = loop {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                break id;
+            }
+        };
+        self.run_handshake(link, id, session.pin, deadline_after(timeout), timeout)
+            .await
+    }
+
+    /// Sends `HANDSHAKE` with request id `id` on `link` and waits for the
+    /// reader to process the answer.
+    async fn run_handshake(
+        &self,
+        link: &Arc<Link>,
+        id: u32,
+        pin: Option<[u8; 32]>,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let noise = |error: ternio_protocol::secure::HandshakeError| {
+            ClientError::Handshake(error.to_string())
+        };
+        let mut initiator = Initiator::new(pin.as_ref()).map_err(noise)?;
+        let body = initiator.request_body().map_err(noise)?;
+        let outcome = link.begin_handshake(id, initiator, pin)?;
+        let header = Header::new(system::HANDSHAKE, Flags::NONE, id);
+        match link.send(header, &RawBody(&body), self.config.max_frame_size, false) {
+            Ok(()) => {}
+            Err(SendError::TooLarge(error)) => {
+                link.take_handshake(id);
+                return Err(ClientError::FrameTooLarge(error));
+            }
+            // The loss fails the handshake: `outcome` says so.
+            Err(SendError::Gone | SendError::NotSecure) => {}
+            Err(SendError::Io(reason)) => self.lose(link, reason),
+        }
+        match tokio::time::timeout_at(deadline, outcome).await {
+            Err(_) => Err(ClientError::Timeout(timeout)),
+            Ok(Err(_)) => Err(ClientError::Closed(lost_reason(link))),
+            Ok(Ok(outcome)) => outcome,
+        }
+    }
+
+    /// Handles the answer to the handshake under way on `link`: puts the
+    /// keys in place before the reader takes the next frame (the server
+    /// seals every push after this answer), then tells the caller.
+    fn answer_handshake(
+        &self,
+        link: &Arc<Link>,
+        pending: PendingHandshake,
+        header: Header,
+        body: &Bytes,
+        sealed: bool,
+    ) -> Option<CloseReason> {
+        let answer = pending.answer(header, body, sealed);
+        if let Some(channel) = answer.channel {
+            link.complete_handshake(channel);
+            *lock(&self.session) = Some(SecureConfig { pin: answer.pin });
+            tracing::debug!(nk = answer.pin.is_some(), "secure session established");
+        }
+        let _ = answer.done.send(answer.outcome);
+        answer.close
+    }
+
+    /// Handles one frame that arrived whole (a WebSocket message) on
+    /// `link`; returns why to stop reading it, if it must.
     pub(crate) fn on_frame(&self, link: &Arc<Link>, frame: Frame) -> Option<CloseReason> {
-        let header = frame.header;
+        if frame.header.flags.is_encrypted() {
+            return self.on_frame_mut(link, frame.header, BytesMut::from(frame.body));
+        }
+        self.handle(link, frame.header, frame.body, false)
+    }
+
+    /// Handles one frame whose body can be opened in place (from the TCP
+    /// stream); returns why to stop reading `link`, if it must.
+    pub(crate) fn on_frame_mut(
+        &self,
+        link: &Arc<Link>,
+        header: Header,
+        mut body: BytesMut,
+    ) -> Option<CloseReason> {
+        if !header.flags.is_encrypted() {
+            return self.handle(link, header, body.freeze(), false);
+        }
+        if let Err(error) = link.open(&header, &mut body) {
+            return Some(self.decrypt_failed(link, error));
+        }
+        self.handle(link, header, body.freeze(), true)
+    }
+
+    /// Tells the server `DECRYPT_FAILED` (in plain) and returns the reason
+    /// to close `link` with.
+    fn decrypt_failed(&self, link: &Link, message: String) -> CloseReason {
+        tracing::warn!(%message, "a frame from the server failed the secure session's checks");
+        let disconnect = Disconnect::new(DisconnectReason::DecryptFailed, message.clone());
+        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+        let _ = link.send(header, &disconnect, self.config.max_frame_size, false);
+        CloseReason::DecryptFailed(message)
+    }
+
+    /// Handles one frame, opened if it was sealed (`sealed`).
+    fn handle(
+        &self,
+        link: &Arc<Link>,
+        header: Header,
+        body: Bytes,
+        sealed: bool,
+    ) -> Option<CloseReason> {
         if header.flags.is_response() {
+            // Matched by id alone: the contract does not say which opcode
+            // an error answer carries.
+            if let Some(pending) = link.take_handshake(header.request_id) {
+                return self.answer_handshake(link, *pending, header, &body, sealed);
+            }
             if header.request_id == 0 {
                 // An error about a fire-and-forget send: nobody waits for it.
                 tracing::warn!(
@@ -362,31 +549,51 @@ impl Shared {
                 }
             };
             if let Some(slot) = slot {
-                let _ = slot.send(Ok(frame));
+                if slot.sealed && !sealed {
+                    let reason = self.decrypt_failed(
+                        link,
+                        format!("a plain answer to sealed request {}", header.request_id),
+                    );
+                    let _ = slot.answer.send(Err(reason.clone()));
+                    return Some(reason);
+                }
+                let _ = slot.answer.send(Ok(Frame { header, body }));
             }
             return None;
         }
         match header.opcode {
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
+                let disconnect = Disconnect::decode_body(&body).unwrap_or_else(|_| {
                     Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
                 });
                 Some(CloseReason::Disconnected(disconnect))
             }
             system::PING if header.request_id != 0 => {
-                if let Ok(ping) = Ping::decode_body(&frame.body) {
+                if let Ok(ping) = Ping::decode_body(&body) {
                     let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
                     let pong = Pong { value: ping.value };
                     if let Err(SendError::Io(reason)) =
-                        link.send(reply, &pong, self.config.max_frame_size)
+                        link.send(reply, &pong, self.config.max_frame_size, false)
                     {
                         return Some(reason);
                     }
                 }
                 None
             }
-            _ => {
-                self.unhandled_pushes.fetch_add(1, Ordering::Relaxed);
+            _ if header.is_system() => {
+                self.pushes.count_unhandled();
+                None
+            }
+            opcode => {
+                // The server seals every push once the session is up: a
+                // plain one now was not written by it.
+                if !sealed && link.is_secure() {
+                    return Some(self.decrypt_failed(
+                        link,
+                        format!("a plain push (opcode {opcode:#06X}) on a secure session"),
+                    ));
+                }
+                self.pushes.deliver(opcode, &body);
                 None
             }
         }
@@ -405,7 +612,7 @@ impl Shared {
             let disconnect = Disconnect::new(DisconnectReason::Normal, "client closed");
             let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
             if link
-                .send(header, &disconnect, self.config.max_frame_size)
+                .send(header, &disconnect, self.config.max_frame_size, false)
                 .is_ok()
             {
                 let _ = tokio::time::timeout(linger, link.close_gracefully()).await;
@@ -415,6 +622,13 @@ impl Shared {
     }
 }
 
+/// `timeout` from now; a timeout too long to add counts as about thirty years.
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
+}
+
 /// Why `link` ended, for a request that saw it go.
 fn lost_reason(link: &Link) -> CloseReason {
     link.lost_reason().cloned().unwrap_or(CloseReason::Local)
@@ -422,7 +636,7 @@ fn lost_reason(link: &Link) -> CloseReason {
 
 fn fail(slots: HashMap<u32, Slot>, reason: &CloseReason) {
     for (_, slot) in slots {
-        let _ = slot.send(Err(reason.clone()));
+        let _ = slot.answer.send(Err(reason.clone()));
     }
 }
 

@@ -100,28 +100,39 @@ async fn reconnect(
             },
             _ = changes.wait_for(ConnectionState::is_closed) => return None,
         };
-        match opened {
-            Ok(opened) => match resume_session(shared, &opened.link).await {
-                Ok(()) if shared.install(&opened.link) => {
-                    tracing::debug!(attempt, "client reconnected");
-                    return Some(opened.tasks);
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                last_error = error.to_string();
+                tracing::debug!(attempt, error = %last_error, "reconnect attempt failed");
+                attempt = attempt.saturating_add(1);
+                continue;
+            }
+        };
+        // A close while the session is set up stops the attempt too.
+        let resumed = tokio::select! {
+            resumed = resume_session(shared, &opened.link) => resumed,
+            _ = changes.wait_for(ConnectionState::is_closed) => return None,
+        };
+        match resumed {
+            Ok(()) if shared.install(&opened.link) => {
+                tracing::debug!(attempt, "client reconnected");
+                return Some(opened.tasks);
+            }
+            Ok(()) => {
+                opened.link.shutdown();
+                if shared.state().is_closed() {
+                    return None;
                 }
-                Ok(()) => {
-                    opened.link.shutdown();
-                    if shared.state().is_closed() {
-                        return None;
-                    }
-                    last_error = match opened.link.lost_reason() {
-                        Some(reason) => format!("the new connection ended at once: {reason}"),
-                        None => "the new connection ended at once".to_owned(),
-                    };
-                }
-                Err(error) => {
-                    opened.link.shutdown();
-                    last_error = error.to_string();
-                }
-            },
-            Err(error) => last_error = error.to_string(),
+                last_error = match opened.link.lost_reason() {
+                    Some(reason) => format!("the new connection ended at once: {reason}"),
+                    None => "the new connection ended at once".to_owned(),
+                };
+            }
+            Err(error) => {
+                opened.link.shutdown();
+                last_error = error.to_string();
+            }
         }
         tracing::debug!(attempt, error = %last_error, "reconnect attempt failed");
         attempt = attempt.saturating_add(1);
@@ -132,15 +143,16 @@ async fn reconnect(
 /// the transport is up and before the link is installed, so that no request
 /// waiting for the reconnection goes out on it before this completes.
 ///
-/// This client has no secure sessions yet, so there is nothing to restore.
-/// When it does, a client that had completed a handshake (contract
-/// section 5) must run it again here: the new connection has no session, and the
-/// server rejects sealed frames on it (`DECRYPT_FAILED`); the new session
-/// has fresh keys, and both directions' counters start at 0. Two things to
-/// provide then: a way to send the `HANDSHAKE` request on this link before
-/// it is current ([`Shared::on_frame`] delivers answers only to the
-/// current link's requests today), and the pinned server key (NK) kept from
-/// the first handshake. An error here counts as a failed attempt.
-async fn resume_session(_shared: &Shared, _link: &Arc<Link>) -> Result<(), ClientError> {
-    Ok(())
+/// A client whose session was secure (by [`ClientConfig::secure`] or a
+/// completed [`Client::handshake`]) runs the same handshake again here
+/// (same pattern, same pinned key): the new connection has no session, and
+/// the server would reject sealed frames on it (`DECRYPT_FAILED`); the new
+/// session has fresh keys, and both directions' counters start at 0. The
+/// link's reader processes the answer, as it would on an installed link. An
+/// error here (the server's key changed, say) counts as a failed attempt.
+///
+/// [`ClientConfig::secure`]: crate::ClientConfig::secure
+/// [`Client::handshake`]: crate::Client::handshake
+async fn resume_session(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
+    shared.secure_new_link(link).await
 }

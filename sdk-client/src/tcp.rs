@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Buf;
 use ternio_protocol::frame::{self, FrameDecoder, Framing, Header};
+use ternio_protocol::secure::Sealer;
 use ternio_protocol::{BytesMut, Encode};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -30,6 +31,9 @@ struct Outbound {
     buf: BytesMut,
     /// The writer task owns the flushing until the buffer is empty.
     writer_active: bool,
+    /// Seals frames once the secure session is up: under this lock, so
+    /// that counters reach the socket in order.
+    sealer: Option<Sealer>,
 }
 
 /// The sending half of a TCP link: the socket and its outbound buffer.
@@ -75,22 +79,38 @@ fn io_reason(error: &io::Error) -> CloseReason {
 }
 
 impl TcpOut {
-    /// Encodes one frame into the outbound buffer and writes it at once if
-    /// nothing is queued before it.
+    /// Encodes one frame (sealed when `seal` says so) into the outbound
+    /// buffer and writes it at once if nothing is queued before it.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         max_frame_size: usize,
+        seal: bool,
     ) -> Result<(), SendError> {
         let mut outbound = lock(&self.outbound);
-        frame::write_frame(
-            &mut outbound.buf,
-            Framing::LengthPrefixed,
-            header,
-            body,
-            max_frame_size,
-        )
+        let outbound = &mut *outbound;
+        if seal {
+            let sealer = outbound.sealer.as_mut().ok_or(SendError::NotSecure)?;
+            sealer.write_frame_with(
+                &mut outbound.buf,
+                Framing::LengthPrefixed,
+                header,
+                max_frame_size,
+                |out| {
+                    out.reserve(body.encoded_len() + ternio_protocol::secure::TAG_LEN);
+                    body.encode(out);
+                },
+            )
+        } else {
+            frame::write_frame(
+                &mut outbound.buf,
+                Framing::LengthPrefixed,
+                header,
+                body,
+                max_frame_size,
+            )
+        }
         .map_err(SendError::TooLarge)?;
         if outbound.writer_active {
             return Ok(());
@@ -106,6 +126,11 @@ impl TcpOut {
             self.writer_wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Seals every frame sent with `seal` from now on.
+    pub(crate) fn set_sealer(&self, sealer: Sealer) {
+        lock(&self.outbound).sealer = Some(sealer);
     }
 
     /// Writes what is queued, waiting for the socket each time it would block.
@@ -178,9 +203,9 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &TcpOut) -> C
             Err(error) => return io_reason(&error),
         }
         loop {
-            match decoder.decode(&mut buf) {
-                Ok(Some(frame)) => {
-                    if let Some(reason) = shared.on_frame(link, frame) {
+            match decoder.decode_mut(&mut buf) {
+                Ok(Some((header, body))) => {
+                    if let Some(reason) = shared.on_frame_mut(link, header, body) {
                         return reason;
                     }
                 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use ternio_protocol::frame::{self, Framing, Header};
+use ternio_protocol::secure::{Sealer, TAG_LEN};
 use ternio_protocol::{BytesMut, Encode, Frame};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -44,6 +45,9 @@ struct Queue {
     buf: BytesMut,
     /// `None` once the link is shut: the writer sends what it has and stops.
     sender: Option<mpsc::UnboundedSender<Message>>,
+    /// Seals frames once the secure session is up: under this lock, so
+    /// that counters are queued in order.
+    sealer: Option<Sealer>,
 }
 
 /// The sending half of a WebSocket link.
@@ -99,6 +103,7 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         queue: Mutex::new(Queue {
             buf: BytesMut::new(),
             sender: Some(sender),
+            sealer: None,
         }),
     })));
     let tasks = TaskSet::new(vec![
@@ -141,28 +146,49 @@ fn ws_reason(error: WsError) -> CloseReason {
 }
 
 impl WsOut {
-    /// Encodes one frame as one binary message and queues it.
+    /// Encodes one frame (sealed when `seal` says so) as one binary message
+    /// and queues it.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         max_frame_size: usize,
+        seal: bool,
     ) -> Result<(), SendError> {
         let mut queue = lock(&self.queue);
         let queue = &mut *queue;
         let Some(sender) = &queue.sender else {
             return Err(SendError::Gone);
         };
-        frame::write_frame(
-            &mut queue.buf,
-            Framing::Message,
-            header,
-            body,
-            max_frame_size,
-        )
+        if seal {
+            let sealer = queue.sealer.as_mut().ok_or(SendError::NotSecure)?;
+            sealer.write_frame_with(
+                &mut queue.buf,
+                Framing::Message,
+                header,
+                max_frame_size,
+                |out| {
+                    out.reserve(body.encoded_len() + TAG_LEN);
+                    body.encode(out);
+                },
+            )
+        } else {
+            frame::write_frame(
+                &mut queue.buf,
+                Framing::Message,
+                header,
+                body,
+                max_frame_size,
+            )
+        }
         .map_err(SendError::TooLarge)?;
         let message = Message::Binary(queue.buf.split().freeze());
         sender.send(message).map_err(|_| SendError::Gone)
+    }
+
+    /// Seals every frame sent with `seal` from now on.
+    pub(crate) fn set_sealer(&self, sealer: Sealer) {
+        lock(&self.queue).sealer = Some(sealer);
     }
 
     /// Queues a WebSocket Close frame; `false` when the link is shut already.
@@ -239,6 +265,10 @@ async fn read_until_closed(
             Message::Binary(bytes) => match Frame::parse(bytes, max) {
                 Ok(frame) => {
                     if let Some(reason) = shared.on_frame(link, frame) {
+                        if matches!(reason, CloseReason::DecryptFailed(_)) {
+                            // The server's own choice for this case (docs/PROTOCOL.md).
+                            send_close(link, CloseCode::Policy, "decrypt failed");
+                        }
                         return reason;
                     }
                 }
