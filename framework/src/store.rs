@@ -60,8 +60,29 @@ impl ConnectionStore {
 
 /// A handler parameter: a copy of the connection's stored `T`, if any.
 ///
-/// ```ignore
-/// fn say(request: Say, nick: Stored<Nickname>) -> Result<(), ChatError> { … }
+/// ```
+/// use ternio::{Packet, Stored, packet_controller};
+///
+/// #[derive(Clone)]
+/// struct Nickname(String);
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0010)]
+/// struct WhoAmI;
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0011)]
+/// struct YouAre(Option<String>);
+///
+/// #[derive(Default)]
+/// struct Names;
+///
+/// #[packet_controller]
+/// impl Names {
+///     fn who_am_i(_request: WhoAmI, nick: Stored<Nickname>) -> YouAre {
+///         YouAre(nick.0.map(|nick| nick.0))
+///     }
+/// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored<T>(pub Option<T>);

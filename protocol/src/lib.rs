@@ -2,12 +2,12 @@
 //!
 //! This crate owns every byte that a Ternio server and client exchange:
 //!
-//! - [`frame`]: the 7-byte [`Header`](frame::Header), its [`Flags`](frame::Flags),
-//!   the incremental [`FrameDecoder`](frame::FrameDecoder) for length-prefixed
+//! - [`frame`]: the 7-byte [`Header`], its [`Flags`],
+//!   the incremental [`FrameDecoder`] for length-prefixed
 //!   streams, and frame encoding;
 //! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
-//!   strings, zero-copy [`Bytes`](bytes::Bytes), vectors, options, arrays);
-//! - [`packet`]: the [`Packet`](packet::Packet) trait that ties a type to its opcode;
+//!   strings, zero-copy [`Bytes`], vectors, options, arrays);
+//! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT` and `HANDSHAKE`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
 //! - [`reply`]: how a handler's return value becomes a response frame.
