@@ -5,22 +5,31 @@
 //! cargo run --example chat_client -- --tcp 127.0.0.1:7101 --nick ann
 //! ```
 //!
+//! It also serves a chat page at <http://127.0.0.1:7103/> (`--http`): plain
+//! HTML and the browser SDK `sdk-js/ternio.js`, which connects to the
+//! WebSocket listener, so people in browsers chat with terminal clients.
+//!
+//! With `--redis URL`, the server is one node of a cluster: run several
+//! (each with its own ports) against one Redis, and users on different
+//! nodes share rooms (see `docs/SCALING.md`):
+//!
+//! ```text
+//! cargo run --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102 --http 127.0.0.1:7103
+//! cargo run --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7201 --ws 127.0.0.1:7202 --http 127.0.0.1:7203
+//! ```
+//!
 //! Everything the chat needs comes from the framework: the hub's groups are
 //! the rooms, the connection store keeps each connection's nickname and
-//! rooms, and the disconnect hook tells the rooms when someone leaves.
+//! rooms, and the disconnect hook tells the rooms when someone leaves. The
+//! service itself lives in `ternio_examples::chat` (`chat::serve`), which
+//! the end-to-end tests run too.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 
 use clap::Parser;
-use ternio::{
-    AuditLog, ConnectionHandle, Context, HandlerError, Hub, Server, State, Stored,
-    packet_controller,
-};
-use ternio_examples::chat::{
-    ChatMessage, JoinRoom, LeaveRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft, errors,
-};
+use ternio::{AuditLog, Server};
+use ternio_examples::{chat, web};
+use ternio_redis::{RedisBackplane, RedisConfig};
 
 /// Command line of the chat server.
 #[derive(Parser)]
@@ -32,170 +41,17 @@ struct Args {
     /// Address of the WebSocket listener (path /ws).
     #[arg(long, default_value = "127.0.0.1:7102")]
     ws: SocketAddr,
+    /// Address of the HTTP listener that serves the chat page
+    /// (`examples/web/chat/` and `sdk-js/ternio.js`; see `ternio_examples::web`).
+    #[arg(long, default_value = "127.0.0.1:7103")]
+    http: SocketAddr,
     /// Log every request (the audit-log middleware).
     #[arg(long)]
     audit: bool,
-}
-
-/// A connection's nickname, kept in its store.
-#[derive(Debug, Clone)]
-struct Nickname(String);
-
-/// The rooms a connection is in, kept in its store.
-#[derive(Debug, Clone, Default)]
-struct Rooms(Vec<String>);
-
-/// Nicknames in use, across the server.
-#[derive(Default)]
-struct Nicknames(Mutex<HashSet<String>>);
-
-/// Serves the chat packets.
-#[derive(Default)]
-struct ChatController;
-
-fn error(code: u16, message: impl Into<String>) -> HandlerError {
-    HandlerError::new(code, message)
-}
-
-/// The room names and nicknames of a room's members.
-fn member_nicks(hub: &Hub, room: &str) -> Vec<String> {
-    let mut nicks: Vec<String> = hub
-        .members(room)
-        .into_iter()
-        .filter_map(|id| hub.connection(id))
-        .filter_map(|member| member.store().get::<Nickname>())
-        .map(|nick| nick.0)
-        .collect();
-    nicks.sort();
-    nicks
-}
-
-#[packet_controller]
-impl ChatController {
-    fn set_nick(
-        request: SetNick,
-        ctx: &Context,
-        taken: State<Nicknames>,
-    ) -> Result<(), HandlerError> {
-        let nick = request.nick.trim().to_owned();
-        if nick.is_empty() || nick.chars().count() > 32 {
-            return Err(error(errors::BAD_NICK, "a nickname has 1 to 32 characters"));
-        }
-        let mut in_use = taken.0.0.lock().expect("nicknames");
-        if !in_use.insert(nick.clone()) {
-            return Err(error(errors::BAD_NICK, format!("{nick} is taken")));
-        }
-        if let Some(Nickname(old)) = ctx.store().insert(Nickname(nick)) {
-            in_use.remove(&old);
-        }
-        Ok(())
-    }
-
-    fn join_room(
-        request: JoinRoom,
-        ctx: &Context,
-        nick: Stored<Nickname>,
-    ) -> Result<RoomInfo, HandlerError> {
-        let Some(Nickname(nick)) = nick.0 else {
-            return Err(error(errors::NO_NICK, "set a nickname first"));
-        };
-        let room = request.room.trim().to_owned();
-        if room.is_empty() || room.chars().count() > 64 {
-            return Err(error(
-                errors::BAD_TEXT,
-                "a room name has 1 to 64 characters",
-            ));
-        }
-        let hub = ctx.hub();
-        if !hub.members(&room).contains(&ctx.connection_id()) {
-            hub.join(&room, ctx.connection_id());
-            if !ctx.store().contains::<Rooms>() {
-                ctx.store().insert(Rooms::default());
-            }
-            ctx.store()
-                .with(|rooms: &mut Rooms| rooms.0.push(room.clone()));
-            let _ = hub.broadcast_group(
-                &room,
-                &UserJoined {
-                    room: room.clone(),
-                    nick,
-                },
-            );
-        }
-        Ok(RoomInfo {
-            members: member_nicks(&hub, &room),
-            room,
-        })
-    }
-
-    fn leave_room(
-        request: LeaveRoom,
-        ctx: &Context,
-        nick: Stored<Nickname>,
-    ) -> Result<(), HandlerError> {
-        let hub = ctx.hub();
-        if !hub.leave(&request.room, ctx.connection_id()) {
-            return Err(error(
-                errors::NOT_IN_ROOM,
-                format!("you are not in {}", request.room),
-            ));
-        }
-        ctx.store()
-            .with(|rooms: &mut Rooms| rooms.0.retain(|room| room != &request.room));
-        let nick = nick.0.map(|nick| nick.0).unwrap_or_default();
-        let left = UserLeft {
-            room: request.room,
-            nick,
-        };
-        let _ = hub.broadcast_group(&left.room, &left);
-        Ok(())
-    }
-
-    fn say(request: Say, ctx: &Context, nick: Stored<Nickname>) -> Result<(), HandlerError> {
-        let Some(Nickname(nick)) = nick.0 else {
-            return Err(error(errors::NO_NICK, "set a nickname first"));
-        };
-        if request.text.is_empty() || request.text.chars().count() > 2000 {
-            return Err(error(
-                errors::BAD_TEXT,
-                "a message has 1 to 2,000 characters",
-            ));
-        }
-        let hub = ctx.hub();
-        if !hub.members(&request.room).contains(&ctx.connection_id()) {
-            return Err(error(
-                errors::NOT_IN_ROOM,
-                format!("join {} first", request.room),
-            ));
-        }
-        let message = ChatMessage {
-            room: request.room,
-            nick,
-            text: request.text,
-        };
-        let _ = hub.broadcast_group(&message.room, &message);
-        Ok(())
-    }
-}
-
-/// Tells the rooms of a closed connection that it left, and frees its nickname.
-fn on_disconnect(connection: &ConnectionHandle) {
-    let Some(Nickname(nick)) = connection.store().get::<Nickname>() else {
-        return;
-    };
-    if let Some(nicknames) = connection.state::<Nicknames>() {
-        nicknames.0.lock().expect("nicknames").remove(&nick);
-    }
-    let hub = connection.hub();
-    for room in connection.store().get::<Rooms>().unwrap_or_default().0 {
-        let _ = hub.broadcast_group(
-            &room,
-            &UserLeft {
-                room: room.clone(),
-                nick: nick.clone(),
-            },
-        );
-    }
+    /// Join the other nodes that use this Redis (`redis://host:port/`):
+    /// rooms span every node.
+    #[arg(long)]
+    redis: Option<String>,
 }
 
 #[tokio::main]
@@ -207,13 +63,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let mut builder = Server::builder()
-        .state(Nicknames::default())
+    let mut builder = chat::serve(Server::builder())
         .map_tcp(args.tcp)
-        .map_websocket(args.ws, "/ws")
-        .on_disconnect(|connection, _cause| on_disconnect(connection));
+        .map_websocket(args.ws, "/ws");
     if args.audit {
         builder = builder.middleware(AuditLog);
+    }
+    let backplane = match &args.redis {
+        Some(url) => Some(RedisBackplane::connect(RedisConfig::new(url)).await?),
+        None => None,
+    };
+    if let Some(backplane) = &backplane {
+        println!(
+            "node {} of the cluster on {}",
+            backplane.node_id(),
+            args.redis.as_deref().unwrap_or_default()
+        );
+        builder = builder.backplane(backplane.clone());
     }
     let server = builder.build()?;
     for address in server.tcp_addrs() {
@@ -222,6 +88,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for address in server.websocket_addrs() {
         println!("chat over websocket on ws://{address}/ws");
     }
+    // The page is told the WebSocket listener's port (config.json).
+    let page = web::chat_site(server.websocket_addrs()[0], "/ws");
+    let http = tokio::net::TcpListener::bind(args.http).await?;
+    println!("chat page on http://{}/", http.local_addr()?);
+    tokio::spawn(web::serve(http, page));
     let handle = server.handle();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -229,5 +100,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     server.run().await?;
+    if let Some(backplane) = backplane {
+        backplane.shutdown().await;
+    }
     Ok(())
 }

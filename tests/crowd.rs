@@ -29,8 +29,14 @@ fn echo_request(id: u32) -> Bytes {
     let echo = Echo {
         payload: Bytes::from_static(b"are you there?"),
     };
-    frame::write_frame(&mut out, Framing::LengthPrefixed, Header::new(0x0001, Flags::NONE, id), &echo, usize::MAX)
-        .unwrap();
+    frame::write_frame(
+        &mut out,
+        Framing::LengthPrefixed,
+        Header::new(0x0001, Flags::NONE, id),
+        &echo,
+        usize::MAX,
+    )
+    .unwrap();
     out.freeze()
 }
 
@@ -39,7 +45,10 @@ fn echo_request(id: u32) -> Bytes {
 fn raise_file_limit() -> u64 {
     // SAFETY: getrlimit and setrlimit with a valid pointer to a local struct.
     unsafe {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
         limit.rlim_cur = limit.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
@@ -59,10 +68,16 @@ fn status(pid: u32, field: &str) -> u64 {
 /// Starts examples/echo_server (built by `cargo test --workspace`, or named
 /// by `TERNIO_ECHO_SERVER`) on a free port; returns it and its address.
 fn start_echo_server() -> (Child, SocketAddr) {
-    let binary = std::env::var("TERNIO_ECHO_SERVER").map(Into::into).unwrap_or_else(|_| {
-        let deps = std::env::current_exe().unwrap();
-        deps.parent().unwrap().parent().unwrap().join("examples/echo_server")
-    });
+    let binary = std::env::var("TERNIO_ECHO_SERVER")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            let deps = std::env::current_exe().unwrap();
+            deps.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("examples/echo_server")
+        });
     assert!(
         binary.exists(),
         "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
@@ -97,18 +112,31 @@ async fn echo(stream: &mut TcpStream, id: u32, request: &Bytes) {
             assert_eq!(&frame.body[..], &request[11..]);
             return;
         }
-            let read = stream.read_buf(&mut buf).await.unwrap_or_else(|error| panic!("request {id}: {error}"));
+        let read = stream
+            .read_buf(&mut buf)
+            .await
+            .unwrap_or_else(|error| panic!("request {id}: {error}"));
         assert_ne!(read, 0, "the server closed a connection");
     }
 }
 
 fn main() {
-    let count: usize = std::env::var("TERNIO_CROWD").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let count: usize = std::env::var("TERNIO_CROWD")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
     let limit = raise_file_limit();
-    assert!(limit as usize > count + 100, "the open-file limit {limit} is too low for {count} connections");
+    assert!(
+        limit as usize > count + 100,
+        "the open-file limit {limit} is too low for {count} connections"
+    );
     let (mut server, address) = start_echo_server();
     let pid = server.id();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let result = runtime.block_on(async move {
         let request = echo_request(1);
         // Warm the server up, then take the baseline.
@@ -144,16 +172,28 @@ fn main() {
         let request = echo_request(2);
         let mut answered = 0;
         for chunk in crowd.chunks_mut(500) {
-            let echoes: Vec<_> = chunk.iter_mut().map(|stream| echo(stream, 2, &request)).collect();
+            let echoes: Vec<_> = chunk
+                .iter_mut()
+                .map(|stream| echo(stream, 2, &request))
+                .collect();
             futures_util::future::join_all(echoes).await;
             answered += chunk.len();
         }
-        (rss_before, rss_after, threads_before, threads_after, connected_in, answered)
+        (
+            rss_before,
+            rss_after,
+            threads_before,
+            threads_after,
+            connected_in,
+            answered,
+        )
     });
     let _ = server.kill();
     let (rss_before, rss_after, threads_before, threads_after, connected_in, answered) = result;
     let per_connection = (rss_after.saturating_sub(rss_before) * 1024) as f64 / count as f64;
-    println!("crowd: {count} connections opened and echoed in {connected_in:?}; {answered} answered again once idle");
+    println!(
+        "crowd: {count} connections opened and echoed in {connected_in:?}; {answered} answered again once idle"
+    );
     println!(
         "crowd: server RSS {rss_before} kB -> {rss_after} kB: {per_connection:.0} B per idle connection (budget {BUDGET_PER_CONNECTION:.0} B); threads {threads_before} -> {threads_after}"
     );

@@ -4,8 +4,17 @@
 //! `SetNick` → `()`, `JoinRoom` → `RoomInfo`, `LeaveRoom` → `()`, `Say` → `()`.
 //! Pushes (the server tells every member of a room):
 //! `UserJoined`, `UserLeft`, `ChatMessage`.
+//!
+//! [`serve`] adds the service to a server: `examples/chat_server.rs` runs it,
+//! and the end-to-end tests build the same server in-process.
 
-use ternio::Packet;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use ternio::{
+    ConnectionHandle, Context, HandlerError, Hub, Packet, ServerBuilder, State, Stored,
+    packet_controller,
+};
 
 /// 0x0101: takes a nickname (error 100 if another connection has it).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -93,4 +102,181 @@ pub mod errors {
     pub const NOT_IN_ROOM: u16 = 102;
     /// The message or room name is empty or too long.
     pub const BAD_TEXT: u16 = 103;
+}
+
+/// Adds the chat service to `builder`: the [`ChatController`], the
+/// server-wide [`Nicknames`], and the disconnect hook ([`on_disconnect`])
+/// that tells the rooms when someone goes.
+pub fn serve(builder: ServerBuilder) -> ServerBuilder {
+    builder
+        .controller(ChatController)
+        .state(Nicknames::default())
+        .on_disconnect(|connection, _cause| on_disconnect(connection))
+}
+
+/// A connection's nickname, kept in its store.
+#[derive(Debug, Clone)]
+struct Nickname(String);
+
+/// The rooms a connection is in, kept in its store.
+#[derive(Debug, Clone, Default)]
+struct Rooms(Vec<String>);
+
+/// Nicknames in use, across the server (shared state of the chat handlers).
+#[derive(Default)]
+pub struct Nicknames(Mutex<HashSet<String>>);
+
+/// Serves the chat packets. Register it with [`serve`], which also adds the
+/// state and the hook it needs.
+///
+/// Everything the chat needs comes from the framework: the hub's groups are
+/// the rooms, the connection store keeps each connection's nickname and
+/// rooms, and the disconnect hook tells the rooms when someone leaves.
+#[derive(Debug, Default)]
+pub struct ChatController;
+
+fn error(code: u16, message: impl Into<String>) -> HandlerError {
+    HandlerError::new(code, message)
+}
+
+/// The nicknames of a room's members, sorted.
+fn member_nicks(hub: &Hub, room: &str) -> Vec<String> {
+    let mut nicks: Vec<String> = hub
+        .members(room)
+        .into_iter()
+        .filter_map(|id| hub.connection(id))
+        .filter_map(|member| member.store().get::<Nickname>())
+        .map(|nick| nick.0)
+        .collect();
+    nicks.sort();
+    nicks
+}
+
+#[packet_controller(explicit)]
+impl ChatController {
+    fn set_nick(
+        request: SetNick,
+        ctx: &Context,
+        taken: State<Nicknames>,
+    ) -> Result<(), HandlerError> {
+        let nick = request.nick.trim().to_owned();
+        if nick.is_empty() || nick.chars().count() > 32 {
+            return Err(error(errors::BAD_NICK, "a nickname has 1 to 32 characters"));
+        }
+        let mut in_use = taken.0.0.lock().expect("nicknames");
+        if !in_use.insert(nick.clone()) {
+            return Err(error(errors::BAD_NICK, format!("{nick} is taken")));
+        }
+        if let Some(Nickname(old)) = ctx.store().insert(Nickname(nick)) {
+            in_use.remove(&old);
+        }
+        Ok(())
+    }
+
+    fn join_room(
+        request: JoinRoom,
+        ctx: &Context,
+        nick: Stored<Nickname>,
+    ) -> Result<RoomInfo, HandlerError> {
+        let Some(Nickname(nick)) = nick.0 else {
+            return Err(error(errors::NO_NICK, "set a nickname first"));
+        };
+        let room = request.room.trim().to_owned();
+        if room.is_empty() || room.chars().count() > 64 {
+            return Err(error(
+                errors::BAD_TEXT,
+                "a room name has 1 to 64 characters",
+            ));
+        }
+        let hub = ctx.hub();
+        if !hub.members(&room).contains(&ctx.connection_id()) {
+            hub.join(&room, ctx.connection_id());
+            if !ctx.store().contains::<Rooms>() {
+                ctx.store().insert(Rooms::default());
+            }
+            ctx.store()
+                .with(|rooms: &mut Rooms| rooms.0.push(room.clone()));
+            let _ = hub.broadcast_group(
+                &room,
+                &UserJoined {
+                    room: room.clone(),
+                    nick,
+                },
+            );
+        }
+        Ok(RoomInfo {
+            members: member_nicks(&hub, &room),
+            room,
+        })
+    }
+
+    fn leave_room(
+        request: LeaveRoom,
+        ctx: &Context,
+        nick: Stored<Nickname>,
+    ) -> Result<(), HandlerError> {
+        let hub = ctx.hub();
+        if !hub.leave(&request.room, ctx.connection_id()) {
+            return Err(error(
+                errors::NOT_IN_ROOM,
+                format!("you are not in {}", request.room),
+            ));
+        }
+        ctx.store()
+            .with(|rooms: &mut Rooms| rooms.0.retain(|room| room != &request.room));
+        let nick = nick.0.map(|nick| nick.0).unwrap_or_default();
+        let left = UserLeft {
+            room: request.room,
+            nick,
+        };
+        let _ = hub.broadcast_group(&left.room, &left);
+        Ok(())
+    }
+
+    fn say(request: Say, ctx: &Context, nick: Stored<Nickname>) -> Result<(), HandlerError> {
+        let Some(Nickname(nick)) = nick.0 else {
+            return Err(error(errors::NO_NICK, "set a nickname first"));
+        };
+        if request.text.is_empty() || request.text.chars().count() > 2000 {
+            return Err(error(
+                errors::BAD_TEXT,
+                "a message has 1 to 2,000 characters",
+            ));
+        }
+        let hub = ctx.hub();
+        if !hub.members(&request.room).contains(&ctx.connection_id()) {
+            return Err(error(
+                errors::NOT_IN_ROOM,
+                format!("join {} first", request.room),
+            ));
+        }
+        let message = ChatMessage {
+            room: request.room,
+            nick,
+            text: request.text,
+        };
+        let _ = hub.broadcast_group(&message.room, &message);
+        Ok(())
+    }
+}
+
+/// Tells the rooms of a closed connection that it left, and frees its
+/// nickname. [`serve`] installs it as the server's disconnect hook.
+pub fn on_disconnect(connection: &ConnectionHandle) {
+    let Some(Nickname(nick)) = connection.store().get::<Nickname>() else {
+        return;
+    };
+    if let Some(nicknames) = connection.state::<Nicknames>() {
+        nicknames.0.lock().expect("nicknames").remove(&nick);
+    }
+    let hub = connection.hub();
+    for room in connection.store().get::<Rooms>().unwrap_or_default().0 {
+        let _ = hub.broadcast_group(
+            &room,
+            &UserLeft {
+                room: room.clone(),
+                nick: nick.clone(),
+            },
+        );
+    }
 }

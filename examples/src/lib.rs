@@ -2,3 +2,5 @@
 
 pub mod chat;
 pub mod echo;
+pub mod game;
+pub mod web;

@@ -1,0 +1,109 @@
+//! Smoke test of the game example (`ternio_examples::game`): a server with
+//! its 30 Hz simulation and three bots over TCP for about two seconds.
+//! Every bot gets snapshots in tick order, its inputs move its player, and
+//! the tick loop keeps its rate.
+
+use std::time::Duration;
+
+use ternio::Server;
+use ternio_examples::game::{self, BotConfig, Game};
+use tokio::sync::watch;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bots_get_snapshots_in_tick_order_and_their_inputs_move_them() {
+    let game = Game::new();
+    let server = game::serve(Server::builder().discover_controllers(false), game.clone())
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .expect("the game server builds");
+    let address = server.tcp_addrs()[0];
+    let handle = server.handle();
+    let running = tokio::spawn(server.run());
+    let (stop, stopped) = watch::channel(false);
+    let ticking = tokio::spawn(game::simulate(game.clone(), handle.hub(), stopped));
+
+    const BOTS: usize = 3;
+    let duration = Duration::from_secs(2);
+    let bots: Vec<_> = (0..BOTS)
+        .map(|index| {
+            tokio::spawn(game::run_bot(
+                address,
+                BotConfig::new(index, "arena", duration),
+            ))
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for bot in bots {
+        let report = tokio::time::timeout(Duration::from_secs(10), bot)
+            .await
+            .expect("the bot finishes")
+            .expect("the bot task does not panic")
+            .expect("the bot plays without error");
+        reports.push(report);
+    }
+
+    for report in &reports {
+        // 2 s at 30 Hz is 60 snapshots; leave room for a slow machine.
+        assert!(
+            report.snapshots >= 30,
+            "{}: only {} snapshots",
+            report.name,
+            report.snapshots
+        );
+        assert_eq!(
+            report.out_of_order, 0,
+            "{}: snapshots out of tick order",
+            report.name
+        );
+        let (first, last) = report.ticks.expect("ticks were seen");
+        assert_eq!(
+            u64::from(last - first) + 1,
+            report.snapshots + report.gaps,
+            "{}: every tick from the first to the last is a snapshot or a gap",
+            report.name
+        );
+        // Nothing is behind on loopback at this load: no drops anywhere.
+        assert_eq!(report.gaps, 0, "{}: gaps in the ticks", report.name);
+        assert_eq!(report.buffer_dropped, 0);
+        assert!(
+            report.inputs >= 30,
+            "{}: {} inputs",
+            report.name,
+            report.inputs
+        );
+        assert!(
+            report.acked_input > 0,
+            "{}: no input was applied",
+            report.name
+        );
+        // At 20 units per second, well over a second of moving.
+        assert!(
+            report.travelled > 20.0,
+            "{}: travelled only {}",
+            report.name,
+            report.travelled
+        );
+        assert_eq!(report.most_players, BOTS, "{}: saw everyone", report.name);
+    }
+
+    let _ = stop.send(true);
+    ticking.await.expect("the tick loop ends");
+    let stats = game.stats();
+    assert!(stats.ticks >= 45, "only {} ticks in over 2 s", stats.ticks);
+    assert_eq!(stats.dropped, 0);
+    // A bot that closed before its connection left the room may miss the
+    // last tick's snapshot ("failed": the connection was closing).
+    assert!(stats.failed <= BOTS as u64, "{} failed", stats.failed);
+    assert!(stats.queued >= 3 * 45 - 6);
+    assert!(stats.bytes > 0);
+    assert!(!stats.tick_time_us.is_empty());
+    // The bots closed: the disconnect hook took their players out.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(game.players().is_empty(), "{:?}", game.players());
+    let departures = game.departures();
+    assert_eq!(departures.len(), BOTS, "{departures:?}");
+    assert!(departures.iter().all(|departure| departure.dropped == 0));
+
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+}

@@ -1,0 +1,479 @@
+//! [`RedisBackplane`]: the handle the server holds, and the state it shares
+//! with its link task.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::aio::MultiplexedConnection;
+use redis::io::tcp::TcpSettings;
+use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Value};
+use ternio::{
+    Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, ConnectionId, LocalHub,
+};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::config::RedisConfig;
+use crate::counters::Counters;
+use crate::keys::Keys;
+use crate::link;
+
+/// Why a [`RedisBackplane`] could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisBackplaneError {
+    /// Redis refused, failed or could not be reached.
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+    /// Redis did not answer within the response timeout.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The fixed node id is held by a live node.
+    #[error("node id {0} is in use by a live node")]
+    NodeIdTaken(u16),
+    /// Node id 0 was asked for: it means "no backplane".
+    #[error("node id 0 is reserved; use 1 to 65535")]
+    ReservedNodeId,
+    /// Every node id is held by a live node.
+    #[error("no node id is free: 65,535 nodes are alive")]
+    NoFreeNodeId,
+}
+
+/// What the handle and the link task share.
+pub(crate) struct Shared {
+    pub(crate) config: RedisConfig,
+    pub(crate) keys: Keys,
+    pub(crate) node: u16,
+    /// Tells this process's node key from another's that claimed the same id.
+    pub(crate) token: String,
+    pub(crate) client: Client,
+    /// The server's local side, once attached.
+    pub(crate) hub: OnceLock<LocalHub>,
+    pub(crate) queue: mpsc::Sender<BackplaneMessage>,
+    /// Whether the link is up (publishing is refused at once when it is
+    /// not), and what was counted.
+    pub(crate) counters: Counters,
+    /// Groups whose local membership changed since it was last written.
+    pub(crate) dirty: Mutex<HashSet<String>>,
+    pub(crate) dirty_signal: Notify,
+    /// The command connection while the link is up, for membership queries.
+    pub(crate) commands: Mutex<Option<MultiplexedConnection>>,
+    pub(crate) shutdown: watch::Sender<bool>,
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No code panics while holding these locks; recover the data if one did.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    /// Marks `groups` for writing to Redis, and wakes the link task.
+    pub(crate) fn mark_dirty(&self, groups: impl IntoIterator<Item = String>) {
+        lock(&self.dirty).extend(groups);
+        self.dirty_signal.notify_one();
+    }
+
+    /// Marks every group with a local member.
+    pub(crate) fn mark_all_dirty(&self) {
+        let groups = self
+            .hub
+            .get()
+            .map(|hub| hub.memberships())
+            .unwrap_or_default();
+        self.mark_dirty(groups.into_iter().map(|(group, _)| group));
+    }
+
+    pub(crate) fn connection_config(&self) -> AsyncConnectionConfig {
+        AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.config.response_timeout))
+            .set_response_timeout(Some(self.config.response_timeout))
+    }
+
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        self.config.node_ttl.as_millis() as u64
+    }
+}
+
+/// A [`Backplane`] over Redis: pub/sub carries group broadcasts,
+/// broadcasts, sends and kicks between nodes; keys with an expiry hold
+/// each node's liveness and group membership.
+///
+/// Give it to `Server::builder().backplane(...)`; keep a clone to read its
+/// [`stats`](Backplane::stats) or to [`shutdown`](Self::shutdown) cleanly.
+/// One backplane serves one server.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use ternio::Server;
+/// use ternio_redis::{RedisBackplane, RedisConfig};
+///
+/// let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+/// let server = Server::builder()
+///     .backplane(backplane.clone())
+///     .map_tcp("0.0.0.0:7101")
+///     .build()?;
+/// println!("node {}", backplane.node_id());
+/// server.run().await?;
+/// backplane.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackplane {
+    shared: Arc<Shared>,
+    task: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl fmt::Debug for RedisBackplane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackplane")
+            .field("node", &self.shared.node)
+            .field("prefix", &self.shared.config.prefix)
+            .field("connected", &self.shared.counters.is_connected())
+            .finish()
+    }
+}
+
+impl RedisBackplane {
+    /// Connects to Redis, claims a node id (the configured one, or a free
+    /// one), and starts the link task that keeps it alive. Must run inside a
+    /// tokio runtime.
+    ///
+    /// A fixed node id still held by a node that just died is waited for,
+    /// for at most the node TTL; one held by a live node is refused.
+    pub async fn connect(config: RedisConfig) -> Result<Self, RedisBackplaneError> {
+        let config = config.normalized();
+        if config.node_id == Some(0) {
+            return Err(RedisBackplaneError::ReservedNodeId);
+        }
+        // Nagle's algorithm would hold small publishes back: no delay.
+        let info = config
+            .url
+            .as_str()
+            .into_connection_info()?
+            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+        let client = Client::open(info)?;
+        let keys = Keys::new(&config.prefix);
+        let token = token();
+        let timeout = config.response_timeout;
+        let connection_config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let mut connection = tokio::time::timeout(
+            timeout,
+            client.get_multiplexed_async_connection_with_config(&connection_config),
+        )
+        .await
+        .map_err(|_| RedisBackplaneError::Timeout(timeout))??;
+        let node = claim(&mut connection, &keys, &config, &token).await?;
+        forget_stale_memberships(&mut connection, &keys, node).await?;
+        tracing::info!(node, prefix = %config.prefix, "backplane node registered in redis");
+
+        let (queue, receiver) = mpsc::channel(config.queue_capacity);
+        let (shutdown, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            config,
+            keys,
+            node,
+            token,
+            client,
+            hub: OnceLock::new(),
+            queue,
+            counters: Counters::new(node),
+            dirty: Mutex::default(),
+            dirty_signal: Notify::new(),
+            commands: Mutex::new(None),
+            shutdown,
+        });
+        let task = tokio::spawn(link::run(Arc::clone(&shared), receiver));
+        Ok(Self {
+            shared,
+            task: Arc::new(Mutex::new(Some(task))),
+        })
+    }
+
+    /// This node's id: the high 16 bits of its connection ids.
+    pub fn node_id(&self) -> u16 {
+        self.shared.node
+    }
+
+    /// Whether the link to Redis is up now.
+    pub fn is_connected(&self) -> bool {
+        self.shared.counters.is_connected()
+    }
+
+    /// Waits until the link to Redis is up, for at most `timeout`; returns
+    /// whether it is.
+    pub async fn wait_connected(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.is_connected() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// The ids of the nodes alive now, as Redis knows them (sorted).
+    pub async fn live_nodes(&self) -> Result<Vec<u16>, BackplaneError> {
+        let mut connection = self.commands()?;
+        let (alive, _dead) = live_nodes(&mut connection, &self.shared.keys).await?;
+        Ok(alive)
+    }
+
+    /// Leaves the cluster cleanly: deletes this node's liveness and
+    /// membership keys (its members disappear from every node's view at
+    /// once, not after the TTL) and stops the link task. Messages still
+    /// queued are dropped. Call it after the server stopped.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.send_replace(true);
+        let task = lock(&self.task).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    fn commands(&self) -> Result<MultiplexedConnection, BackplaneError> {
+        lock(&self.shared.commands)
+            .clone()
+            .ok_or_else(|| BackplaneError::Unavailable("the link to redis is down".into()))
+    }
+}
+
+impl Backplane for RedisBackplane {
+    fn node_id(&self) -> u16 {
+        self.shared.node
+    }
+
+    fn attach(&self, hub: LocalHub) -> Result<(), BackplaneError> {
+        self.shared
+            .hub
+            .set(hub)
+            .map_err(|_| BackplaneError::AlreadyAttached)?;
+        self.shared.mark_all_dirty();
+        Ok(())
+    }
+
+    fn publish(&self, message: BackplaneMessage) -> Result<(), BackplaneError> {
+        let counters = &self.shared.counters;
+        if !counters.is_connected() {
+            counters.dropped(1);
+            return Err(BackplaneError::Unavailable(
+                "the link to redis is down".into(),
+            ));
+        }
+        self.shared.queue.try_send(message).map_err(|error| {
+            counters.dropped(1);
+            match error {
+                mpsc::error::TrySendError::Full(_) => BackplaneError::Full,
+                mpsc::error::TrySendError::Closed(_) => {
+                    BackplaneError::Unavailable("the backplane was shut down".into())
+                }
+            }
+        })
+    }
+
+    fn joined(&self, group: &str, _id: ConnectionId) {
+        self.shared.mark_dirty([group.to_owned()]);
+    }
+
+    fn left(&self, group: &str, _id: ConnectionId) {
+        self.shared.mark_dirty([group.to_owned()]);
+    }
+
+    fn remote_members(
+        &self,
+        group: &str,
+    ) -> BoxFuture<'static, Result<Vec<ConnectionId>, BackplaneError>> {
+        let shared = Arc::clone(&self.shared);
+        let group = group.to_owned();
+        let connection = self.commands();
+        Box::pin(async move {
+            let mut connection = connection?;
+            remote_members(&shared, &mut connection, &group).await
+        })
+    }
+
+    fn stats(&self) -> BackplaneStats {
+        self.shared.counters.stats()
+    }
+}
+
+/// A token that tells this process's claim on a node id from any other's.
+fn token() -> String {
+    static BACKPLANES: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    let count = BACKPLANES.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{nanos:x}-{count}", std::process::id())
+}
+
+/// Claims a node id: the configured one (waiting out a dead holder's TTL),
+/// or the next free one after the cluster's counter.
+async fn claim(
+    connection: &mut MultiplexedConnection,
+    keys: &Keys,
+    config: &RedisConfig,
+    token: &str,
+) -> Result<u16, RedisBackplaneError> {
+    let ttl = config.node_ttl.as_millis() as u64;
+    if let Some(node) = config.node_id {
+        // A node that died a moment ago still holds it until its key expires.
+        let deadline = Instant::now() + config.node_ttl + config.heartbeat_interval;
+        loop {
+            if try_claim(connection, keys, token, ttl, node).await? {
+                return Ok(node);
+            }
+            if Instant::now() >= deadline {
+                return Err(RedisBackplaneError::NodeIdTaken(node));
+            }
+            tokio::time::sleep(config.heartbeat_interval).await;
+        }
+    }
+    for _ in 0..u16::MAX {
+        let sequence: u64 = redis::cmd("INCR")
+            .arg(keys.node_seq())
+            .query_async(connection)
+            .await?;
+        let node = ((sequence.saturating_sub(1)) % u64::from(u16::MAX) + 1) as u16;
+        if try_claim(connection, keys, token, ttl, node).await? {
+            return Ok(node);
+        }
+    }
+    Err(RedisBackplaneError::NoFreeNodeId)
+}
+
+/// Takes node id `node` if no live node holds it, and registers it.
+async fn try_claim(
+    connection: &mut MultiplexedConnection,
+    keys: &Keys,
+    token: &str,
+    ttl_ms: u64,
+    node: u16,
+) -> Result<bool, RedisError> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(keys.node(node))
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query_async(connection)
+        .await?;
+    if set.is_some() {
+        redis::cmd("SADD")
+            .arg(keys.nodes())
+            .arg(node)
+            .exec_async(connection)
+            .await?;
+    }
+    Ok(set.is_some())
+}
+
+/// Deletes membership keys a previous process with the same node id left.
+async fn forget_stale_memberships(
+    connection: &mut MultiplexedConnection,
+    keys: &Keys,
+    node: u16,
+) -> Result<(), RedisError> {
+    let pattern = keys.members_pattern(node);
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(connection)
+            .await?;
+        if !found.is_empty() {
+            redis::cmd("DEL").arg(found).exec_async(connection).await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// The registered nodes, split into the alive and the dead (sorted).
+async fn live_nodes(
+    connection: &mut MultiplexedConnection,
+    keys: &Keys,
+) -> Result<(Vec<u16>, Vec<u16>), BackplaneError> {
+    let mut nodes: Vec<u16> = redis::cmd("SMEMBERS")
+        .arg(keys.nodes())
+        .query_async(connection)
+        .await
+        .map_err(unavailable)?;
+    nodes.sort_unstable();
+    if nodes.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut pipe = redis::pipe();
+    for node in &nodes {
+        pipe.cmd("EXISTS").arg(keys.node(*node));
+    }
+    let exists: Vec<bool> = pipe.query_async(connection).await.map_err(unavailable)?;
+    let (mut alive, mut dead) = (Vec::new(), Vec::new());
+    for (node, exists) in nodes.into_iter().zip(exists) {
+        if exists {
+            alive.push(node);
+        } else {
+            dead.push(node);
+        }
+    }
+    Ok((alive, dead))
+}
+
+/// The members of `group` on every live node but this one. Dead nodes are
+/// pruned from the node set on the way.
+async fn remote_members(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    group: &str,
+) -> Result<Vec<ConnectionId>, BackplaneError> {
+    let keys = &shared.keys;
+    let (alive, dead) = live_nodes(connection, keys).await?;
+    if !dead.is_empty() {
+        // Best effort: a node that comes back registers itself again.
+        let _ = redis::cmd("SREM")
+            .arg(keys.nodes())
+            .arg(&dead)
+            .exec_async(connection)
+            .await;
+    }
+    let others: Vec<u16> = alive
+        .into_iter()
+        .filter(|node| *node != shared.node)
+        .collect();
+    if others.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for node in &others {
+        pipe.cmd("SMEMBERS").arg(keys.members(*node, group));
+    }
+    let sets: Vec<Value> = pipe.query_async(connection).await.map_err(unavailable)?;
+    let mut members = Vec::new();
+    for (node, set) in others.into_iter().zip(sets) {
+        let ids: Vec<u64> = redis::from_redis_value(set)
+            .map_err(|error| BackplaneError::Failed(error.to_string()))?;
+        members.extend(
+            ids.into_iter()
+                .map(ConnectionId)
+                .filter(|id| id.node() == node),
+        );
+    }
+    Ok(members)
+}
+
+pub(crate) fn unavailable(error: RedisError) -> BackplaneError {
+    BackplaneError::Unavailable(error.to_string())
+}

@@ -1,0 +1,82 @@
+//! A Redis backplane for Ternio: several server nodes behind a load
+//! balancer act as one hub.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use ternio::Server;
+//! use ternio_redis::{RedisBackplane, RedisConfig};
+//!
+//! let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+//! let server = Server::builder()
+//!     .backplane(backplane.clone())
+//!     .map_tcp("0.0.0.0:7101")
+//!     .build()?;
+//! server.run().await?;
+//! backplane.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With it, `Hub::broadcast_group`, `Hub::broadcast`, `Hub::send` and
+//! `Hub::kick` reach the connections of every node, and
+//! `Hub::cluster_members` lists a group's members on every node.
+//!
+//! # How
+//!
+//! - **Node ids.** Each node claims an id from 1 to 65,535 in Redis (or is
+//!   given one); it is the high 16 bits of its connection ids, so a send or
+//!   kick goes straight to the owning node's channel.
+//! - **Pub/sub.** A group broadcast is published once on the group's
+//!   channel, to which exactly the nodes with a local member of the group
+//!   subscribe; sends and kicks go to the owning node's channel; broadcasts
+//!   to everyone go to one channel all nodes hear. The payload is the push
+//!   frame the hub encoded once (see the envelope below), shared by every
+//!   local member of a receiving node and sealed per receiver there.
+//! - **Membership and liveness** are keys that expire: a node refreshes its
+//!   liveness key and its membership sets every heartbeat. A node that dies
+//!   stops refreshing them; within the TTL (5 s by default) its members
+//!   vanish from `cluster_members`, and nobody is left subscribed for them.
+//! - **Faults.** When Redis goes away, every node keeps serving its local
+//!   traffic: local members still get every broadcast. It logs the loss at
+//!   `warn`, counts it ([`ternio::BackplaneStats`], through
+//!   `Hub::backplane_stats`, and the `ternio_backplane_*` metrics through
+//!   the `metrics` facade), refuses cross-node sends with
+//!   `PushError::Unavailable`, and reconnects with backoff. On reconnection
+//!   it registers again, rewrites its memberships and resubscribes.
+//!
+//! # Delivery guarantee
+//!
+//! Redis pub/sub delivers **at most once**: a message published while a
+//! node is not subscribed (Redis down, the node reconnecting, or in the
+//! moment between a first local join and its subscription) is lost for
+//! that node, and nothing replays it. Within one publishing node, messages
+//! to one channel arrive in the order they were published. What the hub
+//! delivers locally does not depend on Redis. Applications that need every
+//! message must number them and let clients ask for what they missed.
+//!
+//! Redis 6.2 or later is needed (`SET … GET`); it needs no persistence.
+//! Deployment, faults and measured figures: `docs/SCALING.md`.
+//!
+//! # Keys and channels
+//!
+//! All under the configured prefix (`ternio` by default):
+//! `{prefix}:node-seq`, `{prefix}:node:{n}` (expires), `{prefix}:nodes`,
+//! `{prefix}:members:{n}:{group}` (expires); channels
+//! `{prefix}:group:{group}`, `{prefix}:everyone`, `{prefix}:to-node:{n}`.
+//!
+//! # Envelope
+//!
+//! `version u8 = 1, kind u8, origin node u16 LE, flags u8 (bit 0 droppable)`,
+//! then for a group broadcast `name length u16 LE, name, frame`; for
+//! everyone `frame`; for a send `connection id u64 LE, frame`; for a kick
+//! `connection id u64 LE, reason`.
+
+mod backplane;
+mod config;
+mod counters;
+mod envelope;
+mod keys;
+mod link;
+
+pub use backplane::{RedisBackplane, RedisBackplaneError};
+pub use config::RedisConfig;

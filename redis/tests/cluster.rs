@@ -1,0 +1,692 @@
+//! Two (or three) Ternio nodes joined by a real `redis-server`: group
+//! broadcasts, sends and kicks across nodes, cluster-wide membership, a
+//! Redis restart in the middle of the traffic, and a node killed with
+//! SIGKILL whose members disappear after the heartbeat TTL.
+//!
+//! Each test starts and owns its `redis-server` (Debian's `redis-server`
+//! package; `TERNIO_REDIS_SERVER` names another program). With
+//! `TERNIO_REDIS_URL` set, the tests that need no restart use that server
+//! instead, each under its own key prefix.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::redis_server::RedisServer;
+use ternio::{
+    Backplane, ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder,
+    ServerHandle, packet_controller,
+};
+use ternio_client::{Client, ErrorCode, Subscription};
+use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
+use ternio_redis::{RedisBackplane, RedisBackplaneError, RedisConfig};
+
+/// 0x0500: asks for the connection's id.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0500)]
+struct WhoAmI;
+
+/// 0x0501: the answer to [`WhoAmI`].
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0501)]
+struct Me(u64);
+
+/// 0x0502: push [`Told`] to the connection `to`, wherever it is.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0502)]
+struct Tell {
+    to: u64,
+    text: String,
+}
+
+/// 0x0503, pushed: what someone said, to a connection or a room.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0503)]
+struct Told {
+    from: u64,
+    text: String,
+}
+
+/// 0x0504: joins a room.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0504)]
+struct Enter {
+    room: String,
+}
+
+/// 0x0505: broadcasts [`Told`] to a room.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0505)]
+struct Shout {
+    room: String,
+    text: String,
+}
+
+#[derive(Default)]
+struct RoomController;
+
+#[packet_controller(explicit)]
+impl RoomController {
+    fn who_am_i(_request: WhoAmI, ctx: &Context) -> Me {
+        Me(ctx.connection_id().0)
+    }
+
+    fn tell(request: Tell, ctx: &Context) -> Result<(), HandlerError> {
+        let told = Told {
+            from: ctx.connection_id().0,
+            text: request.text,
+        };
+        ctx.hub()
+            .send(ConnectionId(request.to), &told)
+            .map_err(|error| HandlerError::new(100, error.to_string()))
+    }
+
+    fn enter(request: Enter, ctx: &Context) {
+        ctx.hub().join(&request.room, ctx.connection_id());
+    }
+
+    fn shout(request: Shout, ctx: &Context) -> Result<(), HandlerError> {
+        let told = Told {
+            from: ctx.connection_id().0,
+            text: request.text,
+        };
+        ctx.hub()
+            .broadcast_group(&request.room, &told)
+            .map(|_| ())
+            .map_err(|error| HandlerError::new(100, error.to_string()))
+    }
+}
+
+/// A Redis for a test: its own server, or `TERNIO_REDIS_URL`'s.
+struct Redis {
+    url: String,
+    _server: Option<RedisServer>,
+}
+
+fn redis() -> Redis {
+    match std::env::var("TERNIO_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Redis { url, _server: None },
+        _ => {
+            let server = RedisServer::start();
+            Redis {
+                url: server.url(),
+                _server: Some(server),
+            }
+        }
+    }
+}
+
+/// A key prefix no other test (or run) uses.
+fn prefix(test: &str) -> String {
+    format!("ternio-test-{}-{test}", std::process::id())
+}
+
+/// Fast heartbeats, so dead nodes vanish within a second.
+fn config(url: &str, prefix: &str) -> RedisConfig {
+    RedisConfig::new(url)
+        .prefix(prefix)
+        .heartbeat(Duration::from_millis(100), Duration::from_millis(1000))
+        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(300))
+        .response_timeout(Duration::from_secs(1))
+}
+
+/// One server node with its backplane.
+struct Node {
+    address: SocketAddr,
+    server: ServerHandle,
+    backplane: RedisBackplane,
+}
+
+impl Node {
+    async fn start(
+        url: &str,
+        prefix: &str,
+        service: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Self {
+        let backplane = RedisBackplane::connect(config(url, prefix))
+            .await
+            .expect("the backplane connects");
+        let server = service(Server::builder().discover_controllers(false))
+            .backplane(backplane.clone())
+            .map_tcp("127.0.0.1:0")
+            .build()
+            .expect("the node builds");
+        let address = server.tcp_addrs()[0];
+        let handle = server.handle();
+        tokio::spawn(server.run());
+        assert!(
+            backplane.wait_connected(Duration::from_secs(5)).await,
+            "the backplane is up"
+        );
+        Self {
+            address,
+            server: handle,
+            backplane,
+        }
+    }
+
+    async fn rooms(url: &str, prefix: &str) -> Self {
+        Self::start(url, prefix, |builder| builder.controller(RoomController)).await
+    }
+
+    /// The members of `room` on every node, as this node sees them.
+    async fn cluster_members(&self, room: &str) -> BTreeSet<u64> {
+        self.server
+            .hub()
+            .cluster_members(room)
+            .await
+            .expect("the membership query succeeds")
+            .into_iter()
+            .map(|id| id.0)
+            .collect()
+    }
+
+    /// Waits until this node sees exactly `expected` in `room`.
+    async fn await_members(&self, room: &str, expected: &[u64]) {
+        let expected: BTreeSet<u64> = expected.iter().copied().collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let members = self.cluster_members(room).await;
+            if members == expected {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{room} has {members:?}, expected {expected:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A client of the room service, with its id and its pushes.
+struct Member {
+    client: Client,
+    id: u64,
+    told: Subscription<Told>,
+}
+
+impl Member {
+    async fn connect(node: &Node) -> Self {
+        let client = Client::connect_tcp(node.address).await.expect("connects");
+        let told = client.subscribe();
+        let Me(id) = client.request_async(&WhoAmI).await.expect("an id");
+        Self { client, id, told }
+    }
+
+    async fn enter(&self, room: &str) {
+        self.client
+            .request_async::<_, ()>(&Enter { room: room.into() })
+            .await
+            .expect("enters");
+    }
+
+    async fn shout(&self, room: &str, text: &str) {
+        self.client
+            .request_async::<_, ()>(&Shout {
+                room: room.into(),
+                text: text.into(),
+            })
+            .await
+            .expect("shouts");
+    }
+
+    async fn tell(&self, to: u64, text: &str) -> Result<(), ternio_client::ClientError> {
+        self.client
+            .request_async(&Tell {
+                to,
+                text: text.into(),
+            })
+            .await
+    }
+
+    async fn next(&mut self) -> Told {
+        next(&mut self.told).await
+    }
+}
+
+async fn next<P: Packet>(subscription: &mut Subscription<P>) -> P {
+    tokio::time::timeout(Duration::from_secs(5), subscription.next())
+        .await
+        .unwrap_or_else(|_| panic!("no {} push within 5 s", P::NAME))
+        .expect("the subscription is open")
+}
+
+async fn nothing_more<P: Packet + std::fmt::Debug>(subscription: &mut Subscription<P>) {
+    let extra = tokio::time::timeout(Duration::from_millis(200), subscription.next()).await;
+    assert!(extra.is_err(), "unexpected push: {extra:?}");
+}
+
+fn told(from: u64, text: &str) -> Told {
+    Told {
+        from,
+        text: text.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_users_on_two_nodes_share_a_room() {
+    let redis = redis();
+    let prefix = prefix("chat");
+    let one = Node::start(&redis.url, &prefix, chat::serve).await;
+    let two = Node::start(&redis.url, &prefix, chat::serve).await;
+    assert_ne!(one.backplane.node_id(), two.backplane.node_id());
+
+    let ann = Client::connect_tcp(one.address).await.unwrap();
+    let bob = Client::connect_tcp(two.address).await.unwrap();
+    let (mut ann_messages, mut ann_joins) = (
+        ann.subscribe::<ChatMessage>(),
+        ann.subscribe::<UserJoined>(),
+    );
+    let mut bob_messages = bob.subscribe::<ChatMessage>();
+    for (client, nick) in [(&ann, "ann"), (&bob, "bob")] {
+        client
+            .request_async::<_, ()>(&SetNick { nick: nick.into() })
+            .await
+            .unwrap();
+    }
+    let join = JoinRoom {
+        room: "lobby".into(),
+    };
+    let _: chat::RoomInfo = ann.request_async(&join).await.unwrap();
+    assert_eq!(
+        next(&mut ann_joins).await,
+        UserJoined {
+            room: "lobby".into(),
+            nick: "ann".into()
+        }
+    );
+    // Once node two sees ann, node one is subscribed to the room.
+    let ann_id = one.server.hub().members("lobby")[0].0;
+    two.await_members("lobby", &[ann_id]).await;
+
+    let _: chat::RoomInfo = bob.request_async(&join).await.unwrap();
+    // Bob's join, announced on node two, reaches ann on node one.
+    assert_eq!(
+        next(&mut ann_joins).await,
+        UserJoined {
+            room: "lobby".into(),
+            nick: "bob".into()
+        }
+    );
+    let bob_id = two.server.hub().members("lobby")[0].0;
+    one.await_members("lobby", &[ann_id, bob_id]).await;
+
+    let say = |text: &str| Say {
+        room: "lobby".into(),
+        text: text.into(),
+    };
+    let message = |nick: &str, text: &str| ChatMessage {
+        room: "lobby".into(),
+        nick: nick.into(),
+        text: text.into(),
+    };
+    ann.request_async::<_, ()>(&say("hi bob")).await.unwrap();
+    assert_eq!(next(&mut bob_messages).await, message("ann", "hi bob"));
+    assert_eq!(next(&mut ann_messages).await, message("ann", "hi bob"));
+    bob.request_async::<_, ()>(&say("hi ann")).await.unwrap();
+    assert_eq!(next(&mut ann_messages).await, message("bob", "hi ann"));
+    assert_eq!(next(&mut bob_messages).await, message("bob", "hi ann"));
+    // Each message arrives once: a node does not deliver its own twice.
+    nothing_more(&mut ann_messages).await;
+    nothing_more(&mut bob_messages).await;
+
+    let stats = one.server.hub().backplane_stats().expect("a backplane");
+    assert!(
+        stats.connected && stats.published >= 2 && stats.received >= 2,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_broadcasts_and_kicks_reach_the_other_node() {
+    let redis = redis();
+    let prefix = prefix("send");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let mut ann = Member::connect(&one).await;
+    let mut bob = Member::connect(&two).await;
+
+    // Ids carry their node in the high 16 bits.
+    assert_eq!(ConnectionId(ann.id).node(), one.backplane.node_id());
+    assert_eq!(ConnectionId(bob.id).node(), two.backplane.node_id());
+    assert_eq!(ConnectionId(bob.id).local(), 1);
+    assert_eq!(
+        ConnectionId(bob.id).to_string(),
+        format!("#{}:1", two.backplane.node_id())
+    );
+
+    ann.tell(bob.id, "psst").await.expect("sent across");
+    assert_eq!(bob.next().await, told(ann.id, "psst"));
+    bob.tell(ann.id, "what?").await.expect("sent back");
+    assert_eq!(ann.next().await, told(bob.id, "what?"));
+
+    // A send from outside a handler, through the other node's hub.
+    two.server
+        .hub()
+        .send(ConnectionId(ann.id), &told(0, "from node two"))
+        .expect("published");
+    assert_eq!(ann.next().await, told(0, "from node two"));
+
+    // A broadcast to everyone reaches every node's connections, once each.
+    let delivery = one
+        .server
+        .hub()
+        .broadcast(&told(0, "to everyone"))
+        .expect("broadcasts");
+    assert_eq!(delivery.queued, 1, "the Delivery counts this node's");
+    assert_eq!(ann.next().await, told(0, "to everyone"));
+    assert_eq!(bob.next().await, told(0, "to everyone"));
+    nothing_more(&mut ann.told).await;
+    nothing_more(&mut bob.told).await;
+
+    // An unknown id on this node is refused at once, as without a backplane.
+    let unknown = ConnectionId::new(one.backplane.node_id(), 999_999);
+    assert_eq!(
+        one.server.hub().send(unknown, &told(0, "nobody")),
+        Err(PushError::Closed)
+    );
+
+    // A kick for a connection of node two, ordered on node one.
+    let mut state = bob.client.state_changes();
+    assert!(one.server.hub().kick(ConnectionId(bob.id), "go away"));
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let ternio_client::ConnectionState::Closed(reason) =
+                state.borrow_and_update().clone()
+            {
+                return reason;
+            }
+            state.changed().await.expect("state changes");
+        }
+    })
+    .await
+    .expect("bob is closed within 5 s");
+    match closed {
+        ternio_client::CloseReason::Disconnected(disconnect) => {
+            assert_eq!(disconnect.reason, ternio::DisconnectReason::Kicked);
+            assert_eq!(disconnect.message, "go away");
+        }
+        other => panic!("bob closed for {other:?}"),
+    }
+    let _ = &mut ann;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_spans_the_nodes_and_broadcasts_reach_every_member_once() {
+    let redis = redis();
+    let prefix = prefix("members");
+    let nodes = [
+        Node::rooms(&redis.url, &prefix).await,
+        Node::rooms(&redis.url, &prefix).await,
+        Node::rooms(&redis.url, &prefix).await,
+    ];
+    let mut members = Vec::new();
+    for node in &nodes {
+        for _ in 0..2 {
+            let member = Member::connect(node).await;
+            member.enter("lobby").await;
+            members.push(member);
+        }
+    }
+    // One more member on node 0, in another room only.
+    let outsider = Member::connect(&nodes[0]).await;
+    outsider.enter("other").await;
+    let ids: Vec<u64> = members.iter().map(|member| member.id).collect();
+    for node in &nodes {
+        node.await_members("lobby", &ids).await;
+        node.await_members("other", &[outsider.id]).await;
+    }
+    let backplane_ids: BTreeSet<u16> = nodes.iter().map(|node| node.backplane.node_id()).collect();
+    let live: BTreeSet<u16> = nodes[0]
+        .backplane
+        .live_nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert!(
+        backplane_ids.is_subset(&live),
+        "{backplane_ids:?} ⊄ {live:?}"
+    );
+
+    let speaker = members[2].id;
+    members[2].shout("lobby", "all hands").await;
+    for member in &mut members {
+        assert_eq!(member.next().await, told(speaker, "all hands"));
+    }
+    for member in &mut members {
+        nothing_more(&mut member.told).await;
+    }
+    let mut outsider = outsider;
+    nothing_more(&mut outsider.told).await;
+
+    // A member that leaves (here: disconnects) leaves every node's view.
+    let gone = members.pop().expect("a member");
+    gone.client.close().await;
+    let remaining: Vec<u64> = members.iter().map(|member| member.id).collect();
+    nodes[0].await_members("lobby", &remaining).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_resumes_after_redis_restarts() {
+    // This test restarts its Redis, so it always owns one.
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let prefix = prefix("restart");
+    let one = Node::rooms(&url, &prefix).await;
+    let two = Node::rooms(&url, &prefix).await;
+    let mut ann = Member::connect(&one).await;
+    let mut cara = Member::connect(&one).await;
+    let mut bob = Member::connect(&two).await;
+    for member in [&ann, &cara, &bob] {
+        member.enter("lobby").await;
+    }
+    let all = [ann.id, cara.id, bob.id];
+    one.await_members("lobby", &all).await;
+    two.await_members("lobby", &all).await;
+
+    ann.shout("lobby", "before").await;
+    let ann_id = ann.id;
+    for member in [&mut ann, &mut cara, &mut bob] {
+        assert_eq!(member.next().await, told(ann_id, "before"));
+    }
+
+    redis.kill();
+    for node in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while node.backplane.is_connected() {
+            assert!(Instant::now() < deadline, "the loss is noticed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stats = node.server.hub().backplane_stats().unwrap();
+        assert!(!stats.connected && stats.disconnects >= 1, "{stats:?}");
+    }
+    // Local traffic goes on while Redis is down.
+    ann.shout("lobby", "during").await;
+    assert_eq!(ann.next().await, told(ann.id, "during"));
+    assert_eq!(cara.next().await, told(ann.id, "during"));
+    ann.tell(cara.id, "still here").await.expect("a local send");
+    assert_eq!(cara.next().await, told(ann.id, "still here"));
+    // A send to the other node cannot go, and says so.
+    let refused = ann.tell(bob.id, "lost").await.expect_err("no backplane");
+    assert_eq!(refused.code(), Some(ErrorCode::Application(100)));
+    assert!(
+        one.server.hub().cluster_members("lobby").await.is_err(),
+        "no cluster view without Redis"
+    );
+
+    // Redis comes back empty; the nodes reconnect, register, resubscribe.
+    redis.restart();
+    for node in [&one, &two] {
+        assert!(
+            node.backplane.wait_connected(Duration::from_secs(10)).await,
+            "node {} reconnects",
+            node.backplane.node_id()
+        );
+    }
+    one.await_members("lobby", &all).await;
+    two.await_members("lobby", &all).await;
+
+    bob.shout("lobby", "after").await;
+    // Bob never gets "during": pub/sub is at most once, nothing is replayed.
+    let bob_id = bob.id;
+    for member in [&mut bob, &mut ann, &mut cara] {
+        assert_eq!(member.next().await, told(bob_id, "after"));
+    }
+    ann.tell(bob.id, "welcome back").await.expect("sent across");
+    assert_eq!(bob.next().await, told(ann.id, "welcome back"));
+    nothing_more(&mut bob.told).await;
+
+    for node in [&one, &two] {
+        let stats = node.server.hub().backplane_stats().unwrap();
+        assert!(stats.connected && stats.reconnects >= 1, "{stats:?}");
+    }
+}
+
+/// Set in the child process that [`a_killed_node_leaves_no_ghost_members`]
+/// starts: the Redis URL and key prefix of the parent's cluster.
+const CHILD_URL: &str = "TERNIO_REDIS_TEST_CHILD_URL";
+const CHILD_PREFIX: &str = "TERNIO_REDIS_TEST_CHILD_PREFIX";
+/// The parent's member of "lobby", which the child waits to see with its own.
+const CHILD_PEER: &str = "TERNIO_REDIS_TEST_CHILD_PEER";
+
+/// Not a test on its own: in the child process, a node with one member in
+/// "lobby", which prints `READY <member id> <node id>` and waits to be killed.
+#[test]
+fn child_node() {
+    let (Ok(url), Ok(prefix), Ok(peer)) = (
+        std::env::var(CHILD_URL),
+        std::env::var(CHILD_PREFIX),
+        std::env::var(CHILD_PEER),
+    ) else {
+        return;
+    };
+    let peer: u64 = peer.parse().expect("the peer's id");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let node = Node::rooms(&url, &prefix).await;
+        let member = Member::connect(&node).await;
+        member.enter("lobby").await;
+        node.await_members("lobby", &[peer, member.id]).await;
+        println!("READY {} {}", member.id, node.backplane.node_id());
+        // Killed by the parent long before this.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+}
+
+/// The child process, killed if the test fails before it does.
+struct ChildNode(std::process::Child);
+
+impl Drop for ChildNode {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_leaves_no_ghost_members() {
+    let redis = redis();
+    let prefix = prefix("kill");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let ann = Member::connect(&one).await;
+    ann.enter("lobby").await;
+
+    let mut child = ChildNode(
+        Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
+            .env(CHILD_URL, &redis.url)
+            .env(CHILD_PREFIX, &prefix)
+            .env(CHILD_PEER, ann.id.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the child node starts"),
+    );
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let ready = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            // The test harness may print "test child_node ... " first.
+            .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
+    });
+    let ready = tokio::time::timeout(Duration::from_secs(30), ready)
+        .await
+        .expect("the child is ready within 30 s")
+        .expect("the reader")
+        .expect("a READY line");
+    let mut words = ready
+        .split_whitespace()
+        .map(|word| word.parse::<u64>().unwrap());
+    let (child_member, child_node) = (words.next().unwrap(), words.next().unwrap() as u16);
+    assert_eq!(ConnectionId(child_member).node(), child_node);
+    one.await_members("lobby", &[ann.id, child_member]).await;
+    assert!(
+        one.backplane
+            .live_nodes()
+            .await
+            .unwrap()
+            .contains(&child_node)
+    );
+
+    // SIGKILL: no clean-up, no goodbye. Only the TTL can tell.
+    child.0.kill().expect("killed");
+    let killed = Instant::now();
+    let _ = child.0.wait();
+    one.await_members("lobby", &[ann.id]).await;
+    let gone_after = killed.elapsed();
+    // The TTL is 1 s, refreshed every 100 ms.
+    assert!(
+        gone_after < Duration::from_secs(3),
+        "ghost members stayed {gone_after:?}"
+    );
+    assert!(
+        !one.backplane
+            .live_nodes()
+            .await
+            .unwrap()
+            .contains(&child_node)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_shutdown_removes_the_members_at_once_and_live_ids_stay_taken() {
+    let redis = redis();
+    let prefix = prefix("shutdown");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let ann = Member::connect(&one).await;
+    let bob = Member::connect(&two).await;
+    ann.enter("lobby").await;
+    bob.enter("lobby").await;
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+
+    // A fixed node id that a live node holds is refused (after waiting
+    // out the TTL, in case its holder had just died).
+    let taken =
+        RedisBackplane::connect(config(&redis.url, &prefix).node_id(two.backplane.node_id()))
+            .await
+            .expect_err("the id is taken");
+    assert!(
+        matches!(taken, RedisBackplaneError::NodeIdTaken(_)),
+        "{taken}"
+    );
+
+    two.server.shutdown();
+    two.backplane.shutdown().await;
+    let started = Instant::now();
+    one.await_members("lobby", &[ann.id]).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "gone at once, not after the TTL"
+    );
+    assert!(!two.backplane.is_connected());
+    assert_eq!(two.backplane.stats().dropped, 0);
+}

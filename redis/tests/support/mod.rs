@@ -1,0 +1,3 @@
+//! What the backplane tests share.
+
+pub(crate) mod redis_server;

@@ -1,0 +1,125 @@
+//! A `redis-server` process that a test owns: started on a free loopback
+//! port with no persistence, killed and restarted on demand, killed when
+//! dropped. (Shared by the tests and `examples/backplane_figures.rs`.)
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The program to run: `TERNIO_REDIS_SERVER`, or `redis-server` on the PATH.
+fn program() -> String {
+    std::env::var("TERNIO_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// A `redis-server` on 127.0.0.1 that this process started.
+pub(crate) struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one on a free port. Panics, saying what to install, when the
+    /// program is missing.
+    pub(crate) fn start() -> Self {
+        let port = {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("its address").port()
+        };
+        let mut server = Self { port, child: None };
+        server.spawn();
+        server
+    }
+
+    /// The URL clients connect to.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL: no save, no goodbye).
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, with no data (as after a crash of
+    /// a Redis without persistence).
+    pub(crate) fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let port = self.port.to_string();
+        let mut child = Command::new(program())
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot run {}: {error}. Install Debian's redis-server package \
+                     (apt-get install redis-server), or set TERNIO_REDIS_SERVER",
+                    program()
+                )
+            });
+        // Drain its output so it never blocks on a full pipe.
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|out| Box::new(out) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|err| Box::new(err) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if std::env::var_os("TERNIO_REDIS_LOG").is_some() {
+                        eprintln!("redis-server: {line}");
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("redis-server exited at start: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not listen within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.child = Some(child);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,201 @@
+// End to end: the chat page of examples/chat_server.rs in headless Chromium
+// (Debian's /usr/bin/chromium, driven by playwright-core) and a Rust client
+// over TCP (examples/chat_bot.rs, on ternio-client) in one room, messages
+// both ways, both sides checked; then the Rust client leaves and the server
+// shuts down, and the page shows both.
+//
+//   cd tests/browser && npm ci && node --test
+//
+// It builds chat_server and chat_bot with `cargo build` (or uses the
+// executables named by TERNIO_CHAT_SERVER and TERNIO_CHAT_BOT) and starts the
+// server on ports the OS picks. CHROMIUM names another browser executable.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+/** How long one step may take (a page element, a line from a process). */
+const STEP = 15_000;
+
+/** The chat_server and chat_bot executables: given, or built with cargo. */
+function examples() {
+  const given = { chat_server: process.env.TERNIO_CHAT_SERVER, chat_bot: process.env.TERNIO_CHAT_BOT };
+  if (given.chat_server && given.chat_bot) return given;
+  const output = execFileSync(
+    'cargo',
+    ['build', '-p', 'ternio-examples', '--example', 'chat_server', '--example', 'chat_bot',
+      '--message-format=json-render-diagnostics'],
+    { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 256 * 1024 * 1024 },
+  );
+  const built = {};
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const message = JSON.parse(line);
+    if (message.reason === 'compiler-artifact' && message.executable && message.target.kind.includes('example')) {
+      built[message.target.name] = message.executable;
+    }
+  }
+  assert.ok(built.chat_server && built.chat_bot, `cargo built ${JSON.stringify(built)}`);
+  return built;
+}
+
+/** A child process whose stdout is read line by line. */
+class Child {
+  constructor(name, executable, args) {
+    this.name = name;
+    this.lines = [];
+    this.stderr = '';
+    this.waiters = [];
+    this.process = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.exited = new Promise((resolve) => this.process.once('exit', (code, signal) => resolve({ code, signal })));
+    this.process.stderr.setEncoding('utf8').on('data', (text) => { this.stderr += text; });
+    createInterface({ input: this.process.stdout }).on('line', (line) => {
+      this.lines.push(line);
+      for (const waiter of [...this.waiters]) waiter();
+    });
+  }
+
+  /** Waits for a line of stdout (earlier ones included) that matches `pattern`; returns the match. */
+  waitFor(pattern, timeout = STEP) {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        for (const line of this.lines) {
+          const match = line.match(pattern);
+          if (match) {
+            done();
+            resolve(match);
+            return true;
+          }
+        }
+        return false;
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`${this.name}: no line matching ${pattern} within ${timeout} ms; stdout:\n`
+          + `${this.lines.join('\n')}\nstderr:\n${this.stderr}`));
+      }, timeout);
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters = this.waiters.filter((waiter) => waiter !== check);
+      };
+      if (!check()) this.waiters.push(check);
+    });
+  }
+
+  /** Waits for the process to exit (within `timeout`); returns `{ code, signal }`. */
+  async exit(timeout = STEP) {
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${this.name} did not exit within ${timeout} ms; stdout:\n`
+        + `${this.lines.join('\n')}\nstderr:\n${this.stderr}`)), timeout);
+    });
+    try {
+      return await Promise.race([this.exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  kill(signal = 'SIGKILL') {
+    if (this.process.exitCode === null && this.process.signalCode === null) this.process.kill(signal);
+  }
+}
+
+test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000 }, async (t) => {
+  const built = examples();
+
+  const server = new Child('chat_server', built.chat_server,
+    ['--tcp', '127.0.0.1:0', '--ws', '127.0.0.1:0', '--http', '127.0.0.1:0']);
+  t.after(() => server.kill());
+  const [, tcp] = await server.waitFor(/^chat over tcp on (\S+)$/);
+  const [, ws] = await server.waitFor(/^chat over websocket on (\S+)$/);
+  const [, site] = await server.waitFor(/^chat page on (http:\/\/\S+)$/);
+
+  // The page is served as it is: the SDK byte for byte, config.json names
+  // the WebSocket port, and nothing else is served.
+  const sdk = await fetch(new URL('ternio.js', site));
+  assert.equal(sdk.status, 200);
+  assert.match(sdk.headers.get('content-type'), /^text\/javascript/);
+  assert.equal(await sdk.text(), await readFile(join(root, 'sdk-js', 'ternio.js'), 'utf8'));
+  const page = await fetch(site);
+  assert.match(page.headers.get('content-security-policy'), /script-src 'self'/);
+  const config = await (await fetch(new URL('config.json', site))).json();
+  assert.equal(`ws://127.0.0.1:${config.websocket.port}${config.websocket.path}`, ws);
+  assert.equal((await fetch(new URL('../Cargo.toml', site))).status, 404);
+  assert.equal((await fetch(site, { method: 'POST', body: 'x' })).status, 405);
+
+  // The Rust client: in the room first, answers one message, then leaves.
+  const bot = new Child('chat_bot', built.chat_bot,
+    ['--tcp', tcp, '--nick', 'rusty', '--room', 'lobby', '--replies', '1']);
+  t.after(() => bot.kill());
+  await bot.waitFor(/^ready: rusty in lobby with rusty$/);
+
+  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
+  });
+  t.after(async () => {
+    await context.close();
+    await rm(userDataDir, { recursive: true, force: true });
+  });
+  context.setDefaultTimeout(STEP);
+  const tab = context.pages()[0] ?? await context.newPage();
+  const problems = [];
+  tab.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  tab.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+
+  await tab.goto(site);
+  await tab.locator('#status', { hasText: `connected to ${ws}` }).waitFor();
+
+  // Join from the page: the Rust client is in the room, and sees the page arrive.
+  await tab.fill('#nick', 'web');
+  await tab.fill('#room', 'lobby');
+  await tab.click('#join');
+  await tab.locator('#log li', { hasText: 'you joined lobby' }).waitFor();
+  assert.deepEqual(await tab.locator('#members li').allTextContents(), ['rusty', 'web']);
+  await bot.waitFor(/^joined \[lobby\] web$/);
+
+  // Browser → Rust.
+  await tab.fill('#text', 'hello from the browser');
+  await tab.press('#text', 'Enter');
+  await bot.waitFor(/^heard \[lobby\] web: hello from the browser$/);
+
+  // Rust → browser: the answer shows on the page, and came back to the bot too.
+  await tab.locator('#log li.message', { hasText: 'rusty: web, you said: hello from the browser' }).waitFor();
+  await bot.waitFor(/^said \[lobby\]: web, you said: hello from the browser$/);
+  assert.equal(await tab.inputValue('#text'), '', 'the input is cleared once the message is said');
+
+  // The bot leaves after its one answer; the page learns it from the disconnect hook.
+  assert.deepEqual(await bot.exit(), { code: 0, signal: null });
+  await tab.locator('#log li.event', { hasText: 'rusty left' }).waitFor();
+  assert.deepEqual(await tab.locator('#members li').allTextContents(), ['web']);
+  assert.deepEqual(await tab.locator('#log li').allTextContents(), [
+    'you are web',
+    'you joined lobby; here: rusty, web',
+    'web: hello from the browser',
+    'rusty: web, you said: hello from the browser',
+    'rusty left',
+  ]);
+
+  // Ctrl-C on the server: the page is told why it was disconnected.
+  server.kill('SIGINT');
+  await tab.locator('#status', { hasText: 'disconnected (SHUTDOWN' }).waitFor();
+  assert.equal(await tab.isDisabled('#text'), true);
+  assert.deepEqual(await server.exit(), { code: 0, signal: null });
+
+  assert.deepEqual(problems, []);
+});
