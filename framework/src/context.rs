@@ -302,7 +302,8 @@ pub(crate) fn encode_push<P: Packet>(
     packet: &P,
     max_frame_size: usize,
 ) -> Result<Bytes, PushError> {
-    let mut frame = BytesMut::new();
+    // One allocation of the exact size: the header and the body.
+    let mut frame = BytesMut::with_capacity(ternio_protocol::HEADER_LEN + packet.encoded_len());
     let header = Header::new(P::OPCODE, Flags::NONE, 0);
     frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
         .map_err(|_| PushError::TooLarge)?;
