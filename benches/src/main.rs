@@ -1,10 +1,259 @@
-//! `ternio-bench`: the side-by-side comparison harness will live here (see
-//! the benchmark issue). Today the crate holds the micro-benchmarks in
-//! `benches/`: `cargo bench -p ternio-bench`.
+//! `ternio-bench`: Ternio side by side with raw sockets and gRPC (tonic).
+//!
+//! ```text
+//! cargo run --release -p ternio-bench -- compare [--quick] [--only NAMES] [--out DIR] [--check]
+//! cargo run --release -p ternio-bench -- smoke
+//! ```
+//!
+//! Each participant's server runs as a child process of this same binary
+//! (`ternio-bench serve KIND`, hidden); the clients run here. Results go to
+//! `DIR/results.jsonl`, `DIR/report.md`, `DIR/latency.svg` and
+//! `DIR/throughput.svg`; `report --from DIR/results.jsonl` writes them again.
+//!
+//! `--only ternio-tcp-lean,ternio-ws-lean` adds two diagnostic participants
+//! (Ternio's servers driven by hand-written clients) that split the
+//! server's cost from the SDK client's. `TERNIO_BENCH_SERVER_PREFIX="valgrind
+//! --tool=callgrind"` (or `strace -f -c -o FILE`) runs every server child under
+//! that command, to profile a server in place. The micro-benchmarks are
+//! `cargo bench -p ternio-bench`.
 
-fn main() {
-    eprintln!(
-        "the comparison harness is not built yet; run `cargo bench -p ternio-bench` for the micro-benchmarks"
+mod aggregate;
+mod alloc;
+mod budget;
+mod charts;
+mod child;
+mod compare;
+mod environment;
+mod participants;
+mod plan;
+mod report;
+mod results;
+mod scenarios;
+mod tls;
+mod usage;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::compare::{Outcome, Settings};
+use crate::participants::{Participant, ServerKind};
+use crate::plan::{Mode, Plan};
+use crate::results::Scenario;
+
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
+
+/// The command line.
+#[derive(Parser)]
+#[command(
+    name = "ternio-bench",
+    about = "Ternio side by side with raw sockets and gRPC"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the comparison and writes the report.
+    Compare(CompareArgs),
+    /// A checked pass of every participant and scenario, nothing timed
+    /// (what CI runs): the same as `compare --smoke`.
+    Smoke(CommonArgs),
+    /// Writes the report, charts and budgets again from a results file.
+    Report {
+        /// The results (JSON lines) to read.
+        #[arg(long)]
+        from: PathBuf,
+        /// Where to write; defaults to the results file's folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Runs one server child (used by the harness itself).
+    #[command(hide = true)]
+    Serve {
+        /// What to serve: a participant's name, `raw-tcp-push` or `raw-tcp-fanout`.
+        kind: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct CommonArgs {
+    /// Only these participants (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Only these scenarios: latency, throughput, push, fanout, crowd.
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Output folder.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Exit non-zero when a budget fails.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// A tenth of the calls and windows, one run per cell.
+    #[arg(long, conflicts_with = "smoke")]
+    quick: bool,
+    /// The smoke pass (see `smoke`).
+    #[arg(long)]
+    smoke: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Serve { kind } => {
+            let kind =
+                ServerKind::parse(&kind).with_context(|| format!("no server kind {kind:?}"))?;
+            child::serve(kind)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare(args) => {
+            let mode = if args.smoke {
+                Mode::Smoke
+            } else if args.quick {
+                Mode::Quick
+            } else {
+                Mode::Full
+            };
+            compare(mode, args.common)
+        }
+        Command::Smoke(common) => compare(Mode::Smoke, common),
+        Command::Report { from, out } => {
+            let rows = results::read(&from)?;
+            let Some(first) = rows.first() else {
+                bail!("{} holds no rows", from.display());
+            };
+            let environment = (*first.environment).clone();
+            let mode = match environment.mode.as_str() {
+                "quick" => Mode::Quick,
+                "smoke" => Mode::Smoke,
+                _ => Mode::Full,
+            };
+            let out = out.unwrap_or_else(|| from.parent().map(PathBuf::from).unwrap_or_default());
+            let budgets = budget::evaluate(&rows);
+            let outcome = Outcome {
+                rows,
+                skipped: Vec::new(),
+                budgets,
+            };
+            let settings = Settings {
+                plan: Plan::new(mode),
+                participants: Participant::ALL.to_vec(),
+                scenarios: Scenario::ALL.to_vec(),
+                out: out.clone(),
+                check: false,
+            };
+            compare::write_outputs(&settings, &environment, &outcome)?;
+            println!("{}", report::budget_table(&outcome.budgets));
+            println!("report: {}", out.join("report.md").display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
+    let participants = if args.only.is_empty() {
+        Participant::ALL.to_vec()
+    } else {
+        let mut chosen = Vec::new();
+        for name in &args.only {
+            let participant = Participant::parse(name.trim()).with_context(|| {
+                let names: Vec<_> = Participant::ALL.iter().map(|p| p.name()).collect();
+                format!("no participant {name:?}; there are {}", names.join(", "))
+            })?;
+            chosen.push(participant);
+        }
+        // Report order, whatever the command line's.
+        Participant::ALL
+            .into_iter()
+            .chain(Participant::DIAGNOSTIC)
+            .filter(|participant| chosen.contains(participant))
+            .collect()
+    };
+    let scenarios = if args.scenarios.is_empty() {
+        Scenario::ALL.to_vec()
+    } else {
+        args.scenarios
+            .iter()
+            .map(|name| {
+                Scenario::parse(name.trim()).with_context(|| format!("no scenario {name:?}"))
+            })
+            .collect::<Result<_>>()?
+    };
+    let default_out = if mode == Mode::Smoke {
+        "target/bench-smoke"
+    } else {
+        "target/bench-report"
+    };
+    let settings = Settings {
+        plan: Plan::new(mode),
+        participants,
+        scenarios,
+        out: args.out.unwrap_or_else(|| PathBuf::from(default_out)),
+        check: args.check,
+    };
+    let outcome = compare::run(&settings)?;
+
+    let ok = outcome.rows.iter().filter(|row| row.ok).count();
+    println!(
+        "{} mode: {ok} of {} cells passed{}",
+        mode.name(),
+        outcome.rows.len(),
+        if outcome.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; skipped: {}",
+                outcome
+                    .skipped
+                    .iter()
+                    .map(|(participant, _)| participant.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     );
-    std::process::exit(2);
+    for row in outcome.failures() {
+        println!(
+            "FAILED {} {} {} B x{}: {}",
+            row.scenario.name(),
+            row.participant,
+            row.size,
+            row.clients,
+            row.error.as_deref().unwrap_or("?")
+        );
+    }
+    println!("\n{}", report::budget_table(&outcome.budgets));
+    println!("report: {}", settings.out.join("report.md").display());
+
+    let failed_cells = outcome.failures().next().is_some();
+    let failed_budgets = outcome
+        .budgets
+        .iter()
+        .any(|budget| budget.pass == Some(false));
+    if failed_cells || (settings.check && failed_budgets) {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,463 @@
+//! The comparison run: every cell of the plan, participants interleaved
+//! within each cell's runs, each result written as it comes, then the
+//! report, the charts and the budgets.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::runtime::Runtime;
+
+use crate::budget;
+use crate::charts;
+use crate::child::ServerChild;
+use crate::environment::Environment;
+use crate::participants::{Participant, ServerKind};
+use crate::plan::Plan;
+use crate::report;
+use crate::results::{self, Row, Scenario};
+use crate::scenarios::crowd::{self, CROWD_PARTICIPANTS};
+use crate::scenarios::fanout::{self, FANOUT_SIZE, FanoutTarget};
+use crate::scenarios::push::{self, PUSH_SIZE, PushTarget};
+use crate::tls::TlsMaterial;
+use crate::usage;
+use crate::workload;
+
+/// What to run and where to write it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Sizes, counts and durations.
+    pub plan: Plan,
+    /// Participants to run (in report order).
+    pub participants: Vec<Participant>,
+    /// Scenarios to run.
+    pub scenarios: Vec<Scenario>,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Exit non-zero when a budget fails.
+    pub check: bool,
+}
+
+/// One run of one cell.
+#[derive(Debug, Clone, Copy)]
+enum Cell {
+    Latency {
+        participant: Participant,
+        size: usize,
+        run: usize,
+    },
+    Throughput {
+        participant: Participant,
+        size: usize,
+        clients: usize,
+        run: usize,
+    },
+    Push {
+        target: PushTarget,
+        run: usize,
+    },
+    Fanout {
+        target: FanoutTarget,
+        run: usize,
+    },
+    Crowd {
+        participant: Participant,
+        run: usize,
+    },
+}
+
+impl Cell {
+    fn label(&self) -> String {
+        match self {
+            Cell::Latency {
+                participant,
+                size,
+                run,
+            } => format!("latency {participant} {size} B run {}", run + 1),
+            Cell::Throughput {
+                participant,
+                size,
+                clients,
+                run,
+            } => format!(
+                "throughput {participant} {size} B x{clients} run {}",
+                run + 1
+            ),
+            Cell::Push { target, run } => format!("push {} run {}", target.name(), run + 1),
+            Cell::Fanout { target, run } => format!("fan-out {} run {}", target.name(), run + 1),
+            Cell::Crowd { participant, run } => format!("crowd {participant} run {}", run + 1),
+        }
+    }
+}
+
+/// `items` rotated by `run`, so that no participant always goes first.
+fn rotated<T: Copy>(items: &[T], run: usize) -> Vec<T> {
+    let mut items = items.to_vec();
+    if !items.is_empty() {
+        let by = run % items.len();
+        items.rotate_left(by);
+    }
+    items
+}
+
+/// Every cell of `settings`, in the order they run: for each workload and
+/// shape, run after run, every participant once per run.
+fn cells(settings: &Settings, runnable: &[Participant]) -> Vec<Cell> {
+    let plan = &settings.plan;
+    let wants = |scenario| settings.scenarios.contains(&scenario);
+    let mut cells = Vec::new();
+    if wants(Scenario::Latency) {
+        for &size in &plan.sizes {
+            for run in 0..plan.runs {
+                for participant in rotated(runnable, run) {
+                    cells.push(Cell::Latency {
+                        participant,
+                        size,
+                        run,
+                    });
+                }
+            }
+        }
+    }
+    if wants(Scenario::Throughput) {
+        for &size in &plan.sizes {
+            for &clients in &plan.client_counts {
+                for run in 0..plan.runs {
+                    for participant in rotated(runnable, run) {
+                        cells.push(Cell::Throughput {
+                            participant,
+                            size,
+                            clients,
+                            run,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    if wants(Scenario::Push) {
+        let targets: Vec<_> = PushTarget::ALL
+            .into_iter()
+            .filter(|target| runnable.contains(&target.participant()))
+            .collect();
+        for run in 0..plan.runs {
+            for target in rotated(&targets, run) {
+                cells.push(Cell::Push { target, run });
+            }
+        }
+    }
+    if wants(Scenario::Fanout) {
+        let targets: Vec<_> = FanoutTarget::ALL
+            .into_iter()
+            .filter(|target| runnable.contains(&target.participant()))
+            .collect();
+        for run in 0..plan.runs {
+            for target in rotated(&targets, run) {
+                cells.push(Cell::Fanout { target, run });
+            }
+        }
+    }
+    if wants(Scenario::Crowd) {
+        let targets: Vec<_> = CROWD_PARTICIPANTS
+            .into_iter()
+            .filter(|participant| runnable.contains(participant))
+            .collect();
+        for run in 0..plan.runs {
+            for participant in rotated(&targets, run) {
+                cells.push(Cell::Crowd { participant, run });
+            }
+        }
+    }
+    cells
+}
+
+/// The server children of a run, started on first use and kept for the
+/// rest of it (a child whose cell failed is stopped and started afresh).
+struct Children {
+    tls: Arc<TlsMaterial>,
+    running: HashMap<&'static str, ServerChild>,
+}
+
+impl Children {
+    fn get(&mut self, kind: ServerKind) -> Result<&mut ServerChild> {
+        if !self.running.contains_key(kind.name()) {
+            let tls = match kind {
+                ServerKind::Echo(participant) if participant.uses_tls() => {
+                    Some(Arc::clone(&self.tls))
+                }
+                _ => None,
+            };
+            self.running
+                .insert(kind.name(), ServerChild::spawn(kind, tls)?);
+        }
+        Ok(self
+            .running
+            .get_mut(kind.name())
+            .expect("inserted just above"))
+    }
+
+    fn stop(&mut self, kind: ServerKind) {
+        self.running.remove(kind.name());
+    }
+}
+
+/// What a whole run produced.
+pub struct Outcome {
+    /// Every row.
+    pub rows: Vec<Row>,
+    /// Participants that could not run, and why.
+    pub skipped: Vec<(Participant, &'static str)>,
+    /// The budgets.
+    pub budgets: Vec<budget::Budget>,
+}
+
+impl Outcome {
+    /// Rows that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &Row> {
+        self.rows.iter().filter(|row| !row.ok)
+    }
+}
+
+/// Runs every cell, writes the results, the report and the charts.
+pub fn run(settings: &Settings) -> Result<Outcome> {
+    usage::raise_open_file_limit();
+    std::fs::create_dir_all(&settings.out)
+        .with_context(|| format!("cannot create {}", settings.out.display()))?;
+    let jsonl = settings.out.join("results.jsonl");
+    let _ = std::fs::remove_file(&jsonl);
+    let environment = Arc::new(Environment::capture(settings.plan.mode.name()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    let skipped: Vec<_> = settings
+        .participants
+        .iter()
+        .filter_map(|&participant| participant.unavailable().map(|why| (participant, why)))
+        .collect();
+    let runnable: Vec<_> = settings
+        .participants
+        .iter()
+        .copied()
+        .filter(|participant| participant.unavailable().is_none())
+        .collect();
+    for (participant, why) in &skipped {
+        eprintln!("skipped {participant}: {why}");
+    }
+    let cells = cells(settings, &runnable);
+    let progress = ProgressBar::new(cells.len() as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    let mut children = Children {
+        tls: Arc::new(TlsMaterial::generate()?),
+        running: HashMap::new(),
+    };
+    let mut rows = Vec::with_capacity(cells.len());
+    for cell in cells {
+        progress.set_message(cell.label());
+        let row = run_cell(&runtime, &mut children, settings, &environment, cell);
+        if let Some(error) = &row.error {
+            progress.println(format!("{}: FAILED: {error}", cell.label()));
+        }
+        results::append(&jsonl, &row)?;
+        rows.push(row);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    drop(children);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+
+    let budgets = budget::evaluate(&rows);
+    let outcome = Outcome {
+        rows,
+        skipped,
+        budgets,
+    };
+    write_outputs(settings, &environment, &outcome)?;
+    Ok(outcome)
+}
+
+/// Writes `report.md`, `latency.svg` and `throughput.svg`.
+pub fn write_outputs(
+    settings: &Settings,
+    environment: &Environment,
+    outcome: &Outcome,
+) -> Result<()> {
+    let markdown = report::markdown(&settings.plan, environment, outcome);
+    std::fs::write(settings.out.join("report.md"), markdown)?;
+    charts::latency(&settings.out.join("latency.svg"), &outcome.rows)?;
+    charts::throughput(&settings.out.join("throughput.svg"), &outcome.rows)?;
+    Ok(())
+}
+
+fn run_cell(
+    runtime: &Runtime,
+    children: &mut Children,
+    settings: &Settings,
+    environment: &Arc<Environment>,
+    cell: Cell,
+) -> Row {
+    let plan = &settings.plan;
+    match cell {
+        Cell::Latency {
+            participant,
+            size,
+            run,
+        } => {
+            let row = Row::new(
+                Scenario::Latency,
+                participant.name(),
+                size,
+                1,
+                run,
+                environment,
+            );
+            let kind = ServerKind::Echo(participant);
+            let measured = children.get(kind).and_then(|child| {
+                workload::latency(
+                    runtime,
+                    child,
+                    participant,
+                    size,
+                    plan.latency_warmup,
+                    plan.latency_calls,
+                )
+            });
+            match measured {
+                Ok((window, latency)) => {
+                    let mut row = row.with_window(&window);
+                    row.latency = Some(latency);
+                    row
+                }
+                Err(error) => {
+                    children.stop(kind);
+                    row.failed(&error)
+                }
+            }
+        }
+        Cell::Throughput {
+            participant,
+            size,
+            clients,
+            run,
+        } => {
+            let row = Row::new(
+                Scenario::Throughput,
+                participant.name(),
+                size,
+                clients,
+                run,
+                environment,
+            );
+            let kind = ServerKind::Echo(participant);
+            let measured = children.get(kind).and_then(|child| {
+                workload::throughput(
+                    runtime,
+                    child,
+                    participant,
+                    size,
+                    clients,
+                    plan.warmup,
+                    plan.window,
+                )
+            });
+            match measured {
+                Ok(window) => row.with_window(&window),
+                Err(error) => {
+                    children.stop(kind);
+                    row.failed(&error)
+                }
+            }
+        }
+        Cell::Push { target, run } => {
+            let row = Row::new(
+                Scenario::Push,
+                target.name(),
+                PUSH_SIZE,
+                1,
+                run,
+                environment,
+            );
+            let measured = children
+                .get(target.server())
+                .and_then(|child| push::run(runtime, child, target, plan.warmup, plan.window));
+            match measured {
+                Ok(window) => {
+                    let mut row = row.with_window(&window);
+                    row.notes.push(format!(
+                        "push task backoffs (queue above high water): {}",
+                        window.server.backoffs
+                    ));
+                    row
+                }
+                Err(error) => {
+                    children.stop(target.server());
+                    row.failed(&error)
+                }
+            }
+        }
+        Cell::Fanout { target, run } => {
+            let row = Row::new(
+                Scenario::Fanout,
+                target.name(),
+                FANOUT_SIZE,
+                plan.fanout_members,
+                run,
+                environment,
+            );
+            let measured = children.get(target.server()).and_then(|child| {
+                fanout::run(
+                    runtime,
+                    child,
+                    target,
+                    plan.fanout_members,
+                    plan.warmup,
+                    plan.window,
+                )
+            });
+            // The members are gone after the cell; a fresh child keeps the
+            // next cell's group clean.
+            children.stop(target.server());
+            match measured {
+                Ok((window, latency)) => {
+                    let mut row = row.with_window(&window);
+                    row.latency = Some(latency);
+                    if window.server.dropped > 0 {
+                        row.notes
+                            .push(format!("raw frames dropped: {}", window.server.dropped));
+                    }
+                    row
+                }
+                Err(error) => row.failed(&error),
+            }
+        }
+        Cell::Crowd { participant, run } => {
+            let row = Row::new(
+                Scenario::Crowd,
+                participant.name(),
+                0,
+                plan.crowd_connections,
+                run,
+                environment,
+            );
+            match crowd::run(runtime, participant, plan.crowd_connections) {
+                Ok(figures) => {
+                    let mut row = row;
+                    row.ok = true;
+                    row.ops = figures.connections as u64;
+                    row.seconds = figures.connect_seconds;
+                    row.ops_per_sec =
+                        figures.connections as f64 / figures.connect_seconds.max(1e-9);
+                    row.crowd = Some(figures);
+                    row
+                }
+                Err(error) => row.failed(&error),
+            }
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The participants of the comparison: what each one's server child runs,
+//! and the idiomatic client the harness drives it with.
+
+pub mod grpc;
+pub mod raw_tcp;
+pub mod raw_ws;
+pub mod ternio;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use bytes::Bytes;
+
+use crate::tls::TlsMaterial;
+
+/// One stack under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Participant {
+    /// Hand-written tokio echo with a u32 length prefix: the floor.
+    RawTcp,
+    /// Plain tokio-tungstenite binary echo.
+    RawWs,
+    /// Ternio over TCP, `ternio-client`'s `request_async`.
+    TernioTcp,
+    /// Ternio over WebSocket.
+    TernioWs,
+    /// Ternio over TCP after an NK handshake, every request sealed.
+    TernioTcpAead,
+    /// Ternio over WebSocket after an NK handshake, every request sealed.
+    TernioWsAead,
+    /// tonic unary calls over h2c.
+    TonicUnary,
+    /// One tonic bidirectional stream per client over h2c.
+    TonicDuplex,
+    /// tonic unary calls over HTTP/2 and TLS.
+    TonicUnaryTls,
+    /// One tonic bidirectional stream per client over HTTP/2 and TLS.
+    TonicDuplexTls,
+    /// Diagnostic: Ternio's TCP server with a hand-written client (no SDK).
+    TernioTcpLean,
+    /// Diagnostic: Ternio's WebSocket server with a hand-written
+    /// tokio-tungstenite client (no SDK).
+    TernioWsLean,
+}
+
+impl Participant {
+    /// Every participant, in the order of the report's tables.
+    pub const ALL: [Participant; 10] = [
+        Participant::RawTcp,
+        Participant::RawWs,
+        Participant::TernioTcp,
+        Participant::TernioWs,
+        Participant::TernioTcpAead,
+        Participant::TernioWsAead,
+        Participant::TonicUnary,
+        Participant::TonicDuplex,
+        Participant::TonicUnaryTls,
+        Participant::TonicDuplexTls,
+    ];
+
+    /// Diagnostic participants: not run unless named with `--only`; they
+    /// split Ternio's server cost from its client's.
+    pub const DIAGNOSTIC: [Participant; 2] =
+        [Participant::TernioTcpLean, Participant::TernioWsLean];
+
+    /// The participant's name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Participant::RawTcp => "raw-tcp",
+            Participant::RawWs => "raw-ws",
+            Participant::TernioTcp => "ternio-tcp",
+            Participant::TernioWs => "ternio-ws",
+            Participant::TernioTcpAead => "ternio-tcp-aead",
+            Participant::TernioWsAead => "ternio-ws-aead",
+            Participant::TonicUnary => "tonic-unary",
+            Participant::TonicDuplex => "tonic-duplex",
+            Participant::TonicUnaryTls => "tonic-unary-tls",
+            Participant::TonicDuplexTls => "tonic-duplex-tls",
+            Participant::TernioTcpLean => "ternio-tcp-lean",
+            Participant::TernioWsLean => "ternio-ws-lean",
+        }
+    }
+
+    /// The participant named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .chain(Self::DIAGNOSTIC)
+            .find(|p| p.name() == name)
+    }
+
+    /// Whether this is a hand-written baseline rather than a framework.
+    pub fn is_baseline(self) -> bool {
+        matches!(self, Participant::RawTcp | Participant::RawWs)
+    }
+
+    /// Whether its server needs the harness's TLS certificate.
+    pub fn uses_tls(self) -> bool {
+        matches!(
+            self,
+            Participant::TonicUnaryTls | Participant::TonicDuplexTls
+        )
+    }
+
+    /// Why this participant cannot run in this build, if it cannot (every
+    /// participant can today; kept for stacks whose API is still landing).
+    pub fn unavailable(self) -> Option<&'static str> {
+        None
+    }
+
+    /// What one line of the report says this participant runs.
+    pub fn description(self) -> &'static str {
+        match self {
+            Participant::RawTcp => {
+                "baseline: hand-written tokio echo, u32 length prefix, one read and one write per batch"
+            }
+            Participant::RawWs => "baseline: plain tokio-tungstenite binary echo",
+            Participant::TernioTcp => {
+                "`#[packet_controller]` echo over `map_tcp`; client `request_async`"
+            }
+            Participant::TernioWs => {
+                "the same over `map_websocket` (`/ws`); client `Client::connect_ws`"
+            }
+            Participant::TernioTcpAead => {
+                "NK handshake (X25519), then every request and reply sealed (ChaCha20-Poly1305); `#[handler(encrypted)]`"
+            }
+            Participant::TernioWsAead => "the same over WebSocket",
+            Participant::TonicUnary => {
+                "tonic unary call with a hand-written bytes codec (no protoc), h2c; one channel per client"
+            }
+            Participant::TonicDuplex => {
+                "one bidirectional tonic stream per client, one write and one read per call, h2c"
+            }
+            Participant::TonicUnaryTls => {
+                "tonic unary over HTTP/2 + TLS 1.3 (rustls, ring; self-signed ECDSA P-256 made by rcgen at start)"
+            }
+            Participant::TonicDuplexTls => "tonic duplex over HTTP/2 + TLS 1.3",
+            Participant::TernioTcpLean => {
+                "diagnostic: the ternio-tcp server, driven by a hand-written client written like raw-tcp's"
+            }
+            Participant::TernioWsLean => {
+                "diagnostic: the ternio-ws server, driven by a plain tokio-tungstenite client like raw-ws's"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Participant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a server child serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// A participant's echo server (for Ternio: also push and fan-out).
+    Echo(Participant),
+    /// The raw-socket push server: writes 64 B frames as fast as the peer drains.
+    RawTcpPush,
+    /// The raw-socket fan-out server: subscribers, and broadcasts to all of them.
+    RawTcpFanout,
+}
+
+impl ServerKind {
+    /// The name given to the hidden `serve` subcommand.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Echo(participant) => participant.name(),
+            ServerKind::RawTcpPush => "raw-tcp-push",
+            ServerKind::RawTcpFanout => "raw-tcp-fanout",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "raw-tcp-push" => Some(ServerKind::RawTcpPush),
+            "raw-tcp-fanout" => Some(ServerKind::RawTcpFanout),
+            other => Participant::parse(other).map(ServerKind::Echo),
+        }
+    }
+}
+
+/// Where a server child listens, and what its clients need to know.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The listening address on 127.0.0.1.
+    pub addr: SocketAddr,
+    /// The server's static public key, for Ternio's NK handshake.
+    pub public_key: Option<[u8; 32]>,
+    /// The certificate a TLS client trusts.
+    pub tls: Option<Arc<TlsMaterial>>,
+}
+
+impl Endpoint {
+    /// Parses the child's `ready addr=… [key=…]` line.
+    pub fn parse_ready(line: &str, tls: Option<Arc<TlsMaterial>>) -> Result<Self> {
+        let mut fields = line.split_whitespace();
+        if fields.next() != Some("ready") {
+            bail!("the server child said {line:?} instead of `ready`");
+        }
+        let mut addr = None;
+        let mut public_key = None;
+        for field in fields {
+            match field.split_once('=') {
+                Some(("addr", value)) => addr = Some(value.parse().context("bad address")?),
+                Some(("key", value)) => public_key = Some(parse_key(value)?),
+                _ => {}
+            }
+        }
+        Ok(Self {
+            addr: addr.context("the ready line has no address")?,
+            public_key,
+            tls,
+        })
+    }
+}
+
+fn parse_key(hex: &str) -> Result<[u8; 32]> {
+    if hex.len() != 64 {
+        bail!("a public key is 64 hex digits, not {}", hex.len());
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).context("bad hex in key")?;
+    }
+    Ok(key)
+}
+
+/// One connection of a participant's idiomatic client, doing echoes.
+pub enum EchoClient {
+    /// Raw length-prefixed TCP.
+    RawTcp(raw_tcp::EchoClient),
+    /// Raw WebSocket.
+    RawWs(raw_ws::EchoClient),
+    /// `ternio-client`.
+    Ternio(ternio::EchoClient),
+    /// A hand-written client of Ternio's protocol.
+    TernioLean(ternio::LeanClient),
+    /// tonic unary.
+    TonicUnary(grpc::UnaryClient),
+    /// tonic duplex.
+    TonicDuplex(grpc::DuplexClient),
+}
+
+impl EchoClient {
+    /// Opens one connection to `participant`'s server at `endpoint`.
+    pub async fn connect(participant: Participant, endpoint: &Endpoint) -> Result<Self> {
+        Ok(match participant {
+            Participant::RawTcp => {
+                EchoClient::RawTcp(raw_tcp::EchoClient::connect(endpoint.addr).await?)
+            }
+            Participant::RawWs => {
+                EchoClient::RawWs(raw_ws::EchoClient::connect(endpoint.addr).await?)
+            }
+            Participant::TernioTcp
+            | Participant::TernioWs
+            | Participant::TernioTcpAead
+            | Participant::TernioWsAead => {
+                EchoClient::Ternio(ternio::EchoClient::connect(participant, endpoint).await?)
+            }
+            Participant::TernioTcpLean | Participant::TernioWsLean => EchoClient::TernioLean(
+                ternio::LeanClient::connect(participant, endpoint.addr).await?,
+            ),
+            Participant::TonicUnary | Participant::TonicUnaryTls => {
+                EchoClient::TonicUnary(grpc::UnaryClient::connect(endpoint).await?)
+            }
+            Participant::TonicDuplex | Participant::TonicDuplexTls => {
+                EchoClient::TonicDuplex(grpc::DuplexClient::connect(endpoint).await?)
+            }
+        })
+    }
+
+    /// Sends `payload`, waits for the echo, and checks it is the same bytes.
+    pub async fn echo(&mut self, payload: &Bytes) -> Result<()> {
+        let reply = match self {
+            EchoClient::RawTcp(client) => return client.echo(payload).await,
+            EchoClient::RawWs(client) => client.echo(payload).await?,
+            EchoClient::Ternio(client) => client.echo(payload).await?,
+            EchoClient::TernioLean(client) => client.echo(payload).await?,
+            EchoClient::TonicUnary(client) => client.echo(payload).await?,
+            EchoClient::TonicDuplex(client) => client.echo(payload).await?,
+        };
+        check_echo(payload, &reply)
+    }
+
+    /// Closes the connection the way its stack does.
+    pub async fn close(self) {
+        match self {
+            EchoClient::RawTcp(_) | EchoClient::TernioLean(_) | EchoClient::TonicUnary(_) => {}
+            EchoClient::RawWs(client) => client.close().await,
+            EchoClient::Ternio(client) => client.close().await,
+            EchoClient::TonicDuplex(client) => client.close().await,
+        }
+    }
+}
+
+/// Fails unless `reply` holds the bytes of `payload`.
+pub fn check_echo(payload: &[u8], reply: &[u8]) -> Result<()> {
+    if payload != reply {
+        bail!(
+            "the echo differs: sent {} bytes, got {} bytes back",
+            payload.len(),
+            reply.len()
+        );
+    }
+    Ok(())
+}

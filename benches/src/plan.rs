@@ -1,0 +1,96 @@
+//! How much each mode measures: the seed's methodology in `full`, a tenth
+//! of it (and one run) in `quick`, and a few hundred checked echoes per
+//! participant in `smoke`.
+
+use std::time::Duration;
+
+/// A mode of the harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The seed's methodology: 3 runs, 100,000 timed calls, 8 s windows.
+    Full,
+    /// A tenth of it, one run.
+    Quick,
+    /// Checks every participant end to end; times nothing worth reading.
+    Smoke,
+}
+
+impl Mode {
+    /// Its name in the results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Quick => "quick",
+            Mode::Smoke => "smoke",
+        }
+    }
+}
+
+/// The sizes, counts and durations of one mode.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The mode.
+    pub mode: Mode,
+    /// Runs of each cell.
+    pub runs: usize,
+    /// Payload sizes of the echo workloads.
+    pub sizes: Vec<usize>,
+    /// Latency: calls before timing.
+    pub latency_warmup: u64,
+    /// Latency: timed calls.
+    pub latency_calls: u64,
+    /// Throughput: client counts.
+    pub client_counts: Vec<usize>,
+    /// Warm-up before every counted window.
+    pub warmup: Duration,
+    /// Counted window of throughput, push and fan-out.
+    pub window: Duration,
+    /// Fan-out: members of the group.
+    pub fanout_members: usize,
+    /// Crowd: idle connections.
+    pub crowd_connections: usize,
+}
+
+impl Plan {
+    /// The plan of `mode`.
+    pub fn new(mode: Mode) -> Self {
+        match mode {
+            Mode::Full => Self {
+                mode,
+                runs: 3,
+                sizes: vec![32, 1024],
+                latency_warmup: 20_000,
+                latency_calls: 100_000,
+                client_counts: vec![1, 16, 64],
+                warmup: Duration::from_secs(2),
+                window: Duration::from_secs(8),
+                fanout_members: 1000,
+                crowd_connections: 10_000,
+            },
+            Mode::Quick => Self {
+                mode,
+                runs: 1,
+                sizes: vec![32, 1024],
+                latency_warmup: 2_000,
+                latency_calls: 10_000,
+                client_counts: vec![1, 16, 64],
+                warmup: Duration::from_millis(500),
+                window: Duration::from_secs(2),
+                fanout_members: 1000,
+                crowd_connections: 10_000,
+            },
+            Mode::Smoke => Self {
+                mode,
+                runs: 1,
+                sizes: vec![32, 1024],
+                latency_warmup: 50,
+                latency_calls: 200,
+                client_counts: vec![4],
+                warmup: Duration::from_millis(100),
+                window: Duration::from_millis(300),
+                fanout_members: 20,
+                crowd_connections: 200,
+            },
+        }
+    }
+}

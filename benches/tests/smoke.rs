@@ -1,0 +1,42 @@
+//! The smoke pass through `cargo test`: every participant and scenario of
+//! the comparison, with a few hundred checked echoes each and nothing timed
+//! (what CI runs instead of the timed comparison).
+
+use std::process::Command;
+
+#[test]
+fn every_participant_passes_the_smoke_pass() {
+    let out = std::env::temp_dir().join(format!("ternio-bench-smoke-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_ternio-bench"))
+        .arg("smoke")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("the harness runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the smoke pass failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    assert!(
+        stdout.contains("cells passed"),
+        "no summary in the output:\n{stdout}"
+    );
+    for file in [
+        "results.jsonl",
+        "report.md",
+        "latency.svg",
+        "throughput.svg",
+    ] {
+        let path = out.join(file);
+        let written = std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0);
+        assert!(written > 0, "{} was not written", path.display());
+    }
+    let rows = std::fs::read_to_string(out.join("results.jsonl")).expect("results are readable");
+    assert!(
+        rows.lines().all(|line| line.contains("\"ok\":true")),
+        "a row failed:\n{rows}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
