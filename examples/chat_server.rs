@@ -48,6 +48,9 @@ struct Args {
     /// Log every request (the audit-log middleware).
     #[arg(long)]
     audit: bool,
+    /// Serve the server's metrics for Prometheus at `http://ADDR/metrics`.
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
     /// Join the other nodes that use this Redis (`redis://host:port/`):
     /// rooms span every node.
     #[arg(long)]
@@ -68,6 +71,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_websocket(args.ws, "/ws");
     if args.audit {
         builder = builder.middleware(AuditLog);
+    }
+    if let Some(address) = args.metrics {
+        println!("metrics on http://{address}/metrics");
+        builder = builder.prometheus(address);
     }
     let backplane = match &args.redis {
         Some(url) => Some(RedisBackplane::connect(RedisConfig::new(url)).await?),
