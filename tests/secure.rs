@@ -387,3 +387,33 @@ async fn sealed_frames_over_websocket() {
         "over ws"
     );
 }
+
+#[tokio::test]
+async fn a_group_broadcast_reaches_plain_members_plain_and_secure_members_sealed() {
+    let (address, server) = start_server(|b| b);
+    let mut plain = RawConnection::connect(address).await;
+    let mut secure = SecureConnection::open(address, None).await;
+    plain.request(&WhoAmI, 1).await;
+    let plain_id = YouAre::decode_body(&plain.recv().await.unwrap().body)
+        .unwrap()
+        .connection_id;
+    secure.send_sealed(&WhoAmI, 1).await;
+    let secure_id = YouAre::decode_body(&secure.recv().await.unwrap().body)
+        .unwrap()
+        .connection_id;
+    let hub = server.hub();
+    assert!(hub.join("room", ternio::ConnectionId(plain_id)));
+    assert!(hub.join("room", ternio::ConnectionId(secure_id)));
+    let delivery = hub.broadcast_group("room", &Note { seq: 7 }).unwrap();
+    assert_eq!(delivery.queued, 2);
+    let to_plain = plain.recv().await.unwrap();
+    assert_eq!(to_plain.header, Header::new(Note::OPCODE, Flags::NONE, 0));
+    assert_eq!(Note::decode_body(&to_plain.body).unwrap(), Note { seq: 7 });
+    // `recv` opens the sealed copy: the secure member's is sealed for it alone.
+    let to_secure = secure.recv().await.unwrap();
+    assert_eq!(
+        to_secure.header,
+        Header::new(Note::OPCODE, Flags::ENCRYPTED, 0)
+    );
+    assert_eq!(Note::decode_body(&to_secure.body).unwrap(), Note { seq: 7 });
+}
