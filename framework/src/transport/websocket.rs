@@ -33,9 +33,6 @@ use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::{Exit, accept_loop};
 
-/// tungstenite's read buffer (see `serve`).
-const READ_BUFFER: usize = 4 * 1024;
-
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
 
@@ -140,11 +137,7 @@ async fn serve(
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
-        .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024)
-        // tungstenite zero-fills its whole read buffer before every read: its
-        // default 128 KiB cost a 128 KiB memset per message and per idle
-        // connection. Larger messages still grow it on demand.
-        .read_buffer_size(READ_BUFFER);
+        .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024);
     #[allow(
         clippy::result_large_err,
         reason = "the signature of tungstenite's upgrade callback"
