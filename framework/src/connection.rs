@@ -509,19 +509,9 @@ impl Session {
             .map(|identity| identity.keypair());
         match Responder::respond(&frame.body, identity) {
             Ok((reply, channel)) => {
-                // The answer itself goes out plain: the client has no keys yet.
-                let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
-                    server,
-                    transport: self.connection.transport,
-                });
-                FrameReply::new(
-                    &mut self.out,
-                    header,
-                    self.server.config.max_frame_size,
-                    None,
-                    metrics,
-                )
-                .encoded(system::HANDSHAKE, &reply);
+                // The answer itself goes out plain (the session is not secure
+                // yet, so `reply_to` does not seal): the client has no keys yet.
+                self.reply_to(header).encoded(system::HANDSHAKE, &reply);
                 self.security = Security::Secure(Box::new(channel));
                 tracing::debug!(connection = %self.connection.id, "secure session established");
                 if let Some(metrics) = &self.server.metrics {

@@ -58,11 +58,25 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
         Framing::LengthPrefixed,
         usize::MAX,
     );
-    let _ = tokio::time::timeout(linger.min(Duration::from_millis(500)), async {
-        stream.write_all(&out).await?;
+    write_and_close(&mut stream, &out, linger.min(Duration::from_millis(500))).await;
+}
+
+/// Writes `last` (the final frames), closes the writing side, and reads
+/// away what the peer still sends (at most [`MAX_DRAIN`] bytes) until it
+/// closes too: unread input would turn the close into a reset. All within
+/// `linger`.
+async fn write_and_close(stream: &mut TcpStream, last: &[u8], linger: Duration) {
+    let _ = tokio::time::timeout(linger, async move {
+        stream.write_all(last).await?;
         stream.shutdown().await?;
-        let mut scratch = [0u8; 1024];
-        while stream.read(&mut scratch).await? > 0 {}
+        let mut scratch = [0u8; 4096];
+        let mut drained = 0;
+        while drained < MAX_DRAIN {
+            match stream.read(&mut scratch).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
         io::Result::Ok(())
     })
     .await;
@@ -284,21 +298,6 @@ impl TcpConnection {
             tracing::debug!(%error, "connection failed");
             return;
         }
-        let stream = &mut self.stream;
-        let out = &self.session.out;
-        let _ = tokio::time::timeout(linger, async move {
-            stream.write_all(out).await?;
-            stream.shutdown().await?;
-            let mut scratch = [0u8; 4096];
-            let mut drained = 0;
-            while drained < MAX_DRAIN {
-                match stream.read(&mut scratch).await? {
-                    0 => break,
-                    n => drained += n,
-                }
-            }
-            io::Result::Ok(())
-        })
-        .await;
+        write_and_close(&mut self.stream, &self.session.out, linger).await;
     }
 }
