@@ -1,7 +1,7 @@
-//! ChaCha20-Poly1305 at frame sizes: the sealer Ternio uses (RustCrypto's
-//! `chacha20poly1305`, through `ternio_protocol::secure`) beside `ring`'s
-//! implementation of the same AEAD, as a yardstick for the per-frame cost
-//! of secure sessions.
+//! ChaCha20-Poly1305 at frame sizes: Ternio's sealer (AWS-LC through
+//! `ternio_protocol::secure`, a whole frame with header and counter) beside
+//! `ring`'s implementation of the bare AEAD, as a yardstick for the
+//! per-frame cost of secure sessions.
 //!
 //! `cargo bench -p ternio-bench --bench aead`
 

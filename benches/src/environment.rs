@@ -19,7 +19,7 @@ const CRATES: [&str; 8] = [
     "h2",
     "rustls",
     "snow",
-    "chacha20poly1305",
+    "aws-lc-rs",
 ];
 
 /// Where and how a run was made.

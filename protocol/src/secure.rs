@@ -12,12 +12,17 @@
 //! frame's 7 header bytes as sent (with `ENCRYPTED` set). A sender counts
 //! from 0; a receiver accepts only counters strictly above the last it
 //! accepted. Keys are zeroized when dropped.
+//!
+//! Per-frame sealing runs on AWS-LC (`aws-lc-rs`): RustCrypto's
+//! `chacha20poly1305` computes eight ChaCha blocks and four Poly1305
+//! powers whatever the message size, about 1.5 µs for a 32-byte frame
+//! against 0.2 µs here (`cargo bench -p ternio-bench --bench aead`).
+//! AWS-LC keeps each key in a heap context it wipes when freed.
 
 use std::fmt;
 
+use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use bytes::{BufMut, BytesMut};
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use zeroize::Zeroizing;
 
 use crate::error::FrameError;
@@ -381,12 +386,20 @@ impl fmt::Debug for SecureChannel {
 fn nonce(counter: u64) -> Nonce {
     let mut nonce = [0u8; 12];
     nonce[4..].copy_from_slice(&counter.to_le_bytes());
-    Nonce::from(nonce)
+    Nonce::assume_unique_for_key(nonce)
+}
+
+/// One direction's ChaCha20-Poly1305 key, held by AWS-LC (which wipes it
+/// when the key is dropped).
+fn aead_key(key: &[u8; KEY_LEN]) -> LessSafeKey {
+    let key = UnboundKey::new(&CHACHA20_POLY1305, key)
+        .expect("a 32-byte key is a valid ChaCha20-Poly1305 key");
+    LessSafeKey::new(key)
 }
 
 /// Seals outgoing frames with one direction's key and counter.
 pub struct Sealer {
-    cipher: ChaCha20Poly1305,
+    cipher: LessSafeKey,
     next: u64,
 }
 
@@ -394,7 +407,7 @@ impl Sealer {
     /// A sealer with `key`, counting from 0.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
-            cipher: ChaCha20Poly1305::new(Key::from_slice(key)),
+            cipher: aead_key(key),
             next: 0,
         }
     }
@@ -434,12 +447,13 @@ impl Sealer {
         let header_at = start + framing.prefix_len();
         let plain_at = header_at + HEADER_LEN + COUNTER_LEN;
         let (head, plain) = out[header_at..].split_at_mut(HEADER_LEN + COUNTER_LEN);
+        let aad: [u8; HEADER_LEN] = head[..HEADER_LEN].try_into().expect("7 bytes");
         let tag = self
             .cipher
-            .encrypt_in_place_detached(&nonce(counter), &head[..HEADER_LEN], plain)
+            .seal_in_place_separate_tag(nonce(counter), Aad::from(aad), plain)
             .expect("a frame is far below ChaCha20-Poly1305's message limit");
         debug_assert_eq!(out.len() - plain_at + HEADER_LEN + COUNTER_LEN, len);
-        out.extend_from_slice(&tag);
+        out.extend_from_slice(tag.as_ref());
         let sealed_len = len + TAG_LEN;
         if framing.prefix_len() > 0 {
             out[start..start + LENGTH_PREFIX_LEN]
@@ -469,7 +483,7 @@ impl Sealer {
 
 /// Opens incoming frames with one direction's key, refusing replays.
 pub struct Opener {
-    cipher: ChaCha20Poly1305,
+    cipher: LessSafeKey,
     last: Option<u64>,
 }
 
@@ -477,7 +491,7 @@ impl Opener {
     /// An opener with `key` that has accepted nothing yet.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
-            cipher: ChaCha20Poly1305::new(Key::from_slice(key)),
+            cipher: aead_key(key),
             last: None,
         }
     }
@@ -495,10 +509,12 @@ impl Opener {
             return Err(OpenError::Replayed { counter, last });
         }
         let tag_at = body.len() - TAG_LEN;
-        let tag = Tag::clone_from_slice(&body[tag_at..]);
-        let ciphertext = &mut body[COUNTER_LEN..tag_at];
         self.cipher
-            .decrypt_in_place_detached(&nonce(counter), &header.to_bytes(), ciphertext, &tag)
+            .open_in_place(
+                nonce(counter),
+                Aad::from(header.to_bytes()),
+                &mut body[COUNTER_LEN..],
+            )
             .map_err(|_| OpenError::BadTag)?;
         self.last = Some(counter);
         body.truncate(tag_at);
