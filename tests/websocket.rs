@@ -210,6 +210,25 @@ async fn the_maximum_message_size_is_the_maximum_frame_size() {
 }
 
 #[tokio::test]
+async fn a_message_far_above_the_limit_still_closes_cleanly() {
+    // The server reads a few KiB at a time, so most of this message is still
+    // in its socket when it refuses it; the close must not become a reset.
+    let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    ws.send(request(
+        &Echo {
+            payload: Bytes::from(vec![1; 256 * 1024]),
+        },
+        1,
+    ))
+    .await
+    .unwrap();
+    let (disconnect, code) = expect_close(&mut ws).await;
+    assert_eq!(code, CloseCode::Size);
+    assert_eq!(disconnect.unwrap().reason, DisconnectReason::FrameTooLarge);
+}
+
+#[tokio::test]
 async fn a_malformed_frame_in_a_message_closes_with_1002() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();

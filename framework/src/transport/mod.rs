@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::admission::{Permit, Refusal};
@@ -14,6 +15,27 @@ use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;
 pub(crate) mod websocket;
+
+/// The most bytes a closing connection reads and discards.
+const MAX_DRAIN: usize = 1024 * 1024;
+
+/// Closes the writing side of `stream`, then reads away what the peer still
+/// sends (at most [`MAX_DRAIN`] bytes) until it closes too: input left
+/// unread when the socket is dropped turns the close into a reset, and the
+/// peer would lose the last frames it had not read yet. The caller bounds
+/// the time.
+pub(crate) async fn shutdown_and_drain(stream: &mut TcpStream) -> io::Result<()> {
+    stream.shutdown().await?;
+    let mut scratch = [0u8; 4096];
+    let mut drained = 0;
+    while drained < MAX_DRAIN {
+        match stream.read(&mut scratch).await? {
+            0 => break,
+            n => drained += n,
+        }
+    }
+    Ok(())
+}
 
 /// How a connection's main loop ended.
 pub(crate) enum Exit {

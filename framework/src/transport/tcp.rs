@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Buf;
 use ternio_protocol::frame::{FrameDecoder, Framing};
 use ternio_protocol::{BytesMut, DisconnectReason, Frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::Instrument;
 
@@ -22,7 +22,7 @@ use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Exit, accept_loop};
+use crate::transport::{Exit, accept_loop, shutdown_and_drain};
 
 /// Bytes reserved for a read when the buffer has less room than this.
 const READ_CHUNK: usize = 4 * 1024;
@@ -30,8 +30,6 @@ const READ_CHUNK: usize = 4 * 1024;
 const MAX_IDLE_READ_CAPACITY: usize = 64 * 1024;
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
-/// The most bytes a closing connection reads and discards.
-const MAX_DRAIN: usize = 1024 * 1024;
 
 /// Serves TCP connections from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>) {
@@ -62,22 +60,12 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
 }
 
 /// Writes `last` (the final frames), closes the writing side, and reads
-/// away what the peer still sends (at most [`MAX_DRAIN`] bytes) until it
-/// closes too: unread input would turn the close into a reset. All within
-/// `linger`.
+/// away what the peer still sends until it closes too
+/// ([`shutdown_and_drain`]). All within `linger`.
 async fn write_and_close(stream: &mut TcpStream, last: &[u8], linger: Duration) {
     let _ = tokio::time::timeout(linger, async move {
         stream.write_all(last).await?;
-        stream.shutdown().await?;
-        let mut scratch = [0u8; 4096];
-        let mut drained = 0;
-        while drained < MAX_DRAIN {
-            match stream.read(&mut scratch).await? {
-                0 => break,
-                n => drained += n,
-            }
-        }
-        io::Result::Ok(())
+        shutdown_and_drain(stream).await
     })
     .await;
 }

@@ -18,6 +18,7 @@ use bytes::Buf;
 use futures_util::{Sink, SinkExt, StreamExt};
 use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -31,10 +32,13 @@ use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Exit, accept_loop};
+use crate::transport::{Exit, accept_loop, shutdown_and_drain};
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
+/// Bytes tungstenite reads at a time. It zero-fills this much before every
+/// read, so its default (128 KiB) cost more than the rest of an echo.
+const READ_BUFFER: usize = 8 * 1024;
 
 /// Serves WebSocket connections at `path` from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(
@@ -122,6 +126,8 @@ struct WsConnection {
     needs_flush: bool,
     /// The close code to use instead of the one the reason implies.
     close_code: Option<CloseCode>,
+    /// True once the peer's Close frame arrived.
+    close_received: bool,
 }
 
 async fn serve(
@@ -137,6 +143,7 @@ async fn serve(
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
+        .read_buffer_size(READ_BUFFER)
         .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024);
     #[allow(
         clippy::result_large_err,
@@ -172,6 +179,7 @@ async fn serve(
         reading: true,
         needs_flush: false,
         close_code: None,
+        close_received: false,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     let connection = Arc::clone(conn.session.connection());
@@ -297,6 +305,7 @@ impl WsConnection {
             }
             Message::Close(_) => {
                 // tungstenite queued the close reply; the stream ends next.
+                self.close_received = true;
                 self.needs_flush = true;
                 self.reading = false;
                 Flow::Continue
@@ -352,23 +361,39 @@ impl WsConnection {
                 .unwrap_or(CloseCode::Normal),
             Exit::PeerClosed | Exit::PeerDisconnected => CloseCode::Normal,
         };
+        let mut close_received = self.close_received;
         let ws = &mut self.ws;
         let out = &mut self.session.out;
         let _ = tokio::time::timeout(linger, async move {
-            while !out.is_empty() {
-                ws.feed(Message::Binary(next_frame(out))).await?;
-            }
-            ws.flush().await?;
-            let frame = CloseFrame {
-                code,
-                reason: "".into(),
+            let handshake = async {
+                while !out.is_empty() {
+                    ws.feed(Message::Binary(next_frame(out))).await?;
+                }
+                ws.flush().await?;
+                let frame = CloseFrame {
+                    code,
+                    reason: "".into(),
+                };
+                ws.close(Some(frame)).await?;
+                // Wait for the peer's Close (tungstenite ends the stream on
+                // it). After an oversized message tungstenite ends the stream
+                // with the rest of that message still in the socket.
+                while let Some(message) = ws.next().await {
+                    if let Message::Close(_) = message? {
+                        close_received = true;
+                    }
+                }
+                Result::<(), WsError>::Ok(())
             };
-            ws.close(Some(frame)).await?;
-            // Wait for the peer's Close (tungstenite ends the stream on it).
-            while let Some(message) = ws.next().await {
-                message?;
+            let _ = handshake.await;
+            let stream = ws.get_mut();
+            if close_received {
+                // Both Closes went by, nothing is left unread: the server
+                // closes the TCP connection first.
+                stream.shutdown().await
+            } else {
+                shutdown_and_drain(stream).await
             }
-            Result::<(), WsError>::Ok(())
         })
         .await;
     }
