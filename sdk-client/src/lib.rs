@@ -128,6 +128,7 @@ mod push;
 mod reconnect;
 mod secure;
 mod shared;
+mod socket;
 mod state;
 mod supervisor;
 mod tasks;

@@ -18,7 +18,7 @@ use tokio::sync::{oneshot, watch};
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
 use crate::shared::lock;
-use crate::tcp::TcpOut;
+use crate::socket::SocketOut;
 use crate::ws::WsOut;
 
 /// Why a frame did not go out.
@@ -36,7 +36,7 @@ pub(crate) enum SendError {
 /// The sending half of a link, per transport.
 pub(crate) enum Out {
     /// Length-prefixed frames on a TCP stream.
-    Tcp(std::sync::Arc<TcpOut>),
+    Tcp(std::sync::Arc<SocketOut>),
     /// One binary WebSocket message per frame.
     Ws(WsOut),
 }
@@ -83,10 +83,7 @@ impl Link {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        match &self.out {
-            Out::Tcp(out) => out.send(header, body, max_frame_size, seal),
-            Out::Ws(out) => out.send(header, body, max_frame_size, seal),
-        }
+        self.socket().send(header, body, max_frame_size, seal)
     }
 
     /// Whether the link's secure session is up: frames can be sealed.
@@ -146,10 +143,7 @@ impl Link {
     /// sealed and sealed frames open.
     pub(crate) fn complete_handshake(&self, channel: SecureChannel) {
         let SecureChannel { sealer, opener, .. } = channel;
-        match &self.out {
-            Out::Tcp(out) => out.set_sealer(sealer),
-            Out::Ws(out) => out.set_sealer(sealer),
-        }
+        self.socket().set_sealer(sealer);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
     }
@@ -176,11 +170,19 @@ impl Link {
     }
 
     /// Stops the link's traffic: a TCP socket is shut down at once; a
-    /// WebSocket's writer sends what is queued (a Close frame, say) and stops.
+    /// WebSocket takes no more frames, and its reader closes the socket once
+    /// the close handshake is over (or its time is up).
     pub(crate) fn shutdown(&self) {
         match &self.out {
             Out::Tcp(out) => out.shutdown(),
-            Out::Ws(out) => out.shutdown(),
+            Out::Ws(out) => out.socket().stop(),
+        }
+    }
+
+    fn socket(&self) -> &SocketOut {
+        match &self.out {
+            Out::Tcp(out) => out,
+            Out::Ws(out) => out.socket(),
         }
     }
 
@@ -197,14 +199,6 @@ impl Link {
                     self.wait_reader_done().await;
                 }
             }
-        }
-    }
-
-    /// The WebSocket sending half, on a WebSocket link.
-    pub(crate) fn ws_out(&self) -> Option<&WsOut> {
-        match &self.out {
-            Out::Ws(out) => Some(out),
-            Out::Tcp(_) => None,
         }
     }
 

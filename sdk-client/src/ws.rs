@@ -1,21 +1,26 @@
 //! The WebSocket transport (contract section 1.2): one frame per binary
 //! message, subprotocol `ternio.v1`.
 //!
-//! Callers encode a frame and queue it as a message; the writer task sends
-//! whatever is queued and flushes once. The reader task parses each binary
-//! message as a frame and hands it to [`Shared::on_frame`]; tungstenite
-//! answers the server's WebSocket pings and Close while it reads.
+//! Callers encode each frame as one masked binary message and write it
+//! straight to the socket ([`SocketOut`]), as on TCP: no hop through a task.
+//! tungstenite runs the upgrade and reads: the reader task parses each binary
+//! message as a frame and hands it to [`Shared::on_frame`]. tungstenite's own
+//! writes (the upgrade request, pongs, Close frames) go through the same
+//! outbound buffer, so they stay in order with the frames.
 
+use std::io;
+use std::net::Shutdown;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
-use ternio_protocol::frame::{self, Framing, Header};
-use ternio_protocol::secure::{Sealer, TAG_LEN};
-use ternio_protocol::{BytesMut, Encode, Frame};
+use futures_util::StreamExt;
+use ternio_protocol::Frame;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -23,11 +28,11 @@ use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::error::{ClientError, CloseReason};
-use crate::link::{Link, Out, SendError};
+use crate::link::{Link, Out};
 use crate::shared::{Shared, lock};
+use crate::socket::{SocketOut, Wire, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
 
@@ -38,21 +43,17 @@ pub(crate) const SUBPROTOCOL: &str = "ternio.v1";
 /// close handshake completes.
 const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// Bytes of tungstenite's own writes (pongs, Close) that may wait unsent
+/// before it has to wait for the socket.
+const MAX_QUEUED_CONTROL: usize = 64 * 1024;
 
-/// Messages for the writer task, and the buffer frames are encoded in.
-struct Queue {
-    buf: BytesMut,
-    /// `None` once the link is shut: the writer sends what it has and stops.
-    sender: Option<mpsc::UnboundedSender<Message>>,
-    /// Seals frames once the secure session is up: under this lock, so
-    /// that counters are queued in order.
-    sealer: Option<Sealer>,
-}
+type Ws = WebSocketStream<WsSocket>;
 
-/// The sending half of a WebSocket link.
+/// The WebSocket side of a link: the socket, and the way to ask the reader
+/// (which owns tungstenite's state) to send a Close frame.
 pub(crate) struct WsOut {
-    queue: Mutex<Queue>,
+    socket: Arc<SocketOut>,
+    close: Mutex<Option<oneshot::Sender<CloseFrame>>>,
 }
 
 /// Checks `url` and makes the upgrade request that offers `ternio.v1`.
@@ -81,17 +82,29 @@ pub(crate) fn request_for(
 /// Connects to `url`, upgrades with subprotocol `ternio.v1`, and starts the
 /// link's reader and writer tasks. The caller bounds the time it takes.
 pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
+    let request = request_for(url)?;
+    let host = request.uri().host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = request.uri().port_u16().unwrap_or(80);
+    let stream = TcpStream::connect((host, port))
+        .await
+        .map_err(ClientError::Connect)?;
+    stream.set_nodelay(true).map_err(ClientError::Connect)?;
+    let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket));
     let max = shared.config().max_frame_size;
     // tungstenite zero-fills its whole read buffer before every read: a
     // small one (larger messages grow it) saves a 128 KiB memset per message.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
-        .read_buffer_size(4 * 1024);
-    let (ws, response) =
-        tokio_tungstenite::connect_async_with_config(request_for(url)?, Some(config), true)
-            .await
-            .map_err(upgrade_error)?;
+        .read_buffer_size(8 * 1024);
+    let (ws, response) = tokio_tungstenite::client_async_with_config(
+        request,
+        WsSocket(Arc::clone(&socket)),
+        Some(config),
+    )
+    .await
+    .map_err(upgrade_error)?;
     // tungstenite checks this too; the contract depends on it, so say it plainly.
     let selected = response.headers().get(SEC_WEBSOCKET_PROTOCOL);
     if selected.map(HeaderValue::as_bytes) != Some(SUBPROTOCOL.as_bytes()) {
@@ -100,23 +113,19 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
             None => "it selected none".to_owned(),
         }));
     }
-    let (sink, stream) = ws.split();
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (close, close_request) = oneshot::channel();
     let link = Arc::new(Link::new(Out::Ws(WsOut {
-        queue: Mutex::new(Queue {
-            buf: BytesMut::new(),
-            sender: Some(sender),
-            sealer: None,
-        }),
+        socket: Arc::clone(&socket),
+        close: Mutex::new(Some(close)),
     })));
     let tasks = TaskSet::new(vec![
-        tokio::spawn(read_loop(Arc::clone(shared), Arc::clone(&link), stream)),
-        tokio::spawn(write_loop(
+        tokio::spawn(read_loop(
             Arc::clone(shared),
             Arc::clone(&link),
-            sink,
-            receiver,
+            ws,
+            close_request,
         )),
+        tokio::spawn(write_loop(Arc::clone(shared), Arc::clone(&link), socket)),
     ]);
     Ok(Opened { link, tasks })
 }
@@ -149,156 +158,167 @@ fn ws_reason(error: WsError) -> CloseReason {
 }
 
 impl WsOut {
-    /// Encodes one frame (sealed when `seal` says so) as one binary message
-    /// and queues it.
-    pub(crate) fn send<E: Encode + ?Sized>(
-        &self,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-        seal: bool,
-    ) -> Result<(), SendError> {
-        let mut queue = lock(&self.queue);
-        let queue = &mut *queue;
-        let Some(sender) = &queue.sender else {
-            return Err(SendError::Gone);
-        };
-        if seal {
-            let sealer = queue.sealer.as_mut().ok_or(SendError::NotSecure)?;
-            sealer.write_frame_with(
-                &mut queue.buf,
-                Framing::Message,
-                header,
-                max_frame_size,
-                |out| {
-                    out.reserve(body.encoded_len() + TAG_LEN);
-                    body.encode(out);
-                },
-            )
-        } else {
-            frame::write_frame(
-                &mut queue.buf,
-                Framing::Message,
-                header,
-                body,
-                max_frame_size,
-            )
-        }
-        .map_err(SendError::TooLarge)?;
-        let message = Message::Binary(queue.buf.split().freeze());
-        sender.send(message).map_err(|_| SendError::Gone)
+    /// The socket frames are written to.
+    pub(crate) fn socket(&self) -> &SocketOut {
+        &self.socket
     }
 
-    /// Seals every frame sent with `seal` from now on.
-    pub(crate) fn set_sealer(&self, sealer: Sealer) {
-        lock(&self.queue).sealer = Some(sealer);
-    }
-
-    /// Queues a WebSocket Close frame; `false` when the link is shut already.
-    fn send_close(&self, code: CloseCode, reason: &'static str) -> bool {
-        let queue = lock(&self.queue);
-        let frame = CloseFrame {
-            code,
-            reason: Utf8Bytes::from_static(reason),
-        };
-        queue
-            .sender
-            .as_ref()
-            .is_some_and(|sender| sender.send(Message::Close(Some(frame))).is_ok())
-    }
-
-    /// Queues the Close frame of an intentional close (code 1000).
+    /// Asks the reader to send the Close frame of an intentional close
+    /// (code 1000); `false` when the link is ending already.
     pub(crate) fn send_close_normal(&self) -> bool {
-        self.send_close(CloseCode::Normal, "client closed")
-    }
-
-    /// Lets the writer send what is queued, then stop.
-    pub(crate) fn shutdown(&self) {
-        lock(&self.queue).sender = None;
+        let frame = CloseFrame {
+            code: CloseCode::Normal,
+            reason: Utf8Bytes::from_static("client closed"),
+        };
+        lock(&self.close)
+            .take()
+            .is_some_and(|close| close.send(frame).is_ok())
     }
 }
 
-/// The writer task: sends every queued message, then flushes once.
-async fn write_loop(
-    shared: Arc<Shared>,
-    link: Arc<Link>,
-    mut sink: SplitSink<Ws, Message>,
-    mut queue: mpsc::UnboundedReceiver<Message>,
-) {
-    while let Some(message) = queue.recv().await {
-        let result = async {
-            sink.feed(message).await?;
-            while let Ok(message) = queue.try_recv() {
-                sink.feed(message).await?;
+/// The socket as tungstenite sees it: reads come from the socket, writes
+/// join the link's outbound buffer behind the frames already queued.
+pub(crate) struct WsSocket(Arc<SocketOut>);
+
+impl AsyncRead for WsSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let stream = self.0.stream();
+        loop {
+            ready!(stream.poll_read_ready(cx))?;
+            match stream.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
             }
-            sink.flush().await
         }
-        .await;
-        if let Err(error) = result {
-            shared.lose(&link, ws_reason(error));
-            return;
+    }
+}
+
+impl AsyncWrite for WsSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        while self.0.queued() > MAX_QUEUED_CONTROL {
+            if self.0.try_flush()? {
+                break;
+            }
+            ready!(self.0.stream().poll_write_ready(cx))?;
         }
+        self.0.send_raw(buf)?;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.0.try_flush()? {
+            ready!(self.0.stream().poll_write_ready(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.as_mut().poll_flush(cx))?;
+        Poll::Ready(socket2::SockRef::from(self.0.stream()).shutdown(Shutdown::Write))
+    }
+}
+
+impl Drop for WsSocket {
+    /// The reader is done with the connection (or was aborted): close it,
+    /// even though the link still holds the socket.
+    fn drop(&mut self) {
+        let _ = socket2::SockRef::from(self.0.stream()).shutdown(Shutdown::Both);
     }
 }
 
 /// The reader task: hands frames to [`Shared::on_frame`] until the link
 /// ends, then keeps reading briefly so that the close handshake completes.
-async fn read_loop(shared: Arc<Shared>, link: Arc<Link>, mut stream: SplitStream<Ws>) {
-    let reason = read_until_closed(&shared, &link, &mut stream).await;
+async fn read_loop(
+    shared: Arc<Shared>,
+    link: Arc<Link>,
+    mut ws: Ws,
+    close_request: oneshot::Receiver<CloseFrame>,
+) {
+    let reason = read_until_closed(&shared, &link, &mut ws, close_request).await;
     shared.lose(&link, reason);
     let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIME, async {
-        while let Some(Ok(_)) = stream.next().await {}
+        while let Some(Ok(_)) = ws.next().await {}
     })
     .await;
+    drop(ws);
     link.set_reader_done();
 }
 
 async fn read_until_closed(
     shared: &Shared,
     link: &Arc<Link>,
-    stream: &mut SplitStream<Ws>,
+    ws: &mut Ws,
+    close_request: oneshot::Receiver<CloseFrame>,
 ) -> CloseReason {
     let max = shared.config().max_frame_size;
-    while let Some(message) = stream.next().await {
+    let mut close_request = Some(close_request);
+    loop {
+        let message = match close_request.as_mut() {
+            Some(request) => tokio::select! {
+                biased;
+                message = ws.next() => message,
+                frame = request => {
+                    close_request = None;
+                    if let Ok(frame) = frame {
+                        // Our Close; the server's answer ends the stream.
+                        let _ = ws.close(Some(frame)).await;
+                    }
+                    continue;
+                }
+            },
+            None => ws.next().await,
+        };
+        let Some(message) = message else {
+            return CloseReason::PeerClosed;
+        };
         let message = match message {
             Ok(message) => message,
             Err(error) => return ws_reason(error),
         };
-        match message {
+        let refusal = match message {
             Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                Ok(frame) => {
-                    if let Some(reason) = shared.on_frame(link, frame) {
-                        if matches!(reason, CloseReason::DecryptFailed(_)) {
-                            // The server's own choice for this case (docs/PROTOCOL.md).
-                            send_close(link, CloseCode::Policy, "decrypt failed");
-                        }
-                        return reason;
+                Ok(frame) => match shared.on_frame(link, frame) {
+                    // The server's own choice for this case (docs/PROTOCOL.md).
+                    Some(reason @ CloseReason::DecryptFailed(_)) => {
+                        (CloseCode::Policy, "decrypt failed", reason)
                     }
-                }
-                Err(error) => {
-                    send_close(link, CloseCode::Protocol, "malformed frame");
-                    return CloseReason::Protocol(error.to_string());
-                }
+                    Some(reason) => return reason,
+                    None => continue,
+                },
+                Err(error) => (
+                    CloseCode::Protocol,
+                    "malformed frame",
+                    CloseReason::Protocol(error.to_string()),
+                ),
             },
-            Message::Text(_) => {
-                send_close(
-                    link,
-                    CloseCode::Unsupported,
-                    "text messages are not allowed",
-                );
-                return CloseReason::Protocol("the server sent a text message".to_owned());
-            }
+            Message::Text(_) => (
+                CloseCode::Unsupported,
+                "text messages are not allowed",
+                CloseReason::Protocol("the server sent a text message".to_owned()),
+            ),
             // tungstenite queued the reply, sent as the drain reads on.
             Message::Close(_) => return CloseReason::PeerClosed,
             // tungstenite answers pings itself; pongs need nothing.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
-        }
-    }
-    CloseReason::PeerClosed
-}
-
-fn send_close(link: &Link, code: CloseCode, reason: &'static str) {
-    if let Some(out) = link.ws_out() {
-        out.send_close(code, reason);
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
+        };
+        let (code, text, reason) = refusal;
+        let frame = CloseFrame {
+            code,
+            reason: Utf8Bytes::from_static(text),
+        };
+        let _ = ws.close(Some(frame)).await;
+        return reason;
     }
 }

@@ -1,0 +1,269 @@
+//! The sending half of a connection, for both transports: frames are
+//! encoded (and sealed) into one outbound buffer and written straight to
+//! the socket from the caller's task when nothing is queued before them.
+//! The writer task only takes over when the socket would block.
+
+use std::io;
+use std::net::Shutdown;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, BufMut};
+use ternio_protocol::frame::{self, Framing, Header};
+use ternio_protocol::secure::{Sealer, TAG_LEN};
+use ternio_protocol::{BytesMut, Encode};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::error::CloseReason;
+use crate::link::{Link, SendError};
+use crate::shared::{Shared, lock};
+
+/// How frames are wrapped on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    /// A u32 length prefix per frame (contract section 1.1).
+    Tcp,
+    /// One masked binary WebSocket message per frame (section 1.2).
+    WebSocket,
+}
+
+/// Frames encoded but not yet written.
+#[derive(Default)]
+struct Outbound {
+    buf: BytesMut,
+    /// A WebSocket frame is encoded here first, then masked into `buf`.
+    scratch: BytesMut,
+    /// The writer task owns the flushing until the buffer is empty.
+    writer_active: bool,
+    /// No more frames are taken (the link is shutting).
+    stopped: bool,
+    /// Seals frames once the secure session is up: under this lock, so
+    /// that counters reach the socket in order.
+    sealer: Option<Sealer>,
+}
+
+/// A connection's socket and its outbound buffer.
+pub(crate) struct SocketOut {
+    stream: TcpStream,
+    wire: Wire,
+    outbound: Mutex<Outbound>,
+    writer_wake: Notify,
+}
+
+pub(crate) fn io_reason(error: &io::Error) -> CloseReason {
+    CloseReason::Io(error.kind(), error.to_string())
+}
+
+impl SocketOut {
+    pub(crate) fn new(stream: TcpStream, wire: Wire) -> Self {
+        Self {
+            stream,
+            wire,
+            outbound: Mutex::default(),
+            writer_wake: Notify::new(),
+        }
+    }
+
+    /// The socket, for the reader.
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Encodes one frame (sealed when `seal` says so) into the outbound
+    /// buffer and writes it at once if nothing is queued before it.
+    pub(crate) fn send<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+        seal: bool,
+    ) -> Result<(), SendError> {
+        let mut outbound = lock(&self.outbound);
+        let outbound = &mut *outbound;
+        if outbound.stopped {
+            return Err(SendError::Gone);
+        }
+        let (framing, target) = match self.wire {
+            Wire::Tcp => (Framing::LengthPrefixed, &mut outbound.buf),
+            Wire::WebSocket => (Framing::Message, &mut outbound.scratch),
+        };
+        let encoded = if seal {
+            let sealer = outbound.sealer.as_mut().ok_or(SendError::NotSecure)?;
+            sealer.write_frame_with(target, framing, header, max_frame_size, |out| {
+                out.reserve(body.encoded_len() + TAG_LEN);
+                body.encode(out);
+            })
+        } else {
+            frame::write_frame(target, framing, header, body, max_frame_size)
+        };
+        if let Err(error) = encoded {
+            outbound.scratch.clear();
+            return Err(SendError::TooLarge(error));
+        }
+        if self.wire == Wire::WebSocket {
+            write_masked(&mut outbound.buf, OPCODE_BINARY, &outbound.scratch);
+            outbound.scratch.clear();
+        }
+        self.write_now(outbound)
+            .map_err(|error| SendError::Io(io_reason(&error)))
+    }
+
+    /// Appends bytes already framed (tungstenite's control frames and the
+    /// upgrade request) and writes them at once if nothing is queued.
+    pub(crate) fn send_raw(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut outbound = lock(&self.outbound);
+        outbound.buf.extend_from_slice(bytes);
+        self.write_now(&mut outbound)
+    }
+
+    /// Bytes waiting to be written.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.outbound).buf.len()
+    }
+
+    /// Writes what it can now; the writer task takes the rest.
+    fn write_now(&self, outbound: &mut Outbound) -> io::Result<()> {
+        if outbound.writer_active {
+            return Ok(());
+        }
+        self.write_some(outbound)?;
+        if !outbound.buf.is_empty() {
+            outbound.writer_active = true;
+            self.writer_wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// One non-blocking write of what is queued.
+    fn write_some(&self, outbound: &mut Outbound) -> io::Result<()> {
+        match self.stream.try_write(&outbound.buf) {
+            Ok(n) if n == outbound.buf.len() => outbound.buf.clear(),
+            Ok(n) => outbound.buf.advance(n),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) => return Err(error),
+        }
+        Ok(())
+    }
+
+    /// Seals every frame sent with `seal` from now on.
+    pub(crate) fn set_sealer(&self, sealer: Sealer) {
+        lock(&self.outbound).sealer = Some(sealer);
+    }
+
+    /// Writes once what is queued: `true` when nothing is left.
+    pub(crate) fn try_flush(&self) -> io::Result<bool> {
+        let mut outbound = lock(&self.outbound);
+        self.write_some(&mut outbound)?;
+        if outbound.buf.is_empty() {
+            outbound.writer_active = false;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Writes what is queued, waiting for the socket each time it would block.
+    pub(crate) async fn flush(&self) -> io::Result<()> {
+        while !self.try_flush()? {
+            self.stream.writable().await?;
+        }
+        Ok(())
+    }
+
+    /// Takes no more frames; the writer task writes what is queued and ends.
+    pub(crate) fn stop(&self) {
+        lock(&self.outbound).stopped = true;
+        self.writer_wake.notify_one();
+    }
+
+    /// Shuts the socket down both ways: the reader sees the end, the server
+    /// sees the connection close. Wakes the writer so that it ends.
+    pub(crate) fn shutdown(&self) {
+        self.stop();
+        let _ = socket2::SockRef::from(&self.stream).shutdown(Shutdown::Both);
+    }
+}
+
+/// The writer task: flushes whenever a caller found the socket full, until
+/// the link is lost and what was queued is written.
+pub(crate) async fn write_loop(shared: Arc<Shared>, link: Arc<Link>, out: Arc<SocketOut>) {
+    loop {
+        out.writer_wake.notified().await;
+        if let Err(error) = out.flush().await {
+            shared.lose(&link, io_reason(&error));
+            return;
+        }
+        if link.lost_reason().is_some() {
+            return;
+        }
+    }
+}
+
+/// The WebSocket opcode of a binary message.
+const OPCODE_BINARY: u8 = 0x2;
+/// FIN: the frame is a whole message.
+const FIN: u8 = 0x80;
+/// The mask bit of the second header byte: every client frame is masked.
+const MASKED: u8 = 0x80;
+
+/// Appends one final WebSocket frame with `opcode` and `payload`, masked
+/// with a fresh random key as RFC 6455 requires of a client (section 5.3).
+pub(crate) fn write_masked(out: &mut BytesMut, opcode: u8, payload: &[u8]) {
+    let len = payload.len();
+    out.reserve(14 + len);
+    out.put_u8(FIN | opcode);
+    if len < 126 {
+        out.put_u8(MASKED | len as u8);
+    } else if let Ok(len) = u16::try_from(len) {
+        out.put_u8(MASKED | 126);
+        out.put_u16(len);
+    } else {
+        out.put_u8(MASKED | 127);
+        out.put_u64(len as u64);
+    }
+    let key: [u8; 4] = rand::random();
+    out.put_slice(&key);
+    let key8 = u64::from_ne_bytes([
+        key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3],
+    ]);
+    let mut chunks = payload.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("8 bytes")) ^ key8;
+        out.put_slice(&word.to_ne_bytes());
+    }
+    for (i, byte) in chunks.remainder().iter().enumerate() {
+        out.put_u8(byte ^ key[i & 3]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+
+    use super::*;
+
+    #[test]
+    fn masked_frames_parse_back_at_every_length_encoding() {
+        for len in [0, 1, 7, 8, 125, 126, 127, 1000, 65_535, 65_536, 70_001] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut out = BytesMut::new();
+            write_masked(&mut out, OPCODE_BINARY, &payload);
+            let mut cursor = Cursor::new(&out[..]);
+            let (header, length) = FrameHeader::parse(&mut cursor).unwrap().unwrap();
+            assert!(header.is_final);
+            assert_eq!(header.opcode, OpCode::Data(Data::Binary));
+            assert_eq!(length, len as u64);
+            let key = header.mask.expect("client frames are masked");
+            let body = &out[cursor.position() as usize..];
+            assert_eq!(body.len(), len);
+            let unmasked: Vec<u8> = body
+                .iter()
+                .enumerate()
+                .map(|(i, byte)| byte ^ key[i % 4])
+                .collect();
+            assert_eq!(unmasked, payload, "length {len}");
+        }
+    }
+}
