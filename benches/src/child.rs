@@ -6,18 +6,24 @@
 //! `ready addr=ADDR [key=HEX]` once it listens, then answers each line on
 //! its stdin: `reset` starts a measurement window (`ok`), `report` ends it
 //! (`report cpu_us=… allocs=… alloc_bytes=… live_bytes=… connections=…
-//! backoffs=… dropped=…`). End of input makes it exit.
+//! backoffs=… dropped=… backplane_dropped=…`). End of input makes it exit.
+//!
+//! A child gets what it needs beyond its kind through its environment: the
+//! TLS material, and for a backplane node the Redis URL and key prefix.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use ::ternio::Backplane as _;
 use anyhow::{Context as _, Result, bail};
+use ternio_redis::{RedisBackplane, RedisConfig};
 
 use crate::alloc::{AllocDelta, AllocSnapshot};
 use crate::participants::{Endpoint, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio};
+use crate::scenarios::backplane::{REDIS_PREFIX_VAR, REDIS_URL_VAR};
 use crate::tls::TlsMaterial;
 use crate::usage::{self, ProcessStatus};
 
@@ -27,6 +33,16 @@ pub const PROFILER_VAR: &str = "TERNIO_BENCH_SERVER_PREFIX";
 
 /// How a child counts its open connections, where it can.
 type ConnectionCount = Box<dyn Fn() -> Option<usize> + Send>;
+
+/// A backplane node's backplane, for the messages it dropped.
+static BACKPLANE: OnceLock<RedisBackplane> = OnceLock::new();
+
+/// Messages the backplane of this child dropped so far (0 without one).
+fn backplane_dropped() -> u64 {
+    BACKPLANE
+        .get()
+        .map_or(0, |backplane| backplane.stats().dropped)
+}
 
 /// Runs the server of `kind` until its stdin closes (the hidden `serve`
 /// subcommand).
@@ -81,7 +97,26 @@ async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
             | Participant::TernioTcpLean
             | Participant::TernioWsLean),
         ) => {
-            let running = ternio::start(participant)?;
+            let running = ternio::start(participant, None)?;
+            let handle = running.handle;
+            (
+                format!("ready addr={} key={}", running.addr, running.public_key),
+                Box::new(move || Some(handle.connection_count())),
+            )
+        }
+        ServerKind::BackplaneNode => {
+            let url = std::env::var(REDIS_URL_VAR)
+                .with_context(|| format!("a backplane node needs {REDIS_URL_VAR}"))?;
+            let prefix = std::env::var(REDIS_PREFIX_VAR)
+                .with_context(|| format!("a backplane node needs {REDIS_PREFIX_VAR}"))?;
+            let backplane = RedisBackplane::connect(RedisConfig::new(&url).prefix(prefix))
+                .await
+                .with_context(|| format!("cannot join the backplane at {url}"))?;
+            let running = ternio::start(Participant::TernioTcp, Some(backplane.clone()))?;
+            if !backplane.wait_connected(Duration::from_secs(10)).await {
+                bail!("the backplane did not connect to {url} within 10 s");
+            }
+            let _ = BACKPLANE.set(backplane);
             let handle = running.handle;
             (
                 format!("ready addr={} key={}", running.addr, running.public_key),
@@ -117,6 +152,7 @@ fn control_loop(connections: ConnectionCount) -> Result<()> {
         (
             ternio::PUSH_BACKOFFS.load(Ordering::Relaxed),
             raw_tcp::DROPPED.load(Ordering::Relaxed),
+            backplane_dropped(),
         )
     };
     let mut started = (usage::cpu_time(), AllocSnapshot::now(), counters());
@@ -134,11 +170,11 @@ fn control_loop(connections: ConnectionCount) -> Result<()> {
                 let cpu = usage::cpu_time().saturating_sub(started.0);
                 let alloc = AllocSnapshot::now();
                 let delta = alloc.since(&started.1);
-                let (backoffs, dropped) = counters();
+                let (backoffs, dropped, backplane_dropped) = counters();
                 let connections = connections().map_or(-1, |n| n as i64);
                 writeln!(
                     stdout,
-                    "report cpu_us={} allocs={} alloc_bytes={} live_bytes={} connections={} backoffs={} dropped={}",
+                    "report cpu_us={} allocs={} alloc_bytes={} live_bytes={} connections={} backoffs={} dropped={} backplane_dropped={}",
                     cpu.as_micros(),
                     delta.count,
                     delta.bytes,
@@ -146,6 +182,7 @@ fn control_loop(connections: ConnectionCount) -> Result<()> {
                     connections,
                     backoffs - started.2.0,
                     dropped - started.2.1,
+                    backplane_dropped - started.2.2,
                 )?;
             }
             "quit" => std::process::exit(0),
@@ -170,6 +207,9 @@ pub struct ServerReport {
     pub backoffs: u64,
     /// Raw fan-out frames dropped in the window (subscriber queue full).
     pub dropped: u64,
+    /// Messages a backplane node dropped in the window (its publish queue
+    /// full, or its link to Redis down).
+    pub backplane_dropped: u64,
 }
 
 impl ServerReport {
@@ -191,6 +231,7 @@ impl ServerReport {
                 "connections" => report.connections = (number >= 0).then_some(unsigned as usize),
                 "backoffs" => report.backoffs = unsigned,
                 "dropped" => report.dropped = unsigned,
+                "backplane_dropped" => report.backplane_dropped = unsigned,
                 _ => {}
             }
         }
@@ -216,6 +257,15 @@ impl ServerChild {
     /// With [`PROFILER_VAR`] set (say to `valgrind --tool=callgrind`), the
     /// child runs under that command, for profiling a server in place.
     pub fn spawn(kind: ServerKind, tls: Option<Arc<TlsMaterial>>) -> Result<Self> {
+        Self::spawn_with_env(kind, tls, &[])
+    }
+
+    /// [`spawn`](Self::spawn), with `env` added to the child's environment.
+    pub fn spawn_with_env(
+        kind: ServerKind,
+        tls: Option<Arc<TlsMaterial>>,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find the harness binary")?;
         let prefix = std::env::var(PROFILER_VAR).unwrap_or_default();
         let mut prefix = prefix.split_whitespace();
@@ -237,6 +287,9 @@ impl ServerChild {
             for (name, value) in tls.env() {
                 command.env(name, value);
             }
+        }
+        for (name, value) in env {
+            command.env(name, value);
         }
         let mut process = command
             .spawn()

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::runtime::Runtime;
 
@@ -17,7 +17,8 @@ use crate::environment::Environment;
 use crate::participants::{Participant, ServerKind};
 use crate::plan::Plan;
 use crate::report;
-use crate::results::{self, Row, Scenario};
+use crate::results::{self, BackplaneMeasure, Row, Scenario};
+use crate::scenarios::backplane::{self, BACKPLANE_SIZE, BackplaneCase, Redis};
 use crate::scenarios::crowd::{self, CROWD_PARTICIPANTS};
 use crate::scenarios::fanout::{self, FANOUT_SIZE, FanoutTarget};
 use crate::scenarios::push::{self, PUSH_SIZE, PushTarget};
@@ -34,6 +35,9 @@ pub struct Settings {
     pub participants: Vec<Participant>,
     /// Scenarios to run.
     pub scenarios: Vec<Scenario>,
+    /// Whether the command line named them (`--scenarios`): a named
+    /// scenario that cannot run fails the run instead of being skipped.
+    pub scenarios_named: bool,
     /// Output folder.
     pub out: PathBuf,
     /// Exit non-zero when a budget fails.
@@ -66,6 +70,12 @@ enum Cell {
         participant: Participant,
         run: usize,
     },
+    Backplane {
+        case: BackplaneCase,
+        measure: BackplaneMeasure,
+        members: usize,
+        run: usize,
+    },
 }
 
 impl Cell {
@@ -88,6 +98,20 @@ impl Cell {
             Cell::Push { target, run } => format!("push {} run {}", target.name(), run + 1),
             Cell::Fanout { target, run } => format!("fan-out {} run {}", target.name(), run + 1),
             Cell::Crowd { participant, run } => format!("crowd {participant} run {}", run + 1),
+            Cell::Backplane {
+                case,
+                measure,
+                members,
+                run,
+            } => format!(
+                "backplane {} {} x{members} run {}",
+                match measure {
+                    BackplaneMeasure::Throughput => "throughput",
+                    BackplaneMeasure::Latency => "latency",
+                },
+                case.name(),
+                run + 1
+            ),
         }
     }
 }
@@ -102,11 +126,10 @@ fn rotated<T: Copy>(items: &[T], run: usize) -> Vec<T> {
     items
 }
 
-/// Every cell of `settings`, in the order they run: for each workload and
+/// Every cell of `scenarios`, in the order they run: for each workload and
 /// shape, run after run, every participant once per run.
-fn cells(settings: &Settings, runnable: &[Participant]) -> Vec<Cell> {
-    let plan = &settings.plan;
-    let wants = |scenario| settings.scenarios.contains(&scenario);
+fn cells(plan: &Plan, scenarios: &[Scenario], runnable: &[Participant]) -> Vec<Cell> {
+    let wants = |scenario| scenarios.contains(&scenario);
     let mut cells = Vec::new();
     if wants(Scenario::Latency) {
         for &size in &plan.sizes {
@@ -170,17 +193,50 @@ fn cells(settings: &Settings, runnable: &[Participant]) -> Vec<Cell> {
             }
         }
     }
+    if wants(Scenario::Backplane) {
+        let cases: Vec<_> = BackplaneCase::ALL
+            .into_iter()
+            .filter(|case| runnable.contains(&case.participant()))
+            .collect();
+        let shapes = plan
+            .backplane_members
+            .iter()
+            .map(|&members| (BackplaneMeasure::Throughput, members))
+            .chain([(BackplaneMeasure::Latency, plan.backplane_latency_members)]);
+        for (measure, members) in shapes {
+            for run in 0..plan.runs {
+                for case in rotated(&cases, run) {
+                    cells.push(Cell::Backplane {
+                        case,
+                        measure,
+                        members,
+                        run,
+                    });
+                }
+            }
+        }
+    }
     cells
 }
 
 /// The server children of a run, started on first use and kept for the
-/// rest of it (a child whose cell failed is stopped and started afresh).
+/// rest of it (a child whose cell failed is stopped and started afresh),
+/// and the `redis-server` of the backplane cells.
 struct Children {
     tls: Arc<TlsMaterial>,
     running: HashMap<&'static str, ServerChild>,
+    redis: Option<Redis>,
 }
 
 impl Children {
+    /// The run's `redis-server`, started on first use.
+    fn redis(&mut self) -> Result<&Redis> {
+        if self.redis.is_none() {
+            self.redis = Some(Redis::start()?);
+        }
+        Ok(self.redis.as_ref().expect("started just above"))
+    }
+
     fn get(&mut self, kind: ServerKind) -> Result<&mut ServerChild> {
         if !self.running.contains_key(kind.name()) {
             let tls = match kind {
@@ -209,6 +265,8 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     /// Participants that could not run, and why.
     pub skipped: Vec<(Participant, &'static str)>,
+    /// Scenarios that could not run (and were not named), and why.
+    pub skipped_scenarios: Vec<(Scenario, String)>,
     /// The budgets.
     pub budgets: Vec<budget::Budget>,
 }
@@ -223,15 +281,6 @@ impl Outcome {
 /// Runs every cell, writes the results, the report and the charts.
 pub fn run(settings: &Settings) -> Result<Outcome> {
     usage::raise_open_file_limit();
-    std::fs::create_dir_all(&settings.out)
-        .with_context(|| format!("cannot create {}", settings.out.display()))?;
-    let jsonl = settings.out.join("results.jsonl");
-    let _ = std::fs::remove_file(&jsonl);
-    let environment = Arc::new(Environment::capture(settings.plan.mode.name()));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-
     let skipped: Vec<_> = settings
         .participants
         .iter()
@@ -246,7 +295,32 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
     for (participant, why) in &skipped {
         eprintln!("skipped {participant}: {why}");
     }
-    let cells = cells(settings, &runnable);
+    let mut scenarios = settings.scenarios.clone();
+    let mut skipped_scenarios = Vec::new();
+    let backplane_runs = BackplaneCase::ALL
+        .iter()
+        .any(|case| runnable.contains(&case.participant()));
+    if scenarios.contains(&Scenario::Backplane)
+        && backplane_runs
+        && let Err(why) = Redis::check()
+    {
+        if settings.scenarios_named {
+            bail!("the backplane scenario needs a redis-server: {why}");
+        }
+        eprintln!("skipped the backplane scenario: {why}");
+        scenarios.retain(|&scenario| scenario != Scenario::Backplane);
+        skipped_scenarios.push((Scenario::Backplane, why));
+    }
+
+    std::fs::create_dir_all(&settings.out)
+        .with_context(|| format!("cannot create {}", settings.out.display()))?;
+    let jsonl = settings.out.join("results.jsonl");
+    let _ = std::fs::remove_file(&jsonl);
+    let environment = Arc::new(Environment::capture(settings.plan.mode.name()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let cells = cells(&settings.plan, &scenarios, &runnable);
     let progress = ProgressBar::new(cells.len() as u64);
     progress.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -256,6 +330,7 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
     let mut children = Children {
         tls: Arc::new(TlsMaterial::generate()?),
         running: HashMap::new(),
+        redis: None,
     };
     let mut rows = Vec::with_capacity(cells.len());
     for cell in cells {
@@ -276,6 +351,7 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
     let outcome = Outcome {
         rows,
         skipped,
+        skipped_scenarios,
         budgets,
     };
     write_outputs(settings, &environment, &outcome)?;
@@ -454,6 +530,38 @@ fn run_cell(
                     row.ops_per_sec =
                         figures.connections as f64 / figures.connect_seconds.max(1e-9);
                     row.crowd = Some(figures);
+                    row
+                }
+                Err(error) => row.failed(&error),
+            }
+        }
+        Cell::Backplane {
+            case,
+            measure,
+            members,
+            run,
+        } => {
+            let row = Row::new(
+                Scenario::Backplane,
+                case.name(),
+                BACKPLANE_SIZE,
+                members,
+                run,
+                environment,
+            );
+            let redis = if case.needs_redis() {
+                children.redis().map(Some)
+            } else {
+                Ok(None)
+            };
+            let measured = redis
+                .and_then(|redis| backplane::run(runtime, redis, case, measure, members, plan));
+            match measured {
+                Ok(measured) => {
+                    let mut row = row.with_window(&measured.window);
+                    row.latency = measured.latency;
+                    row.backplane = Some(measured.figures);
+                    row.notes = measured.notes;
                     row
                 }
                 Err(error) => row.failed(&error),

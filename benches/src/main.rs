@@ -16,6 +16,12 @@
 //! --tool=callgrind"` (or `strace -f -c -o FILE`) runs every server child under
 //! that command, to profile a server in place. The micro-benchmarks are
 //! `cargo bench -p ternio-bench`.
+//!
+//! `--scenarios backplane` measures group broadcasts across two nodes joined
+//! by the Redis backplane (see `scenarios/backplane.rs`); it starts its own
+//! `redis-server`. Without one installed, the scenario is skipped (with a
+//! message) when it is only part of the default set, and the run fails at
+//! once when it was named.
 
 mod aggregate;
 mod alloc;
@@ -26,6 +32,11 @@ mod compare;
 mod environment;
 mod participants;
 mod plan;
+// One copy of the code that starts a `redis-server` on a free port: the
+// backplane tests' (`start` and `restart` serve them).
+#[path = "../../redis/tests/support/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
 mod report;
 mod results;
 mod scenarios;
@@ -77,7 +88,8 @@ enum Command {
     /// Runs one server child (used by the harness itself).
     #[command(hide = true)]
     Serve {
-        /// What to serve: a participant's name, `raw-tcp-push` or `raw-tcp-fanout`.
+        /// What to serve: a participant's name, `raw-tcp-push`,
+        /// `raw-tcp-fanout` or `ternio-backplane-node`.
         kind: String,
     },
 }
@@ -87,7 +99,8 @@ struct CommonArgs {
     /// Only these participants (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Only these scenarios: latency, throughput, push, fanout, crowd.
+    /// Only these scenarios: latency, throughput, push, fanout, crowd,
+    /// backplane (which needs `redis-server`).
     #[arg(long, value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Output folder.
@@ -155,12 +168,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let outcome = Outcome {
                 rows,
                 skipped: Vec::new(),
+                skipped_scenarios: Vec::new(),
                 budgets,
             };
             let settings = Settings {
                 plan: Plan::new(mode),
                 participants: Participant::ALL.to_vec(),
                 scenarios: Scenario::ALL.to_vec(),
+                scenarios_named: false,
                 out: out.clone(),
                 check: false,
             };
@@ -191,6 +206,7 @@ fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
             .filter(|participant| chosen.contains(participant))
             .collect()
     };
+    let scenarios_named = !args.scenarios.is_empty();
     let scenarios = if args.scenarios.is_empty() {
         Scenario::ALL.to_vec()
     } else {
@@ -210,6 +226,7 @@ fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
         plan: Plan::new(mode),
         participants,
         scenarios,
+        scenarios_named,
         out: args.out.unwrap_or_else(|| PathBuf::from(default_out)),
         check: args.check,
     };
@@ -234,6 +251,9 @@ fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
             )
         }
     );
+    for (scenario, why) in &outcome.skipped_scenarios {
+        println!("skipped the {} scenario: {why}", scenario.name());
+    }
     for row in outcome.failures() {
         println!(
             "FAILED {} {} {} B x{}: {}",

@@ -49,6 +49,15 @@ pub struct Plan {
     pub fanout_members: usize,
     /// Crowd: idle connections.
     pub crowd_connections: usize,
+    /// Backplane: member counts of the throughput cells.
+    pub backplane_members: Vec<usize>,
+    /// Backplane: members of the latency cells.
+    pub backplane_latency_members: usize,
+    /// Backplane: broadcasts per second of the latency cells.
+    pub backplane_rate: u64,
+    /// Backplane throughput: broadcasts the sender may be ahead of the
+    /// members (so that no queue overflows).
+    pub backplane_ahead: u64,
 }
 
 impl Plan {
@@ -66,6 +75,10 @@ impl Plan {
                 window: Duration::from_secs(8),
                 fanout_members: 1000,
                 crowd_connections: 10_000,
+                backplane_members: vec![1, 10, 100],
+                backplane_latency_members: 10,
+                backplane_rate: 1000,
+                backplane_ahead: 2048,
             },
             Mode::Quick => Self {
                 mode,
@@ -78,6 +91,10 @@ impl Plan {
                 window: Duration::from_secs(2),
                 fanout_members: 1000,
                 crowd_connections: 10_000,
+                backplane_members: vec![1, 10, 100],
+                backplane_latency_members: 10,
+                backplane_rate: 1000,
+                backplane_ahead: 2048,
             },
             Mode::Smoke => Self {
                 mode,
@@ -90,6 +107,10 @@ impl Plan {
                 window: Duration::from_millis(300),
                 fanout_members: 20,
                 crowd_connections: 200,
+                backplane_members: vec![4],
+                backplane_latency_members: 4,
+                backplane_rate: 1000,
+                backplane_ahead: 256,
             },
         }
     }

@@ -1,5 +1,6 @@
 //! The Markdown report, in the seed's style: latency, throughput, cost per
-//! message, then push, fan-out and crowd, who wins where, and the budgets.
+//! message, then push, fan-out, crowd and the Redis backplane, who wins
+//! where, and the budgets.
 
 use std::fmt::Write as _;
 
@@ -8,7 +9,8 @@ use crate::compare::Outcome;
 use crate::environment::Environment;
 use crate::participants::Participant;
 use crate::plan::Plan;
-use crate::results::{Row, Scenario};
+use crate::results::{BackplaneMeasure, Row, Scenario};
+use crate::scenarios::backplane::BackplaneCase;
 use crate::scenarios::crowd::CROWD_PARTICIPANTS;
 
 /// A number with thousands separators.
@@ -87,6 +89,7 @@ pub fn markdown(plan: &Plan, environment: &Environment, outcome: &Outcome) -> St
     push_table(&mut out, rows);
     fanout_table(&mut out, rows);
     crowd_table(&mut out, rows);
+    backplane_section(&mut out, rows);
     wins_section(&mut out, rows, top_clients);
     budget_section(&mut out, outcome);
     problems_section(&mut out, outcome);
@@ -409,6 +412,220 @@ fn crowd_table(out: &mut String, rows: &[Row]) {
     let _ = writeln!(out);
 }
 
+/// The successful backplane rows of `case` and `measure` with `members`.
+fn backplane_rows(
+    rows: &[Row],
+    case: BackplaneCase,
+    measure: BackplaneMeasure,
+    members: usize,
+) -> Vec<&Row> {
+    rows.iter()
+        .filter(|row| {
+            row.ok
+                && row.scenario == Scenario::Backplane
+                && row.participant == case.name()
+                && row.clients == members
+                && row.backplane.is_some_and(|b| b.measure == measure)
+        })
+        .collect()
+}
+
+/// Member counts of the backplane rows of `measure`.
+fn backplane_members(rows: &[Row], measure: BackplaneMeasure) -> Vec<usize> {
+    let mut members: Vec<usize> = rows
+        .iter()
+        .filter(|row| {
+            row.scenario == Scenario::Backplane
+                && row.backplane.is_some_and(|b| b.measure == measure)
+        })
+        .map(|row| row.clients)
+        .collect();
+    members.sort_unstable();
+    members.dedup();
+    members
+}
+
+fn backplane_section(out: &mut String, rows: &[Row]) {
+    if !rows.iter().any(|row| row.scenario == Scenario::Backplane) {
+        return;
+    }
+    let stat = |case, measure, members, figure: &dyn Fn(&Row) -> Option<f64>| {
+        Stat::of(
+            backplane_rows(rows, case, measure, members)
+                .into_iter()
+                .filter_map(figure),
+        )
+    };
+    let _ = writeln!(
+        out,
+        "## Backplane (Redis) — 32 B group broadcasts across two nodes\n"
+    );
+    let _ = writeln!(
+        out,
+        "One `redis-server` for the run (loopback, no persistence); for each cell, fresh \
+         server children: node A and node B, each a Ternio TCP server with its own \
+         `RedisBackplane`. A sender on node A sends `Broadcast` requests (its handler calls \
+         `Hub::broadcast_group`); members are raw sockets that joined the group, decoding \
+         every push. **standalone**: members on a server without a backplane; **local**: \
+         members on node A (which also publishes every broadcast to Redis); \
+         **cross-node**: members on node B, every broadcast through Redis. Node A counts \
+         every member in `Hub::cluster_members` before the first broadcast, and every \
+         broadcast must reach every member. The harness, both nodes and Redis share the \
+         machine's cores.\n"
+    );
+    let throughput = backplane_members(rows, BackplaneMeasure::Throughput);
+    if !throughput.is_empty() {
+        let _ = writeln!(
+            out,
+            "Throughput: the sender broadcasts as fast as the members take them (at most a \
+             fixed number of broadcasts ahead of them); deliveries per second over the \
+             window. Nodes CPU: both children's CPU time over the window (the sender's \
+             node answers every `Broadcast` request too), per delivery. Backplane drops: \
+             messages the nodes' backplanes dropped in the window; in the local case the \
+             sender is held back by the local deliveries only, so when the node broadcasts \
+             faster than its link can publish to Redis, its publish queue (65,536 messages) \
+             fills and the rest is dropped (no node was subscribed to them; with members \
+             elsewhere they would have been lost: at most once).\n"
+        );
+        let _ = writeln!(
+            out,
+            "| Members | standalone deliveries/s | local deliveries/s | cross-node deliveries/s | cross-node ÷ local | cross-node broadcasts/s |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        for &members in &throughput {
+            let rate = |case| {
+                stat(case, BackplaneMeasure::Throughput, members, &|row| {
+                    Some(row.ops_per_sec)
+                })
+            };
+            let show = |value: Option<Stat>| {
+                value.map_or("–".to_owned(), |stat| {
+                    format!("{} ({})", thousands(stat.median), spread(&stat))
+                })
+            };
+            let local = rate(BackplaneCase::Local);
+            let cross = rate(BackplaneCase::CrossNode);
+            let ratio = match (local, cross) {
+                (Some(local), Some(cross)) if local.median > 0.0 => {
+                    format!("{:.2}", cross.median / local.median)
+                }
+                _ => "–".to_owned(),
+            };
+            let broadcasts = stat(
+                BackplaneCase::CrossNode,
+                BackplaneMeasure::Throughput,
+                members,
+                &|row| row.backplane.map(|b| b.broadcasts_per_sec),
+            );
+            let _ = writeln!(
+                out,
+                "| {members} | {} | {} | {} | {ratio} | {} |",
+                show(rate(BackplaneCase::Standalone)),
+                show(local),
+                show(cross),
+                whole(broadcasts),
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "| Case | Members | nodes CPU/delivery (µs) | nodes alloc/delivery (B) | Redis CPU/broadcast (µs) | harness CPU/delivery (µs) | backplane drops |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for &members in &throughput {
+            for case in BackplaneCase::ALL {
+                let measure = BackplaneMeasure::Throughput;
+                if backplane_rows(rows, case, measure, members).is_empty() {
+                    let _ = writeln!(out, "| {} | {members} | failed | | | | |", case.name());
+                    continue;
+                }
+                let _ = writeln!(
+                    out,
+                    "| {} | {members} | {} | {} | {} | {} | {} |",
+                    case.name(),
+                    two(stat(case, measure, members, &|row| {
+                        row.server.map(|c| c.cpu_us_per_op)
+                    })),
+                    one(stat(case, measure, members, &|row| {
+                        row.server.map(|c| c.alloc_bytes_per_op)
+                    })),
+                    two(stat(case, measure, members, &|row| {
+                        row.backplane.and_then(|b| b.redis_cpu_us_per_broadcast)
+                    })),
+                    two(stat(case, measure, members, &|row| {
+                        row.client.map(|c| c.cpu_us_per_op)
+                    })),
+                    whole(stat(case, measure, members, &|row| {
+                        row.backplane.map(|b| b.backplane_dropped as f64)
+                    })),
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+    let latency = backplane_members(rows, BackplaneMeasure::Latency);
+    for members in latency {
+        let measure = BackplaneMeasure::Latency;
+        let rate = rows
+            .iter()
+            .filter_map(|row| row.backplane.and_then(|b| b.paced_rate))
+            .next()
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "Latency: {} broadcasts per second to {members} members; every delivery of the \
+             window timed from the sender stamping the broadcast (before writing its request \
+             to node A) to the member decoding it.\n",
+            thousands(rate as f64)
+        );
+        let _ = writeln!(
+            out,
+            "| Case | Members | p50 (µs) | p90 (µs) | p99 (µs) | p99.9 (µs) | max (µs) | spread (p50) | deliveries timed |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        for case in BackplaneCase::ALL {
+            let figure = |f: fn(&crate::results::LatencyFigures) -> f64| {
+                stat(case, measure, members, &move |row| {
+                    row.latency.as_ref().map(f)
+                })
+            };
+            let Some(p50) = figure(|l| l.p50_us) else {
+                let _ = writeln!(out, "| {} | {members} | failed | | | | | | |", case.name());
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {members} | {} | {} | {} | {} | {} | {} | {} |",
+                case.name(),
+                whole(Some(p50)),
+                whole(figure(|l| l.p90_us)),
+                whole(figure(|l| l.p99_us)),
+                whole(figure(|l| l.p999_us)),
+                whole(figure(|l| l.max_us)),
+                spread(&p50),
+                whole(stat(case, measure, members, &|row| Some(row.ops as f64))),
+            );
+        }
+        let added = |f: fn(&crate::results::LatencyFigures) -> f64| {
+            let cross = stat(BackplaneCase::CrossNode, measure, members, &move |row| {
+                row.latency.as_ref().map(f)
+            })?;
+            let local = stat(BackplaneCase::Local, measure, members, &move |row| {
+                row.latency.as_ref().map(f)
+            })?;
+            Some(cross.median - local.median)
+        };
+        if let (Some(p50), Some(p99)) = (added(|l| l.p50_us), added(|l| l.p99_us)) {
+            let _ = writeln!(
+                out,
+                "\n**Added by crossing nodes** (cross-node − local, medians of the runs): \
+                 p50 {p50:+.0} µs, p99 {p99:+.0} µs."
+            );
+        }
+        let _ = writeln!(out);
+    }
+}
+
 /// The frameworks (not baselines, not diagnostics) among `names`, each
 /// with its figure, best first.
 fn ranked(
@@ -615,12 +832,18 @@ pub fn budget_table(budgets: &[crate::budget::Budget]) -> String {
 }
 
 fn problems_section(out: &mut String, outcome: &Outcome) {
-    if outcome.skipped.is_empty() && outcome.failures().next().is_none() {
+    if outcome.skipped.is_empty()
+        && outcome.skipped_scenarios.is_empty()
+        && outcome.failures().next().is_none()
+    {
         return;
     }
     let _ = writeln!(out, "## Skipped and failed\n");
     for (participant, why) in &outcome.skipped {
         let _ = writeln!(out, "- **{participant}** skipped: {why}");
+    }
+    for (scenario, why) in &outcome.skipped_scenarios {
+        let _ = writeln!(out, "- **the {} scenario** skipped: {why}", scenario.name());
     }
     for row in outcome.failures() {
         let _ = writeln!(

@@ -27,16 +27,19 @@ pub enum Scenario {
     Fanout,
     /// Many idle connections: memory and threads.
     Crowd,
+    /// Group broadcasts across two nodes joined by a Redis backplane.
+    Backplane,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::Latency,
         Scenario::Throughput,
         Scenario::Push,
         Scenario::Fanout,
         Scenario::Crowd,
+        Scenario::Backplane,
     ];
 
     /// The scenario named `name`.
@@ -54,6 +57,7 @@ impl Scenario {
             Scenario::Push => "push",
             Scenario::Fanout => "fanout",
             Scenario::Crowd => "crowd",
+            Scenario::Backplane => "backplane",
         }
     }
 }
@@ -137,6 +141,35 @@ pub struct CrowdFigures {
     pub connect_seconds: f64,
 }
 
+/// What a backplane cell measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackplaneMeasure {
+    /// Broadcasts as fast as the members take them: deliveries per second.
+    Throughput,
+    /// Broadcasts at a fixed rate, every delivery timed.
+    Latency,
+}
+
+/// What a backplane cell measured beyond the row's common figures.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct BackplaneFigures {
+    /// Throughput or latency.
+    pub measure: BackplaneMeasure,
+    /// Broadcasts that reached every member, per second of the window
+    /// (deliveries per second over the members).
+    pub broadcasts_per_sec: f64,
+    /// The rate the sender aimed at (latency cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_rate: Option<u64>,
+    /// CPU time of the `redis-server` process per broadcast, in µs (none
+    /// without a backplane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_cpu_us_per_broadcast: Option<f64>,
+    /// Messages the nodes' backplanes dropped in the window.
+    pub backplane_dropped: u64,
+}
+
 /// One run of one cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
@@ -173,6 +206,9 @@ pub struct Row {
     /// Crowd figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crowd: Option<CrowdFigures>,
+    /// Backplane figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backplane: Option<BackplaneFigures>,
     /// The machine's 1-minute load average when the run started (on a
     /// 2-core machine, above 2 means other work competed with this cell).
     #[serde(default)]
@@ -209,6 +245,7 @@ impl Row {
             server: None,
             client: None,
             crowd: None,
+            backplane: None,
             load_1m: crate::environment::load_1m(),
             notes: Vec::new(),
             environment: Arc::clone(environment),

@@ -62,3 +62,17 @@ pub fn process_status(pid: u32) -> ProcessStatus {
     }
     status
 }
+
+/// User plus system CPU time of process `pid` so far (fields 14 and 15 of
+/// `/proc/<pid>/stat`, in USER_HZ ticks: 100 per second on Linux); `None`
+/// when it cannot be read.
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count from the `)` after it.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // `rest` starts at field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}

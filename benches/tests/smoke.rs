@@ -1,6 +1,8 @@
 //! The smoke pass through `cargo test`: every participant and scenario of
 //! the comparison, with a few hundred checked echoes each and nothing timed
-//! (what CI runs instead of the timed comparison).
+//! (what CI runs instead of the timed comparison). The backplane scenario
+//! needs `redis-server` (Debian's package, as for `redis/tests`): the pass
+//! would skip it without one, and this test then fails.
 
 use std::process::Command;
 
@@ -38,5 +40,12 @@ fn every_participant_passes_the_smoke_pass() {
         rows.lines().all(|line| line.contains("\"ok\":true")),
         "a row failed:\n{rows}"
     );
+    for case in ["standalone", "local", "cross-node"] {
+        let needle = format!("\"scenario\":\"backplane\",\"participant\":\"{case}\"");
+        assert!(
+            rows.lines().any(|line| line.contains(&needle)),
+            "no backplane row for {case} (is redis-server installed?)\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }

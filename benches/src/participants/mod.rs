@@ -156,12 +156,18 @@ impl fmt::Display for Participant {
 /// What a server child serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
-    /// A participant's echo server (for Ternio: also push and fan-out).
+    /// A participant's echo server (for Ternio: also push, fan-out and the
+    /// backplane scenario's standalone case).
     Echo(Participant),
     /// The raw-socket push server: writes 64 B frames as fast as the peer drains.
     RawTcpPush,
     /// The raw-socket fan-out server: subscribers, and broadcasts to all of them.
     RawTcpFanout,
+    /// Ternio's TCP server (the `ternio-tcp` controller) as one node of a
+    /// cluster: with a Redis backplane whose URL and key prefix it reads from
+    /// [`REDIS_URL_VAR`](crate::scenarios::backplane::REDIS_URL_VAR) and
+    /// [`REDIS_PREFIX_VAR`](crate::scenarios::backplane::REDIS_PREFIX_VAR).
+    BackplaneNode,
 }
 
 impl ServerKind {
@@ -171,6 +177,7 @@ impl ServerKind {
             ServerKind::Echo(participant) => participant.name(),
             ServerKind::RawTcpPush => "raw-tcp-push",
             ServerKind::RawTcpFanout => "raw-tcp-fanout",
+            ServerKind::BackplaneNode => "ternio-backplane-node",
         }
     }
 
@@ -179,6 +186,7 @@ impl ServerKind {
         match name {
             "raw-tcp-push" => Some(ServerKind::RawTcpPush),
             "raw-tcp-fanout" => Some(ServerKind::RawTcpFanout),
+            "ternio-backplane-node" => Some(ServerKind::BackplaneNode),
             other => Participant::parse(other).map(ServerKind::Echo),
         }
     }

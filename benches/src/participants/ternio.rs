@@ -4,7 +4,8 @@
 //!
 //! The same controller serves the scenarios beyond the echo: `StartPush`
 //! starts a task that pushes 64 B packets to the connection as fast as its
-//! push queue drains, `JoinGroup` and `Broadcast` use the hub.
+//! push queue drains, `JoinGroup`, `Broadcast` and `GroupMembers` use the
+//! hub (across nodes when the server has a backplane).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +17,10 @@ use futures_util::{SinkExt, StreamExt};
 use ternio::protocol::Decode;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::{
-    ConnectionHandle, Context, Identity, Packet, Server, ServerHandle, packet_controller,
+    ConnectionHandle, Context, Hub, Identity, Packet, Server, ServerHandle, packet_controller,
 };
 use ternio_client::Client;
+use ternio_redis::RedisBackplane;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -92,6 +94,23 @@ pub struct BroadcastReply {
     pub missed: u32,
 }
 
+/// Opcode 0x0023: how many members `group` has on every node of the
+/// cluster (`Hub::cluster_members`; this node's alone without a backplane).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0023)]
+pub struct GroupMembers {
+    /// The group's name.
+    pub group: String,
+}
+
+/// The answer to `GroupMembers`.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0024)]
+pub struct GroupMembersReply {
+    /// Members on every node; 0 when the backplane could not say.
+    pub members: u32,
+}
+
 /// The benchmark's handlers.
 #[derive(Default)]
 pub struct BenchController;
@@ -133,6 +152,14 @@ impl BenchController {
             },
         }
     }
+
+    async fn group_members(request: GroupMembers, hub: Hub) -> GroupMembersReply {
+        let members = hub
+            .cluster_members(&request.group)
+            .await
+            .map_or(0, |ids| ids.len() as u32);
+        GroupMembersReply { members }
+    }
 }
 
 /// Bytes of pushes that may wait in a connection's outbound queue before the
@@ -173,14 +200,18 @@ pub struct Running {
 }
 
 /// Builds and starts (on the current runtime) `participant`'s server with
-/// default settings plus an identity, on 127.0.0.1 with a free port.
-pub fn start(participant: Participant) -> Result<Running> {
+/// default settings plus an identity, on 127.0.0.1 with a free port; with
+/// `backplane`, as one node of a cluster.
+pub fn start(participant: Participant, backplane: Option<RedisBackplane>) -> Result<Running> {
     let identity = Identity::generate();
     let public_key = identity.public_hex();
-    let builder = Server::builder()
+    let mut builder = Server::builder()
         .discover_controllers(false)
         .controller(BenchController)
         .identity(identity);
+    if let Some(backplane) = backplane {
+        builder = builder.backplane(backplane);
+    }
     let websocket = matches!(
         participant,
         Participant::TernioWs | Participant::TernioWsAead | Participant::TernioWsLean

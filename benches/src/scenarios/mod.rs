@@ -1,6 +1,7 @@
 //! The scenarios beyond the seed's echo: push throughput, group fan-out,
-//! and a crowd of idle connections.
+//! a crowd of idle connections, and broadcasts across a Redis backplane.
 
+pub mod backplane;
 pub mod crowd;
 pub mod fanout;
 pub mod push;

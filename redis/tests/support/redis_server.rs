@@ -1,6 +1,7 @@
 //! A `redis-server` process that a test owns: started on a free loopback
 //! port with no persistence, killed and restarted on demand, killed when
-//! dropped. (Shared by the tests and `examples/backplane_figures.rs`.)
+//! dropped. (Shared by these tests and ternio-bench's backplane scenario,
+//! `benches/src/scenarios/backplane.rs`, which includes this file.)
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -8,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The program to run: `TERNIO_REDIS_SERVER`, or `redis-server` on the PATH.
-fn program() -> String {
+pub(crate) fn program() -> String {
     std::env::var("TERNIO_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
@@ -22,18 +23,31 @@ impl RedisServer {
     /// Starts one on a free port. Panics, saying what to install, when the
     /// program is missing.
     pub(crate) fn start() -> Self {
-        let port = {
-            let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-            listener.local_addr().expect("its address").port()
-        };
+        Self::try_start().unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts one on a free port, or says why it could not (saying what to
+    /// install when the program is missing).
+    pub(crate) fn try_start() -> Result<Self, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|error| format!("no free port on 127.0.0.1: {error}"))?
+            .port();
         let mut server = Self { port, child: None };
-        server.spawn();
-        server
+        server.spawn()?;
+        Ok(server)
     }
 
     /// The URL clients connect to.
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's process id, while it runs (ternio-bench reads its CPU
+    /// time; the tests do not need it).
+    #[allow(dead_code)]
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Kills the server at once (SIGKILL: no save, no goodbye).
@@ -48,10 +62,10 @@ impl RedisServer {
     /// a Redis without persistence).
     pub(crate) fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        self.spawn().unwrap_or_else(|error| panic!("{error}"));
     }
 
-    fn spawn(&mut self) {
+    fn spawn(&mut self) -> Result<(), String> {
         let port = self.port.to_string();
         let mut child = Command::new(program())
             .args([
@@ -74,13 +88,13 @@ impl RedisServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|error| {
-                panic!(
+            .map_err(|error| {
+                format!(
                     "cannot run {}: {error}. Install Debian's redis-server package \
                      (apt-get install redis-server), or set TERNIO_REDIS_SERVER",
                     program()
                 )
-            });
+            })?;
         // Drain its output so it never blocks on a full pipe.
         for pipe in [
             child
@@ -106,15 +120,17 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("redis-server exited at start: {status}");
+                return Err(format!("{} exited at start: {status}", program()));
             }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not listen within 10 s"
-            );
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{} did not listen within 10 s", program()));
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
         self.child = Some(child);
+        Ok(())
     }
 }
 
