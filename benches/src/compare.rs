@@ -14,6 +14,7 @@ use crate::budget;
 use crate::charts;
 use crate::child::ServerChild;
 use crate::environment::Environment;
+use crate::idle::AwakeCpus;
 use crate::participants::{Participant, ServerKind};
 use crate::plan::Plan;
 use crate::report;
@@ -42,6 +43,8 @@ pub struct Settings {
     pub out: PathBuf,
     /// Exit non-zero when a budget fails.
     pub check: bool,
+    /// Ask the kernel to keep idle CPUs polling for the run ([`crate::idle`]).
+    pub keep_cpus_awake: bool,
 }
 
 /// One run of one cell.
@@ -316,7 +319,24 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         .with_context(|| format!("cannot create {}", settings.out.display()))?;
     let jsonl = settings.out.join("results.jsonl");
     let _ = std::fs::remove_file(&jsonl);
-    let environment = Arc::new(Environment::capture(settings.plan.mode.name()));
+    let mut environment = Environment::capture(settings.plan.mode.name());
+    let _awake = if settings.keep_cpus_awake {
+        match AwakeCpus::request() {
+            Ok(awake) => {
+                environment.idle_cpus = "kept awake (PM QoS: 0 µs wake-up latency)".to_owned();
+                Some(awake)
+            }
+            Err(error) => {
+                eprintln!("idle CPUs may halt: /dev/cpu_dma_latency refused ({error})");
+                environment.idle_cpus = format!("free to halt (PM QoS refused: {error})");
+                None
+            }
+        }
+    } else {
+        environment.idle_cpus = "free to halt (--let-cpus-idle)".to_owned();
+        None
+    };
+    let environment = Arc::new(environment);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -49,6 +49,10 @@ pub struct Environment {
     /// other work on the machine skews CPU-bound figures.
     #[serde(default)]
     pub load_average: String,
+    /// Whether idle CPUs were kept polling for the run or free to halt
+    /// (see `idle.rs`): halting adds a vCPU wake-up to every round trip.
+    #[serde(default)]
+    pub idle_cpus: String,
     /// The harness's command line.
     pub command: String,
     /// Versions of the crates under test, `name version`.
@@ -75,6 +79,7 @@ impl Environment {
             commit: commit(),
             mode: mode.to_owned(),
             load_average: load_average(),
+            idle_cpus: String::new(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             crates: CRATES
                 .iter()

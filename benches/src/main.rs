@@ -30,6 +30,7 @@ mod charts;
 mod child;
 mod compare;
 mod environment;
+mod idle;
 mod participants;
 mod plan;
 // One copy of the code that starts a `redis-server` on a free port: the
@@ -109,6 +110,10 @@ struct CommonArgs {
     /// Exit non-zero when a budget fails.
     #[arg(long)]
     check: bool,
+    /// Let idle CPUs halt. By default the run asks the kernel (PM QoS) to
+    /// keep them polling, as a halted vCPU takes tens of µs to wake.
+    #[arg(long)]
+    let_cpus_idle: bool,
 }
 
 #[derive(clap::Args)]
@@ -178,6 +183,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 scenarios_named: false,
                 out: out.clone(),
                 check: false,
+                keep_cpus_awake: false,
             };
             compare::write_outputs(&settings, &environment, &outcome)?;
             println!("{}", report::budget_table(&outcome.budgets));
@@ -229,6 +235,7 @@ fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
         scenarios_named,
         out: args.out.unwrap_or_else(|| PathBuf::from(default_out)),
         check: args.check,
+        keep_cpus_awake: !args.let_cpus_idle,
     };
     let outcome = compare::run(&settings)?;
 

@@ -115,6 +115,9 @@ fn environment_section(out: &mut String, env: &Environment) {
         "| Load average at start (1/5/15 min) | {} |",
         env.load_average
     );
+    if !env.idle_cpus.is_empty() {
+        let _ = writeln!(out, "| Idle CPUs | {} |", env.idle_cpus);
+    }
     let _ = writeln!(out, "| Crates | {} |", env.crates.join(", "));
     let _ = writeln!(out, "| Command | `{}` |\n", env.command);
 }
