@@ -871,9 +871,11 @@ fn caveats_section(out: &mut String, rows: &[Row]) {
         let highest = rows.iter().map(|row| row.load_1m).fold(0.0, f64::max);
         let _ = writeln!(
             out,
-            "- **Other work competed with this run.** {loaded} of {} cells started with a \
-             1-minute load average above the {cores:.0} cores (highest {highest:.1}); their \
-             figures carry that noise. Compare only figures from a quiet machine.",
+            "- **Load.** {loaded} of {} cells started with a 1-minute load average above the \
+             {cores:.0} cores (highest {highest:.1}). The load average counts this run's own \
+             clients and servers (a many-client cell keeps every core busy), so it flags \
+             other work rather than proves it; the load at the start of the run, before any \
+             cell, is in the environment table.",
             rows.len()
         );
     }
