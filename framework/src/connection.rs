@@ -176,6 +176,10 @@ pub(crate) struct Session {
     idle_hint: bool,
     /// Frames ready to be written, each with its length prefix.
     pub(crate) out: BytesMut,
+    /// Where sealed bodies that arrived as shared `Bytes` (WebSocket
+    /// messages) are copied to be opened in place: reused once the previous
+    /// body is dropped, so opening allocates nothing in steady state.
+    open_buf: BytesMut,
 }
 
 impl Session {
@@ -210,6 +214,7 @@ impl Session {
                 armed: false,
             },
             idle_hint: false,
+            open_buf: BytesMut::new(),
             out: BytesMut::new(),
         }
     }
@@ -291,6 +296,7 @@ impl Session {
         if idle >= QUIET_AFTER && !keepalive.released {
             keepalive.released = true;
             self.idle_hint = true;
+            self.open_buf = BytesMut::new();
         }
         if let Some(timeout) = keepalive.idle_timeout
             && idle >= timeout / 2
@@ -432,7 +438,9 @@ impl Session {
     /// Handles one frame from the peer, writing any reply into `out`.
     pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
         if frame.header.flags.is_encrypted() {
-            return self.on_sealed_frame(frame.header, BytesMut::from(frame.body));
+            self.open_buf.extend_from_slice(&frame.body);
+            let body = self.open_buf.split();
+            return self.on_sealed_frame(frame.header, body);
         }
         self.handle(frame)
     }
