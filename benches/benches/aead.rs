@@ -62,36 +62,3 @@ fn ring_seal_in_place(bencher: Bencher, size: usize) {
         let _ = black_box(tag);
     });
 }
-
-/// Ternio's opener: a whole sealed frame's body opened in place (counter
-/// check, decryption, tag check), from a copy of the same sealed frame.
-#[divan::bench(args = SIZES)]
-fn ternio_open_frame(bencher: Bencher, size: usize) {
-    use ternio_protocol::frame::FrameDecoder;
-    use ternio_protocol::secure::Opener;
-
-    let plain = vec![0xA5u8; size];
-    let mut sealer = Sealer::new(&KEY);
-    let mut sealed = BytesMut::new();
-    let header = Header::new(0x0001, Flags::NONE, 1);
-    sealer
-        .write_frame_with(
-            &mut sealed,
-            Framing::LengthPrefixed,
-            header,
-            usize::MAX,
-            |out| out.extend_from_slice(&plain),
-        )
-        .unwrap();
-    let mut decoder = FrameDecoder::new(usize::MAX);
-    let mut input = BytesMut::with_capacity(sealed.len());
-    bencher.bench_local(|| {
-        // A fresh opener each time: the same counter is not a replay.
-        let mut opener = Opener::new(&KEY);
-        input.clear();
-        input.extend_from_slice(&sealed);
-        let (header, mut body) = decoder.decode_mut(&mut input).unwrap().unwrap();
-        opener.open(&header, &mut body).unwrap();
-        black_box(&body);
-    });
-}

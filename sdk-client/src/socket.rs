@@ -101,7 +101,7 @@ impl SocketOut {
             return Err(SendError::TooLarge(error));
         }
         if self.wire == Wire::WebSocket {
-            write_masked(&mut outbound.buf, OPCODE_BINARY, &outbound.scratch);
+            write_masked(&mut outbound.buf, &outbound.scratch);
             outbound.scratch.clear();
         }
         self.write_now(outbound)
@@ -198,19 +198,17 @@ pub(crate) async fn write_loop(shared: Arc<Shared>, link: Arc<Link>, out: Arc<So
     }
 }
 
-/// The WebSocket opcode of a binary message.
-const OPCODE_BINARY: u8 = 0x2;
-/// FIN: the frame is a whole message.
-const FIN: u8 = 0x80;
+/// The first header byte of a whole binary message: FIN and opcode 0x2.
+const FIN_BINARY: u8 = 0x82;
 /// The mask bit of the second header byte: every client frame is masked.
 const MASKED: u8 = 0x80;
 
-/// Appends one final WebSocket frame with `opcode` and `payload`, masked
-/// with a fresh random key as RFC 6455 requires of a client (section 5.3).
-pub(crate) fn write_masked(out: &mut BytesMut, opcode: u8, payload: &[u8]) {
+/// Appends `payload` as one whole binary WebSocket message, masked with a
+/// fresh random key as RFC 6455 requires of a client (section 5.3).
+fn write_masked(out: &mut BytesMut, payload: &[u8]) {
     let len = payload.len();
     out.reserve(14 + len);
-    out.put_u8(FIN | opcode);
+    out.put_u8(FIN_BINARY);
     if len < 126 {
         out.put_u8(MASKED | len as u8);
     } else if let Ok(len) = u16::try_from(len) {
@@ -249,7 +247,7 @@ mod tests {
         for len in [0, 1, 7, 8, 125, 126, 127, 1000, 65_535, 65_536, 70_001] {
             let payload: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let mut out = BytesMut::new();
-            write_masked(&mut out, OPCODE_BINARY, &payload);
+            write_masked(&mut out, &payload);
             let mut cursor = Cursor::new(&out[..]);
             let (header, length) = FrameHeader::parse(&mut cursor).unwrap().unwrap();
             assert!(header.is_final);
