@@ -43,6 +43,40 @@ async fn a_request_times_out_by_default_or_per_call() {
 }
 
 #[tokio::test]
+async fn a_short_timeout_fires_on_time_behind_a_long_one() {
+    let (address, _server) = start_server(|b| b);
+    let client = Client::connect_tcp(address).await.unwrap();
+    // One timer serves every request: it must move earlier for this one.
+    let long = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .request_with_timeout::<_, Slept>(
+                    &Sleep { ms: 1500, tag: 1 },
+                    Duration::from_secs(5),
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let short = client
+        .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 2 }, Duration::from_millis(80))
+        .await;
+    let waited = started.elapsed();
+    assert!(
+        matches!(short, Err(ClientError::Timeout(t)) if t == Duration::from_millis(80)),
+        "{short:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(80) && waited < Duration::from_millis(1000),
+        "timed out after {waited:?}"
+    );
+    // The long request is still answered.
+    assert_eq!(long.await.unwrap().unwrap().tag, 1);
+}
+
+#[tokio::test]
 async fn thousands_of_requests_in_flight_on_one_connection() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();

@@ -43,9 +43,9 @@ pub struct Client {
 
 struct Inner {
     shared: Arc<Shared>,
-    /// The supervisor, which owns the current link's tasks: aborting it
-    /// aborts them.
-    _supervisor: TaskSet,
+    /// The supervisor, which owns the current link's tasks (aborting it
+    /// aborts them), and the task that times requests out.
+    _tasks: TaskSet,
 }
 
 impl std::fmt::Debug for Client {
@@ -123,10 +123,11 @@ impl Client {
             return Err(ClientError::Closed(reason));
         }
         let supervisor = tokio::spawn(supervise(Arc::clone(&shared), endpoint, opened.tasks));
+        let expiry = tokio::spawn(Arc::clone(&shared).expire_requests());
         Ok(Self {
             inner: Arc::new(Inner {
                 shared,
-                _supervisor: TaskSet::new(vec![supervisor]),
+                _tasks: TaskSet::new(vec![supervisor, expiry]),
             }),
         })
     }

@@ -126,6 +126,7 @@ mod error;
 mod link;
 mod push;
 mod reconnect;
+mod requests;
 mod secure;
 mod shared;
 mod socket;

@@ -9,9 +9,9 @@
 //! change of the current link happens under that lock too, and publishes
 //! the new [`ConnectionState`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -19,7 +19,7 @@ use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::secure::Initiator;
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{Decode, DisconnectReason, Encode, Frame};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::config::{ClientConfig, SecureConfig};
@@ -27,17 +27,9 @@ use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, SendError};
 use crate::push::Registry;
 use crate::reconnect::should_reconnect;
+use crate::requests::{Failure, Requests};
 use crate::secure::{PendingHandshake, RawBody, Seal};
 use crate::state::ConnectionState;
-
-type Answer = oneshot::Sender<Result<Frame, CloseReason>>;
-
-/// A request waiting for its answer.
-struct Slot {
-    answer: Answer,
-    /// The request went out sealed: its answer must come sealed too.
-    sealed: bool,
-}
 
 /// Locks `mutex`. No code panics while holding the client's locks; the data
 /// is recovered if one did.
@@ -75,7 +67,7 @@ impl Current {
 /// The current link and the requests waiting for an answer on it.
 struct Conn {
     current: Current,
-    slots: HashMap<u32, Slot>,
+    requests: Requests,
 }
 
 /// What the client's handles, its supervisor and its links' tasks share.
@@ -87,6 +79,9 @@ pub(crate) struct Shared {
     /// Set by [`close`](Self::close): nothing reconnects after it.
     closing: AtomicBool,
     next_id: AtomicU32,
+    /// Tells [`expire_requests`](Self::expire_requests) that a request's
+    /// deadline comes before the one it sleeps until.
+    deadline_moved: Notify,
     /// The push subscriptions, which outlive connections.
     pushes: Arc<Registry>,
     /// The secure session every new connection sets up before it carries
@@ -101,10 +96,11 @@ impl Shared {
             state: watch::Sender::new(current.state()),
             conn: Mutex::new(Conn {
                 current,
-                slots: HashMap::new(),
+                requests: Requests::default(),
             }),
             closing: AtomicBool::new(false),
             next_id: AtomicU32::new(1),
+            deadline_moved: Notify::new(),
             pushes: Arc::new(Registry::default()),
             session: Mutex::new(config.secure),
             config,
@@ -186,7 +182,7 @@ impl Shared {
     pub(crate) fn lose(&self, link: &Arc<Link>, reason: CloseReason) {
         let closing = self.closing.load(Ordering::SeqCst);
         let reason = if closing { CloseReason::Local } else { reason };
-        let (slots, closed) = {
+        let (wakers, closed) = {
             let mut conn = lock(&self.conn);
             link.mark_lost(reason.clone());
             if !conn.current.is(link) {
@@ -201,10 +197,10 @@ impl Shared {
                 Current::Closed(reason.clone())
             };
             self.set_current(&mut conn, next);
-            (std::mem::take(&mut conn.slots), !reconnect)
+            (conn.requests.fail_all(&reason), !reconnect)
         };
-        tracing::debug!(%reason, in_flight = slots.len(), "client connection lost");
-        fail(slots, &reason);
+        tracing::debug!(%reason, in_flight = wakers.len(), "client connection lost");
+        wakers.into_iter().for_each(Waker::wake);
         if closed {
             self.pushes.close();
         }
@@ -215,7 +211,7 @@ impl Shared {
     /// waiting requests fail, the current link is shut down, subscriptions end.
     pub(crate) fn finish(&self, reason: CloseReason) {
         self.closing.store(true, Ordering::SeqCst);
-        let (slots, link) = {
+        let (wakers, link) = {
             let mut conn = lock(&self.conn);
             if matches!(conn.current, Current::Closed(_)) {
                 return;
@@ -225,9 +221,9 @@ impl Shared {
                 _ => None,
             };
             self.set_current(&mut conn, Current::Closed(reason.clone()));
-            (std::mem::take(&mut conn.slots), link)
+            (conn.requests.fail_all(&reason), link)
         };
-        fail(slots, &reason);
+        wakers.into_iter().for_each(Waker::wake);
         self.pushes.close();
         if let Some(link) = link {
             link.mark_lost(reason);
@@ -237,16 +233,16 @@ impl Shared {
 
     /// Ends reconnecting for good: attempts are exhausted.
     pub(crate) fn give_up(&self, reason: CloseReason) {
-        let slots = {
+        let wakers = {
             let mut conn = lock(&self.conn);
             if !matches!(conn.current, Current::Reconnecting(_)) {
                 return;
             }
             self.set_current(&mut conn, Current::Closed(reason.clone()));
-            std::mem::take(&mut conn.slots)
+            conn.requests.fail_all(&reason)
         };
         tracing::debug!(%reason, "client gave up reconnecting");
-        fail(slots, &reason);
+        wakers.into_iter().for_each(Waker::wake);
         self.pushes.close();
     }
 
@@ -299,19 +295,21 @@ impl Shared {
         seal: Seal,
     ) -> Result<Frame, ClientError> {
         let deadline = deadline_after(timeout);
-        let (link, id, sealed, receiver) = self
+        let (link, id, sealed, earlier) = self
             .with_link(deadline, timeout, |conn, link| {
-                if conn.slots.len() >= self.config.max_in_flight {
-                    return Err(ClientError::TooManyInFlight(conn.slots.len()));
+                if conn.requests.len() >= self.config.max_in_flight {
+                    return Err(ClientError::TooManyInFlight(conn.requests.len()));
                 }
                 let sealed = self.seals(link, seal)?;
                 let id = self.free_id(conn);
-                let (answer, receiver) = oneshot::channel();
-                conn.slots.insert(id, Slot { answer, sealed });
-                Ok((Arc::clone(link), id, sealed, receiver))
+                let earlier = conn.requests.insert(id, sealed, deadline);
+                Ok((Arc::clone(link), id, sealed, earlier))
             })
             .await?;
-        // Removes the slot if this future is dropped or fails before the answer.
+        if earlier {
+            self.deadline_moved.notify_one();
+        }
+        // Frees the slot if this future is dropped or fails before the answer.
         let guard = SlotGuard { shared: self, id };
         match link.send(
             Header::new(opcode, Flags::NONE, id),
@@ -323,17 +321,39 @@ impl Shared {
             Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
             Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
             // The link was lost after the request registered: the loss
-            // failed its slot, and the receiver has the reason.
+            // failed its slot with the reason.
             Err(SendError::Gone) => {}
             Err(SendError::Io(reason)) => self.lose(&link, reason),
         }
-        let answer = match tokio::time::timeout_at(deadline, receiver).await {
-            Err(_) => return Err(ClientError::Timeout(timeout)),
-            Ok(Err(_)) => Err(ClientError::Closed(lost_reason(&link))),
-            Ok(Ok(answer)) => answer.map_err(ClientError::Closed),
-        };
+        let outcome = std::future::poll_fn(|cx| lock(&self.conn).requests.poll(id, cx)).await;
+        // Collecting the outcome freed the slot.
         std::mem::forget(guard);
-        answer
+        outcome.map_err(|failure| match failure {
+            Failure::TimedOut => ClientError::Timeout(timeout),
+            Failure::Closed(reason) => ClientError::Closed(reason),
+        })
+    }
+
+    /// Times out the requests whose deadline passed, with one timer for
+    /// them all: sleeps until the earliest deadline, or until a request
+    /// with an earlier one arrives. Runs for the client's life.
+    pub(crate) async fn expire_requests(self: Arc<Self>) {
+        loop {
+            let (wakers, next) = lock(&self.conn).requests.expire(Instant::now());
+            wakers.into_iter().for_each(Waker::wake);
+            // A request registered since `expire` stored a permit: no
+            // earlier deadline is missed.
+            let moved = self.deadline_moved.notified();
+            match next {
+                Some(next) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(next) => {}
+                        () = moved => {}
+                    }
+                }
+                None => moved.await,
+            }
+        }
     }
 
     /// An id that no request waiting on the current link uses.
@@ -341,7 +361,7 @@ impl Shared {
         loop {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             // 0 means "no reply"; an id still waiting since the last wrap is skipped.
-            if id != 0 && !conn.slots.contains_key(&id) {
+            if id != 0 && !conn.requests.contains(id) {
                 return id;
             }
         }
@@ -539,25 +559,27 @@ impl Shared {
                 );
                 return None;
             }
-            let slot = {
+            let waker = {
                 let mut conn = lock(&self.conn);
                 // Only the current link answers the waiting requests.
-                if conn.current.is(link) {
-                    conn.slots.remove(&header.request_id)
-                } else {
-                    None
+                match conn.requests.waiting_sealed(header.request_id) {
+                    Some(_) if !conn.current.is(link) => None,
+                    Some(true) if !sealed => {
+                        drop(conn);
+                        // Losing the link fails the request with this reason.
+                        return Some(self.decrypt_failed(
+                            link,
+                            format!("a plain answer to sealed request {}", header.request_id),
+                        ));
+                    }
+                    Some(_) => conn
+                        .requests
+                        .complete(header.request_id, Ok(Frame { header, body })),
+                    None => None,
                 }
             };
-            if let Some(slot) = slot {
-                if slot.sealed && !sealed {
-                    let reason = self.decrypt_failed(
-                        link,
-                        format!("a plain answer to sealed request {}", header.request_id),
-                    );
-                    let _ = slot.answer.send(Err(reason.clone()));
-                    return Some(reason);
-                }
-                let _ = slot.answer.send(Ok(Frame { header, body }));
+            if let Some(waker) = waker {
+                waker.wake();
             }
             return None;
         }
@@ -634,12 +656,6 @@ fn lost_reason(link: &Link) -> CloseReason {
     link.lost_reason().cloned().unwrap_or(CloseReason::Local)
 }
 
-fn fail(slots: HashMap<u32, Slot>, reason: &CloseReason) {
-    for (_, slot) in slots {
-        let _ = slot.answer.send(Err(reason.clone()));
-    }
-}
-
 /// Removes a request's slot unless the request completed.
 struct SlotGuard<'a> {
     shared: &'a Shared,
@@ -648,6 +664,6 @@ struct SlotGuard<'a> {
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.conn).slots.remove(&self.id);
+        lock(&self.shared.conn).requests.remove(self.id);
     }
 }

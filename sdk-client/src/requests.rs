@@ -1,0 +1,257 @@
+//! The requests waiting for an answer: one slot per request id, holding the
+//! waiting task's waker and then the request's outcome, and the deadlines
+//! of them all, which one task ([`Shared::expire_requests`]) watches with
+//! one timer instead of one timer per request.
+//!
+//! Every method runs with the client's connection state locked; wakers are
+//! handed back to be woken after the lock is released.
+//!
+//! [`Shared::expire_requests`]: crate::shared::Shared::expire_requests
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::task::{Context, Poll, Waker};
+
+use ternio_protocol::Frame;
+use tokio::time::Instant;
+
+use crate::error::CloseReason;
+
+/// Why a request ended without an answer.
+pub(crate) enum Failure {
+    /// Its connection was lost or the client closed.
+    Closed(CloseReason),
+    /// Its deadline passed first.
+    TimedOut,
+}
+
+/// What a request ends with.
+pub(crate) type Outcome = Result<Frame, Failure>;
+
+/// One request waiting for its answer, or answered and not yet collected.
+struct Slot {
+    /// The request went out sealed: its answer must come sealed too.
+    sealed: bool,
+    deadline: Instant,
+    state: State,
+}
+
+enum State {
+    /// No answer yet: the waker of the task waiting for it, once it polled.
+    Waiting(Option<Waker>),
+    /// Ended: the waiting task collects the outcome.
+    Done(Outcome),
+}
+
+/// The slots by request id, and the deadline the expiry task sleeps until.
+#[derive(Default)]
+pub(crate) struct Requests {
+    slots: HashMap<u32, Slot, BuildHasherDefault<IdHasher>>,
+    /// When the expiry task wakes next (`None`: when told to).
+    wake_at: Option<Instant>,
+}
+
+impl Requests {
+    /// How many requests hold a slot.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether request id `id` holds a slot.
+    pub(crate) fn contains(&self, id: u32) -> bool {
+        self.slots.contains_key(&id)
+    }
+
+    /// Registers request `id`, to end by `deadline`. Returns true when the
+    /// expiry task must be told: it sleeps until a later deadline, or none.
+    pub(crate) fn insert(&mut self, id: u32, sealed: bool, deadline: Instant) -> bool {
+        let slot = Slot {
+            sealed,
+            deadline,
+            state: State::Waiting(None),
+        };
+        self.slots.insert(id, slot);
+        let earlier = self.wake_at.is_none_or(|at| deadline < at);
+        if earlier {
+            self.wake_at = Some(deadline);
+        }
+        earlier
+    }
+
+    /// Takes request `id`'s outcome when it has one; otherwise keeps the
+    /// waker of `cx` to be woken when it does.
+    pub(crate) fn poll(&mut self, id: u32, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            // Slots leave only through here or their request's drop guard.
+            return Poll::Ready(Err(Failure::Closed(CloseReason::Local)));
+        };
+        if let State::Waiting(waker) = &mut slot.state {
+            match waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => *waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        match self.slots.remove(&id).map(|slot| slot.state) {
+            Some(State::Done(outcome)) => Poll::Ready(outcome),
+            _ => unreachable!("the slot was found done"),
+        }
+    }
+
+    /// Frees request `id`'s slot (its caller went away).
+    pub(crate) fn remove(&mut self, id: u32) {
+        self.slots.remove(&id);
+    }
+
+    /// Whether request `id` waits for its answer, and if so, whether it
+    /// went out sealed.
+    pub(crate) fn waiting_sealed(&self, id: u32) -> Option<bool> {
+        self.slots
+            .get(&id)
+            .filter(|slot| matches!(slot.state, State::Waiting(_)))
+            .map(|slot| slot.sealed)
+    }
+
+    /// Ends request `id` with `outcome` if it still waits; returns the
+    /// waker to wake.
+    pub(crate) fn complete(&mut self, id: u32, outcome: Outcome) -> Option<Waker> {
+        let slot = self.slots.get_mut(&id)?;
+        finish(slot, outcome)
+    }
+
+    /// Fails every waiting request with `reason` (the connection is lost);
+    /// returns the wakers to wake.
+    pub(crate) fn fail_all(&mut self, reason: &CloseReason) -> Vec<Waker> {
+        self.wake_at = None;
+        self.slots
+            .values_mut()
+            .filter_map(|slot| finish(slot, Err(Failure::Closed(reason.clone()))))
+            .collect()
+    }
+
+    /// Times out the waiting requests whose deadline is `now` or earlier.
+    /// Returns their wakers and the next deadline, which the expiry task
+    /// then sleeps until.
+    pub(crate) fn expire(&mut self, now: Instant) -> (Vec<Waker>, Option<Instant>) {
+        let mut wakers = Vec::new();
+        let mut next: Option<Instant> = None;
+        for slot in self.slots.values_mut() {
+            if !matches!(slot.state, State::Waiting(_)) {
+                continue;
+            }
+            if slot.deadline <= now {
+                wakers.extend(finish(slot, Err(Failure::TimedOut)));
+            } else if next.is_none_or(|next| slot.deadline < next) {
+                next = Some(slot.deadline);
+            }
+        }
+        self.wake_at = next;
+        (wakers, next)
+    }
+}
+
+/// Ends `slot` with `outcome` if it waits; returns its waker.
+fn finish(slot: &mut Slot, outcome: Outcome) -> Option<Waker> {
+    match std::mem::replace(&mut slot.state, State::Done(outcome)) {
+        State::Waiting(waker) => waker,
+        done @ State::Done(_) => {
+            // Ended already: the first outcome stands.
+            slot.state = done;
+            None
+        }
+    }
+}
+
+/// Hashes request ids (a u32 counter) with one multiplication: SipHash's
+/// protection against chosen keys buys nothing for ids the client picks.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(FIBONACCI);
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(FIBONACCI);
+    }
+}
+
+/// 2^64 / φ: consecutive ids land far apart in the high bits (which the
+/// table's control bytes use) and stay distinct in the low ones.
+const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+    use std::time::Duration;
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (Arc::clone(&count), Waker::from(count))
+    }
+
+    #[test]
+    fn a_request_expires_at_its_deadline_and_the_next_deadline_is_kept() {
+        let start = Instant::now();
+        let mut requests = Requests::default();
+        assert!(requests.insert(1, false, start + Duration::from_secs(1)));
+        assert!(!requests.insert(2, false, start + Duration::from_secs(5)));
+        assert!(requests.insert(3, false, start + Duration::from_millis(500)));
+        let (count, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(requests.poll(1, &mut cx).is_pending());
+
+        let (wakers, next) = requests.expire(start + Duration::from_secs(1));
+        assert_eq!(wakers.len(), 1, "request 1 had polled, request 3 had not");
+        wakers.into_iter().for_each(Waker::wake);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(next, Some(start + Duration::from_secs(5)));
+        assert!(matches!(
+            requests.poll(1, &mut cx),
+            Poll::Ready(Err(Failure::TimedOut))
+        ));
+        assert!(matches!(
+            requests.poll(3, &mut cx),
+            Poll::Ready(Err(Failure::TimedOut))
+        ));
+        assert_eq!(requests.len(), 1);
+        assert!(requests.contains(2));
+    }
+
+    #[test]
+    fn the_first_outcome_stands() {
+        let mut requests = Requests::default();
+        requests.insert(7, true, Instant::now());
+        assert_eq!(requests.waiting_sealed(7), Some(true));
+        let reason = CloseReason::PeerClosed;
+        assert!(requests.fail_all(&reason).is_empty(), "nobody polled yet");
+        assert_eq!(requests.waiting_sealed(7), None);
+        assert!(requests.complete(7, Err(Failure::TimedOut)).is_none());
+        let (_, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            requests.poll(7, &mut cx),
+            Poll::Ready(Err(Failure::Closed(CloseReason::PeerClosed)))
+        ));
+        assert_eq!(requests.len(), 0);
+    }
+}
