@@ -68,19 +68,23 @@ pub(crate) enum Flow {
     Close,
 }
 
+/// When a request started, read from the clock only when the time it takes
+/// is observed (middleware, metrics or a debug trace).
+type Started = Option<Instant>;
+
 /// An asynchronous request still running.
 struct Pending {
     header: Header,
     /// The handler's index in the dispatch table.
     handler: usize,
-    started: Instant,
+    started: Started,
     future: ReplyFuture,
     /// The handler's time limit, if it has one.
     deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl Future for Pending {
-    type Output = (Header, usize, Instant, DeferredReply);
+    type Output = (Header, usize, Started, DeferredReply);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let reply = match self.future.as_mut().poll(cx) {
@@ -116,6 +120,9 @@ const QUIET_AFTER: Duration = Duration::from_secs(1);
 struct Keepalive {
     idle_timeout: Option<Duration>,
     timer: Pin<Box<Sleep>>,
+    /// Whether `timer` was polled since it was last set: its waker is
+    /// registered, so until it elapses there is no need to poll it again.
+    polled: bool,
     /// Whether the buffers were given back since the peer last sent anything.
     released: bool,
     /// Whether a PING went out since the peer last sent anything.
@@ -196,6 +203,7 @@ impl Session {
                     .idle_timeout
                     .map_or(QUIET_AFTER, |timeout| (timeout / 2).min(QUIET_AFTER)),
             )),
+            polled: false,
             released: false,
             pinged: false,
             next_ping_id: 1,
@@ -228,6 +236,7 @@ impl Session {
             // Quiet no more: arm the timer to give the buffers back again.
             let deadline = tokio::time::Instant::from_std(self.last_inbound + QUIET_AFTER);
             keepalive.timer.as_mut().reset(deadline);
+            keepalive.polled = false;
         }
     }
 
@@ -282,7 +291,11 @@ impl Session {
     /// whether it did anything.
     fn poll_keepalive(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let keepalive = &mut self.keepalive;
-        if self.closed.is_some() || keepalive.timer.as_mut().poll(cx).is_pending() {
+        if self.closed.is_some() || (keepalive.polled && !keepalive.timer.is_elapsed()) {
+            return false;
+        }
+        keepalive.polled = true;
+        if keepalive.timer.as_mut().poll(cx).is_pending() {
             return false;
         }
         let idle = self.last_inbound.elapsed();
@@ -564,9 +577,9 @@ impl Session {
         handler: &HandlerSpec,
         through: usize,
         outcome: Outcome,
-        started: Instant,
+        started: Started,
     ) {
-        let elapsed = started.elapsed();
+        let elapsed = started.map_or(Duration::ZERO, |started| started.elapsed());
         let info = self.info(header, handler);
         for middleware in self.server.middleware[..through].iter().rev() {
             middleware.after(&info, outcome, elapsed);
@@ -598,8 +611,12 @@ impl Session {
             );
             return;
         };
-        let started = Instant::now();
         let chain = &server.middleware;
+        // The clock is read only when someone looks at the duration.
+        let timed = server.middleware_times
+            || handler.metrics.is_some()
+            || tracing::enabled!(tracing::Level::DEBUG);
+        let started = timed.then(Instant::now);
         for (position, middleware) in chain.iter().enumerate() {
             if let Err(rejection) = middleware.before(&self.info(header, handler)) {
                 let code = rejection.code.to_u16();
@@ -674,8 +691,10 @@ impl Session {
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
         let server = Arc::clone(&self.server);
-        while let Poll::Ready(Some((header, index, started, reply))) =
-            self.pending.poll_next_unpin(cx)
+        // (An empty set has nothing to poll and no waker to keep.)
+        while !self.pending.is_empty()
+            && let Poll::Ready(Some((header, index, started, reply))) =
+                self.pending.poll_next_unpin(cx)
         {
             let handler = server.table.handler(index);
             let outcome = reply.write(self.reply_to(header), handler.name);

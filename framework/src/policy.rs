@@ -151,6 +151,14 @@ pub trait Middleware: Send + Sync + 'static {
     fn after(&self, request: &RequestInfo<'_>, outcome: Outcome, elapsed: Duration) {
         let _ = (request, outcome, elapsed);
     }
+
+    /// Whether [`after`](Self::after) reads its `elapsed` argument. When no
+    /// middleware does (and neither metrics nor a debug-level trace), the
+    /// server does not read the clock for each request, and `elapsed` is
+    /// zero.
+    fn uses_elapsed(&self) -> bool {
+        true
+    }
 }
 
 /// The built-in policies, as middleware: encryption, permission level, rate
@@ -221,6 +229,10 @@ impl Middleware for Policies {
         if let Some(concurrency) = &request.policy.concurrency {
             concurrency.running.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    fn uses_elapsed(&self) -> bool {
+        false
     }
 }
 

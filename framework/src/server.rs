@@ -417,6 +417,7 @@ impl ServerBuilder {
                 next_id: AtomicU64::new(first_id.0),
                 shutdown,
                 identity: self.identity,
+                middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
                 middleware,
                 hooks: self.hooks,
                 admission: Arc::new(admission),
@@ -459,6 +460,8 @@ pub(crate) struct ServerShared {
     pub(crate) identity: Option<Identity>,
     /// The middleware chain, built-in policies included.
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    /// Whether some middleware reads how long a request took.
+    pub(crate) middleware_times: bool,
     hooks: Hooks,
     /// The connection limits.
     pub(crate) admission: Arc<Admission>,
