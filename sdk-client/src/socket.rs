@@ -11,6 +11,7 @@ use bytes::{Buf, BufMut};
 use ternio_protocol::frame::{self, Framing, Header};
 use ternio_protocol::secure::{Sealer, TAG_LEN};
 use ternio_protocol::{BytesMut, Encode};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -180,6 +181,32 @@ impl SocketOut {
     pub(crate) fn shutdown(&self) {
         self.stop();
         let _ = socket2::SockRef::from(&self.stream).shutdown(Shutdown::Both);
+    }
+}
+
+/// Runs `read`, one read from `stream` into a buffer with `room` bytes
+/// free. A read that leaves room unused drained the socket: its readiness is
+/// cleared then (as tokio's own `AsyncRead` does), so the next wait does not
+/// begin with a read that can only fail with `WouldBlock`, one system call
+/// per answer. The readiness cleared is the one seen before the read: an
+/// event that came since keeps it set.
+pub(crate) fn read_draining(
+    stream: &TcpStream,
+    room: usize,
+    read: impl FnOnce() -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut got = 0;
+    let outcome = stream.try_io(Interest::READABLE, || {
+        got = read()?;
+        if got > 0 && got < room {
+            // Not an error: it tells `try_io` to clear the readiness.
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(got)
+    });
+    match outcome {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        outcome => outcome,
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, Out};
 use crate::shared::Shared;
-use crate::socket::{SocketOut, Wire, io_reason, write_loop};
+use crate::socket::{SocketOut, Wire, io_reason, read_draining, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
 
@@ -69,7 +69,8 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
         if buf.capacity() - buf.len() < wanted.max(READ_CHUNK / 2) {
             buf.reserve(wanted.max(READ_CHUNK));
         }
-        match out.stream().try_read_buf(&mut buf) {
+        let room = buf.capacity() - buf.len();
+        match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
             Ok(_) => {}
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,

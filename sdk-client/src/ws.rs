@@ -32,7 +32,7 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, Out};
 use crate::shared::{Shared, lock};
-use crate::socket::{SocketOut, Wire, write_loop};
+use crate::socket::{SocketOut, Wire, read_draining, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
 
@@ -189,7 +189,9 @@ impl AsyncRead for WsSocket {
         let stream = self.0.stream();
         loop {
             ready!(stream.poll_read_ready(cx))?;
-            match stream.try_read(buf.initialize_unfilled()) {
+            let unfilled = buf.initialize_unfilled();
+            let room = unfilled.len();
+            match read_draining(stream, room, || stream.try_read(unfilled)) {
                 Ok(n) => {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));

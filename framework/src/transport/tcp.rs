@@ -7,6 +7,7 @@
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
@@ -16,6 +17,7 @@ use ternio_protocol::frame::{FrameDecoder, Framing};
 use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::io::poll_read_buf;
 use tracing::Instrument;
 
 use crate::admission::{Permit, Refusal};
@@ -117,17 +119,12 @@ impl TcpConnection {
                     Flow::PeerDisconnected(_) => return Poll::Ready(Exit::PeerDisconnected),
                 }
             } else if self.reading && self.session.wants_input() {
-                match self.stream.poll_read_ready(cx) {
-                    Poll::Ready(Ok(())) => {
+                match self.read(cx) {
+                    Poll::Ready(Ok(flow)) => {
                         progress = true;
-                        match self.read() {
-                            Ok(Flow::Continue) => {}
-                            Ok(Flow::PeerDisconnected(disconnect)) => {
-                                tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
-                                return Poll::Ready(Exit::PeerDisconnected);
-                            }
-                            Ok(Flow::Close) => {}
-                            Err(error) => return Poll::Ready(Exit::Io(error)),
+                        if let Flow::PeerDisconnected(disconnect) = flow {
+                            tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
+                            return Poll::Ready(Exit::PeerDisconnected);
                         }
                     }
                     Poll::Ready(Err(error)) => return Poll::Ready(Exit::Io(error)),
@@ -172,7 +169,10 @@ impl TcpConnection {
     }
 
     /// One read of whatever has arrived, then the whole frames in it.
-    fn read(&mut self) -> io::Result<Flow> {
+    /// (Through `AsyncRead`: a read that leaves room in the buffer tells
+    /// tokio the socket is drained, so the next poll waits for input
+    /// instead of spending a system call that finds none.)
+    fn read(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<Flow>> {
         // Room for the rest of a frame whose length is known (it passed the
         // size check), or for a chunk.
         let wanted = match self.decoder.next_frame_len(&self.read_buf) {
@@ -182,27 +182,27 @@ impl TcpConnection {
         if self.read_buf.capacity() - self.read_buf.len() < wanted.max(READ_CHUNK / 2) {
             self.read_buf.reserve(wanted.max(READ_CHUNK));
         }
-        match self.stream.try_read_buf(&mut self.read_buf) {
-            Ok(0) => {
+        match poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
+            Poll::Ready(Ok(0)) => {
                 // The peer closed its side: answer what is running, then close.
                 self.reading = false;
                 if !self.read_buf.is_empty() {
                     let violation =
                         Violation::new(DisconnectReason::Malformed, "stream ended inside a frame");
-                    return Ok(self.session.close_now(&violation));
+                    return Poll::Ready(Ok(self.session.close_now(&violation)));
                 }
-                return Ok(Flow::Continue);
+                return Poll::Ready(Ok(Flow::Continue));
             }
-            Ok(read) => {
+            Poll::Ready(Ok(read)) => {
                 self.session.note_inbound();
                 if let Some(metrics) = self.session.metrics() {
                     metrics.bytes_in.increment(read as u64);
                 }
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(Flow::Continue),
-            Err(error) => return Err(error),
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => return Poll::Pending,
         }
-        Ok(self.handle_buffered())
+        Poll::Ready(Ok(self.handle_buffered()))
     }
 
     /// Handles the whole frames waiting in the read buffer, as long as the
