@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -52,19 +52,14 @@ impl Drop for Counted {
 
 /// Reads whatever has arrived into `input` (one syscall), growing it only
 /// when it has little room left. Returns false at the end of the stream.
-async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> io::Result<bool> {
-    loop {
-        stream.readable().await?;
-        if input.capacity() - input.len() < READ_CHUNK / 2 {
-            input.reserve(READ_CHUNK);
-        }
-        match stream.try_read_buf(input) {
-            Ok(0) => return Ok(false),
-            Ok(_) => return Ok(true),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(error) => return Err(error),
-        }
+/// (`read_buf` goes through tokio's `AsyncRead`, which takes a read that
+/// leaves room in the buffer as the socket drained: the next call waits for
+/// input instead of spending a syscall that finds none.)
+async fn read_some(stream: &mut TcpStream, input: &mut BytesMut) -> io::Result<bool> {
+    if input.capacity() - input.len() < READ_CHUNK / 2 {
+        input.reserve(READ_CHUNK);
     }
+    Ok(stream.read_buf(input).await? > 0)
 }
 
 /// The length of the whole frame (prefix included) at the front of
@@ -100,7 +95,7 @@ pub async fn serve_echo(listener: TcpListener) {
 async fn echo_connection(mut stream: TcpStream) -> io::Result<()> {
     let mut input = BytesMut::new();
     let mut output = BytesMut::new();
-    while read_some(&stream, &mut input).await? {
+    while read_some(&mut stream, &mut input).await? {
         while let Some(len) = whole_frame(&input)? {
             output.extend_from_slice(&input[..len]);
             input.advance(len);
@@ -147,7 +142,7 @@ impl EchoClient {
                 }
                 return Ok(());
             }
-            if !read_some(&self.stream, &mut self.input).await? {
+            if !read_some(&mut self.stream, &mut self.input).await? {
                 bail!("the raw echo server closed the connection");
             }
         }
@@ -179,7 +174,7 @@ async fn push_connection(mut stream: TcpStream) -> io::Result<()> {
             }
             break u32::from_le_bytes([input[4], input[5], input[6], input[7]]) as usize;
         }
-        if !read_some(&stream, &mut input).await? {
+        if !read_some(&mut stream, &mut input).await? {
             return Ok(());
         }
     };
@@ -226,7 +221,7 @@ async fn fanout_connection(
     let mut output = BytesMut::new();
     loop {
         let Some(len) = whole_frame(&input)? else {
-            if !read_some(&stream, &mut input).await? {
+            if !read_some(&mut stream, &mut input).await? {
                 return Ok(());
             }
             continue;
