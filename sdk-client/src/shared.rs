@@ -502,10 +502,20 @@ impl Shared {
     }
 
     /// Handles one frame that arrived whole (a WebSocket message) on
-    /// `link`; returns why to stop reading it, if it must.
-    pub(crate) fn on_frame(&self, link: &Arc<Link>, frame: Frame) -> Option<CloseReason> {
+    /// `link`; returns why to stop reading it, if it must. A sealed body is
+    /// copied into `open_buf` to be opened in place: the reader keeps that
+    /// buffer across messages, so its room is reused once the previous
+    /// body is dropped.
+    pub(crate) fn on_frame(
+        &self,
+        link: &Arc<Link>,
+        frame: Frame,
+        open_buf: &mut BytesMut,
+    ) -> Option<CloseReason> {
         if frame.header.flags.is_encrypted() {
-            return self.on_frame_mut(link, frame.header, BytesMut::from(frame.body));
+            open_buf.extend_from_slice(&frame.body);
+            let body = open_buf.split();
+            return self.on_frame_mut(link, frame.header, body);
         }
         self.handle(link, frame.header, frame.body, false)
     }

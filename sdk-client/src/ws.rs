@@ -16,7 +16,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ternio_protocol::Frame;
+use ternio_protocol::{BytesMut, Frame};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -46,6 +46,10 @@ const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 /// Bytes of tungstenite's own writes (pongs, Close) that may wait unsent
 /// before it has to wait for the socket.
 const MAX_QUEUED_CONTROL: usize = 64 * 1024;
+
+/// The room the reader's buffer for opening sealed bodies may keep between
+/// messages.
+const MAX_IDLE_OPEN_CAPACITY: usize = 64 * 1024;
 
 type Ws = WebSocketStream<WsSocket>;
 
@@ -266,6 +270,8 @@ async fn read_until_closed(
 ) -> CloseReason {
     let max = shared.config().max_frame_size;
     let mut close_request = Some(close_request);
+    // Where sealed bodies are opened (see `Shared::on_frame`).
+    let mut open_buf = BytesMut::new();
     loop {
         let message = match close_request.as_mut() {
             Some(request) => tokio::select! {
@@ -291,13 +297,19 @@ async fn read_until_closed(
         };
         let refusal = match message {
             Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                Ok(frame) => match shared.on_frame(link, frame) {
+                Ok(frame) => match shared.on_frame(link, frame, &mut open_buf) {
                     // The server's own choice for this case (docs/PROTOCOL.md).
                     Some(reason @ CloseReason::DecryptFailed(_)) => {
                         (CloseCode::Policy, "decrypt failed", reason)
                     }
                     Some(reason) => return reason,
-                    None => continue,
+                    None => {
+                        if open_buf.capacity() > MAX_IDLE_OPEN_CAPACITY {
+                            // Not kept at the size of a large message.
+                            open_buf = BytesMut::new();
+                        }
+                        continue;
+                    }
                 },
                 Err(error) => (
                     CloseCode::Protocol,
