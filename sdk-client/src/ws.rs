@@ -47,10 +47,6 @@ const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 /// before it has to wait for the socket.
 const MAX_QUEUED_CONTROL: usize = 64 * 1024;
 
-/// The room the reader's buffer for opening sealed bodies may keep between
-/// messages.
-const MAX_IDLE_OPEN_CAPACITY: usize = 64 * 1024;
-
 type Ws = WebSocketStream<WsSocket>;
 
 /// The WebSocket side of a link: the socket, and the way to ask the reader
@@ -303,13 +299,7 @@ async fn read_until_closed(
                         (CloseCode::Policy, "decrypt failed", reason)
                     }
                     Some(reason) => return reason,
-                    None => {
-                        if open_buf.capacity() > MAX_IDLE_OPEN_CAPACITY {
-                            // Not kept at the size of a large message.
-                            open_buf = BytesMut::new();
-                        }
-                        continue;
-                    }
+                    None => continue,
                 },
                 Err(error) => (
                     CloseCode::Protocol,
