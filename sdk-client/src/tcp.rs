@@ -3,6 +3,7 @@
 //! Frames go out through [`SocketOut`]; the reader task hands every frame
 //! to [`Shared::on_frame`].
 
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,7 +60,9 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
     let mut decoder = FrameDecoder::new(shared.config().max_frame_size);
     let mut buf = BytesMut::new();
     loop {
-        if let Err(error) = out.stream().readable().await {
+        // The socket's own read-readiness slot (the reader is its only
+        // reader): cheaper than `readable()`, which queues a waiter.
+        if let Err(error) = poll_fn(|cx| out.stream().poll_read_ready(cx)).await {
             return io_reason(&error);
         }
         let wanted = match decoder.next_frame_len(&buf) {
