@@ -690,42 +690,21 @@ impl Session {
     /// `DISCONNECT`, [`closed`](Self::closed) says so.
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
-        let server = Arc::clone(&self.server);
         // (An empty set has nothing to poll and no waker to keep.)
-        while !self.pending.is_empty()
-            && let Poll::Ready(Some((header, index, started, reply))) =
+        if !self.pending.is_empty() {
+            let server = Arc::clone(&self.server);
+            while let Poll::Ready(Some((header, index, started, reply))) =
                 self.pending.poll_next_unpin(cx)
-        {
-            let handler = server.table.handler(index);
-            let outcome = reply.write(self.reply_to(header), handler.name);
-            self.after(header, handler, server.middleware.len(), outcome, started);
-            progress = true;
-        }
-        let outbound = Arc::clone(&self.connection);
-        let outbound = &outbound.outbound;
-        outbound.register(cx);
-        if self.closed.is_none()
-            && let Some(CloseOrder {
-                violation,
-                graceful,
-            }) = outbound.take_close()
-        {
-            progress = true;
-            if graceful {
-                self.begin_close(violation);
-            } else {
-                self.close_now(&violation);
+            {
+                let handler = server.table.handler(index);
+                let outcome = reply.write(self.reply_to(header), handler.name);
+                self.after(header, handler, server.middleware.len(), outcome, started);
+                progress = true;
             }
         }
-        if self.closed.is_none() {
-            let high_water = self.server.config.outbound_high_water;
-            progress |= outbound.take_frames(|frame| {
-                if self.out.len() >= high_water {
-                    return false;
-                }
-                self.append_push(frame);
-                true
-            });
+        self.connection.outbound.register(cx);
+        if self.connection.outbound.take_signal() {
+            progress |= self.take_inbox();
         }
         progress |= self.poll_keepalive(cx);
         if self.closed.is_some() {
@@ -750,6 +729,38 @@ impl Session {
                 self.close_now(&violation);
                 return true;
             }
+        }
+        progress
+    }
+
+    /// Takes what other tasks sent: an order to close, pushed frames (up to
+    /// the outbound high-water mark). Returns whether it took anything.
+    fn take_inbox(&mut self) -> bool {
+        let connection = Arc::clone(&self.connection);
+        let outbound = &connection.outbound;
+        let mut progress = false;
+        if self.closed.is_none()
+            && let Some(CloseOrder {
+                violation,
+                graceful,
+            }) = outbound.take_close()
+        {
+            progress = true;
+            if graceful {
+                self.begin_close(violation);
+            } else {
+                self.close_now(&violation);
+            }
+        }
+        if self.closed.is_none() {
+            let high_water = self.server.config.outbound_high_water;
+            progress |= outbound.take_frames(|frame| {
+                if self.out.len() >= high_water {
+                    return false;
+                }
+                self.append_push(frame);
+                true
+            });
         }
         progress
     }

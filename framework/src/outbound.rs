@@ -31,6 +31,9 @@ pub(crate) struct OutboundQueue {
     close: Mutex<Option<CloseOrder>>,
     /// Wakes the connection's task.
     waker: AtomicWaker,
+    /// Set when a frame or an order may be waiting: the connection's task
+    /// looks at the locks only then, not on every poll.
+    signal: AtomicBool,
     queued_bytes: AtomicUsize,
     limit: usize,
     policy: SlowConsumerPolicy,
@@ -52,6 +55,7 @@ impl OutboundQueue {
             frames: Mutex::default(),
             close: Mutex::default(),
             waker: AtomicWaker::new(),
+            signal: AtomicBool::new(false),
             queued_bytes: AtomicUsize::new(0),
             limit,
             policy,
@@ -85,6 +89,7 @@ impl OutboundQueue {
             return Err(PushError::SlowConsumer);
         }
         lock(&self.frames).push_back(frame);
+        self.signal.store(true, Ordering::Release);
         self.waker.wake();
         Ok(())
     }
@@ -99,12 +104,19 @@ impl OutboundQueue {
             });
         }
         drop(close);
+        self.signal.store(true, Ordering::Release);
         self.waker.wake();
     }
 
     /// Registers the connection task's waker, for the next push or order.
     pub(crate) fn register(&self, cx: &TaskContext<'_>) {
         self.waker.register(cx.waker());
+    }
+
+    /// Whether a frame or an order may have come since the last call (which
+    /// follows [`register`](Self::register), so that nothing is missed).
+    pub(crate) fn take_signal(&self) -> bool {
+        self.signal.load(Ordering::Acquire) && self.signal.swap(false, Ordering::AcqRel)
     }
 
     /// The order to close, if one came.
@@ -125,9 +137,15 @@ impl OutboundQueue {
             frames.pop_front();
             taken = true;
         }
-        if frames.is_empty() && frames.capacity() > 0 {
-            // An idle connection keeps no queue allocated.
-            *frames = VecDeque::new();
+        if frames.is_empty() {
+            if frames.capacity() > 0 {
+                // An idle connection keeps no queue allocated.
+                *frames = VecDeque::new();
+            }
+        } else {
+            // Frames left for later (the socket's buffer is full): the next
+            // poll must come back for them.
+            self.signal.store(true, Ordering::Release);
         }
         taken
     }
