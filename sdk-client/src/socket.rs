@@ -28,6 +28,19 @@ pub(crate) enum Wire {
     WebSocket,
 }
 
+/// The most an empty outbound buffer keeps: one large frame's allocation
+/// is given back once written.
+const MAX_KEPT_CAPACITY: usize = 64 * 1024;
+
+/// Empties `buf`, giving its allocation back when a large frame grew it.
+fn empty(buf: &mut BytesMut) {
+    if buf.capacity() > MAX_KEPT_CAPACITY {
+        *buf = BytesMut::new();
+    } else {
+        buf.clear();
+    }
+}
+
 /// Frames encoded but not yet written.
 #[derive(Default)]
 struct Outbound {
@@ -98,12 +111,12 @@ impl SocketOut {
             frame::write_frame(target, framing, header, body, max_frame_size)
         };
         if let Err(error) = encoded {
-            outbound.scratch.clear();
+            empty(&mut outbound.scratch);
             return Err(SendError::TooLarge(error));
         }
         if self.wire == Wire::WebSocket {
             write_masked(&mut outbound.buf, &outbound.scratch);
-            outbound.scratch.clear();
+            empty(&mut outbound.scratch);
         }
         self.write_now(outbound)
             .map_err(|error| SendError::Io(io_reason(&error)))
@@ -138,7 +151,7 @@ impl SocketOut {
     /// One non-blocking write of what is queued.
     fn write_some(&self, outbound: &mut Outbound) -> io::Result<()> {
         match self.stream.try_write(&outbound.buf) {
-            Ok(n) if n == outbound.buf.len() => outbound.buf.clear(),
+            Ok(n) if n == outbound.buf.len() => empty(&mut outbound.buf),
             Ok(n) => outbound.buf.advance(n),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
             Err(error) => return Err(error),

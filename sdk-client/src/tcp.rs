@@ -59,6 +59,9 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<Link>, out: Arc<SocketOut>) {
 async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -> CloseReason {
     let mut decoder = FrameDecoder::new(shared.config().max_frame_size);
     let mut buf = BytesMut::new();
+    // The buffer grew past the idle bound for a large frame: it is given
+    // back as soon as that frame is out of it.
+    let mut oversized = false;
     loop {
         // The socket's own read-readiness slot (the reader is its only
         // reader): cheaper than `readable()`, which queues a waiter.
@@ -71,6 +74,7 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
         };
         if buf.capacity() - buf.len() < wanted.max(READ_CHUNK / 2) {
             buf.reserve(wanted.max(READ_CHUNK));
+            oversized |= buf.capacity() > MAX_IDLE_READ_CAPACITY;
         }
         let room = buf.capacity() - buf.len();
         match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
@@ -90,8 +94,11 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
                 Err(error) => return CloseReason::Protocol(error.to_string()),
             }
         }
-        if buf.is_empty() && buf.capacity() > MAX_IDLE_READ_CAPACITY {
+        // (Frames split off the front share the allocation, so the
+        // capacity left may be small while the allocation is not.)
+        if oversized && buf.is_empty() {
             buf = BytesMut::new();
+            oversized = false;
         }
     }
 }
