@@ -1,8 +1,9 @@
-//! The echo path allocates nothing per frame in steady state.
+//! The echo path and the push path allocate nothing per frame in steady
+//! state.
 //!
 //! A counting global allocator watches the whole process while a blocking
 //! client thread (which itself allocates nothing in its loop) sends
-//! pre-encoded echo requests to a server on a current-thread runtime.
+//! pre-encoded requests to a server on a current-thread runtime.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
@@ -11,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use ternio::protocol::frame::{self, Flags, Framing, Header};
-use ternio::{Server, packet_controller};
-use ternio_tests::Echo;
+use ternio::{Context, Server, packet_controller};
+use ternio_tests::{Echo, Note, PushMe};
 
 struct CountingAllocator;
 
@@ -40,6 +41,9 @@ unsafe impl GlobalAlloc for CountingAllocator {
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
+/// The count is process-wide: one test counts at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[derive(Default)]
 struct EchoOnly;
 
@@ -47,6 +51,12 @@ struct EchoOnly;
 impl EchoOnly {
     fn echo(request: Echo) -> Echo {
         request
+    }
+
+    fn push_me(request: PushMe, ctx: &Context) {
+        for seq in 0..request.count {
+            ctx.push(&Note { seq }).unwrap();
+        }
     }
 }
 
@@ -61,8 +71,8 @@ fn echo_round_trips(stream: &mut TcpStream, request: &[u8], answer: &mut [u8], c
     }
 }
 
-#[test]
-fn the_echo_path_allocates_nothing_per_frame() {
+/// Starts the server on a current-thread runtime of its own thread.
+fn start() -> std::net::SocketAddr {
     let server = Server::builder()
         .discover_controllers(false)
         .controller(EchoOnly)
@@ -77,7 +87,15 @@ fn the_echo_path_allocates_nothing_per_frame() {
             .unwrap();
         runtime.block_on(server.run()).unwrap();
     });
+    address
+}
 
+#[test]
+fn the_echo_path_allocates_nothing_per_frame() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let address = start();
     for size in [32usize, 1024] {
         let mut request = BytesMut::new();
         let echo = Echo {
@@ -105,4 +123,59 @@ fn the_echo_path_allocates_nothing_per_frame() {
             "{size} B echo allocated {allocations} times in 10,000 round trips"
         );
     }
+}
+
+/// Asks for `count` pushes `rounds` times; reads the answer and every
+/// push into a buffer it already has.
+fn push_rounds(stream: &mut TcpStream, request: &[u8], count: u32, rounds: usize) {
+    let mut frame = [0u8; 64];
+    for _ in 0..rounds {
+        stream.write_all(request).unwrap();
+        // The answer and the pushes, in whichever order they come.
+        let (mut pushes, mut answered) = (0, false);
+        while pushes < count || !answered {
+            let mut prefix = [0u8; 4];
+            stream.read_exact(&mut prefix).unwrap();
+            let len = u32::from_le_bytes(prefix) as usize;
+            stream.read_exact(&mut frame[..len]).unwrap();
+            // Flags are the header's third byte (after the opcode).
+            if frame[2] & Flags::RESPONSE.bits() != 0 {
+                answered = true;
+            } else {
+                assert_eq!(u16::from_le_bytes([frame[0], frame[1]]), 0x0061);
+                pushes += 1;
+            }
+        }
+        assert_eq!(pushes, count);
+    }
+}
+
+#[test]
+fn the_push_path_allocates_nothing_per_frame() {
+    const COUNT: u32 = 500;
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let address = start();
+    let mut request = BytesMut::new();
+    frame::write_frame(
+        &mut request,
+        Framing::LengthPrefixed,
+        Header::new(0x0060, Flags::NONE, 1),
+        &PushMe { count: COUNT },
+        usize::MAX,
+    )
+    .unwrap();
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+
+    push_rounds(&mut stream, &request, COUNT, 10);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    push_rounds(&mut stream, &request, COUNT, 20);
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    println!("push: {allocations} allocations in 10,000 pushes");
+    assert_eq!(
+        allocations, 0,
+        "pushing allocated {allocations} times in 10,000 pushes"
+    );
 }

@@ -10,9 +10,9 @@
 //!
 //! **Encode once.** What crosses the backplane is the push frame the hub
 //! encoded (header + body, no length prefix, never sealed): one encoding for
-//! the whole cluster. Each receiving node shares that one buffer among its
-//! members, and each secure connection seals its copy on its own task, as
-//! for a local broadcast.
+//! the whole cluster. Each receiving node copies that one frame into its
+//! members' queues, and each secure connection seals its copy on its own
+//! task, as for a local broadcast.
 //!
 //! **Connection ids** carry the node: the high 16 bits are the node id (see
 //! [`ConnectionId`]), so a send or kick for an id of another node goes

@@ -310,6 +310,7 @@ impl Session {
             keepalive.released = true;
             self.idle_hint = true;
             self.open_buf = BytesMut::new();
+            self.connection.outbound.release();
         }
         if let Some(timeout) = keepalive.idle_timeout
             && idle >= timeout / 2

@@ -291,9 +291,17 @@ impl fmt::Debug for ConnectionHandle {
     }
 }
 
-fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
-    let frame = encode_push(packet, connection.hub.max_frame_size)?;
-    connection.outbound.push(frame, P::DROPPABLE)
+/// Pushes `packet` to `connection`, encoded straight into its queue.
+pub(crate) fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
+    let len = ternio_protocol::HEADER_LEN + packet.encoded_len();
+    if len > connection.hub.max_frame_size {
+        return Err(PushError::TooLarge);
+    }
+    let header = Header::new(P::OPCODE, Flags::NONE, 0);
+    connection.outbound.push_with(len, P::DROPPABLE, |out| {
+        out.extend_from_slice(&header.to_bytes());
+        packet.encode(out);
+    })
 }
 
 /// Encodes `packet` once as a push frame (header + body, no prefix), to be

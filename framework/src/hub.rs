@@ -13,7 +13,9 @@ use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
 use crate::connection::Violation;
-use crate::context::{ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push};
+use crate::context::{
+    ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push, push,
+};
 
 /// The registry behind every [`Hub`] handle of one server.
 pub(crate) struct HubShared {
@@ -222,8 +224,7 @@ impl Hub {
                 .map_err(|_| PushError::Unavailable);
         }
         let connection = self.shared.get(id).ok_or(PushError::Closed)?;
-        let frame = encode_push(packet, self.shared.max_frame_size)?;
-        connection.outbound.push(frame, P::DROPPABLE)
+        push(&connection, packet)
     }
 
     /// Pushes `packet` to every open connection. With a backplane, to those
@@ -384,7 +385,7 @@ impl Hub {
     }
 }
 
-/// Queues one shared frame for each connection; a slow one never holds up
+/// Queues a copy of one encoded frame for each connection; a slow one never holds up
 /// the others (queues are bounded, and a full one is dropped or disconnected).
 pub(crate) fn deliver(
     connections: &[Arc<ConnectionShared>],
@@ -393,7 +394,7 @@ pub(crate) fn deliver(
 ) -> Delivery {
     let mut delivery = Delivery::default();
     for connection in connections {
-        match connection.outbound.push(frame.clone(), droppable) {
+        match connection.outbound.push(frame, droppable) {
             Ok(()) => delivery.queued += 1,
             Err(PushError::Dropped) => delivery.dropped += 1,
             Err(_) => delivery.failed += 1,

@@ -1,16 +1,21 @@
 //! What other tasks send to one connection: pushed frames, bounded in
 //! bytes, and an order to close. The connection's task takes them when its
 //! waker fires, beside its socket, so a push costs that task nothing until
-//! it arrives. An idle connection's queue holds no allocation.
+//! it arrives.
+//!
+//! Frames wait in one buffer, each behind its u32 length (the TCP
+//! framing): a push copies or encodes its frame into it, with no allocation
+//! of its own once the buffer has grown to the connection's usual burst. A
+//! connection that goes quiet gives the buffer back.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::Context as TaskContext;
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, BytesMut};
 use futures_util::task::AtomicWaker;
 use ternio_protocol::DisconnectReason;
+use ternio_protocol::frame::LENGTH_PREFIX_LEN;
 
 use crate::config::SlowConsumerPolicy;
 use crate::connection::Violation;
@@ -25,8 +30,9 @@ pub(crate) struct CloseOrder {
 
 /// A connection's inbox, kept in its shared state.
 pub(crate) struct OutboundQueue {
-    /// Encoded frames (header + body, no prefix) in the order pushed.
-    frames: Mutex<VecDeque<Bytes>>,
+    /// Encoded frames (header + body) in the order pushed, each behind its
+    /// u32 little-endian length.
+    frames: Mutex<BytesMut>,
     /// The first order to close, if any (later ones are ignored).
     close: Mutex<Option<CloseOrder>>,
     /// Wakes the connection's task.
@@ -41,6 +47,10 @@ pub(crate) struct OutboundQueue {
     /// Set once the connection's task has finished.
     closed: AtomicBool,
 }
+
+/// The most an emptied queue keeps of its buffer: a burst larger than this
+/// gives its allocation back once taken.
+const MAX_KEPT_CAPACITY: usize = 64 * 1024;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // No code panics while holding these locks; recover the data if one did.
@@ -64,14 +74,26 @@ impl OutboundQueue {
         }
     }
 
-    /// Queues one encoded frame (header + body, no prefix). When the queue
-    /// is full, the slow-consumer policy decides: drop a droppable frame, or
+    /// Queues a copy of one encoded frame (header + body, no prefix), such
+    /// as a broadcast encoded once for every member. See
+    /// [`push_with`](Self::push_with).
+    pub(crate) fn push(&self, frame: &[u8], droppable: bool) -> Result<(), PushError> {
+        self.push_with(frame.len(), droppable, |out| out.extend_from_slice(frame))
+    }
+
+    /// Queues one frame of about `len` bytes (header + body, no prefix),
+    /// which `write` appends to the queue's buffer. When the queue is full,
+    /// the slow-consumer policy decides: drop a droppable frame, or
     /// disconnect the connection with `SLOW_CONSUMER`.
-    pub(crate) fn push(&self, frame: Bytes, droppable: bool) -> Result<(), PushError> {
+    pub(crate) fn push_with(
+        &self,
+        len: usize,
+        droppable: bool,
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<(), PushError> {
         if self.is_closed() {
             return Err(PushError::Closed);
         }
-        let len = frame.len();
         let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
         if before + len > self.limit {
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
@@ -88,7 +110,21 @@ impl OutboundQueue {
             );
             return Err(PushError::SlowConsumer);
         }
-        lock(&self.frames).push_back(frame);
+        let written = {
+            let mut frames = lock(&self.frames);
+            frames.reserve(LENGTH_PREFIX_LEN + len);
+            let at = frames.len();
+            frames.put_u32_le(0);
+            write(&mut frames);
+            let written = frames.len() - at - LENGTH_PREFIX_LEN;
+            frames[at..at + LENGTH_PREFIX_LEN].copy_from_slice(&(written as u32).to_le_bytes());
+            written
+        };
+        // `len` was the encoder's word; the count keeps what was written.
+        if written != len {
+            self.queued_bytes.fetch_add(written, Ordering::AcqRel);
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        }
         self.signal.store(true, Ordering::Release);
         self.waker.wake();
         Ok(())
@@ -124,37 +160,51 @@ impl OutboundQueue {
         lock(&self.close).take()
     }
 
-    /// Takes queued frames, oldest first, while `take` accepts them.
-    /// Returns whether any was taken.
-    pub(crate) fn take_frames(&self, mut take: impl FnMut(&Bytes) -> bool) -> bool {
+    /// Takes queued frames (header + body), oldest first, while `take`
+    /// accepts them. Returns whether any was taken.
+    pub(crate) fn take_frames(&self, mut take: impl FnMut(&[u8]) -> bool) -> bool {
         let mut frames = lock(&self.frames);
-        let mut taken = false;
-        while let Some(frame) = frames.front() {
-            if !take(frame) {
+        let (mut at, mut taken_bytes) = (0, 0);
+        while at < frames.len() {
+            let prefix: [u8; LENGTH_PREFIX_LEN] = frames[at..at + LENGTH_PREFIX_LEN]
+                .try_into()
+                .expect("a whole prefix: pushes write whole frames");
+            let len = u32::from_le_bytes(prefix) as usize;
+            let start = at + LENGTH_PREFIX_LEN;
+            if !take(&frames[start..start + len]) {
                 break;
             }
-            self.queued_bytes.fetch_sub(frame.len(), Ordering::AcqRel);
-            frames.pop_front();
-            taken = true;
+            at = start + len;
+            taken_bytes += len;
         }
-        if frames.is_empty() {
-            if frames.capacity() > 0 {
-                // An idle connection keeps no queue allocated.
-                *frames = VecDeque::new();
-            }
+        if taken_bytes > 0 {
+            self.queued_bytes.fetch_sub(taken_bytes, Ordering::AcqRel);
+        }
+        if at == frames.len() {
+            empty(&mut frames);
         } else {
+            frames.advance(at);
             // Frames left for later (the socket's buffer is full): the next
             // poll must come back for them.
             self.signal.store(true, Ordering::Release);
         }
-        taken
+        at > 0
+    }
+
+    /// Gives the buffer back if nothing waits in it (the connection went
+    /// quiet).
+    pub(crate) fn release(&self) {
+        let mut frames = lock(&self.frames);
+        if frames.is_empty() {
+            *frames = BytesMut::new();
+        }
     }
 
     /// Called when the connection's task ends: later pushes fail at once,
     /// and what was queued is dropped.
     pub(crate) fn finish(&self) {
         self.closed.store(true, Ordering::Release);
-        lock(&self.frames).clear();
+        *lock(&self.frames) = BytesMut::new();
         self.queued_bytes.store(0, Ordering::Release);
     }
 
@@ -170,5 +220,94 @@ impl OutboundQueue {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Empties `frames`, giving its allocation back after a large burst.
+fn empty(frames: &mut BytesMut) {
+    if frames.capacity() > MAX_KEPT_CAPACITY {
+        *frames = BytesMut::new();
+    } else {
+        frames.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(queue: &OutboundQueue, max: usize) -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        queue.take_frames(|frame| {
+            if frames.len() == max {
+                return false;
+            }
+            frames.push(frame.to_vec());
+            true
+        });
+        frames
+    }
+
+    #[test]
+    fn frames_come_out_whole_in_order_and_what_is_left_stays_signalled() {
+        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        assert!(!queue.take_signal());
+        queue.push(b"first", false).unwrap();
+        queue
+            .push_with(6, false, |out| out.extend_from_slice(b"second"))
+            .unwrap();
+        queue.push(b"", false).unwrap();
+        queue.push(b"fourth", false).unwrap();
+        assert_eq!(queue.queued_bytes(), 5 + 6 + 6);
+        assert!(queue.take_signal());
+
+        assert_eq!(taken(&queue, 2), [b"first".to_vec(), b"second".to_vec()]);
+        assert_eq!(queue.queued_bytes(), 6);
+        assert!(queue.take_signal(), "frames left behind keep the signal");
+        assert_eq!(taken(&queue, 9), [b"".to_vec(), b"fourth".to_vec()]);
+        assert_eq!(queue.queued_bytes(), 0);
+        assert!(!queue.take_signal());
+        assert!(taken(&queue, 9).is_empty());
+    }
+
+    #[test]
+    fn a_writer_that_writes_other_than_it_said_is_counted_as_written() {
+        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        queue
+            .push_with(2, false, |out| out.extend_from_slice(b"longer"))
+            .unwrap();
+        assert_eq!(queue.queued_bytes(), 6);
+        assert_eq!(taken(&queue, 9), [b"longer".to_vec()]);
+        assert_eq!(queue.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn a_full_queue_drops_droppable_frames_or_orders_a_close() {
+        let queue = OutboundQueue::new(8, SlowConsumerPolicy::DropDroppable);
+        queue.push(b"12345678", false).unwrap();
+        assert_eq!(queue.push(b"x", true), Err(PushError::Dropped));
+        assert_eq!(queue.dropped(), 1);
+        assert_eq!(queue.push(b"x", false), Err(PushError::SlowConsumer));
+        let order = queue.take_close().expect("an order to close");
+        assert!(!order.graceful);
+        assert_eq!(queue.queued_bytes(), 8);
+        assert_eq!(taken(&queue, 9), [b"12345678".to_vec()]);
+
+        queue.finish();
+        assert_eq!(queue.push(b"x", false), Err(PushError::Closed));
+    }
+
+    #[test]
+    fn an_emptied_queue_gives_a_large_buffer_back() {
+        let queue = OutboundQueue::new(1 << 20, SlowConsumerPolicy::Disconnect);
+        queue.push(&[7; 100], false).unwrap();
+        taken(&queue, 9);
+        assert!(lock(&queue.frames).capacity() > 0, "a small buffer is kept");
+        queue.release();
+        assert_eq!(lock(&queue.frames).capacity(), 0);
+
+        queue.push(&vec![7; MAX_KEPT_CAPACITY + 1], false).unwrap();
+        taken(&queue, 9);
+        assert_eq!(lock(&queue.frames).capacity(), 0);
     }
 }
