@@ -684,11 +684,18 @@ impl Session {
         }
     }
 
+    /// Registers the connection task's waker for pushes and close orders:
+    /// once per poll of the task, before its first [`poll_work`](Self::poll_work).
+    pub(crate) fn register_waker(&self, cx: &TaskContext<'_>) {
+        self.connection.outbound.register(cx);
+    }
+
     /// Does whatever is ready besides input: writes the replies of finished
     /// requests, takes close orders and pushed frames (sealing them on a
     /// secure session), and ends a graceful close or a handshake wait.
     /// Returns whether anything happened; once the session has written its
-    /// `DISCONNECT`, [`closed`](Self::closed) says so.
+    /// `DISCONNECT`, [`closed`](Self::closed) says so. The task registered
+    /// its waker first ([`register_waker`](Self::register_waker)).
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
         // (An empty set has nothing to poll and no waker to keep.)
@@ -703,7 +710,6 @@ impl Session {
                 progress = true;
             }
         }
-        self.connection.outbound.register(cx);
         if self.connection.outbound.take_signal() {
             progress |= self.take_inbox();
         }

@@ -6,8 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tracing::instrument::Instrumented;
+use tracing::{Instrument, Span};
 
 use crate::admission::{Permit, Refusal};
 use crate::server::{CloseCause, ServerShared};
@@ -15,6 +18,17 @@ use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;
 pub(crate) mod websocket;
+
+/// A connection's `future` inside its `span`, whose enter and exit on
+/// every poll are skipped when no subscriber records the span. (An enum,
+/// not an `async fn`: the connection's state is not laid out twice.)
+pub(crate) fn in_span<F: Future>(span: Span, future: F) -> Either<F, Instrumented<F>> {
+    if span.is_disabled() {
+        Either::Left(future)
+    } else {
+        Either::Right(future.instrument(span))
+    }
+}
 
 /// The most bytes a closing connection reads and discards.
 const MAX_DRAIN: usize = 1024 * 1024;

@@ -18,13 +18,12 @@ use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::io::poll_read_buf;
-use tracing::Instrument;
 
 use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Exit, accept_loop, shutdown_and_drain};
+use crate::transport::{Exit, accept_loop, in_span, shutdown_and_drain};
 
 /// Bytes reserved for a read when the buffer has less room than this.
 const READ_CHUNK: usize = 4 * 1024;
@@ -95,13 +94,12 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");
     let connection = Arc::clone(conn.session.connection());
-    let cause = async move {
+    let cause = in_span(span, async move {
         let exit = poll_fn(|cx| conn.poll_run(cx)).await;
         let cause = exit.cause(conn.session.closed());
         conn.close(exit, linger).await;
         cause
-    }
-    .instrument(span)
+    })
     .await;
     server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "tcp connection closed");
@@ -109,6 +107,9 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
 
 impl TcpConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
+        // Pushes and close orders wake this task from now on (the waker
+        // is the same for every round).
+        self.session.register_waker(cx);
         for _ in 0..BUDGET {
             let mut progress = false;
             if self.session.wants_input() && self.has_buffered_frame() {

@@ -26,13 +26,12 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tracing::Instrument;
 
 use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Exit, accept_loop, shutdown_and_drain};
+use crate::transport::{Exit, accept_loop, in_span, shutdown_and_drain};
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
@@ -183,13 +182,12 @@ async fn serve(
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     let connection = Arc::clone(conn.session.connection());
-    let cause = async move {
+    let cause = in_span(span, async move {
         let exit = poll_fn(|cx| conn.poll_run(cx)).await;
         let cause = exit.cause(conn.session.closed());
         conn.close(exit, linger).await;
         cause
-    }
-    .instrument(span)
+    })
     .await;
     server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "websocket connection closed");
@@ -220,6 +218,9 @@ async fn refuse(mut ws: WebSocketStream<TcpStream>, refusal: Refusal, linger: Du
 
 impl WsConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
+        // Pushes and close orders wake this task from now on (the waker
+        // is the same for every round).
+        self.session.register_waker(cx);
         for _ in 0..BUDGET {
             let mut progress = false;
             if self.reading && self.session.wants_input() {
