@@ -28,6 +28,16 @@ pub(crate) enum Failure {
 /// What a request ends with.
 pub(crate) type Outcome = Result<Frame, Failure>;
 
+/// What became of an answer handed to [`Requests::answer`].
+pub(crate) enum Answer {
+    /// Its request took it: the waker of the task waiting for it, if any.
+    Taken(Option<Waker>),
+    /// No request waits for it (it timed out, was dropped, or never was).
+    NotWaiting,
+    /// It came plain and its request went out sealed: the session is broken.
+    PlainToSealed,
+}
+
 /// One request waiting for its answer, or answered and not yet collected.
 struct Slot {
     /// The request went out sealed: its answer must come sealed too.
@@ -103,18 +113,25 @@ impl Requests {
         self.slots.remove(&id);
     }
 
-    /// Whether request `id` waits for its answer, and if so, whether it
-    /// went out sealed.
-    pub(crate) fn waiting_sealed(&self, id: u32) -> Option<bool> {
-        self.slots
-            .get(&id)
-            .filter(|slot| matches!(slot.state, State::Waiting(_)))
-            .map(|slot| slot.sealed)
+    /// Ends request `id` with its answer `frame` (which came `sealed` or
+    /// not) if it still waits; returns the waker to wake. A plain answer to
+    /// a sealed request is not taken.
+    pub(crate) fn answer(&mut self, id: u32, frame: Frame, sealed: bool) -> Answer {
+        match self.slots.get_mut(&id) {
+            Some(slot) if matches!(slot.state, State::Waiting(_)) => {
+                if slot.sealed && !sealed {
+                    return Answer::PlainToSealed;
+                }
+                Answer::Taken(finish(slot, Ok(frame)))
+            }
+            _ => Answer::NotWaiting,
+        }
     }
 
     /// Ends request `id` with `outcome` if it still waits; returns the
     /// waker to wake.
-    pub(crate) fn complete(&mut self, id: u32, outcome: Outcome) -> Option<Waker> {
+    #[cfg(test)]
+    fn complete(&mut self, id: u32, outcome: Outcome) -> Option<Waker> {
         let slot = self.slots.get_mut(&id)?;
         finish(slot, outcome)
     }
@@ -209,6 +226,52 @@ mod tests {
         (Arc::clone(&count), Waker::from(count))
     }
 
+    fn frame(id: u32) -> Frame {
+        Frame {
+            header: ternio_protocol::frame::Header::new(
+                0x0001,
+                ternio_protocol::frame::Flags::RESPONSE,
+                id,
+            ),
+            body: ternio_protocol::Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_taken_once_and_a_plain_one_never_by_a_sealed_request() {
+        let mut requests = Requests::default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        requests.insert(1, false, deadline);
+        requests.insert(2, true, deadline);
+        let (count, waker) = waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(requests.poll(1, &mut cx).is_pending());
+
+        let Answer::Taken(Some(woken)) = requests.answer(1, frame(1), false) else {
+            panic!("request 1 waits, and polled");
+        };
+        woken.wake();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            requests.answer(1, frame(1), false),
+            Answer::NotWaiting
+        ));
+        assert!(matches!(requests.poll(1, &mut cx), Poll::Ready(Ok(_))));
+
+        assert!(matches!(
+            requests.answer(2, frame(2), false),
+            Answer::PlainToSealed
+        ));
+        assert!(matches!(
+            requests.answer(2, frame(2), true),
+            Answer::Taken(None)
+        ));
+        assert!(matches!(
+            requests.answer(3, frame(3), true),
+            Answer::NotWaiting
+        ));
+    }
+
     #[test]
     fn a_request_expires_at_its_deadline_and_the_next_deadline_is_kept() {
         let start = Instant::now();
@@ -241,10 +304,8 @@ mod tests {
     fn the_first_outcome_stands() {
         let mut requests = Requests::default();
         requests.insert(7, true, Instant::now());
-        assert_eq!(requests.waiting_sealed(7), Some(true));
         let reason = CloseReason::PeerClosed;
         assert!(requests.fail_all(&reason).is_empty(), "nobody polled yet");
-        assert_eq!(requests.waiting_sealed(7), None);
         assert!(requests.complete(7, Err(Failure::TimedOut)).is_none());
         let (_, waker) = waker();
         let mut cx = Context::from_waker(&waker);

@@ -27,7 +27,7 @@ use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, SendError};
 use crate::push::Registry;
 use crate::reconnect::should_reconnect;
-use crate::requests::{Failure, Requests};
+use crate::requests::{Answer, Failure, Requests};
 use crate::secure::{PendingHandshake, RawBody, Seal};
 use crate::state::ConnectionState;
 
@@ -574,23 +574,24 @@ impl Shared {
                 );
                 return None;
             }
-            let waker = {
+            let answer = {
                 let mut conn = lock(&self.conn);
                 // Only the current link answers the waiting requests.
-                match conn.requests.waiting_sealed(header.request_id) {
-                    Some(_) if !conn.current.is(link) => None,
-                    Some(true) if !sealed => {
-                        drop(conn);
-                        // Losing the link fails the request with this reason.
-                        return Some(self.decrypt_failed(
-                            link,
-                            format!("a plain answer to sealed request {}", header.request_id),
-                        ));
-                    }
-                    Some(_) => conn
-                        .requests
-                        .complete(header.request_id, Ok(Frame { header, body })),
-                    None => None,
+                if !conn.current.is(link) {
+                    return None;
+                }
+                conn.requests
+                    .answer(header.request_id, Frame { header, body }, sealed)
+            };
+            let waker = match answer {
+                Answer::Taken(waker) => waker,
+                Answer::NotWaiting => None,
+                Answer::PlainToSealed => {
+                    // Losing the link fails the request with this reason.
+                    return Some(self.decrypt_failed(
+                        link,
+                        format!("a plain answer to sealed request {}", header.request_id),
+                    ));
                 }
             };
             if let Some(waker) = waker {
