@@ -158,10 +158,19 @@ fn os_name() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// The commit of the workspace this binary was built from (asked of git in
+/// that folder, wherever the binary runs from).
 fn commit() -> String {
-    let head = command_output("git", &["rev-parse", "--short", "HEAD"]);
-    let dirty =
-        !command_output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let head = command_output("git", &["-C", workspace, "rev-parse", "--short", "HEAD"]);
+    let status = [
+        "-C",
+        workspace,
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ];
+    let dirty = !command_output("git", &status).is_empty();
     if dirty && head != "unknown" {
         format!("{head}-dirty")
     } else {
