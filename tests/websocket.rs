@@ -368,3 +368,82 @@ async fn a_client_on_another_websocket_crate() {
     }
     ws.close().await.unwrap();
 }
+
+/// A binary client frame written by hand: FIN, masked, the shortest length.
+fn masked_binary(payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xFA, 0x21, 0x3D];
+    let mut out = vec![0x82];
+    match payload.len() {
+        len if len < 126 => out.push(0x80 | len as u8),
+        len if len <= 0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        len => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(len as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&mask);
+    out.extend(
+        payload
+            .iter()
+            .enumerate()
+            .map(|(at, byte)| byte ^ mask[at % 4]),
+    );
+    out
+}
+
+fn echo_of(len: usize, fill: u8) -> Echo {
+    Echo {
+        payload: Bytes::from(vec![fill; len]),
+    }
+}
+
+async fn expect_echo(ws: &mut Ws, id: u32, len: usize, fill: u8) {
+    let frame = next_frame(ws).await;
+    assert_eq!(frame.header, Header::new(Echo::OPCODE, Flags::RESPONSE, id));
+    assert_eq!(Echo::decode_body(&frame.body).unwrap(), echo_of(len, fill));
+}
+
+/// After a large message, a quiet connection gets fresh buffers (see
+/// `server_memory.rs`); it goes on working, and a frame that was half in
+/// when the connection went quiet is not lost.
+#[tokio::test]
+async fn a_quiet_spell_after_a_large_message_loses_nothing() {
+    use tokio::io::AsyncWriteExt;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    const LARGE: usize = 64 * 1024;
+    const QUIET: Duration = Duration::from_millis(1600);
+    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (mut ws, _) = connect(ws_address, "/ws", None).await.unwrap();
+    ws.send(request(&echo_of(LARGE, 1), 1)).await.unwrap();
+    expect_echo(&mut ws, 1, LARGE, 1).await;
+    // Quiet: the server renews its buffers; the connection goes on.
+    tokio::time::sleep(QUIET).await;
+    ws.send(request(&echo_of(LARGE, 2), 2)).await.unwrap();
+    expect_echo(&mut ws, 2, LARGE, 2).await;
+
+    // Half a frame goes in, the connection goes quiet, the rest follows.
+    let MaybeTlsStream::Plain(mut tcp) = ws.into_inner() else {
+        unreachable!("a plain ws:// connection")
+    };
+    let Message::Binary(third) = request(&echo_of(LARGE, 3), 3) else {
+        unreachable!()
+    };
+    let Message::Binary(fourth) = request(&echo_of(100, 4), 4) else {
+        unreachable!()
+    };
+    let third = masked_binary(&third);
+    let (head, rest) = third.split_at(third.len() / 2);
+    tcp.write_all(head).await.unwrap();
+    tokio::time::sleep(QUIET).await;
+    tcp.write_all(rest).await.unwrap();
+    tcp.write_all(&masked_binary(&fourth)).await.unwrap();
+    let mut ws =
+        WebSocketStream::from_raw_socket(MaybeTlsStream::Plain(tcp), Role::Client, None).await;
+    expect_echo(&mut ws, 3, LARGE, 3).await;
+    expect_echo(&mut ws, 4, 100, 4).await;
+    ws.close(None).await.unwrap();
+}

@@ -18,6 +18,7 @@ use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;
 pub(crate) mod websocket;
+mod ws_buffers;
 
 /// A connection's `future` inside its `span`, whose enter and exit on
 /// every poll are skipped when no subscriber records the span. (An enum,

@@ -4,7 +4,10 @@
 //! subprotocol `ternio.v1` when the client offers it, and accepts a client
 //! that offers none. A text message closes the connection with code 1003; a
 //! message above the maximum frame size, with 1009. WebSocket pings are
-//! answered, and closes complete their handshake both ways.
+//! answered, and closes complete their handshake both ways. A connection
+//! that goes quiet after a large message gets a fresh tungstenite stream
+//! around its socket, which gives the buffers that message grew back (see
+//! [`ws_buffers`](super::ws_buffers)).
 
 use std::future::poll_fn;
 use std::io;
@@ -24,14 +27,18 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
+use crate::transport::ws_buffers::{CountingStream, wire_len};
 use crate::transport::{Exit, accept_loop, in_span, shutdown_and_drain};
+
+/// A WebSocket over a socket that counts what it reads.
+type Ws = WebSocketStream<CountingStream<TcpStream>>;
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
@@ -117,7 +124,7 @@ fn close_code(reason: DisconnectReason) -> CloseCode {
 }
 
 struct WsConnection {
-    ws: WebSocketStream<TcpStream>,
+    ws: Ws,
     session: Session,
     /// False once the peer's close arrived or the stream ended.
     reading: bool,
@@ -127,6 +134,19 @@ struct WsConnection {
     close_code: Option<CloseCode>,
     /// True once the peer's Close frame arrived.
     close_received: bool,
+    /// The fewest bytes the messages tungstenite returned took on the wire.
+    returned: u64,
+    /// The largest message read or written since `ws` was made.
+    largest: usize,
+}
+
+/// What one run of a connection's loop ended with.
+enum Turn {
+    /// The connection is done.
+    Exit(Exit),
+    /// The connection went quiet after a large message: give the buffers
+    /// back, then go on.
+    FreshBuffers,
 }
 
 async fn serve(
@@ -149,6 +169,7 @@ async fn serve(
         reason = "the signature of tungstenite's upgrade callback"
     )]
     let callback = |request: &Request, response: Response| negotiate(&path, request, response);
+    let stream = CountingStream::new(stream);
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
     let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
         Ok(Ok(ws)) => ws,
@@ -179,11 +200,18 @@ async fn serve(
         needs_flush: false,
         close_code: None,
         close_received: false,
+        returned: 0,
+        largest: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     let connection = Arc::clone(conn.session.connection());
     let cause = in_span(span, async move {
-        let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+        let exit = loop {
+            match poll_fn(|cx| conn.poll_run(cx)).await {
+                Turn::Exit(exit) => break exit,
+                Turn::FreshBuffers => conn = conn.with_fresh_buffers().await,
+            }
+        };
         let cause = exit.cause(conn.session.closed());
         conn.close(exit, linger).await;
         cause
@@ -194,7 +222,7 @@ async fn serve(
 }
 
 /// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`, close 1013) and closes.
-async fn refuse(mut ws: WebSocketStream<TcpStream>, refusal: Refusal, linger: Duration) {
+async fn refuse(mut ws: Ws, refusal: Refusal, linger: Duration) {
     let mut out = BytesMut::new();
     Violation::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
         &mut out,
@@ -217,7 +245,7 @@ async fn refuse(mut ws: WebSocketStream<TcpStream>, refusal: Refusal, linger: Du
 }
 
 impl WsConnection {
-    fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
+    fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Turn> {
         // Pushes and close orders wake this task from now on (the waker
         // is the same for every round).
         self.session.register_waker(cx);
@@ -228,6 +256,8 @@ impl WsConnection {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
                         self.session.note_inbound();
+                        self.returned += wire_len(&message);
+                        self.largest = self.largest.max(message.len());
                         if let (Message::Binary(bytes), Some(metrics)) =
                             (&message, self.session.metrics())
                         {
@@ -236,7 +266,7 @@ impl WsConnection {
                         }
                         if let Flow::PeerDisconnected(disconnect) = self.on_message(message) {
                             tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
-                            return Poll::Ready(Exit::PeerDisconnected);
+                            return Poll::Ready(Turn::Exit(Exit::PeerDisconnected));
                         }
                     }
                     Poll::Ready(Some(Err(WsError::Capacity(error)))) => {
@@ -246,7 +276,7 @@ impl WsConnection {
                         self.session.close_now(&violation);
                     }
                     Poll::Ready(Some(Err(error))) => {
-                        return Poll::Ready(Exit::Io(io::Error::other(error)));
+                        return Poll::Ready(Turn::Exit(Exit::Io(io::Error::other(error))));
                     }
                     Poll::Ready(None) => {
                         progress = true;
@@ -258,22 +288,25 @@ impl WsConnection {
             progress |= self.session.poll_work(cx);
             let wrote = match self.poll_write(cx) {
                 Ok(wrote) => wrote,
-                Err(error) => return Poll::Ready(Exit::Io(error)),
+                Err(error) => return Poll::Ready(Turn::Exit(Exit::Io(error))),
             };
             progress |= wrote;
             let waiting = !self.session.out.is_empty() || self.needs_flush;
             if self.session.poll_write_stall(cx, waiting, wrote) {
-                return Poll::Ready(Exit::Closed);
+                return Poll::Ready(Turn::Exit(Exit::Closed));
             }
             if self.session.closed().is_some() && self.session.out.is_empty() {
-                return Poll::Ready(Exit::Closed);
+                return Poll::Ready(Turn::Exit(Exit::Closed));
             }
             if !self.reading
                 && self.session.is_idle()
                 && self.session.out.is_empty()
                 && !self.needs_flush
             {
-                return Poll::Ready(Exit::PeerClosed);
+                return Poll::Ready(Turn::Exit(Exit::PeerClosed));
+            }
+            if !waiting && self.session.take_idle_hint() && self.release_buffers() {
+                return Poll::Ready(Turn::FreshBuffers);
             }
             if !progress {
                 return Poll::Pending;
@@ -281,6 +314,33 @@ impl WsConnection {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// Called when the connection went quiet with nothing to write: gives
+    /// the outbound buffer back, and says whether tungstenite's buffers
+    /// should go too (they grew for a message larger than its read size and
+    /// hold nothing now: every byte read belongs to a message it returned).
+    fn release_buffers(&mut self) -> bool {
+        self.session.out = BytesMut::new();
+        self.largest > READ_BUFFER
+            && self.reading
+            && !self.close_received
+            && self.session.closed().is_none()
+            && self.ws.get_ref().read_after_request() == Some(self.returned)
+    }
+
+    /// The connection around a fresh tungstenite stream on the same socket;
+    /// the old stream's buffers are freed. Only once `release_buffers` said so.
+    async fn with_fresh_buffers(self) -> Self {
+        let config = *self.ws.get_config();
+        let stream = self.ws.into_inner();
+        let ws = WebSocketStream::from_raw_socket(stream, Role::Server, Some(config)).await;
+        tracing::trace!("websocket buffers given back");
+        Self {
+            ws,
+            largest: 0,
+            ..self
+        }
     }
 
     fn on_message(&mut self, message: Message) -> Flow {
@@ -325,6 +385,7 @@ impl WsConnection {
                 Poll::Pending => break,
             }
             let frame = next_frame(&mut self.session.out);
+            self.largest = self.largest.max(frame.len());
             if let Some(metrics) = self.session.metrics() {
                 metrics.bytes_out.increment(frame.len() as u64);
             }
@@ -387,7 +448,7 @@ impl WsConnection {
                 Result::<(), WsError>::Ok(())
             };
             let _ = handshake.await;
-            let stream = ws.get_mut();
+            let stream = ws.get_mut().get_mut();
             if close_received {
                 // Both Closes went by, nothing is left unread: the server
                 // closes the TCP connection first.
