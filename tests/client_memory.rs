@@ -1,7 +1,6 @@
-//! A TCP client gives back the memory a large message needed once the
-//! message is gone: its read and write buffers do not stay at their largest
-//! size. (Over WebSocket, tungstenite's read buffer keeps the largest
-//! message's allocation for the connection's life; not tested here.)
+//! A client gives back the memory a large message needed once the message
+//! is gone, over TCP and over WebSocket: its read and write buffers do not
+//! stay at their largest size.
 //!
 //! A global allocator counts the bytes held by allocations made and freed
 //! outside the server's thread (the server keeps its buffers while the
@@ -13,7 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::Bytes;
 use ternio_client::Client;
-use ternio_tests::{Echo, start_server};
+use ternio_tests::{Echo, start_server_with_ws};
 
 struct LiveBytes;
 
@@ -60,9 +59,10 @@ unsafe impl GlobalAlloc for LiveBytes {
 #[global_allocator]
 static GLOBAL: LiveBytes = LiveBytes;
 
-/// Runs the test server on a thread of its own until `stop` is dropped.
+/// Runs the test server on a thread of its own until `stop` is dropped;
+/// returns its TCP and WebSocket addresses.
 fn server_thread() -> (
-    std::net::SocketAddr,
+    (std::net::SocketAddr, std::net::SocketAddr),
     tokio::sync::oneshot::Sender<()>,
     std::thread::JoinHandle<()>,
 ) {
@@ -75,8 +75,8 @@ fn server_thread() -> (
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let (address, _handle) = start_server(|b| b);
-            address_tx.send(address).unwrap();
+            let (tcp, ws, _handle) = start_server_with_ws(|b| b);
+            address_tx.send((tcp, ws)).unwrap();
             let _ = stopped.await;
         });
     });
@@ -108,16 +108,21 @@ async fn held_after_a_large_echo(client: &Client, large: usize) -> i64 {
     LIVE.load(Ordering::Relaxed) - before
 }
 
-#[test]
-fn a_large_message_does_not_leave_the_client_holding_its_size() {
+/// The tests share the counter: one runs at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn check(connect: impl AsyncFnOnce((std::net::SocketAddr, std::net::SocketAddr)) -> Client) {
     const LARGE: usize = 768 * 1024;
-    let (tcp, stop, server) = server_thread();
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (addresses, stop, server) = server_thread();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let client = Client::connect_tcp(tcp).await.unwrap();
+        let client = connect(addresses).await;
         let held = held_after_a_large_echo(&client, LARGE).await;
         assert!(
             held < (LARGE / 4) as i64,
@@ -127,4 +132,14 @@ fn a_large_message_does_not_leave_the_client_holding_its_size() {
     });
     drop(stop);
     server.join().unwrap();
+}
+
+#[test]
+fn a_large_message_does_not_leave_a_tcp_client_holding_its_size() {
+    check(async |(tcp, _)| Client::connect_tcp(tcp).await.unwrap());
+}
+
+#[test]
+fn a_large_message_does_not_leave_a_websocket_client_holding_its_size() {
+    check(async |(_, ws)| Client::connect_ws(&format!("ws://{ws}/ws")).await.unwrap());
 }

@@ -205,6 +205,56 @@ async fn a_thousand_pipelined_requests_over_websocket() {
     assert_eq!(slow.await.unwrap().unwrap().tag, 1);
 }
 
+/// Large answers among a stream of pushes: the client gives its read
+/// buffer back after large messages (when it holds nothing unread), and
+/// loses nothing doing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_answers_among_pushes_lose_nothing() {
+    const PUSHES: u32 = 3000;
+    let (_, ws, _server) = start_server_with_ws(|b| b);
+    let client = Client::connect_ws(&url(ws)).await.unwrap();
+    let mut notes = client.subscribe_with_buffer::<Note>(PUSHES as usize);
+    let pusher = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .request_async::<_, ()>(&PushMe { count: PUSHES })
+                .await
+        })
+    };
+    // Answers back to back: a large one often ends inside a read, with
+    // the next message's first bytes behind it in tungstenite's buffer.
+    let mut echoes = Vec::new();
+    for task in 0..8u8 {
+        let client = client.clone();
+        echoes.push(tokio::spawn(async move {
+            for round in 0..8u8 {
+                let len = 70 * 1024 + usize::from(task) * 1000 + usize::from(round);
+                let payload = Bytes::from(vec![task ^ round; len]);
+                let answer: Echo = client
+                    .request_async(&Echo {
+                        payload: payload.clone(),
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(answer.payload, payload);
+            }
+        }));
+    }
+    for echo in echoes {
+        echo.await.unwrap();
+    }
+    pusher.await.unwrap().unwrap();
+    for seq in 0..PUSHES {
+        let note = tokio::time::timeout(Duration::from_secs(5), notes.next())
+            .await
+            .expect("every push arrives")
+            .unwrap();
+        assert_eq!(note, Note { seq });
+    }
+    client.close().await;
+}
+
 #[tokio::test]
 async fn bad_urls_and_paths_are_reported_as_such() {
     let result = Client::connect_ws("http://127.0.0.1:1/ws").await;

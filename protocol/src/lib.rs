@@ -10,7 +10,9 @@
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT` and `HANDSHAKE`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
-//! - [`reply`]: how a handler's return value becomes a response frame.
+//! - [`reply`]: how a handler's return value becomes a response frame;
+//! - [`websocket`]: counting WebSocket bytes, to know when a WebSocket
+//!   library's buffers hold nothing unread.
 //!
 //! The server (`ternio`) and the client (`ternio-client`) both use it; neither
 //! frames or encodes by hand.
@@ -25,6 +27,7 @@ pub mod packet;
 pub mod reply;
 pub mod secure;
 pub mod system;
+pub mod websocket;
 
 pub use bytes::{Bytes, BytesMut};
 pub use codec::{Decode, Encode, Reader};

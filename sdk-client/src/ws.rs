@@ -7,6 +7,11 @@
 //! message as a frame and hands it to [`Shared::on_frame`]. tungstenite's own
 //! writes (the upgrade request, pongs, Close frames) go through the same
 //! outbound buffer, so they stay in order with the frames.
+//!
+//! tungstenite's read buffer grows to the largest message and stays so for
+//! its stream's life: after a message above [`MAX_KEPT_MESSAGE`] the reader
+//! puts a fresh stream around the socket, once the old one holds nothing
+//! unread (see [`ternio_protocol::websocket`]).
 
 use std::io;
 use std::net::Shutdown;
@@ -16,6 +21,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use ternio_protocol::websocket::{ReadCount, min_frame_len};
 use ternio_protocol::{BytesMut, Frame};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -26,7 +32,7 @@ use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::error::{ClientError, CloseReason};
@@ -46,6 +52,10 @@ const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 /// Bytes of tungstenite's own writes (pongs, Close) that may wait unsent
 /// before it has to wait for the socket.
 const MAX_QUEUED_CONTROL: usize = 64 * 1024;
+
+/// After a message larger than this, tungstenite's read buffer is given
+/// back (by a fresh stream) as soon as it holds nothing unread.
+const MAX_KEPT_MESSAGE: usize = 64 * 1024;
 
 type Ws = WebSocketStream<WsSocket>;
 
@@ -100,7 +110,7 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         .read_buffer_size(8 * 1024);
     let (ws, response) = tokio_tungstenite::client_async_with_config(
         request,
-        WsSocket(Arc::clone(&socket)),
+        WsSocket::new(Arc::clone(&socket)),
         Some(config),
     )
     .await
@@ -176,9 +186,22 @@ impl WsOut {
     }
 }
 
-/// The socket as tungstenite sees it: reads come from the socket, writes
-/// join the link's outbound buffer behind the frames already queued.
-pub(crate) struct WsSocket(Arc<SocketOut>);
+/// The socket as tungstenite sees it: reads come from the socket (and are
+/// counted), writes join the link's outbound buffer behind the frames
+/// already queued.
+pub(crate) struct WsSocket {
+    out: Arc<SocketOut>,
+    count: ReadCount,
+}
+
+impl WsSocket {
+    fn new(out: Arc<SocketOut>) -> Self {
+        Self {
+            out,
+            count: ReadCount::new(),
+        }
+    }
+}
 
 impl AsyncRead for WsSocket {
     fn poll_read(
@@ -186,13 +209,15 @@ impl AsyncRead for WsSocket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let stream = self.0.stream();
+        let this = self.get_mut();
+        let stream = this.out.stream();
         loop {
             ready!(stream.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
             let room = unfilled.len();
             match read_draining(stream, room, || stream.try_read(unfilled)) {
                 Ok(n) => {
+                    this.count.count(&unfilled[..n]);
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
@@ -209,26 +234,26 @@ impl AsyncWrite for WsSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        while self.0.queued() > MAX_QUEUED_CONTROL {
-            if self.0.try_flush()? {
+        while self.out.queued() > MAX_QUEUED_CONTROL {
+            if self.out.try_flush()? {
                 break;
             }
-            ready!(self.0.stream().poll_write_ready(cx))?;
+            ready!(self.out.stream().poll_write_ready(cx))?;
         }
-        self.0.send_raw(buf)?;
+        self.out.send_raw(buf)?;
         Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.0.try_flush()? {
-            ready!(self.0.stream().poll_write_ready(cx))?;
+        while !self.out.try_flush()? {
+            ready!(self.out.stream().poll_write_ready(cx))?;
         }
         Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.as_mut().poll_flush(cx))?;
-        Poll::Ready(socket2::SockRef::from(self.0.stream()).shutdown(Shutdown::Write))
+        Poll::Ready(socket2::SockRef::from(self.out.stream()).shutdown(Shutdown::Write))
     }
 }
 
@@ -236,7 +261,7 @@ impl Drop for WsSocket {
     /// The reader is done with the connection (or was aborted): close it,
     /// even though the link still holds the socket.
     fn drop(&mut self) {
-        let _ = socket2::SockRef::from(self.0.stream()).shutdown(Shutdown::Both);
+        let _ = socket2::SockRef::from(self.out.stream()).shutdown(Shutdown::Both);
     }
 }
 
@@ -245,10 +270,18 @@ impl Drop for WsSocket {
 async fn read_loop(
     shared: Arc<Shared>,
     link: Arc<Link>,
-    mut ws: Ws,
+    ws: Ws,
     close_request: oneshot::Receiver<CloseFrame>,
 ) {
-    let reason = read_until_closed(&shared, &link, &mut ws, close_request).await;
+    let reader = Reader {
+        ws,
+        returned: 0,
+        grown: false,
+        pinged: false,
+    };
+    let (reason, mut ws) = reader
+        .read_until_closed(&shared, &link, close_request)
+        .await;
     shared.lose(&link, reason);
     let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIME, async {
         while let Some(Ok(_)) = ws.next().await {}
@@ -258,71 +291,123 @@ async fn read_loop(
     link.set_reader_done();
 }
 
-async fn read_until_closed(
-    shared: &Shared,
-    link: &Arc<Link>,
-    ws: &mut Ws,
-    close_request: oneshot::Receiver<CloseFrame>,
-) -> CloseReason {
-    let max = shared.config().max_frame_size;
-    let mut close_request = Some(close_request);
-    // Where sealed bodies are opened (see `Shared::on_frame`).
-    let mut open_buf = BytesMut::new();
-    loop {
-        let message = match close_request.as_mut() {
-            Some(request) => tokio::select! {
-                biased;
-                message = ws.next() => message,
-                frame = request => {
-                    close_request = None;
-                    if let Ok(frame) = frame {
-                        // Our Close; the server's answer ends the stream.
-                        let _ = ws.close(Some(frame)).await;
+/// The reading side of a link: tungstenite's stream, and what tells
+/// whether it may be made anew to give its read buffer back.
+struct Reader {
+    ws: Ws,
+    /// The fewest bytes the messages `ws` returned took on the wire.
+    returned: u64,
+    /// A message above [`MAX_KEPT_MESSAGE`] went by since `ws` was made.
+    grown: bool,
+    /// A ping came since `ws` was made: its pong may still wait in
+    /// tungstenite, so `ws` is kept.
+    pinged: bool,
+}
+
+impl Reader {
+    async fn next(&mut self) -> Option<Result<Message, WsError>> {
+        let message = self.ws.next().await;
+        if let Some(Ok(message)) = &message {
+            let payload = match message {
+                Message::Close(Some(close)) => 2 + close.reason.len(),
+                other => other.len(),
+            };
+            self.returned += min_frame_len(payload, false);
+            self.grown |= payload > MAX_KEPT_MESSAGE;
+            self.pinged |= matches!(message, Message::Ping(_));
+        }
+        message
+    }
+
+    /// After a large message, once tungstenite holds no byte it read and
+    /// did not return (nor a pong to send), the reader with a fresh stream
+    /// around the same socket: the old stream's buffers are freed.
+    async fn give_buffers_back(self) -> Self {
+        if !self.grown || self.pinged || self.ws.get_ref().count.after_head() != Some(self.returned)
+        {
+            return self;
+        }
+        let config = *self.ws.get_config();
+        let socket = self.ws.into_inner();
+        Self {
+            ws: WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await,
+            grown: false,
+            ..self
+        }
+    }
+
+    /// Reads until the link ends; returns why, and the stream (which reads
+    /// on while the close handshake completes).
+    async fn read_until_closed(
+        mut self,
+        shared: &Shared,
+        link: &Arc<Link>,
+        close_request: oneshot::Receiver<CloseFrame>,
+    ) -> (CloseReason, Ws) {
+        let max = shared.config().max_frame_size;
+        let mut close_request = Some(close_request);
+        // Where sealed bodies are opened (see `Shared::on_frame`).
+        let mut open_buf = BytesMut::new();
+        let reason = loop {
+            let message = match close_request.as_mut() {
+                Some(request) => tokio::select! {
+                    biased;
+                    message = self.next() => message,
+                    frame = request => {
+                        close_request = None;
+                        if let Ok(frame) = frame {
+                            // Our Close; the server's answer ends the stream.
+                            let _ = self.ws.close(Some(frame)).await;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            },
-            None => ws.next().await,
-        };
-        let Some(message) = message else {
-            return CloseReason::PeerClosed;
-        };
-        let message = match message {
-            Ok(message) => message,
-            Err(error) => return ws_reason(error),
-        };
-        let refusal = match message {
-            Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                Ok(frame) => match shared.on_frame(link, frame, &mut open_buf) {
-                    // The server's own choice for this case (docs/PROTOCOL.md).
-                    Some(reason @ CloseReason::DecryptFailed(_)) => {
-                        (CloseCode::Policy, "decrypt failed", reason)
-                    }
-                    Some(reason) => return reason,
-                    None => continue,
                 },
-                Err(error) => (
-                    CloseCode::Protocol,
-                    "malformed frame",
-                    CloseReason::Protocol(error.to_string()),
+                None => self.next().await,
+            };
+            let Some(message) = message else {
+                break CloseReason::PeerClosed;
+            };
+            let message = match message {
+                Ok(message) => message,
+                Err(error) => break ws_reason(error),
+            };
+            let refusal = match message {
+                Message::Binary(bytes) => match Frame::parse(bytes, max) {
+                    Ok(frame) => match shared.on_frame(link, frame, &mut open_buf) {
+                        // The server's own choice for this case (docs/PROTOCOL.md).
+                        Some(reason @ CloseReason::DecryptFailed(_)) => {
+                            (CloseCode::Policy, "decrypt failed", reason)
+                        }
+                        Some(reason) => break reason,
+                        None => {
+                            self = self.give_buffers_back().await;
+                            continue;
+                        }
+                    },
+                    Err(error) => (
+                        CloseCode::Protocol,
+                        "malformed frame",
+                        CloseReason::Protocol(error.to_string()),
+                    ),
+                },
+                Message::Text(_) => (
+                    CloseCode::Unsupported,
+                    "text messages are not allowed",
+                    CloseReason::Protocol("the server sent a text message".to_owned()),
                 ),
-            },
-            Message::Text(_) => (
-                CloseCode::Unsupported,
-                "text messages are not allowed",
-                CloseReason::Protocol("the server sent a text message".to_owned()),
-            ),
-            // tungstenite queued the reply, sent as the drain reads on.
-            Message::Close(_) => return CloseReason::PeerClosed,
-            // tungstenite answers pings itself; pongs need nothing.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
+                // tungstenite queued the reply, sent as the drain reads on.
+                Message::Close(_) => break CloseReason::PeerClosed,
+                // tungstenite answers pings itself; pongs need nothing.
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
+            };
+            let (code, text, reason) = refusal;
+            let frame = CloseFrame {
+                code,
+                reason: Utf8Bytes::from_static(text),
+            };
+            let _ = self.ws.close(Some(frame)).await;
+            break reason;
         };
-        let (code, text, reason) = refusal;
-        let frame = CloseFrame {
-            code,
-            reason: Utf8Bytes::from_static(text),
-        };
-        let _ = ws.close(Some(frame)).await;
-        return reason;
+        (reason, self.ws)
     }
 }
