@@ -407,7 +407,7 @@ async fn expect_echo(ws: &mut Ws, id: u32, len: usize, fill: u8) {
 }
 
 /// After a large message, a quiet connection gets fresh buffers (see
-/// `server_memory.rs`); it goes on working, and a frame that was half in
+/// `memory.rs`); it goes on working, and a frame that was half in
 /// when the connection went quiet is not lost.
 #[tokio::test]
 async fn a_quiet_spell_after_a_large_message_loses_nothing() {
