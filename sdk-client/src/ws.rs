@@ -305,28 +305,26 @@ struct Reader {
 }
 
 impl Reader {
-    async fn next(&mut self) -> Option<Result<Message, WsError>> {
-        let message = self.ws.next().await;
-        if let Some(Ok(message)) = &message {
-            let payload = match message {
-                Message::Close(Some(close)) => 2 + close.reason.len(),
-                other => other.len(),
-            };
-            self.returned += min_frame_len(payload, false);
-            self.grown |= payload > MAX_KEPT_MESSAGE;
-            self.pinged |= matches!(message, Message::Ping(_));
-        }
-        message
+    /// Counts a message tungstenite returned.
+    fn note(&mut self, message: &Message) {
+        let payload = match message {
+            Message::Close(Some(close)) => 2 + close.reason.len(),
+            other => other.len(),
+        };
+        self.returned += min_frame_len(payload, false);
+        self.grown |= payload > MAX_KEPT_MESSAGE;
+        self.pinged |= matches!(message, Message::Ping(_));
     }
 
-    /// After a large message, once tungstenite holds no byte it read and
-    /// did not return (nor a pong to send), the reader with a fresh stream
-    /// around the same socket: the old stream's buffers are freed.
+    /// Whether a large message went by and tungstenite now holds no byte
+    /// it read and did not return (nor a pong to send).
+    fn may_give_buffers_back(&self) -> bool {
+        self.grown && !self.pinged && self.ws.get_ref().count.after_head() == Some(self.returned)
+    }
+
+    /// The reader with a fresh stream around the same socket: the old
+    /// stream's buffers are freed. Only when `may_give_buffers_back`.
     async fn give_buffers_back(self) -> Self {
-        if !self.grown || self.pinged || self.ws.get_ref().count.after_head() != Some(self.returned)
-        {
-            return self;
-        }
         let config = *self.ws.get_config();
         let socket = self.ws.into_inner();
         Self {
@@ -352,7 +350,7 @@ impl Reader {
             let message = match close_request.as_mut() {
                 Some(request) => tokio::select! {
                     biased;
-                    message = self.next() => message,
+                    message = self.ws.next() => message,
                     frame = request => {
                         close_request = None;
                         if let Ok(frame) = frame {
@@ -362,7 +360,7 @@ impl Reader {
                         continue;
                     }
                 },
-                None => self.next().await,
+                None => self.ws.next().await,
             };
             let Some(message) = message else {
                 break CloseReason::PeerClosed;
@@ -371,6 +369,7 @@ impl Reader {
                 Ok(message) => message,
                 Err(error) => break ws_reason(error),
             };
+            self.note(&message);
             let refusal = match message {
                 Message::Binary(bytes) => match Frame::parse(bytes, max) {
                     Ok(frame) => match shared.on_frame(link, frame, &mut open_buf) {
@@ -380,7 +379,9 @@ impl Reader {
                         }
                         Some(reason) => break reason,
                         None => {
-                            self = self.give_buffers_back().await;
+                            if self.may_give_buffers_back() {
+                                self = self.give_buffers_back().await;
+                            }
                             continue;
                         }
                     },
