@@ -322,9 +322,9 @@ impl WsConnection {
     /// hold nothing now: every byte read belongs to a message it returned).
     fn release_buffers(&mut self) -> bool {
         self.session.out = BytesMut::new();
+        // (`reading` is false once the peer's Close arrived.)
         self.largest > READ_BUFFER
             && self.reading
-            && !self.close_received
             && self.session.closed().is_none()
             && self.ws.get_ref().read_after_request() == Some(self.returned)
     }
