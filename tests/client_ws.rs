@@ -65,14 +65,7 @@ async fn a_websocket_client_has_the_whole_api() {
     // Typed requests, a large body, an acknowledgement.
     let sum: Sum = client.request_async(&Add { a: 40, b: 2 }).await.unwrap();
     assert_eq!(sum, Sum(42));
-    let payload = Bytes::from(vec![7u8; 512 * 1024]);
-    let echo: Echo = client
-        .request_async(&Echo {
-            payload: payload.clone(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(echo.payload, payload);
+    assert_echoed(&client, Bytes::from(vec![7u8; 512 * 1024])).await;
     client
         .request_async::<_, ()>(&Bump { by: 10 })
         .await
@@ -230,14 +223,7 @@ async fn large_answers_among_pushes_lose_nothing() {
         echoes.push(tokio::spawn(async move {
             for round in 0..8u8 {
                 let len = 70 * 1024 + usize::from(task) * 1000 + usize::from(round);
-                let payload = Bytes::from(vec![task ^ round; len]);
-                let answer: Echo = client
-                    .request_async(&Echo {
-                        payload: payload.clone(),
-                    })
-                    .await
-                    .unwrap();
-                assert_eq!(answer.payload, payload);
+                assert_echoed(&client, Bytes::from(vec![task ^ round; len])).await;
             }
         }));
     }

@@ -24,13 +24,7 @@ async fn a_handler_answers_with_its_packet() {
     let client = Client::connect_tcp(address).await.unwrap();
     let sum: Sum = client.request_async(&Add { a: 40, b: 2 }).await.unwrap();
     assert_eq!(sum, Sum(42));
-    let echo: Echo = client
-        .request_async(&Echo {
-            payload: Bytes::from_static(b"hello"),
-        })
-        .await
-        .unwrap();
-    assert_eq!(&echo.payload[..], b"hello");
+    assert_echoed(&client, Bytes::from_static(b"hello")).await;
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ternio_client::Client;
-use ternio_tests::{Echo, start_server_with_ws};
+use ternio_tests::{assert_echoed, start_server_with_ws};
 
 struct LiveBytes;
 
@@ -106,14 +106,7 @@ fn server_thread() -> (
 }
 
 async fn echo(client: &Client, len: usize) {
-    let payload = Bytes::from(vec![0x5A; len]);
-    let answer: Echo = client
-        .request_async(&Echo {
-            payload: payload.clone(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(answer.payload, payload);
+    assert_echoed(client, Bytes::from(vec![0x5A; len])).await;
 }
 
 /// Echoes small messages, one large one, small ones again (on the server,

@@ -93,14 +93,7 @@ async fn the_configured_frame_limit_applies_both_ways() {
     let (address, _server) = start_server(|b| b.max_frame_size(1024));
     // 1024 bytes in all passes: header 7 + varint 2 + 1015.
     let client = Client::connect_tcp(address).await.unwrap();
-    let payload = Bytes::from(vec![1; 1015]);
-    let echo: Echo = client
-        .request_async(&Echo {
-            payload: payload.clone(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(echo.payload, payload);
+    assert_echoed(&client, Bytes::from(vec![1; 1015])).await;
     // One more byte is a frame too large: DISCONNECT, and the client learns why.
     let result = client
         .request_async::<_, Echo>(&Echo {

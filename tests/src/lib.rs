@@ -205,6 +205,18 @@ impl TestController {
     }
 }
 
+/// Sends `payload` through `client` in an [`Echo`] request and asserts
+/// that the answer holds the same bytes.
+pub async fn assert_echoed(client: &ternio_client::Client, payload: Bytes) {
+    let answer: Echo = client
+        .request_async(&Echo {
+            payload: payload.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(answer.payload, payload);
+}
+
 /// A server with the test controller (explicitly, no discovery) on a free
 /// port of 127.0.0.1, after `configure` had its say. Runs until the handle's
 /// shutdown or the end of the test's runtime.
