@@ -1,6 +1,6 @@
 /**
  * Ternio for the browser: the plain (unencrypted) part of the Ternio wire
- * contract, version 1, over WebSocket. One ES module, no build step, no
+ * contract, version 2, over WebSocket. One ES module, no build step, no
  * dependency; it also runs in Node ≥ 20 (whose `WebSocket` needs
  * `--experimental-websocket` before Node 22).
  *
@@ -26,7 +26,7 @@
 // ---------------------------------------------------------------- constants
 
 /** The WebSocket subprotocol a client offers. */
-export const SUBPROTOCOL = 'ternio.v1';
+export const SUBPROTOCOL = 'ternio.v2';
 
 /** Size of a frame header: opcode u16, flags u8, request id u32. */
 export const HEADER_LEN = 7;
@@ -36,7 +36,7 @@ export const Flags = Object.freeze({ RESPONSE: 0x01, ERROR: 0x02, ENCRYPTED: 0x0
 
 /** Opcodes of the system packets (section 4). */
 export const SystemOpcode = Object.freeze({
-  HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04,
+  HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04, REKEY: 0xff05,
 });
 
 /** Error codes of `RESPONSE | ERROR` frames (section 2); 100 and up belong to the application. */
@@ -650,7 +650,7 @@ export class Client {
   }
 
   /**
-   * Opens the WebSocket, offering the subprotocol `ternio.v1`. Once per client.
+   * Opens the WebSocket, offering the subprotocol `ternio.v2`. Once per client.
    * @param {string} url
    * @returns {Promise<Client>} This client, once open; a `'closed'` {@link TernioError} if it cannot connect.
    */

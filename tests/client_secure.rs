@@ -1,8 +1,9 @@
 //! Secure sessions in the SDK client, over real sockets: NN and NK
 //! handshakes over TCP and WebSocket, sealed requests, answers and pushes,
-//! the errors of a refused or repeated handshake, `seal_all = false` with
-//! `request_sealed`, the handshake on connect (`ClientConfig::secure`), and
-//! what the client does with a server that breaks the secure session (a
+//! the errors of a refused or repeated handshake, no plain traffic once a
+//! secure session was asked for, the handshake on connect
+//! (`ClientConfig::secure`), rekeying, and what the client does with a
+//! server (or an attacker on the path) that breaks the secure session (a
 //! hand-written server speaking through the protocol crate's `Responder`).
 
 use std::net::SocketAddr;
@@ -159,8 +160,11 @@ async fn sealed_pushes_arrive_through_a_subscription() {
     }
 }
 
+/// Contract v2 and the "silent downgrade": once the application
+/// asked for a secure session, a handshake that failed (an attacker can
+/// force `KeyRejected`) must not let requests carry on in plain.
 #[tokio::test]
-async fn a_wrong_pinned_key_is_key_rejected_and_the_connection_stays_plain() {
+async fn a_wrong_pinned_key_is_key_rejected_and_nothing_goes_out_plain_after_it() {
     let (tcp, ws, _server) = server(Some(Identity::generate()));
     let impostor = Identity::generate();
     for transport in BOTH {
@@ -177,10 +181,20 @@ async fn a_wrong_pinned_key_is_key_rejected_and_the_connection_stays_plain() {
             text.contains("pinned key is not this server's public key"),
             "{text}"
         );
-        // Still connected, in plain; no second handshake on this connection.
+        // Still connected, but nothing goes out plain: not a request, a
+        // send or a ping; and no second handshake on this connection.
         assert!(!client.is_secure());
-        let sum: Sum = client.request_async(&Add { a: 1, b: 2 }).await.unwrap();
-        assert_eq!(sum, Sum(3));
+        let before = count(tcp).await;
+        assert!(matches!(
+            client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await,
+            Err(ClientError::NotSecure)
+        ));
+        assert!(matches!(
+            client.send(&Bump { by: 1 }),
+            Err(ClientError::NotSecure)
+        ));
+        assert!(matches!(client.ping().await, Err(ClientError::NotSecure)));
+        assert_eq!(count(tcp).await, before, "nothing reached the server");
         let again = client.handshake(None).await.unwrap_err();
         assert!(
             matches!(again, ClientError::HandshakeAlreadyRan(_)),
@@ -259,15 +273,20 @@ async fn a_second_handshake_call_is_refused() {
     }
 }
 
+/// The server-wide count of `Bump`s, read on a fresh TCP connection.
+async fn count(tcp: SocketAddr) -> u64 {
+    let client = Client::connect_tcp(tcp).await.unwrap();
+    let count: Count = client.request_async(&GetCount).await.unwrap();
+    count.0
+}
+
 #[tokio::test]
-async fn without_seal_all_only_request_sealed_and_send_sealed_seal() {
+async fn request_sealed_needs_a_session_and_everything_is_sealed_after_the_handshake() {
     let (tcp, ws, _server) = server(None);
-    let config = ClientConfig {
-        seal_all: false,
-        ..ClientConfig::default()
-    };
     for transport in BOTH {
-        let client = connect(transport, tcp, ws, config.clone()).await.unwrap();
+        let client = connect(transport, tcp, ws, ClientConfig::default())
+            .await
+            .unwrap();
         // Nothing to seal with yet.
         assert!(matches!(
             client.request_sealed::<_, Secret>(&Secret).await,
@@ -277,23 +296,21 @@ async fn without_seal_all_only_request_sealed_and_send_sealed_seal() {
             client.send_sealed(&Bump { by: 1 }),
             Err(ClientError::NotSecure)
         ));
+        let before = count(tcp).await;
         client.handshake(None).await.unwrap();
-        // request_async stays plain: the encrypted handler refuses it...
-        let plain = client.request_async::<_, Secret>(&Secret).await;
-        assert_eq!(
-            plain.unwrap_err().code(),
-            Some(ErrorCode::EncryptionRequired)
-        );
-        // ...and request_sealed seals.
+        // The encrypted handler answers every kind of request: all are sealed.
         let sealed: Secret = client.request_sealed(&Secret).await.unwrap();
         assert_eq!(sealed, Secret);
-        let sum: Sum = client.request_sealed(&Add { a: 2, b: 2 }).await.unwrap();
-        assert_eq!(sum, Sum(4));
-        // Plain and sealed sends both arrive.
+        let auto: Secret = client.request_async(&Secret).await.unwrap();
+        assert_eq!(auto, Secret);
+        client.ping().await.unwrap();
         client.send(&Bump { by: 1 }).unwrap();
         client.send_sealed(&Bump { by: 10 }).unwrap();
         let count: Count = client.request_async(&GetCount).await.unwrap();
-        assert!(count.0 >= 11, "{count:?}");
+        assert_eq!(count.0, before + 11);
+        // The session is still up: the server refused nothing.
+        assert!(client.is_secure());
+        assert_eq!(client.state(), ConnectionState::Connected);
     }
 }
 
@@ -375,6 +392,9 @@ enum Misbehaviour {
     TamperedPush,
     /// A sealed push, then the same bytes again.
     ReplayedPush,
+    /// Two sealed pushes, of which only the second is sent (the first
+    /// deleted on the path).
+    DeletedPush,
     /// A plain push after the handshake.
     PlainPush,
     /// A plain answer to the client's sealed request.
@@ -411,6 +431,11 @@ async fn misbehaving_server(
             Misbehaviour::ReplayedPush => {
                 let sealed = seal(&mut channel, push, &Note { seq: 1 });
                 peer.stream.write_all(&sealed).await.unwrap();
+                peer.stream.write_all(&sealed).await.unwrap();
+            }
+            Misbehaviour::DeletedPush => {
+                let _deleted = seal(&mut channel, push, &Note { seq: 1 });
+                let sealed = seal(&mut channel, push, &Note { seq: 2 });
                 peer.stream.write_all(&sealed).await.unwrap();
             }
             Misbehaviour::PlainPush => {
@@ -528,6 +553,7 @@ async fn a_frame_that_breaks_the_session_closes_the_connection_with_decrypt_fail
     let cases = [
         Misbehaviour::TamperedPush,
         Misbehaviour::ReplayedPush,
+        Misbehaviour::DeletedPush,
         Misbehaviour::PlainPush,
         Misbehaviour::PlainAnswer,
         Misbehaviour::TamperedHeader,
@@ -616,4 +642,188 @@ async fn a_handshake_answer_that_does_not_complete_is_a_handshake_error() {
         client.close_reason(),
         Some(CloseReason::Protocol(_))
     ));
+}
+
+/// Answers the client's NN handshake on `peer`.
+async fn accept_handshake(peer: &mut Peer) -> SecureChannel {
+    let hello = peer.recv().await.expect("a handshake");
+    assert_eq!(hello.header.opcode, system::HANDSHAKE, "the first frame");
+    let (reply, channel) = Responder::respond(&hello.body, None).unwrap();
+    let answer = Header::new(system::HANDSHAKE, Flags::RESPONSE, hello.header.request_id);
+    peer.send_plain(answer, &reply[..]).await;
+    channel
+}
+
+/// The next frame from the client, opened; `None` at the end of the stream.
+async fn recv_sealed(peer: &mut Peer, channel: &mut SecureChannel) -> Option<Frame> {
+    let frame = peer.recv().await?;
+    assert!(frame.header.flags.is_encrypted(), "{:?}", frame.header);
+    let mut body = BytesMut::from(&frame.body[..]);
+    channel.opener.open(&frame.header, &mut body).unwrap();
+    Some(Frame {
+        header: frame.header,
+        body: body.freeze(),
+    })
+}
+
+/// Contract v2, section 5.1: anyone on the path can write a plain
+/// `DISCONNECT KICKED`. On a secure session the client takes it as a lost
+/// connection and reconnects; a sealed one, from the server itself, is a
+/// kick.
+#[tokio::test]
+async fn a_plain_disconnect_on_a_secure_link_only_loses_the_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (report, reported) = oneshot::channel();
+    tokio::spawn(async move {
+        let kicked = Disconnect::new(DisconnectReason::Kicked, "forged");
+        // The first connection: a plain (forged) kick.
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut peer = Peer::new(stream);
+        let mut channel = accept_handshake(&mut peer).await;
+        // Once the client is up (its PING arrives), the forged kick.
+        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
+        assert_eq!(ping.header.opcode, system::PING);
+        let mut out = BytesMut::new();
+        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+        frame::write_frame(
+            &mut out,
+            Framing::LengthPrefixed,
+            header,
+            &kicked,
+            usize::MAX,
+        )
+        .unwrap();
+        peer.stream.write_all(&out).await.unwrap();
+        let answer = peer.recv().await.expect("the client's DISCONNECT");
+        assert_eq!(answer.header, header, "plain");
+        let reason = Disconnect::decode_body(&answer.body).unwrap().reason;
+        // The second connection: a genuine (sealed) kick.
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut peer = Peer::new(stream);
+        let mut channel = accept_handshake(&mut peer).await;
+        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
+        assert_eq!(ping.header.opcode, system::PING);
+        let kick = seal(&mut channel, header, &kicked);
+        peer.stream.write_all(&kick).await.unwrap();
+        while peer.recv().await.is_some() {}
+        let _ = report.send(reason);
+    });
+    let config = ClientConfig {
+        secure: Some(SecureConfig::anonymous()),
+        reconnect: Some(ternio_client::ReconnectPolicy {
+            initial_delay: Duration::from_millis(10),
+            ..Default::default()
+        }),
+        ..ClientConfig::default()
+    };
+    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let mut states = client.state_changes();
+    // In flight when the link is lost: it fails, the client goes on.
+    let lost = client.ping().await.unwrap_err();
+    assert!(
+        matches!(lost, ClientError::Closed(CloseReason::DecryptFailed(_))),
+        "{lost:?}"
+    );
+    // The plain kick made it reconnect, not close.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        states.wait_for(|state| *state == ConnectionState::Connected),
+    )
+    .await
+    .expect("the client reconnects")
+    .unwrap();
+    assert_eq!(client.close_reason(), None);
+    // The second connection's PING brings the sealed kick.
+    assert!(client.ping().await.is_err());
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        states.wait_for(ConnectionState::is_closed),
+    )
+    .await
+    .expect("the sealed kick closes the client")
+    .unwrap();
+    match client.close_reason() {
+        Some(CloseReason::Disconnected(disconnect)) => {
+            assert_eq!(disconnect.reason, DisconnectReason::Kicked)
+        }
+        other => panic!("expected the sealed kick, got {other:?}"),
+    }
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), reported)
+            .await
+            .unwrap()
+            .unwrap(),
+        DisconnectReason::DecryptFailed,
+        "the client told the server why it left"
+    );
+}
+
+/// The client seals its PONG, follows the server's REKEY, and rekeys on its
+/// own by its policy (section 5.2).
+#[tokio::test]
+async fn the_client_seals_pongs_and_rekeys_both_ways() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (report, reported) = oneshot::channel();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut peer = Peer::new(stream);
+        let mut channel = accept_handshake(&mut peer).await;
+        let ping = seal(
+            &mut channel,
+            Header::new(system::PING, Flags::NONE, 5),
+            &system::Ping { value: 42 },
+        );
+        peer.stream.write_all(&ping).await.unwrap();
+        let pong = recv_sealed(&mut peer, &mut channel).await.unwrap();
+        assert_eq!(pong.header.opcode, system::PONG);
+        assert_eq!(pong.header.request_id, 5);
+        assert_eq!(system::Pong::decode_body(&pong.body).unwrap().value, 42);
+        // The server's REKEY, then a push under the new key.
+        let mut out = BytesMut::new();
+        channel
+            .sealer
+            .write_rekey(&mut out, Framing::LengthPrefixed)
+            .unwrap();
+        out.extend_from_slice(&seal(
+            &mut channel,
+            Header::new(Note::OPCODE, Flags::NONE, 0),
+            &Note { seq: 9 },
+        ));
+        peer.stream.write_all(&out).await.unwrap();
+        // Five requests from the client, whose policy rekeys every 2 frames.
+        let (mut rekeys, mut answered) = (0, 0);
+        while answered < 5 {
+            let frame = recv_sealed(&mut peer, &mut channel).await.unwrap();
+            if frame.header.opcode == system::REKEY {
+                rekeys += 1;
+                continue;
+            }
+            let add = Add::decode_body(&frame.body).unwrap();
+            let answer = Header::new(Sum::OPCODE, Flags::RESPONSE, frame.header.request_id);
+            let sum = seal(&mut channel, answer, &Sum(add.a + add.b));
+            peer.stream.write_all(&sum).await.unwrap();
+            answered += 1;
+        }
+        let _ = report.send(rekeys);
+        while peer.recv().await.is_some() {}
+    });
+    let config = ClientConfig {
+        secure: Some(SecureConfig::anonymous()),
+        rekey: ternio::RekeyPolicy {
+            frames: 2,
+            interval: Duration::from_secs(3600),
+        },
+        ..ClientConfig::default()
+    };
+    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let mut notes = client.subscribe::<Note>();
+    assert_eq!(notes.next().await, Some(Note { seq: 9 }));
+    for a in 0..5 {
+        let sum: Sum = client.request_async(&Add { a, b: 1 }).await.unwrap();
+        assert_eq!(sum, Sum(a + 1));
+    }
+    // PONG and request 1 under the first key; REKEY before requests 2 and 4.
+    assert_eq!(reported.await.unwrap(), 2);
 }

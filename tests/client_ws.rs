@@ -348,7 +348,7 @@ fn reply_to<P: Packet>(request: &Frame, packet: &P) -> Message {
 }
 
 #[tokio::test]
-async fn the_client_offers_ternio_v1_and_requires_the_server_to_select_it() {
+async fn the_client_offers_ternio_v2_and_requires_the_server_to_select_it() {
     for selected in [Some("other.v1"), None] {
         let (address, offered) = hand_server(selected, |_ws| async {}).await;
         let result = Client::connect_ws(&url(address)).await;
@@ -357,14 +357,14 @@ async fn the_client_offers_ternio_v1_and_requires_the_server_to_select_it() {
             "selected {selected:?}: {:?}",
             result.err()
         );
-        assert_eq!(offered.lock().unwrap().as_deref(), Some("ternio.v1"));
+        assert_eq!(offered.lock().unwrap().as_deref(), Some("ternio.v2"));
     }
 }
 
 #[tokio::test]
 async fn close_sends_disconnect_then_a_close_frame_and_waits_for_the_answer() {
     let (done, seen) = tokio::sync::oneshot::channel();
-    let (address, _) = hand_server(Some("ternio.v1"), |mut ws| async move {
+    let (address, _) = hand_server(Some("ternio.v2"), |mut ws| async move {
         let messages = messages_until_close(&mut ws).await;
         // Reading on lets tungstenite send the Close reply.
         let _ = tokio::time::timeout(Duration::from_secs(1), ws.next()).await;
@@ -397,7 +397,7 @@ async fn close_sends_disconnect_then_a_close_frame_and_waits_for_the_answer() {
 #[tokio::test]
 async fn websocket_pings_are_answered_while_the_client_is_idle() {
     let (done, pong) = tokio::sync::oneshot::channel();
-    let (address, _) = hand_server(Some("ternio.v1"), |mut ws| async move {
+    let (address, _) = hand_server(Some("ternio.v2"), |mut ws| async move {
         ws.send(Message::Ping(Bytes::from_static(b"are you there")))
             .await
             .unwrap();
@@ -417,7 +417,7 @@ async fn websocket_pings_are_answered_while_the_client_is_idle() {
 #[tokio::test]
 async fn a_text_message_is_a_protocol_error_closed_with_1003() {
     let (done, seen) = tokio::sync::oneshot::channel();
-    let (address, _) = hand_server(Some("ternio.v1"), |mut ws| async move {
+    let (address, _) = hand_server(Some("ternio.v2"), |mut ws| async move {
         let request = ws.next().await.unwrap().unwrap();
         assert!(request.is_binary());
         ws.send(Message::text("hello")).await.unwrap();
@@ -439,7 +439,7 @@ async fn a_text_message_is_a_protocol_error_closed_with_1003() {
 
 #[tokio::test]
 async fn a_message_above_the_frame_limit_closes_the_connection() {
-    let (address, _) = hand_server(Some("ternio.v1"), |mut ws| async move {
+    let (address, _) = hand_server(Some("ternio.v2"), |mut ws| async move {
         let request = frame_of(&ws.next().await.unwrap().unwrap());
         let big = Echo {
             payload: Bytes::from(vec![1; 4096]),
@@ -468,7 +468,7 @@ async fn a_message_above_the_frame_limit_closes_the_connection() {
 
 #[tokio::test]
 async fn a_server_close_without_disconnect_fails_pending_requests() {
-    let (address, _) = hand_server(Some("ternio.v1"), |mut ws| async move {
+    let (address, _) = hand_server(Some("ternio.v2"), |mut ws| async move {
         let _ = ws.next().await;
         let _ = ws.close(None).await;
         let _ = messages_until_close(&mut ws).await;

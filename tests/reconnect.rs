@@ -526,7 +526,7 @@ async fn other_reasons_and_a_silent_close_reconnect() {
 }
 
 /// A WebSocket server whose first connection is upgraded (selecting
-/// `ternio.v1`) and closed after the client's first message; later
+/// `ternio.v2`) and closed after the client's first message; later
 /// connections are accepted but never answered (the upgrade hangs). Counts
 /// connections, and reports when a hanging one is closed by the client.
 async fn hanging_ws_server() -> (String, Arc<AtomicUsize>, mpsc::UnboundedReceiver<()>) {
@@ -551,7 +551,7 @@ async fn hanging_ws_server() -> (String, Arc<AtomicUsize>, mpsc::UnboundedReceiv
                     let select = |_: &Request, mut response: Response| {
                         response.headers_mut().insert(
                             "Sec-WebSocket-Protocol",
-                            HeaderValue::from_static("ternio.v1"),
+                            HeaderValue::from_static("ternio.v2"),
                         );
                         Ok(response)
                     };

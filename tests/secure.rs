@@ -92,20 +92,25 @@ impl SecureConnection {
     }
 }
 
-/// Reads to the server's DISCONNECT and checks the clean close after it.
+/// Checks that the server's next frame is a plain DISCONNECT with
+/// `reason` (nothing answered the offending frame before it), and the
+/// clean close after it.
 async fn expect_disconnect(raw: &mut RawConnection, reason: DisconnectReason) {
-    loop {
-        let frame = raw.recv().await.expect("a DISCONNECT before the close");
-        if frame.header.opcode == system::DISCONNECT {
-            assert!(
-                !frame.header.flags.is_encrypted(),
-                "DISCONNECT goes out plain"
-            );
-            assert_eq!(Disconnect::decode_body(&frame.body).unwrap().reason, reason);
-            assert!(raw.recv().await.is_none());
-            return;
-        }
-    }
+    let frame = raw.recv().await.expect("a DISCONNECT before the close");
+    assert_eq!(
+        frame.header,
+        Header::new(system::DISCONNECT, Flags::NONE, 0),
+        "the next frame is a plain DISCONNECT"
+    );
+    assert_eq!(Disconnect::decode_body(&frame.body).unwrap().reason, reason);
+    assert!(raw.recv().await.is_none());
+}
+
+/// The server-wide count of `Bump`s, read on a fresh connection.
+async fn count(address: std::net::SocketAddr) -> u64 {
+    let client = Client::connect_tcp(address).await.unwrap();
+    let count: Count = client.request_async(&GetCount).await.unwrap();
+    count.0
 }
 
 #[tokio::test]
@@ -125,18 +130,6 @@ async fn an_nn_session_seals_requests_and_replies() {
         conn.recv().await.unwrap().header,
         Header::new(Secret::OPCODE, Flags::RESPONSE.with(Flags::ENCRYPTED), 2)
     );
-    // ...refuses a plain one with error 6...
-    conn.raw.request(&Secret, 3).await;
-    let refused = conn.recv().await.unwrap();
-    assert_eq!(refused.header.flags, Flags::RESPONSE_ERROR);
-    assert_eq!(
-        ErrorBody::parse(&refused.body).unwrap().code,
-        ErrorCode::EncryptionRequired
-    );
-    // ...while other handlers still answer plain requests in plain.
-    conn.raw.request(&Add { a: 1, b: 1 }, 4).await;
-    let plain = conn.recv().await.unwrap();
-    assert_eq!(plain.header, Header::new(Sum::OPCODE, Flags::RESPONSE, 4));
     // Errors to sealed requests are sealed too.
     conn.send_sealed(
         &Fail {
@@ -219,9 +212,35 @@ async fn nk_without_an_identity_and_second_handshakes_are_error_9() {
     assert_eq!(error.code, ErrorCode::HandshakeFailed);
     assert!(error.message.contains("identity"), "{}", error.message);
 
+    // A second handshake on a secure session: sealed, it is error 9, sealed...
     let mut conn = SecureConnection::open(address, None).await;
-    let error = handshake(&mut conn.raw, None).await.unwrap_err();
-    assert_eq!(error.code, ErrorCode::HandshakeFailed);
+    let mut second = BytesMut::new();
+    let body = Initiator::new(None).unwrap().request_body().unwrap();
+    conn.channel
+        .sealer
+        .write_frame_with(
+            &mut second,
+            Framing::LengthPrefixed,
+            Header::new(system::HANDSHAKE, Flags::NONE, 2),
+            usize::MAX,
+            |out| out.extend_from_slice(&body),
+        )
+        .unwrap();
+    conn.raw.send_raw(&second).await.unwrap();
+    let answer = conn.recv().await.unwrap();
+    assert_eq!(
+        answer.header.flags,
+        Flags::RESPONSE_ERROR.with(Flags::ENCRYPTED)
+    );
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::HandshakeFailed
+    );
+    // ...and plain, it is a frame an attacker inserted.
+    conn.raw
+        .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 3), &body)
+        .await;
+    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
 
     let mut raw = RawConnection::connect(address).await;
     raw.send_body(Header::new(system::HANDSHAKE, Flags::NONE, 5), &[3; 33])
@@ -278,18 +297,178 @@ async fn a_replayed_frame_is_decrypt_failed() {
 }
 
 #[tokio::test]
-async fn a_counter_that_goes_back_is_decrypt_failed() {
+async fn a_reordered_frame_is_decrypt_failed_and_not_run() {
     let (address, _server) = start_server(|b| b);
     let mut conn = SecureConnection::open(address, None).await;
-    let first = conn.seal(&Add { a: 1, b: 1 }, 1);
-    let second = conn.seal(&Add { a: 2, b: 2 }, 2);
+    let first = conn.seal(&Bump { by: 1 }, 1);
+    let second = conn.seal(&Bump { by: 10 }, 2);
     conn.raw.send_raw(&second).await.unwrap();
-    assert_eq!(
-        Sum::decode_body(&conn.recv().await.unwrap().body).unwrap(),
-        Sum(4)
-    );
     conn.raw.send_raw(&first).await.unwrap();
     expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    assert_eq!(count(address).await, 0);
+}
+
+/// Contract v2, section 5.1: counters are exact, so an attacker on the path
+/// cannot delete a sealed frame (say, a "ban" request) unnoticed.
+#[tokio::test]
+async fn a_deleted_frame_is_decrypt_failed_and_what_follows_is_not_run() {
+    let (address, _server) = start_server(|b| b);
+    let mut conn = SecureConnection::open(address, None).await;
+    let kept = conn.seal(&Bump { by: 1 }, 1);
+    let _deleted = conn.seal(&Bump { by: 10 }, 2);
+    let after = conn.seal(&Bump { by: 100 }, 3);
+    conn.raw.send_raw(&kept).await.unwrap();
+    let ack = conn.recv().await.unwrap();
+    assert_eq!(ack.header.request_id, 1);
+    conn.raw.send_raw(&after).await.unwrap();
+    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    assert_eq!(count(address).await, 1);
+}
+
+/// Contract v2, section 5.1: once the session is up, a plain frame is what
+/// an attacker inserted into the stream. It must not run with the
+/// connection's permissions, even as a fire-and-forget send whose answer
+/// nobody would see.
+#[tokio::test]
+async fn a_plain_request_injected_into_a_secure_session_is_refused_and_not_run() {
+    let (address, _server) = start_server(|b| b);
+    for request_id in [0, 7] {
+        let before = count(address).await;
+        let mut conn = SecureConnection::open(address, None).await;
+        conn.send_sealed(&Bump { by: 1 }, 1).await;
+        assert_eq!(conn.recv().await.unwrap().header.request_id, 1);
+        // The injected request.
+        conn.raw
+            .send(
+                Header::new(Bump::OPCODE, Flags::NONE, request_id),
+                &Bump { by: 1000 },
+            )
+            .await;
+        expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+        assert_eq!(count(address).await, before + 1, "id {request_id}");
+    }
+    // A plain PING and a plain DISCONNECT are refused the same way.
+    let mut conn = SecureConnection::open(address, None).await;
+    conn.raw
+        .send(
+            Header::new(system::PING, Flags::NONE, 9),
+            &system::Ping { value: 1 },
+        )
+        .await;
+    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    let mut conn = SecureConnection::open(address, None).await;
+    conn.raw
+        .send(
+            Header::new(system::DISCONNECT, Flags::NONE, 0),
+            &Disconnect::new(DisconnectReason::Normal, "forged"),
+        )
+        .await;
+    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+}
+
+/// Everything the server writes after its handshake answer is sealed:
+/// keepalive PINGs, the answer to a request that came plain before the
+/// handshake, error answers, and its DISCONNECT.
+#[tokio::test]
+async fn everything_the_server_writes_after_the_handshake_is_sealed() {
+    let (address, _server) = start_server(|b| b.idle_timeout(Some(Duration::from_millis(800))));
+    let mut raw = RawConnection::connect(address).await;
+    // A plain request that is still running when the handshake completes.
+    raw.request(&Sleep { ms: 300, tag: 1 }, 7).await;
+    let channel = handshake(&mut raw, None).await.unwrap();
+    let mut conn = SecureConnection { raw, channel };
+    let slept = conn.recv().await.unwrap();
+    assert_eq!(slept.header.request_id, 7);
+    assert!(slept.header.flags.is_encrypted(), "{:?}", slept.header);
+    conn.send_sealed(&Unhandled, 8).await;
+    let error = conn.recv().await.unwrap();
+    assert_eq!(
+        error.header.flags,
+        Flags::RESPONSE_ERROR.with(Flags::ENCRYPTED)
+    );
+    // Quiet now: the keepalive PING at half the idle timeout, then
+    // IDLE_TIMEOUT, both sealed.
+    let ping = conn.recv().await.unwrap();
+    assert_eq!(ping.header.opcode, system::PING);
+    assert!(ping.header.flags.is_encrypted(), "{:?}", ping.header);
+    let bye = conn.recv().await.unwrap();
+    assert_eq!(
+        bye.header,
+        Header::new(system::DISCONNECT, Flags::ENCRYPTED, 0)
+    );
+    assert_eq!(
+        Disconnect::decode_body(&bye.body).unwrap().reason,
+        DisconnectReason::IdleTimeout
+    );
+    assert!(conn.recv().await.is_none());
+}
+
+/// Section 5.2: the server rekeys by its policy, and follows the client's
+/// REKEY; a REKEY that carries anything is MALFORMED.
+#[tokio::test]
+async fn both_sides_rekey_and_counters_go_on() {
+    let policy = ternio::RekeyPolicy {
+        frames: 2,
+        interval: Duration::from_secs(3600),
+    };
+    let (address, _server) = start_server(|b| b.rekey(policy));
+    let mut conn = SecureConnection::open(address, None).await;
+    let mut rekeys = 0;
+    for id in 1..=6u32 {
+        if id == 3 {
+            // The client's own REKEY: what follows is sealed with the new key.
+            let mut out = BytesMut::new();
+            conn.channel
+                .sealer
+                .write_rekey(&mut out, Framing::LengthPrefixed)
+                .unwrap();
+            conn.raw.send_raw(&out).await.unwrap();
+        }
+        conn.send_sealed(&Add { a: id as i64, b: 1 }, id).await;
+        let answer = loop {
+            let frame = conn.recv().await.unwrap();
+            if frame.header.opcode == system::REKEY {
+                assert_eq!(
+                    frame.header,
+                    Header::new(system::REKEY, Flags::ENCRYPTED, 0)
+                );
+                rekeys += 1;
+                continue;
+            }
+            break frame;
+        };
+        assert_eq!(answer.header.request_id, id);
+        assert_eq!(Sum::decode_body(&answer.body).unwrap(), Sum(id as i64 + 1));
+    }
+    // Six answers, a REKEY before the third and the fifth.
+    assert_eq!(rekeys, 2);
+    assert_eq!(conn.channel.opener.next_counter(), 8);
+
+    let mut out = BytesMut::new();
+    conn.channel
+        .sealer
+        .write_frame_with(
+            &mut out,
+            Framing::LengthPrefixed,
+            Header::new(system::REKEY, Flags::NONE, 0),
+            usize::MAX,
+            |out| out.extend_from_slice(b"junk"),
+        )
+        .unwrap();
+    conn.raw.send_raw(&out).await.unwrap();
+    let mut bye = conn.recv().await.unwrap();
+    if bye.header.opcode == system::REKEY {
+        // Its third frame under this key: the DISCONNECT comes after a REKEY.
+        bye = conn.recv().await.unwrap();
+    }
+    assert_eq!(
+        bye.header,
+        Header::new(system::DISCONNECT, Flags::ENCRYPTED, 0)
+    );
+    assert_eq!(
+        Disconnect::decode_body(&bye.body).unwrap().reason,
+        DisconnectReason::Malformed
+    );
 }
 
 #[tokio::test]
@@ -298,14 +477,17 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
         b.require_encryption(true)
             .handshake_timeout(Duration::from_millis(300))
     });
-    let mut conn = SecureConnection::open(address, None).await;
-    conn.raw.request(&Add { a: 1, b: 1 }, 1).await;
+    // Before the handshake, a plain request is error 6 and does not run.
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Bump { by: 1 }, 1).await;
     assert_eq!(
-        ErrorBody::parse(&conn.recv().await.unwrap().body)
+        ErrorBody::parse(&raw.recv().await.unwrap().body)
             .unwrap()
             .code,
         ErrorCode::EncryptionRequired
     );
+    let channel = handshake(&mut raw, None).await.unwrap();
+    let mut conn = SecureConnection { raw, channel };
     conn.send_sealed(&Add { a: 1, b: 1 }, 2).await;
     assert_eq!(
         Sum::decode_body(&conn.recv().await.unwrap().body).unwrap(),
@@ -324,6 +506,20 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
     let started = std::time::Instant::now();
     expect_disconnect(&mut idle, DisconnectReason::HandshakeTimeout).await;
     assert!(started.elapsed() < Duration::from_secs(2));
+    // A failed handshake does not stop the clock.
+    let mut failed = RawConnection::connect(address).await;
+    let error = handshake(&mut failed, Some(Identity::generate().public_key()))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::HandshakeFailed);
+    failed
+        .send(
+            Header::new(system::PING, Flags::NONE, 1),
+            &system::Ping { value: 1 },
+        )
+        .await;
+    assert_eq!(failed.recv().await.unwrap().header.opcode, system::PONG);
+    expect_disconnect(&mut failed, DisconnectReason::HandshakeTimeout).await;
     // The secure one is still served after the deadline.
     tokio::time::sleep(Duration::from_millis(300)).await;
     conn.send_sealed(&Add { a: 2, b: 2 }, 3).await;
@@ -338,7 +534,7 @@ async fn sealed_frames_over_websocket() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
 
-    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (tcp_address, ws_address, _server) = start_server_with_ws(|b| b);
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{ws_address}/ws"))
         .await
         .unwrap();
@@ -386,6 +582,31 @@ async fn sealed_frames_over_websocket() {
         Echo::decode_body(&body.freeze()).unwrap().payload,
         "over ws"
     );
+    // A plain message on the secure session is refused, not run.
+    let mut plain = BytesMut::new();
+    ternio::protocol::frame::write_frame(
+        &mut plain,
+        Framing::Message,
+        Header::new(Bump::OPCODE, Flags::NONE, 0),
+        &Bump { by: 5 },
+        usize::MAX,
+    )
+    .unwrap();
+    ws.send(Message::Binary(plain.freeze())).await.unwrap();
+    let Some(Ok(Message::Binary(bye))) = ws.next().await else {
+        panic!("no DISCONNECT")
+    };
+    let bye = Frame::parse(bye, usize::MAX).unwrap();
+    assert_eq!(bye.header, Header::new(system::DISCONNECT, Flags::NONE, 0));
+    assert_eq!(
+        Disconnect::decode_body(&bye.body).unwrap().reason,
+        DisconnectReason::DecryptFailed
+    );
+    let Some(Ok(Message::Close(Some(close)))) = ws.next().await else {
+        panic!("no close frame")
+    };
+    assert_eq!(u16::from(close.code), 1008);
+    assert_eq!(count(tcp_address).await, 0);
 }
 
 #[tokio::test]

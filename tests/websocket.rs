@@ -111,7 +111,7 @@ async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
 #[tokio::test]
 async fn one_frame_per_binary_message_through_the_same_handlers() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(request(&Add { a: 20, b: 22 }, 1)).await.unwrap();
     ws.send(request(&WhoAmI, 2)).await.unwrap();
     let sum = next_frame(&mut ws).await;
@@ -148,12 +148,12 @@ async fn one_frame_per_binary_message_through_the_same_handlers() {
 #[tokio::test]
 async fn the_subprotocol_is_selected_when_offered_and_optional() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
-    let (_, selected) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
-    assert_eq!(selected.as_deref(), Some("ternio.v1"));
-    let (_, selected) = connect(ws_address, "/ws", Some("chat.v9, ternio.v1"))
+    let (_, selected) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
+    assert_eq!(selected.as_deref(), Some("ternio.v2"));
+    let (_, selected) = connect(ws_address, "/ws", Some("chat.v9, ternio.v2"))
         .await
         .unwrap();
-    assert_eq!(selected.as_deref(), Some("ternio.v1"));
+    assert_eq!(selected.as_deref(), Some("ternio.v2"));
     let (mut ws, selected) = connect(ws_address, "/ws", None).await.unwrap();
     assert_eq!(selected, None);
     ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
@@ -175,7 +175,7 @@ async fn the_subprotocol_is_selected_when_offered_and_optional() {
 #[tokio::test]
 async fn a_text_message_closes_with_1003() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(Message::text("hello")).await.unwrap();
     let (disconnect, code) = expect_close(&mut ws).await;
     assert_eq!(code, CloseCode::Unsupported);
@@ -185,7 +185,7 @@ async fn a_text_message_closes_with_1003() {
 #[tokio::test]
 async fn the_maximum_message_size_is_the_maximum_frame_size() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     // 4096 bytes in all passes: header 7 + varint 2 + 4087.
     ws.send(request(
         &Echo {
@@ -214,7 +214,7 @@ async fn a_message_far_above_the_limit_still_closes_cleanly() {
     // The server reads a few KiB at a time, so most of this message is still
     // in its socket when it refuses it; the close must not become a reset.
     let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(request(
         &Echo {
             payload: Bytes::from(vec![1; 256 * 1024]),
@@ -231,7 +231,7 @@ async fn a_message_far_above_the_limit_still_closes_cleanly() {
 #[tokio::test]
 async fn a_malformed_frame_in_a_message_closes_with_1002() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(Message::Binary(Bytes::from_static(&[
         0x10, 0, 0x40, 1, 0, 0, 0,
     ])))
@@ -252,7 +252,7 @@ async fn a_malformed_frame_in_a_message_closes_with_1002() {
 #[tokio::test]
 async fn websocket_pings_are_answered() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(Message::Ping(Bytes::from_static(b"are you there")))
         .await
         .unwrap();
@@ -267,7 +267,7 @@ async fn websocket_pings_are_answered() {
 #[tokio::test]
 async fn a_client_close_completes_the_handshake() {
     let (_, ws_address, server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
     next_frame(&mut ws).await;
     ws.close(None).await.unwrap();
@@ -291,7 +291,7 @@ async fn a_client_close_completes_the_handshake() {
 #[tokio::test]
 async fn a_server_shutdown_closes_with_1001_after_disconnect() {
     let (_, ws_address, server) = start_server_with_ws(|b| b);
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     ws.send(request(&Sleep { ms: 100, tag: 7 }, 1))
         .await
         .unwrap();
@@ -309,7 +309,7 @@ async fn a_server_shutdown_closes_with_1001_after_disconnect() {
 async fn tcp_and_websocket_clients_share_one_server() {
     let (tcp_address, ws_address, _server) = start_server_with_ws(|b| b);
     let tcp = Client::connect_tcp(tcp_address).await.unwrap();
-    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v1")).await.unwrap();
+    let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     let () = tcp.request_async(&Bump { by: 5 }).await.unwrap();
     ws.send(request(&Bump { by: 3 }, 1)).await.unwrap();
     assert_eq!(
@@ -334,13 +334,13 @@ async fn a_client_on_another_websocket_crate() {
     let (mut ws, response) = ClientBuilder::from_uri(uri)
         .add_header(
             "Sec-WebSocket-Protocol".try_into().unwrap(),
-            "ternio.v1".try_into().unwrap(),
+            "ternio.v2".try_into().unwrap(),
         )
         .unwrap()
         .connect()
         .await
         .unwrap();
-    assert_eq!(response.headers()["sec-websocket-protocol"], "ternio.v1");
+    assert_eq!(response.headers()["sec-websocket-protocol"], "ternio.v2");
     for id in 1..=50u32 {
         let payload = Bytes::from(format!("message {id}").into_bytes());
         let mut out = BytesMut::new();

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use ternio_protocol::DEFAULT_MAX_FRAME_SIZE;
+use ternio_protocol::secure::RekeyPolicy;
 
 /// The limits a server applies to every connection. Every field has a
 /// documented default and a setter on [`ServerBuilder`](crate::ServerBuilder).
@@ -60,7 +61,12 @@ pub struct ServerConfig {
     pub require_encryption: bool,
     /// With `require_encryption`, how long a connection may go without a
     /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
+    /// A failed handshake does not stop this clock.
     pub handshake_timeout: Duration,
+    /// When a secure session replaces the key of what the server sends
+    /// (contract section 5.2): by default after 65,536 frames or 2 minutes
+    /// under one key, whichever comes first, checked as a frame is sealed.
+    pub rekey: RekeyPolicy,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +90,7 @@ impl Default for ServerConfig {
             websocket_upgrade_timeout: Duration::from_secs(10),
             require_encryption: false,
             handshake_timeout: Duration::from_secs(10),
+            rekey: RekeyPolicy::default(),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::Encode;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
-use ternio_protocol::secure::{Responder, SecureChannel};
+use ternio_protocol::secure::{Responder, Sealer, SecureChannel};
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::time::Sleep;
@@ -44,17 +44,25 @@ impl Violation {
         }
     }
 
-    /// Appends the `DISCONNECT` frame that announces this violation.
+    /// Appends the `DISCONNECT` frame that announces this violation,
+    /// sealed with `sealer` when one is given.
     pub(crate) fn write_disconnect(
         &self,
         out: &mut BytesMut,
         framing: Framing,
         max_frame_size: usize,
+        sealer: Option<&mut Sealer>,
     ) {
         let packet = Disconnect::new(self.reason, self.message.clone());
         let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
-        // The message is ours and short: it always fits.
-        let _ = frame::write_frame(out, framing, header, &packet, max_frame_size);
+        // The message is ours and short: it always fits (a sealer whose
+        // counter is exhausted writes nothing, and the connection closes).
+        let _ = match sealer {
+            Some(sealer) => sealer.write_frame_with(out, framing, header, max_frame_size, |out| {
+                packet.encode(out)
+            }),
+            None => frame::write_frame(out, framing, header, &packet, max_frame_size),
+        };
     }
 }
 
@@ -157,10 +165,30 @@ struct WriteStall {
 enum Security {
     /// No handshake yet; with `deadline`, the server requires one in time.
     Plain { deadline: Option<Pin<Box<Sleep>>> },
-    /// The handshake completed: frames may be sealed.
+    /// The handshake completed: every frame in either direction is sealed.
     Secure(Box<SecureChannel>),
-    /// A handshake was tried and failed: no other may follow.
-    Failed,
+    /// A handshake was tried and failed: no other may follow. The deadline
+    /// of `Plain` still runs: a server that requires encryption closes the
+    /// connection when it passes.
+    Failed { deadline: Option<Pin<Box<Sleep>>> },
+}
+
+impl Security {
+    /// The sealer, once the session is up: everything written is sealed.
+    fn sealer(&mut self) -> Option<&mut Sealer> {
+        match self {
+            Self::Secure(channel) => Some(&mut channel.sealer),
+            _ => None,
+        }
+    }
+
+    /// The handshake deadline still running, if any.
+    fn deadline(&mut self) -> Option<&mut Pin<Box<Sleep>>> {
+        match self {
+            Self::Plain { deadline } | Self::Failed { deadline } => deadline.as_mut(),
+            Self::Secure(_) => None,
+        }
+    }
 }
 
 /// The transport-independent state of one connection: the running requests,
@@ -323,14 +351,9 @@ impl Session {
                 value: idle.as_nanos() as u64,
             };
             let header = Header::new(system::PING, Flags::NONE, id);
-            let _ = frame::write_frame_with(
-                &mut self.out,
-                Framing::LengthPrefixed,
-                header,
-                self.server.config.max_frame_size,
-                |out| ping.encode(out),
-            );
+            self.write_own(header, &ping);
         }
+        let keepalive = &mut self.keepalive;
         let next = keepalive.next_event();
         keepalive
             .timer
@@ -369,13 +392,44 @@ impl Session {
         self.closed
     }
 
-    /// Where the reply to `request` goes: the end of `out`, sealed when the
-    /// request was.
-    fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
-        let sealer = match &mut self.security {
-            Security::Secure(channel) if request.flags.is_encrypted() => Some(&mut channel.sealer),
-            _ => None,
+    /// Writes a `REKEY` before the next sealed frame when the session's
+    /// policy says it is time (section 5.2).
+    fn rekey_if_due(&mut self) {
+        if let Some(sealer) = self.security.sealer()
+            && let Err(error) = sealer.rekey_if_due(&mut self.out, Framing::LengthPrefixed)
+        {
+            tracing::warn!(connection = %self.connection.id, %error, "no rekey");
+        }
+    }
+
+    /// Appends a frame of the server's own (a `PING`), sealed once the
+    /// session is up.
+    fn write_own<E: Encode>(&mut self, header: Header, body: &E) {
+        self.rekey_if_due();
+        let max = self.server.config.max_frame_size;
+        let _ = match self.security.sealer() {
+            Some(sealer) => sealer.write_frame_with(
+                &mut self.out,
+                Framing::LengthPrefixed,
+                header,
+                max,
+                |out| body.encode(out),
+            ),
+            None => frame::write_frame(&mut self.out, Framing::LengthPrefixed, header, body, max),
         };
+    }
+
+    /// Where the reply to `request` goes: the end of `out`, sealed once the
+    /// session is up (after a `REKEY`, when one is due).
+    fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
+        self.rekey_if_due();
+        self.reply_to_prepared(request)
+    }
+
+    /// [`reply_to`](Self::reply_to) without the rekey check: the caller
+    /// made it, and nothing is written before the reply.
+    fn reply_to_prepared(&mut self, request: Header) -> FrameReply<'_> {
+        let sealer = self.security.sealer();
         let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
             server,
             transport: self.connection.transport,
@@ -398,13 +452,22 @@ impl Session {
         self.reply_to(request).error(code.to_u16(), message)
     }
 
-    /// Writes the `DISCONNECT` of `violation` and stops the session.
+    /// Writes the `DISCONNECT` of `violation` and stops the session. It is
+    /// sealed on a secure session, except `DECRYPT_FAILED` (section 5.1).
     pub(crate) fn close_now(&mut self, violation: &Violation) -> Flow {
         tracing::debug!(connection = %self.connection.id, reason = %violation.reason, message = %violation.message, "closing");
+        if violation.reason != DisconnectReason::DecryptFailed {
+            self.rekey_if_due();
+        }
+        let sealer = match violation.reason {
+            DisconnectReason::DecryptFailed => None,
+            _ => self.security.sealer(),
+        };
         violation.write_disconnect(
             &mut self.out,
             Framing::LengthPrefixed,
             self.server.config.max_frame_size,
+            sealer,
         );
         self.closed = Some(violation.reason);
         self.closing = None;
@@ -443,10 +506,21 @@ impl Session {
                 error.to_string(),
             ));
         }
-        self.handle(Frame {
+        if header.opcode == system::REKEY {
+            // The opener moved to the next key; the frame carries nothing else.
+            if header.request_id != 0 || !body.is_empty() || header.flags != Flags::ENCRYPTED {
+                return self.close_now(&Violation::new(
+                    DisconnectReason::Malformed,
+                    "a REKEY with an id, a body or other flags",
+                ));
+            }
+            return Flow::Continue;
+        }
+        let flow = self.handle(Frame {
             header,
             body: body.freeze(),
-        })
+        });
+        self.close_if_exhausted(flow)
     }
 
     /// Handles one frame from the peer, writing any reply into `out`.
@@ -456,7 +530,45 @@ impl Session {
             let body = self.open_buf.split();
             return self.on_sealed_frame(frame.header, body);
         }
+        if matches!(self.security, Security::Secure(_)) {
+            return self.on_plain_when_secure(frame);
+        }
         self.handle(frame)
+    }
+
+    /// A plain frame on a secure session (section 5.1): bytes an attacker
+    /// inserted, or the peer's `DISCONNECT DECRYPT_FAILED`. Nothing of it
+    /// runs.
+    fn on_plain_when_secure(&mut self, frame: Frame) -> Flow {
+        let header = frame.header;
+        if header.opcode == system::DISCONNECT
+            && let Ok(disconnect) = Disconnect::decode_body(&frame.body)
+            && disconnect.reason == DisconnectReason::DecryptFailed
+        {
+            self.closed = Some(disconnect.reason);
+            return Flow::PeerDisconnected(disconnect);
+        }
+        self.close_now(&Violation::new(
+            DisconnectReason::DecryptFailed,
+            format!(
+                "a plain frame (opcode {:#06X}) on a secure session",
+                header.opcode
+            ),
+        ))
+    }
+
+    /// Closes the connection, without a word, once its sealer used its last
+    /// counter (section 5.1: a sender closes rather than seal with 2^64 - 1).
+    fn close_if_exhausted(&mut self, flow: Flow) -> Flow {
+        match self.security.sealer() {
+            Some(sealer) if sealer.next_counter() == u64::MAX && self.closed.is_none() => {
+                self.closed = Some(DisconnectReason::Normal);
+                self.closing = None;
+                self.cancel_pending();
+                Flow::Close
+            }
+            _ => flow,
+        }
     }
 
     fn handle(&mut self, frame: Frame) -> Flow {
@@ -499,6 +611,10 @@ impl Session {
                 return Flow::PeerDisconnected(disconnect);
             }
             system::HANDSHAKE => self.handshake(frame),
+            system::REKEY => {
+                // Sealed ones are taken in `on_sealed_frame`.
+                self.error(header, ErrorCode::Malformed, &"a plain REKEY");
+            }
             system::PING | system::PONG => {}
             opcode => {
                 self.error(
@@ -530,10 +646,12 @@ impl Session {
             .as_ref()
             .map(|identity| identity.keypair());
         match Responder::respond(&frame.body, identity) {
-            Ok((reply, channel)) => {
+            Ok((reply, mut channel)) => {
                 // The answer itself goes out plain (the session is not secure
-                // yet, so `reply_to` does not seal): the client has no keys yet.
+                // yet, so `reply_to` does not seal): the client has no keys
+                // yet. Every frame after it is sealed.
                 self.reply_to(header).encoded(system::HANDSHAKE, &reply);
+                channel.sealer.set_rekey_policy(self.server.config.rekey);
                 self.security = Security::Secure(Box::new(channel));
                 tracing::debug!(connection = %self.connection.id, "secure session established");
                 if let Some(metrics) = &self.server.metrics {
@@ -541,7 +659,11 @@ impl Session {
                 }
             }
             Err(error) => {
-                self.security = Security::Failed;
+                let deadline = match &mut self.security {
+                    Security::Plain { deadline } => deadline.take(),
+                    _ => None,
+                };
+                self.security = Security::Failed { deadline };
                 tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
                 if let Some(metrics) = &self.server.metrics {
                     metrics.handshake(false);
@@ -637,15 +759,18 @@ impl Session {
         match &handler.kind {
             HandlerKind::Sync(call) => {
                 let _entered = span.enter();
+                // A due REKEY goes before the mark: a panic drops only the
+                // half-written reply, which used no counter.
+                self.rekey_if_due();
                 let mark = self.out.len();
-                let sink = self.reply_to(header);
+                let sink = self.reply_to_prepared(header);
                 let outcome = match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink)))
                 {
                     Ok(Ok(outcome)) => outcome,
                     Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
                     Err(panic) => {
-                        // Drop whatever the handler half-wrote. (A sealer whose
-                        // counter moved on only leaves a gap, which is allowed.)
+                        // Drop whatever the handler half-wrote: a sealed
+                        // frame takes its counter only once written whole.
                         self.out.truncate(mark);
                         DeferredReply::Panicked(panic_message(&*panic))
                             .write(self.reply_to(header), handler.name)
@@ -717,10 +842,7 @@ impl Session {
         if self.closed.is_some() {
             return true;
         }
-        if let Security::Plain {
-            deadline: Some(deadline),
-        } = &mut self.security
-            && self.closed.is_none()
+        if let Some(deadline) = self.security.deadline()
             && deadline.as_mut().poll(cx).is_ready()
         {
             self.close_now(&Violation::new(
@@ -778,6 +900,7 @@ impl Session {
         if let Some(metrics) = self.metrics() {
             metrics.frames_out.increment(1);
         }
+        self.rekey_if_due();
         match &mut self.security {
             Security::Secure(channel) => {
                 let sealed = channel.sealer.seal_encoded(

@@ -72,6 +72,7 @@ pub use identity::Identity;
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
 pub use server::{BuildError, CloseCause, Server, ServerBuilder, ServerHandle};
 pub use store::{ConnectionStore, Stored};
+pub use ternio_protocol::secure::RekeyPolicy;
 
 #[doc(hidden)]
 pub mod __private {

@@ -346,6 +346,13 @@ impl ServerBuilder {
         self
     }
 
+    /// When a secure session replaces the key of what the server sends
+    /// (default: after 65,536 frames or 2 minutes under one key).
+    pub fn rekey(mut self, policy: crate::RekeyPolicy) -> Self {
+        self.config.rekey = policy;
+        self
+    }
+
     /// Replaces every limit at once.
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;

@@ -32,7 +32,7 @@ pub enum ErrorCode {
     DecryptFailed,
     /// 100 and above: an error the application defines.
     Application(u16),
-    /// 0 or 11 to 99: not assigned by contract v1.
+    /// 0 or 11 to 99: not assigned by the contract.
     Unassigned(u16),
 }
 
@@ -203,6 +203,10 @@ pub enum FrameError {
     /// A frame with one of the reserved flag bits (3 to 7) set.
     #[error("reserved flag bits set: {0:#04x}")]
     ReservedFlags(u8),
+    /// A secure session sealed its last allowed frame (counter 2^64 - 2):
+    /// it must close rather than seal another (section 5.1).
+    #[error("the secure session's counter is exhausted")]
+    CounterExhausted,
 }
 
 impl FrameError {
@@ -211,6 +215,7 @@ impl FrameError {
         match self {
             Self::TooLarge { .. } => DisconnectReason::FrameTooLarge,
             Self::TooShort(_) | Self::ReservedFlags(_) => DisconnectReason::Malformed,
+            Self::CounterExhausted => DisconnectReason::Normal,
         }
     }
 }

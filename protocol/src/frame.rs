@@ -16,13 +16,15 @@ pub const LENGTH_PREFIX_LEN: usize = 4;
 /// The maximum frame size (header + body) a receiver accepts unless configured otherwise: 1 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 1024 * 1024;
 
-/// The WebSocket subprotocol of wire contract v1 (section 1.2).
-pub const WEBSOCKET_SUBPROTOCOL: &str = "ternio.v1";
+/// The WebSocket subprotocol of wire contract v2 (section 1.2).
+pub const WEBSOCKET_SUBPROTOCOL: &str = "ternio.v2";
 
 /// The first opcode of the system range (section 4).
 pub const SYSTEM_OPCODE_START: u16 = 0xFF00;
 
-/// The `flags` byte of a header. Bits 3 to 7 are reserved and always 0 here.
+/// The `flags` byte of a header. Bits 4 to 7 are reserved. Bit 3,
+/// `COMPRESSED` (section 6), is not supported yet: a frame with it set is
+/// refused like one with a reserved bit ([`FrameError::ReservedFlags`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flags(u8);
 

@@ -1,4 +1,4 @@
-//! The Ternio wire contract, version 1, with no I/O.
+//! The Ternio wire contract, version 2, with no I/O.
 //!
 //! This crate owns every byte that a Ternio server and client exchange:
 //!
@@ -8,7 +8,7 @@
 //! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
 //!   strings, zero-copy [`Bytes`], vectors, options, arrays);
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
-//! - [`system`]: `PING`, `PONG`, `DISCONNECT` and `HANDSHAKE`;
+//! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
 //! - [`reply`]: how a handler's return value becomes a response frame;
 //! - [`websocket`]: counting WebSocket bytes, to know when a WebSocket

@@ -2,16 +2,22 @@
 //!
 //! The handshake is `Noise_NN_25519_ChaChaPoly_BLAKE2s` (anonymous) or
 //! `Noise_NK_25519_ChaChaPoly_BLAKE2s` (the client pins the server's static
-//! key), with the prologue `ternio/1` and empty payloads, run by the `snow`
+//! key), with the prologue `ternio/2` and empty payloads, run by the `snow`
 //! crate. After it, each direction has its own key (Noise `Split()`: the
 //! first key seals client-to-server frames, the second server-to-client).
 //!
 //! A sealed frame's body is `counter: u64` (little-endian), then the
 //! ChaCha20-Poly1305 ciphertext of the plain body, then the 16-byte tag. The
 //! nonce is four zero bytes and the counter; the associated data is the
-//! frame's 7 header bytes as sent (with `ENCRYPTED` set). A sender counts
-//! from 0; a receiver accepts only counters strictly above the last it
-//! accepted. Keys are zeroized when dropped.
+//! frame's 7 header bytes as sent (with `ENCRYPTED` set). Counters are
+//! exact (section 5.1): a sender counts from 0, and a receiver accepts only
+//! the counter that follows the last one it accepted, so a replayed,
+//! reordered or deleted frame is refused.
+//!
+//! Either side replaces the key of the direction it sends with a sealed
+//! `REKEY` frame (section 5.2): [`Sealer::write_rekey`] writes it and then
+//! changes the key; [`Opener::open`] changes its key after opening one.
+//! [`RekeyPolicy`] says when a sealer is due to do so on its own.
 //!
 //! Per-frame sealing runs on AWS-LC (`aws-lc-rs`): RustCrypto's
 //! `chacha20poly1305` computes eight ChaCha blocks and four Poly1305
@@ -20,6 +26,7 @@
 //! AWS-LC keeps each key in a heap context it wipes when freed.
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use bytes::{BufMut, BytesMut};
@@ -28,8 +35,8 @@ use zeroize::Zeroizing;
 use crate::error::FrameError;
 use crate::frame::{self, Flags, Framing, HEADER_LEN, Header, LENGTH_PREFIX_LEN};
 
-/// The Noise prologue of contract v1.
-pub const PROLOGUE: &[u8] = b"ternio/1";
+/// The Noise prologue of contract v2.
+pub const PROLOGUE: &[u8] = b"ternio/2";
 /// Bytes of the counter in front of a sealed body.
 pub const COUNTER_LEN: usize = 8;
 /// Bytes of the authentication tag after a sealed body.
@@ -122,13 +129,16 @@ pub enum OpenError {
     /// The body is shorter than a counter and a tag.
     #[error("sealed body of {0} bytes is shorter than counter and tag")]
     TooShort(usize),
-    /// A counter not strictly above the last one accepted (a replay).
-    #[error("counter {counter} is not above the last accepted, {last}")]
-    Replayed {
+    /// A counter other than the one expected: a replayed or reordered
+    /// frame (below it) or a deleted one (above it).
+    #[error(
+        "counter {counter} where {expected} was expected (a replayed, reordered or deleted frame)"
+    )]
+    OutOfOrder {
         /// The counter received.
         counter: u64,
-        /// The last counter accepted.
-        last: u64,
+        /// The counter that had to come next.
+        expected: u64,
     },
     /// The tag does not authenticate the header and ciphertext.
     #[error("authentication failed")]
@@ -145,14 +155,9 @@ pub struct StaticKeypair {
 impl StaticKeypair {
     /// A new random key pair.
     pub fn generate() -> Self {
-        let builder = snow::Builder::new(noise_params(Pattern::Nk));
-        let keypair = builder
-            .generate_keypair()
-            .expect("the system random source works");
+        // Not snow's `generate_keypair`: snow keeps a copy it never wipes.
         let mut private = Zeroizing::new([0u8; KEY_LEN]);
-        private.copy_from_slice(&keypair.private);
-        let mut discarded = keypair.private;
-        zeroize::Zeroize::zeroize(&mut discarded);
+        aws_lc_rs::rand::fill(&mut private[..]).expect("the system random source works");
         Self::from_private(*private)
     }
 
@@ -347,21 +352,21 @@ fn channel(mut state: snow::HandshakeState, side: Side) -> Result<SecureChannel,
     if !state.is_handshake_finished() {
         return Err(HandshakeError::Noise("handshake not finished".into()));
     }
-    let (client_to_server, server_to_client) = state.dangerously_get_raw_split();
-    let (client_to_server, server_to_client) = (
-        Zeroizing::new(client_to_server),
-        Zeroizing::new(server_to_client),
-    );
+    let (mut client_to_server, mut server_to_client) = state.dangerously_get_raw_split();
     let handshake_hash = state.get_handshake_hash().to_vec();
     let (send, receive) = match side {
         Side::Client => (&client_to_server, &server_to_client),
         Side::Server => (&server_to_client, &client_to_server),
     };
-    Ok(SecureChannel {
+    let channel = SecureChannel {
         sealer: Sealer::new(send),
         opener: Opener::new(receive),
         handshake_hash,
-    })
+    };
+    // Wiped where they are, rather than moved into a wrapper (a move leaves a copy).
+    zeroize::Zeroize::zeroize(&mut client_to_server);
+    zeroize::Zeroize::zeroize(&mut server_to_client);
+    Ok(channel)
 }
 
 /// Both directions of a completed handshake.
@@ -378,7 +383,7 @@ impl fmt::Debug for SecureChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SecureChannel")
             .field("next_send_counter", &self.sealer.next)
-            .field("last_received_counter", &self.opener.last)
+            .field("next_receive_counter", &self.opener.next)
             .finish_non_exhaustive()
     }
 }
@@ -397,19 +402,87 @@ fn aead_key(key: &[u8; KEY_LEN]) -> LessSafeKey {
     LessSafeKey::new(key)
 }
 
+/// Noise's `REKEY(k)` (section 5.2): the first 32 bytes of the encryption,
+/// under `k`, of 32 zero bytes with the nonce of counter 2^64 - 1 and empty
+/// associated data; no frame ever uses that counter.
+fn rekeyed(cipher: &LessSafeKey) -> LessSafeKey {
+    let mut key = Zeroizing::new([0u8; KEY_LEN]);
+    let _tag = cipher
+        .seal_in_place_separate_tag(nonce(u64::MAX), Aad::empty(), &mut key[..])
+        .expect("32 bytes are far below ChaCha20-Poly1305's message limit");
+    aead_key(&key)
+}
+
+/// The key a `REKEY` frame moves to from `key` (section 5.2), for test
+/// vectors and other implementations to check against.
+pub fn rekey(key: &[u8; KEY_LEN]) -> Zeroizing<[u8; KEY_LEN]> {
+    let mut next = Zeroizing::new([0u8; KEY_LEN]);
+    let _tag = aead_key(key)
+        .seal_in_place_separate_tag(nonce(u64::MAX), Aad::empty(), &mut next[..])
+        .expect("32 bytes are far below ChaCha20-Poly1305's message limit");
+    next
+}
+
+/// When a [`Sealer`] replaces its key on its own (section 5.2): after
+/// `frames` sealed frames or `interval`, whichever comes first, counted
+/// from the last key change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RekeyPolicy {
+    /// Frames sealed under one key before the next frame brings a `REKEY`.
+    pub frames: u64,
+    /// Time under one key before the next frame brings a `REKEY`.
+    pub interval: Duration,
+}
+
+impl RekeyPolicy {
+    /// Never rekey on its own (the peer's `REKEY` is still accepted).
+    pub const NEVER: Self = Self {
+        frames: u64::MAX,
+        interval: Duration::MAX,
+    };
+}
+
+impl Default for RekeyPolicy {
+    /// 65,536 frames or 2 minutes: a key then protects a bounded amount of
+    /// traffic (and is wiped once replaced, which gives forward secrecy
+    /// within a long session), at the cost of one 31-byte frame and one
+    /// 32-byte encryption per change: about 1/65,536 of a busy link's
+    /// frames, and nothing on an idle one (a change happens only when a
+    /// frame is sent).
+    fn default() -> Self {
+        Self {
+            frames: 65_536,
+            interval: Duration::from_secs(120),
+        }
+    }
+}
+
 /// Seals outgoing frames with one direction's key and counter.
 pub struct Sealer {
     cipher: LessSafeKey,
     next: u64,
+    policy: RekeyPolicy,
+    /// Frames sealed under the current key.
+    under_key: u64,
+    /// When the current key came into use.
+    keyed_at: Instant,
 }
 
 impl Sealer {
-    /// A sealer with `key`, counting from 0.
+    /// A sealer with `key`, counting from 0, rekeying by the default policy.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
             cipher: aead_key(key),
             next: 0,
+            policy: RekeyPolicy::default(),
+            under_key: 0,
+            keyed_at: Instant::now(),
         }
+    }
+
+    /// Sets when this sealer is due to rekey ([`rekey_due`](Self::rekey_due)).
+    pub fn set_rekey_policy(&mut self, policy: RekeyPolicy) {
+        self.policy = policy;
     }
 
     /// The counter the next sealed frame will carry.
@@ -417,9 +490,52 @@ impl Sealer {
         self.next
     }
 
+    /// Moves the counter: for tests of the counter's end only.
+    #[doc(hidden)]
+    pub fn set_next_counter_for_testing(&mut self, next: u64) {
+        self.next = next;
+    }
+
+    /// Whether the rekey policy asks for a `REKEY` before the next frame.
+    /// Reads the clock.
+    pub fn rekey_due(&self) -> bool {
+        self.under_key >= self.policy.frames || self.keyed_at.elapsed() >= self.policy.interval
+    }
+
+    /// Appends a sealed `REKEY` frame (request id 0, empty body) to `out`,
+    /// then replaces the key: every later frame is sealed with the new one.
+    pub fn write_rekey(
+        &mut self,
+        out: &mut BytesMut,
+        framing: Framing,
+    ) -> Result<usize, FrameError> {
+        let header = Header::new(crate::system::REKEY, Flags::NONE, 0);
+        let len = self.write_frame_with(out, framing, header, usize::MAX, |_| {})?;
+        self.cipher = rekeyed(&self.cipher);
+        self.under_key = 0;
+        self.keyed_at = Instant::now();
+        Ok(len)
+    }
+
+    /// Appends a `REKEY` frame and changes the key when the policy says
+    /// it is time; returns whether it did.
+    pub fn rekey_if_due(
+        &mut self,
+        out: &mut BytesMut,
+        framing: Framing,
+    ) -> Result<bool, FrameError> {
+        if !self.rekey_due() {
+            return Ok(false);
+        }
+        self.write_rekey(out, framing).map(|_| true)
+    }
+
     /// Appends one sealed frame to `out`: the header with `ENCRYPTED` set,
     /// the counter, the encryption of whatever `body` writes, the tag. The
-    /// size check applies to the sealed frame; on failure `out` is restored.
+    /// size check applies to the sealed frame; on failure `out` is restored
+    /// and the counter is not used. Fails with
+    /// [`FrameError::CounterExhausted`] rather than seal with counter
+    /// 2^64 - 1: the connection must close.
     pub fn write_frame_with(
         &mut self,
         out: &mut BytesMut,
@@ -428,12 +544,15 @@ impl Sealer {
         max_frame_size: usize,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
+        let counter = self.next;
+        if counter == u64::MAX {
+            return Err(FrameError::CounterExhausted);
+        }
         let start = out.len();
         let header = Header {
             flags: header.flags.with(Flags::ENCRYPTED),
             ..header
         };
-        let counter = self.next;
         let len = frame::write_frame_with(
             out,
             framing,
@@ -459,9 +578,8 @@ impl Sealer {
             out[start..start + LENGTH_PREFIX_LEN]
                 .copy_from_slice(&(sealed_len as u32).to_le_bytes());
         }
-        self.next = counter
-            .checked_add(1)
-            .expect("2^64 frames sent on one session");
+        self.next = counter + 1;
+        self.under_key += 1;
         Ok(sealed_len)
     }
 
@@ -481,32 +599,43 @@ impl Sealer {
     }
 }
 
-/// Opens incoming frames with one direction's key, refusing replays.
+/// Opens incoming frames with one direction's key, accepting each counter
+/// only in its turn.
 pub struct Opener {
     cipher: LessSafeKey,
-    last: Option<u64>,
+    next: u64,
 }
 
 impl Opener {
-    /// An opener with `key` that has accepted nothing yet.
+    /// An opener with `key` that expects counter 0 first.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
             cipher: aead_key(key),
-            last: None,
+            next: 0,
         }
+    }
+
+    /// The counter the next sealed frame must carry.
+    pub fn next_counter(&self) -> u64 {
+        self.next
     }
 
     /// Opens a sealed body in place: on success `body` holds the plain body.
     /// `header` is the frame's header as received (with `ENCRYPTED` set).
+    /// After opening a `REKEY` frame the opener moves to the next key
+    /// (section 5.2); what else such a frame must look like is for the
+    /// caller to check.
     pub fn open(&mut self, header: &Header, body: &mut BytesMut) -> Result<(), OpenError> {
         if body.len() < SEAL_OVERHEAD {
             return Err(OpenError::TooShort(body.len()));
         }
         let counter = u64::from_le_bytes(body[..COUNTER_LEN].try_into().expect("8 bytes"));
-        if let Some(last) = self.last
-            && counter <= last
-        {
-            return Err(OpenError::Replayed { counter, last });
+        // A sender never seals with 2^64 - 1 (section 5.1).
+        if counter != self.next || counter == u64::MAX {
+            return Err(OpenError::OutOfOrder {
+                counter,
+                expected: self.next,
+            });
         }
         let tag_at = body.len() - TAG_LEN;
         self.cipher
@@ -516,9 +645,13 @@ impl Opener {
                 &mut body[COUNTER_LEN..],
             )
             .map_err(|_| OpenError::BadTag)?;
-        self.last = Some(counter);
+        // A sender never uses counter 2^64 - 1, so this does not overflow.
+        self.next = counter + 1;
         body.truncate(tag_at);
         let _ = body.split_to(COUNTER_LEN);
+        if header.opcode == crate::system::REKEY {
+            self.cipher = rekeyed(&self.cipher);
+        }
         Ok(())
     }
 }
@@ -620,9 +753,19 @@ mod tests {
         server.opener.open(&sent, &mut body.clone()).unwrap();
         assert_eq!(
             server.opener.open(&sent, &mut body.clone()),
-            Err(OpenError::Replayed {
+            Err(OpenError::OutOfOrder {
                 counter: 0,
-                last: 0
+                expected: 1
+            })
+        );
+        // Counter 1 deleted: counter 2 is refused, and so is every later one.
+        let _deleted = sealed(&mut client.sealer, header, b"one");
+        let (sent, body) = sealed(&mut client.sealer, header, b"two");
+        assert_eq!(
+            server.opener.open(&sent, &mut body.clone()),
+            Err(OpenError::OutOfOrder {
+                counter: 2,
+                expected: 1
             })
         );
         assert_eq!(
@@ -632,6 +775,83 @@ mod tests {
             Err(OpenError::TooShort(23))
         );
         let _ = Bytes::new();
+    }
+
+    #[test]
+    fn a_rekey_moves_both_sides_to_the_next_key_and_counters_go_on() {
+        let (mut client, mut server) = handshake(None, None).unwrap();
+        let header = Header::new(0x0010, Flags::NONE, 0);
+        let (sent, mut body) = sealed(&mut client.sealer, header, b"before");
+        server.opener.open(&sent, &mut body).unwrap();
+        let mut out = BytesMut::new();
+        client
+            .sealer
+            .write_rekey(&mut out, Framing::Message)
+            .unwrap();
+        let rekey = crate::Frame::parse(out.freeze(), usize::MAX).unwrap();
+        assert_eq!(rekey.header.opcode, crate::system::REKEY);
+        assert_eq!(rekey.header.request_id, 0);
+        let mut body = BytesMut::from(&rekey.body[..]);
+        server.opener.open(&rekey.header, &mut body).unwrap();
+        assert!(body.is_empty());
+        let (sent, body) = sealed(&mut client.sealer, header, b"after");
+        assert_eq!(u64::from_le_bytes(body[..8].try_into().unwrap()), 2);
+        server.opener.open(&sent, &mut body.clone()).unwrap();
+        // An opener that missed the REKEY still holds the old key: refused.
+        let (mut client, mut server) = handshake(None, None).unwrap();
+        client
+            .sealer
+            .write_rekey(&mut BytesMut::new(), Framing::Message)
+            .unwrap();
+        server.opener.next = 1;
+        let (sent, mut body) = sealed(&mut client.sealer, header, b"after");
+        assert_eq!(server.opener.open(&sent, &mut body), Err(OpenError::BadTag));
+    }
+
+    #[test]
+    fn the_policy_asks_for_a_rekey_after_its_frames_or_its_time() {
+        let mut sealer = Sealer::new(&[7; KEY_LEN]);
+        sealer.set_rekey_policy(RekeyPolicy {
+            frames: 2,
+            interval: Duration::from_secs(3600),
+        });
+        let header = Header::new(1, Flags::NONE, 0);
+        let mut out = BytesMut::new();
+        assert!(!sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
+        for _ in 0..2 {
+            assert!(!sealer.rekey_due());
+            sealed(&mut sealer, header, b"x");
+        }
+        assert!(sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
+        assert!(!sealer.rekey_due());
+        sealer.set_rekey_policy(RekeyPolicy {
+            frames: u64::MAX,
+            interval: Duration::ZERO,
+        });
+        assert!(sealer.rekey_due());
+        sealer.set_rekey_policy(RekeyPolicy::NEVER);
+        assert!(!sealer.rekey_due());
+    }
+
+    #[test]
+    fn the_last_counter_is_never_used() {
+        let mut sealer = Sealer::new(&[7; KEY_LEN]);
+        sealer.set_next_counter_for_testing(u64::MAX - 1);
+        let header = Header::new(1, Flags::NONE, 0);
+        sealed(&mut sealer, header, b"last");
+        let mut out = BytesMut::new();
+        assert_eq!(
+            sealer.write_frame_with(&mut out, Framing::Message, header, usize::MAX, |_| {}),
+            Err(FrameError::CounterExhausted)
+        );
+        assert!(out.is_empty());
+        let mut opener = Opener::new(&[7; KEY_LEN]);
+        opener.next = u64::MAX;
+        let mut body = BytesMut::from(&[0xFF; 24][..]);
+        assert!(matches!(
+            opener.open(&header, &mut body),
+            Err(OpenError::OutOfOrder { .. })
+        ));
     }
 
     #[test]

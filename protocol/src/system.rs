@@ -20,6 +20,8 @@ pub const PING: u16 = 0xFF02;
 pub const PONG: u16 = 0xFF03;
 /// Opcode of `DISCONNECT`.
 pub const DISCONNECT: u16 = 0xFF04;
+/// Opcode of `REKEY` (section 5.2): empty, request id 0, only ever sealed.
+pub const REKEY: u16 = 0xFF05;
 
 /// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

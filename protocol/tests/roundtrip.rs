@@ -397,7 +397,7 @@ proptest! {
                         prop_assert_eq!(frame.header.flags.bits() & !0x07, 0);
                     }
                     Ok(None) => break,
-                    Err(FrameError::TooShort(_) | FrameError::TooLarge { .. } | FrameError::ReservedFlags(_)) => {
+                    Err(FrameError::TooShort(_) | FrameError::TooLarge { .. } | FrameError::ReservedFlags(_) | FrameError::CounterExhausted) => {
                         break 'feed;
                     }
                 }

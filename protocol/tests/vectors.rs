@@ -156,6 +156,20 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
     vectors
 }
 
+/// `bytes` as the document writes them: 16 hex bytes a line.
+fn hex_block(bytes: &[u8]) -> String {
+    bytes
+        .chunks(16)
+        .map(|line| {
+            line.iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn every_documented_vector_matches_the_code() {
     let documented = documented();
@@ -166,7 +180,12 @@ fn every_documented_vector_matches_the_code() {
         "the document and the test name the same vectors"
     );
     for (name, bytes) in &encoded {
-        assert_eq!(&documented[name], bytes, "vector {name}");
+        assert_eq!(
+            &documented[name],
+            bytes,
+            "vector {name}; the code's bytes:\n{}",
+            hex_block(bytes)
+        );
     }
 }
 
@@ -198,7 +217,9 @@ fn documented_frames_decode_back() {
 
 mod secure_vectors {
     use super::*;
-    use ternio_protocol::secure::{Initiator, KEY_LEN, PROLOGUE, Responder, Sealer, StaticKeypair};
+    use ternio_protocol::secure::{
+        Initiator, KEY_LEN, Opener, PROLOGUE, Responder, Sealer, StaticKeypair, rekey,
+    };
 
     fn sequence(start: u8) -> [u8; KEY_LEN] {
         std::array::from_fn(|i| start + i as u8)
@@ -318,6 +339,124 @@ mod secure_vectors {
             assert_eq!(again, request_frame);
             vectors.insert("nk-sealed-echo-request".into(), request_frame.to_vec());
             vectors.insert("nk-sealed-echo-response".into(), response_frame.to_vec());
+            later_frames(
+                vectors,
+                &mut client_channel.sealer,
+                &mut server_channel.sealer,
+            );
+            // The server's opener takes the client's frames in turn, rekey included.
+            let mut opener = Opener::new(&c2s);
+            for name in [
+                "nk-sealed-echo-request",
+                "nk-sealed-ping",
+                "nk-sealed-rekey",
+                "nk-sealed-echo-after-rekey",
+            ] {
+                let mut buf = BytesMut::from(&vectors[name][..]);
+                let frame = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+                let mut body = BytesMut::from(&frame.body[..]);
+                opener.open(&frame.header, &mut body).unwrap();
+            }
+            assert_eq!(
+                rekey(&c2s).to_vec(),
+                vectors["nk-client-to-server-key-rekeyed"]
+            );
         }
+    }
+
+    /// The frames that follow the first echo on the NK session: the
+    /// client's sealed `PING` (counter 1), its `REKEY` (counter 2), the
+    /// client-to-server key after it, an echo request under that key
+    /// (counter 3), and the server's sealed `DISCONNECT SHUTDOWN` (counter 1).
+    fn later_frames(
+        vectors: &mut BTreeMap<String, Vec<u8>>,
+        client: &mut Sealer,
+        server: &mut Sealer,
+    ) {
+        let tcp_sealed = |sealer: &mut Sealer, header: Header, body: &dyn Fn(&mut BytesMut)| {
+            let mut out = BytesMut::new();
+            sealer
+                .write_frame_with(&mut out, Framing::LengthPrefixed, header, usize::MAX, body)
+                .unwrap();
+            out.to_vec()
+        };
+        let ping = Ping {
+            value: 0x0102_0304_0506_0708,
+        };
+        vectors.insert(
+            "nk-sealed-ping".into(),
+            tcp_sealed(client, Header::new(system::PING, Flags::NONE, 2), &|out| {
+                ping.encode(out)
+            }),
+        );
+        let mut rekey_frame = BytesMut::new();
+        client
+            .write_rekey(&mut rekey_frame, Framing::LengthPrefixed)
+            .unwrap();
+        vectors.insert("nk-sealed-rekey".into(), rekey_frame.to_vec());
+        let (_, _, c2s, _) = reference_handshake(true);
+        vectors.insert(
+            "nk-client-to-server-key-rekeyed".into(),
+            rekey(&c2s).to_vec(),
+        );
+        let echo = Echo {
+            payload: Bytes::from_static(b"ping"),
+        };
+        vectors.insert(
+            "nk-sealed-echo-after-rekey".into(),
+            tcp_sealed(client, Header::new(0x0001, Flags::NONE, 3), &|out| {
+                echo.encode(out)
+            }),
+        );
+        let disconnect = Disconnect::new(DisconnectReason::Shutdown, "bye");
+        vectors.insert(
+            "nk-sealed-disconnect".into(),
+            tcp_sealed(
+                server,
+                Header::new(system::DISCONNECT, Flags::NONE, 0),
+                &|out| disconnect.encode(out),
+            ),
+        );
+    }
+
+    /// `secure::rekey` is Noise's REKEY as snow computes it: a message
+    /// sealed by snow after `rekey_outgoing` opens with our rekeyed key.
+    #[test]
+    fn rekey_agrees_with_snow() {
+        use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+        let name = "Noise_NN_25519_ChaChaPoly_BLAKE2s";
+        let mut client = snow::Builder::new(name.parse().unwrap())
+            .build_initiator()
+            .unwrap();
+        let mut server = snow::Builder::new(name.parse().unwrap())
+            .build_responder()
+            .unwrap();
+        let mut message = [0u8; 128];
+        let len = client.write_message(&[], &mut message).unwrap();
+        server
+            .read_message(&message[..len], &mut [0u8; 128])
+            .unwrap();
+        let len = server.write_message(&[], &mut message).unwrap();
+        client
+            .read_message(&message[..len], &mut [0u8; 128])
+            .unwrap();
+        let (c2s, _) = client.dangerously_get_raw_split();
+        let mut transport = client.into_stateless_transport_mode().unwrap();
+        transport.rekey_outgoing();
+        let mut sealed = [0u8; 64];
+        let len = transport
+            .write_message(7, b"after rekey", &mut sealed)
+            .unwrap();
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&7u64.to_le_bytes());
+        let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &rekey(&c2s)[..]).unwrap());
+        let plain = key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::empty(),
+                &mut sealed[..len],
+            )
+            .unwrap();
+        assert_eq!(plain, b"after rekey");
     }
 }

@@ -90,7 +90,7 @@ impl Client {
     ///
     /// `url` is a `ws://host:port/path` URL (`wss://` is not supported: this
     /// crate is built without TLS). The client offers the subprotocol
-    /// `ternio.v1` and fails with [`ClientError::Subprotocol`] unless the
+    /// `ternio.v2` and fails with [`ClientError::Subprotocol`] unless the
     /// server selects it. Each frame travels as one binary message.
     pub async fn connect_ws(url: &str) -> Result<Self, ClientError> {
         Self::connect_ws_with(url, ClientConfig::default()).await
@@ -142,8 +142,12 @@ impl Client {
     /// that returns nothing. A handler's error comes back as
     /// [`ClientError::Remote`] with its code.
     ///
-    /// Once the connection's secure session is up, the request is sealed
-    /// (unless [`ClientConfig::seal_all`] is `false`), and so is its answer.
+    /// Once the connection's secure session is up, the request is sealed,
+    /// and so is its answer. Once the application asked for a secure
+    /// session ([`ClientConfig::secure`] or [`handshake`](Self::handshake)),
+    /// a connection without one (its handshake failed) refuses the request
+    /// with [`ClientError::NotSecure`] instead of sending it plain. While a
+    /// handshake waits for its answer, the request waits for it.
     ///
     /// While the client reconnects, the request waits for the new
     /// connection within its timeout. If the connection is lost while the
@@ -166,10 +170,10 @@ impl Client {
         self.request_as(request, timeout, Seal::Auto).await
     }
 
-    /// Sends `request` sealed, whatever [`ClientConfig::seal_all`] says, and
-    /// waits for its (sealed) response, up to the default timeout. Fails
-    /// with [`ClientError::NotSecure`] when the connection has no secure
-    /// session. Otherwise as [`request_async`](Self::request_async).
+    /// Sends `request` sealed and waits for its (sealed) response, up to the
+    /// default timeout. Fails with [`ClientError::NotSecure`] when the
+    /// connection has no secure session, even before the application asked
+    /// for one. Otherwise as [`request_async`](Self::request_async).
     pub async fn request_sealed<Req: Packet, Resp: Response>(
         &self,
         request: &Req,
@@ -198,15 +202,17 @@ impl Client {
     /// Sends `packet` with no reply expected (request id 0). Returns once the
     /// frame is queued; a server-side error is only logged. While the client
     /// reconnects it fails at once with [`ClientError::Reconnecting`]: the
-    /// packet is not kept for later. Sealed once the secure session is up,
-    /// unless [`ClientConfig::seal_all`] is `false`.
+    /// packet is not kept for later. Sealed once the secure session is up;
+    /// refused as [`request_async`](Self::request_async) says, and with
+    /// [`ClientError::HandshakeInProgress`] while a handshake waits for its
+    /// answer.
     pub fn send<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
         self.shared()
             .send(Header::new(P::OPCODE, Flags::NONE, 0), packet, Seal::Auto)
     }
 
-    /// [`send`](Self::send), sealed whatever [`ClientConfig::seal_all`]
-    /// says; [`ClientError::NotSecure`] without a secure session.
+    /// [`send`](Self::send), refused with [`ClientError::NotSecure`]
+    /// without a secure session even before the application asked for one.
     pub fn send_sealed<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
         self.shared().send(
             Header::new(P::OPCODE, Flags::NONE, 0),
@@ -221,10 +227,13 @@ impl Client {
     /// active man in the middle) without one. Waits for a connection while
     /// the client reconnects; bounded by [`ClientConfig::request_timeout`].
     ///
-    /// Afterwards requests and sends are sealed (see
-    /// [`ClientConfig::seal_all`]), answers to sealed requests and every push
-    /// must arrive sealed, and, with a reconnect policy, every new
-    /// connection runs the same handshake before it carries requests.
+    /// Afterwards every frame in both directions is sealed (contract v2):
+    /// a plain frame from the server, even a `DISCONNECT`, closes the
+    /// connection as [`CloseReason::DecryptFailed`](crate::CloseReason::DecryptFailed),
+    /// and the reconnect policy applies. With a reconnect policy, every new
+    /// connection runs the same handshake before it carries requests. From
+    /// the moment this is called, nothing goes out plain: if the handshake
+    /// fails, requests fail with [`ClientError::NotSecure`].
     ///
     /// Errors: [`ClientError::KeyRejected`] when the server refuses an `NK`
     /// handshake (the pinned key is not its key, or it has no identity);
@@ -276,7 +285,7 @@ impl Client {
         let timeout = self.shared().config().request_timeout;
         let frame = self
             .shared()
-            .call(system::PING, &Ping { value }, timeout, Seal::Plain)
+            .call(system::PING, &Ping { value }, timeout, Seal::Auto)
             .await?;
         let frame = success(frame)?;
         let pong = Pong::from_response(frame.header.opcode, &frame.body, system::PING)?;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use ternio_protocol::DEFAULT_MAX_FRAME_SIZE;
+use ternio_protocol::secure::RekeyPolicy;
 
 use crate::reconnect::ReconnectPolicy;
 
@@ -38,12 +39,10 @@ pub struct ClientConfig {
     /// connection is plain until [`Client::handshake`](crate::Client::handshake)
     /// is called.
     pub secure: Option<SecureConfig>,
-    /// Whether every request and send is sealed once the connection's
-    /// handshake has completed. Default `true`. With `false`, only
-    /// [`Client::request_sealed`](crate::Client::request_sealed) and
-    /// [`Client::send_sealed`](crate::Client::send_sealed) seal. `PING` and
-    /// `DISCONNECT` always go out plain.
-    pub seal_all: bool,
+    /// When the secure session replaces the key of what the client sends
+    /// (contract section 5.2): by default after 65,536 frames or 2 minutes
+    /// under one key, whichever comes first, checked as a frame is sealed.
+    pub rekey: RekeyPolicy,
     /// How many pushes a [`Subscription`](crate::Subscription) holds that
     /// its owner has not taken yet. Default 1024. When it is full, further
     /// pushes for that subscription are dropped and counted
@@ -61,7 +60,7 @@ impl Default for ClientConfig {
             max_in_flight: 65_536,
             reconnect: None,
             secure: None,
-            seal_all: true,
+            rekey: RekeyPolicy::default(),
             push_buffer: 1024,
         }
     }

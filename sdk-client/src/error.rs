@@ -103,9 +103,9 @@ pub enum ClientError {
     /// The server refused or botched the WebSocket upgrade.
     #[error("WebSocket upgrade failed: {0}")]
     WebSocket(String),
-    /// The server did not select the subprotocol `ternio.v1` that the client
+    /// The server did not select the subprotocol `ternio.v2` that the client
     /// offered: it speaks something else.
-    #[error("the server did not select the WebSocket subprotocol ternio.v1: {0}")]
+    #[error("the server did not select the WebSocket subprotocol ternio.v2: {0}")]
     Subprotocol(String),
     /// The request does not fit in one frame.
     #[error("request not sent: {0}")]
@@ -143,8 +143,16 @@ pub enum ClientError {
     /// A sealed request or send with no secure session on the connection:
     /// run [`Client::handshake`](crate::Client::handshake) first, or set
     /// [`ClientConfig::secure`](crate::ClientConfig::secure).
-    #[error("no secure session on this connection: run a handshake first")]
+    /// Also a request or send once the application asked for a secure
+    /// session (by that setting or a handshake) while the connection has
+    /// none, because its handshake failed: nothing goes out plain then.
+    #[error("no secure session on this connection")]
     NotSecure,
+    /// A fire-and-forget [`send`](crate::Client::send) while the
+    /// connection's handshake waits for its answer: nothing else may go out
+    /// meanwhile (contract section 5.1). Requests wait instead.
+    #[error("not sent: the connection's secure handshake is under way")]
+    HandshakeInProgress,
 }
 
 impl ClientError {

@@ -58,12 +58,13 @@
 //! [`Client::handshake`] runs the Noise handshake of contract section 5:
 //! `NK` when it is given the server's public key (pin it: only that server
 //! can complete it), `NN` without (anonymous: it stops a passive
-//! eavesdropper, not an active man in the middle). Afterwards every request
-//! and send is sealed (unless [`ClientConfig::seal_all`] is `false`; then
-//! [`Client::request_sealed`] and [`Client::send_sealed`] seal one), and the
-//! answers to sealed requests and every push must arrive sealed: a frame
-//! that fails that closes the connection with
-//! [`CloseReason::DecryptFailed`]. [`ClientConfig::secure`] runs the
+//! eavesdropper, not an active man in the middle). Afterwards every frame in
+//! both directions is sealed (contract v2), system frames included, with
+//! exact counters and periodic rekeying: a frame that fails the checks, or
+//! comes plain, closes the connection with [`CloseReason::DecryptFailed`]
+//! (and the reconnect policy applies). Once a secure session was asked for,
+//! nothing goes out plain: if a handshake fails, requests fail with
+//! [`ClientError::NotSecure`]. [`ClientConfig::secure`] runs the
 //! handshake as part of connecting, and with a reconnect policy a secure
 //! session is set up again on every new connection before requests flow:
 //!

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ternio_protocol::frame::Header;
-use ternio_protocol::secure::{Initiator, SecureChannel};
+use ternio_protocol::secure::{Initiator, RekeyPolicy, SecureChannel};
 use ternio_protocol::{Encode, FrameError};
 use tokio::sync::{oneshot, watch};
 
@@ -31,6 +31,8 @@ pub(crate) enum SendError {
     Io(CloseReason),
     /// Sealing was asked for and the link has no secure session.
     NotSecure,
+    /// A handshake waits for its answer: nothing else goes out meanwhile.
+    Handshaking,
 }
 
 /// The sending half of a link, per transport.
@@ -56,6 +58,9 @@ pub(crate) struct Link {
     /// The request id of the handshake under way, 0 when none: lets the
     /// reader pass other answers by without taking the `security` lock.
     handshake_id: AtomicU32,
+    /// `true` while a handshake waits for its answer: requests wait for
+    /// it to end before they go out.
+    handshaking: watch::Sender<bool>,
 }
 
 impl Link {
@@ -67,23 +72,64 @@ impl Link {
             security: Mutex::new(LinkSecurity::Plain),
             secure: AtomicBool::new(false),
             handshake_id: AtomicU32::new(0),
+            handshaking: watch::Sender::new(false),
         }
     }
 
-    /// Encodes one frame, sealed when `seal` says so, and sends it or queues
-    /// it behind those already waiting. Sealing happens under the same lock
-    /// as queuing, so that counters go out in order.
+    /// Encodes one frame, sealed once the secure session is up (refused
+    /// before it with `require_seal`), and sends it or queues it behind
+    /// those already waiting. Sealing happens under the same lock as
+    /// queuing, so that counters go out in order.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         max_frame_size: usize,
-        seal: bool,
+        require_seal: bool,
     ) -> Result<(), SendError> {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        self.socket().send(header, body, max_frame_size, seal)
+        self.socket()
+            .send(header, body, max_frame_size, require_seal)
+    }
+
+    /// Sends the `HANDSHAKE` request recorded by
+    /// [`begin_handshake`](Self::begin_handshake): nothing else goes out
+    /// until its answer is read.
+    pub(crate) fn send_handshake<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        if self.lost.get().is_some() {
+            return Err(SendError::Gone);
+        }
+        self.socket().send_handshake(header, body, max_frame_size)
+    }
+
+    /// Sends `DISCONNECT DECRYPT_FAILED`, plain whatever the session.
+    pub(crate) fn send_plain_final<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        if self.lost.get().is_some() {
+            return Err(SendError::Gone);
+        }
+        self.socket().send_plain_final(header, body, max_frame_size)
+    }
+
+    /// Whether a handshake waits for its answer on this link.
+    pub(crate) fn is_handshaking(&self) -> bool {
+        *self.handshaking.borrow()
+    }
+
+    /// Watches whether a handshake waits for its answer.
+    pub(crate) fn handshaking(&self) -> watch::Receiver<bool> {
+        self.handshaking.subscribe()
     }
 
     /// Whether the link's secure session is up: frames can be sealed.
@@ -111,6 +157,7 @@ impl Link {
         }
         let (done, outcome) = oneshot::channel();
         self.handshake_id.store(id, Ordering::Release);
+        self.handshaking.send_replace(true);
         *security = LinkSecurity::Pending(Box::new(PendingHandshake {
             id,
             initiator,
@@ -139,13 +186,24 @@ impl Link {
         }
     }
 
-    /// Puts a completed session's keys in place: from now on, frames may be
-    /// sealed and sealed frames open.
-    pub(crate) fn complete_handshake(&self, channel: SecureChannel) {
-        let SecureChannel { sealer, opener, .. } = channel;
-        self.socket().set_sealer(sealer);
+    /// Puts a completed session's keys in place: from now on every frame
+    /// is sealed, and sealed frames open.
+    pub(crate) fn complete_handshake(&self, channel: SecureChannel, rekey: RekeyPolicy) {
+        let SecureChannel {
+            mut sealer, opener, ..
+        } = channel;
+        sealer.set_rekey_policy(rekey);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
+        self.socket().end_handshake(Some(sealer));
+        self.handshaking.send_replace(false);
+    }
+
+    /// Ends the wait for a handshake that failed: frames go out plain again
+    /// (requests that need a session fail with `NotSecure`).
+    pub(crate) fn fail_handshake(&self) {
+        self.socket().end_handshake(None);
+        self.handshaking.send_replace(false);
     }
 
     /// Opens a sealed body in place; the error says why it did not.
@@ -162,6 +220,9 @@ impl Link {
             self.handshake_id.store(0, Ordering::Release);
             *security = LinkSecurity::Failed;
         }
+        drop(security);
+        // Whoever waited for the handshake now finds the link lost.
+        self.handshaking.send_replace(false);
     }
 
     /// Why the link ended, once it has.

@@ -19,15 +19,15 @@ use tokio::sync::oneshot;
 
 use crate::error::{ClientError, CloseReason};
 
-/// Whether a frame goes out sealed.
+/// Whether a frame may go out plain. Once a link's session is up every
+/// frame is sealed whatever this says (contract section 5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Seal {
-    /// Always plain (`PING`, `PONG`, `DISCONNECT`, `HANDSHAKE`).
-    Plain,
-    /// Sealed when the link's session is up and the client seals everything
-    /// ([`ClientConfig::seal_all`](crate::ClientConfig::seal_all)).
+    /// Plain while the application has not asked for a secure session;
+    /// refused with [`ClientError::NotSecure`] once it has and the link has
+    /// none (a failed handshake is no reason to carry on in plain).
     Auto,
-    /// Sealed, or refused with [`ClientError::NotSecure`] without a session.
+    /// Refused with [`ClientError::NotSecure`] without a session.
     Required,
 }
 

@@ -85,8 +85,12 @@ pub(crate) struct Shared {
     /// The push subscriptions, which outlive connections.
     pushes: Arc<Registry>,
     /// The secure session every new connection sets up before it carries
-    /// requests: from the config, or recorded when a handshake completes.
+    /// requests: from the config, or recorded when the application asks for
+    /// a handshake.
     session: Mutex<Option<SecureConfig>>,
+    /// Whether `session` is set: from then on nothing goes out plain
+    /// (requests without a session fail with `NotSecure`).
+    secure_wanted: AtomicBool,
 }
 
 impl Shared {
@@ -103,6 +107,7 @@ impl Shared {
             deadline_moved: Notify::new(),
             pushes: Arc::new(Registry::default()),
             session: Mutex::new(config.secure),
+            secure_wanted: AtomicBool::new(config.secure.is_some()),
             config,
         }
     }
@@ -246,15 +251,29 @@ impl Shared {
         self.pushes.close();
     }
 
-    /// Whether a frame for `link` goes out sealed, as `seal` asks.
+    /// Whether a frame for `link` goes out sealed, as `seal` asks: always
+    /// once the link's session is up (contract section 5.1); never without
+    /// one when it must be sealed, which it must once the application asked
+    /// for a secure session (no silent downgrade after a failed handshake).
     fn seals(&self, link: &Link, seal: Seal) -> Result<bool, ClientError> {
-        match seal {
-            Seal::Plain => Ok(false),
-            Seal::Auto => Ok(self.config.seal_all && link.is_secure()),
-            // Once up, a link's session stays up: the sealer will be there.
-            Seal::Required if link.is_secure() => Ok(true),
-            Seal::Required => Err(ClientError::NotSecure),
+        // Once up, a link's session stays up: the sealer will be there.
+        if link.is_secure() {
+            return Ok(true);
         }
+        match seal {
+            Seal::Auto if !self.secure_wanted.load(Ordering::Acquire) => Ok(false),
+            _ => Err(ClientError::NotSecure),
+        }
+    }
+
+    /// Records that the application wants the secure session `pin` names:
+    /// every later connection runs it, and nothing goes out plain.
+    fn want_secure(&self, pin: Option<[u8; 32]>) {
+        let mut session = lock(&self.session);
+        if session.is_none() {
+            *session = Some(SecureConfig { pin });
+        }
+        self.secure_wanted.store(true, Ordering::Release);
     }
 
     /// Sends a frame that expects no reply on the current link.
@@ -276,6 +295,7 @@ impl Shared {
             Ok(()) => Ok(()),
             Err(SendError::TooLarge(error)) => Err(ClientError::FrameTooLarge(error)),
             Err(SendError::NotSecure) => Err(ClientError::NotSecure),
+            Err(SendError::Handshaking) => Err(ClientError::HandshakeInProgress),
             Err(SendError::Gone) => Err(ClientError::Closed(lost_reason(&link))),
             Err(SendError::Io(reason)) => {
                 self.lose(&link, reason);
@@ -295,36 +315,42 @@ impl Shared {
         seal: Seal,
     ) -> Result<Frame, ClientError> {
         let deadline = deadline_after(timeout);
-        let (link, id, sealed, earlier) = self
-            .with_link(deadline, timeout, |conn, link| {
-                if conn.requests.len() >= self.config.max_in_flight {
-                    return Err(ClientError::TooManyInFlight(conn.requests.len()));
-                }
-                let sealed = self.seals(link, seal)?;
-                let id = self.free_id(conn);
-                let earlier = conn.requests.insert(id, sealed, deadline);
-                Ok((Arc::clone(link), id, sealed, earlier))
-            })
-            .await?;
-        if earlier {
-            self.deadline_moved.notify_one();
-        }
-        // Frees the slot if this future is dropped or fails before the answer.
-        let guard = SlotGuard { shared: self, id };
-        match link.send(
-            Header::new(opcode, Flags::NONE, id),
-            body,
-            self.config.max_frame_size,
-            sealed,
-        ) {
-            Ok(()) => {}
-            Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
-            Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
-            // The link was lost after the request registered: the loss
-            // failed its slot with the reason.
-            Err(SendError::Gone) => {}
-            Err(SendError::Io(reason)) => self.lose(&link, reason),
-        }
+        let (id, guard) = loop {
+            let (link, id, sealed, earlier) = self
+                .with_link(deadline, timeout, |conn, link| {
+                    if conn.requests.len() >= self.config.max_in_flight {
+                        return Err(ClientError::TooManyInFlight(conn.requests.len()));
+                    }
+                    let sealed = self.seals(link, seal)?;
+                    let id = self.free_id(conn);
+                    let earlier = conn.requests.insert(id, sealed, deadline);
+                    Ok((Arc::clone(link), id, sealed, earlier))
+                })
+                .await?;
+            if earlier {
+                self.deadline_moved.notify_one();
+            }
+            // Frees the slot if this future is dropped or fails before the answer.
+            let guard = SlotGuard { shared: self, id };
+            match link.send(
+                Header::new(opcode, Flags::NONE, id),
+                body,
+                self.config.max_frame_size,
+                sealed,
+            ) {
+                Ok(()) => {}
+                Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
+                Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
+                // A handshake began since the link was taken: wait for it
+                // (in `with_link`) and go again with a new slot.
+                Err(SendError::Handshaking) => continue,
+                // The link was lost after the request registered: the loss
+                // failed its slot with the reason.
+                Err(SendError::Gone) => {}
+                Err(SendError::Io(reason)) => self.lose(&link, reason),
+            }
+            break (id, guard);
+        };
         let outcome = std::future::poll_fn(|cx| lock(&self.conn).requests.poll(id, cx)).await;
         // Collecting the outcome freed the slot.
         std::mem::forget(guard);
@@ -377,9 +403,14 @@ impl Shared {
     ) -> Result<R, ClientError> {
         let mut changes: Option<watch::Receiver<ConnectionState>> = None;
         loop {
+            let mut handshaking = None;
             {
                 let mut conn = lock(&self.conn);
                 match &conn.current {
+                    // Nothing goes out while a handshake waits for its answer.
+                    Current::Connected(link) if link.is_handshaking() => {
+                        handshaking = Some(link.handshaking());
+                    }
                     Current::Connected(link) => {
                         let link = Arc::clone(link);
                         return with(&mut conn, &link);
@@ -395,6 +426,13 @@ impl Shared {
                     }
                     None => changes = Some(self.state.subscribe()),
                 }
+            }
+            if let Some(mut handshaking) = handshaking {
+                let ended = handshaking.wait_for(|waiting| !*waiting);
+                if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                    return Err(ClientError::Timeout(timeout));
+                }
+                continue;
             }
             let Some(changes) = changes.as_mut() else {
                 continue;
@@ -462,15 +500,18 @@ impl Shared {
         let mut initiator = Initiator::new(pin.as_ref()).map_err(noise)?;
         let body = initiator.request_body().map_err(noise)?;
         let outcome = link.begin_handshake(id, initiator, pin)?;
+        // Asked for once, a secure session is never given up for plain.
+        self.want_secure(pin);
         let header = Header::new(system::HANDSHAKE, Flags::NONE, id);
-        match link.send(header, &RawBody(&body), self.config.max_frame_size, false) {
+        match link.send_handshake(header, &RawBody(&body), self.config.max_frame_size) {
             Ok(()) => {}
             Err(SendError::TooLarge(error)) => {
                 link.take_handshake(id);
+                link.fail_handshake();
                 return Err(ClientError::FrameTooLarge(error));
             }
             // The loss fails the handshake: `outcome` says so.
-            Err(SendError::Gone | SendError::NotSecure) => {}
+            Err(SendError::Gone | SendError::NotSecure | SendError::Handshaking) => {}
             Err(SendError::Io(reason)) => self.lose(link, reason),
         }
         match tokio::time::timeout_at(deadline, outcome).await {
@@ -492,10 +533,12 @@ impl Shared {
         sealed: bool,
     ) -> Option<CloseReason> {
         let answer = pending.answer(header, body, sealed);
-        if let Some(channel) = answer.channel {
-            link.complete_handshake(channel);
-            *lock(&self.session) = Some(SecureConfig { pin: answer.pin });
-            tracing::debug!(nk = answer.pin.is_some(), "secure session established");
+        match answer.channel {
+            Some(channel) => {
+                link.complete_handshake(channel, self.config.rekey);
+                tracing::debug!(nk = answer.pin.is_some(), "secure session established");
+            }
+            None => link.fail_handshake(),
         }
         let _ = answer.done.send(answer.outcome);
         answer.close
@@ -548,7 +591,8 @@ impl Shared {
         tracing::warn!(%message, "a frame from the server failed the secure session's checks");
         let disconnect = Disconnect::new(DisconnectReason::DecryptFailed, message.clone());
         let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
-        let _ = link.send(header, &disconnect, self.config.max_frame_size, false);
+        // The one frame a secure session sends plain (contract section 5.1).
+        let _ = link.send_plain_final(header, &disconnect, self.config.max_frame_size);
         CloseReason::DecryptFailed(message)
     }
 
@@ -560,6 +604,19 @@ impl Shared {
         body: Bytes,
         sealed: bool,
     ) -> Option<CloseReason> {
+        if !sealed && link.is_secure() {
+            return Some(self.plain_when_secure(link, header, &body));
+        }
+        if header.opcode == system::REKEY {
+            // A sealed one already moved the opener to the next key.
+            let valid = sealed
+                && header.request_id == 0
+                && body.is_empty()
+                && header.flags == Flags::ENCRYPTED;
+            return (!valid).then(|| {
+                CloseReason::Protocol("a REKEY that is not sealed, empty and without id".into())
+            });
+        }
         if header.flags.is_response() {
             // Matched by id alone: the contract does not say which opcode
             // an error answer carries.
@@ -623,18 +680,29 @@ impl Shared {
                 None
             }
             opcode => {
-                // The server seals every push once the session is up: a
-                // plain one now was not written by it.
-                if !sealed && link.is_secure() {
-                    return Some(self.decrypt_failed(
-                        link,
-                        format!("a plain push (opcode {opcode:#06X}) on a secure session"),
-                    ));
-                }
                 self.pushes.deliver(opcode, &body);
                 None
             }
         }
+    }
+
+    /// A plain frame on a secure session (contract section 5.1): the server
+    /// seals everything once the session is up, so someone on the path
+    /// wrote it. Even a `DISCONNECT` (a forged `KICKED` would otherwise end
+    /// the client for good) only loses the link, and the reconnect policy
+    /// applies.
+    fn plain_when_secure(&self, link: &Link, header: Header, body: &Bytes) -> CloseReason {
+        let message = match header.opcode {
+            system::DISCONNECT => match Disconnect::decode_body(body) {
+                Ok(disconnect) => format!(
+                    "a plain DISCONNECT on a secure session, treated as a lost connection: {}: {}",
+                    disconnect.reason, disconnect.message
+                ),
+                Err(_) => "an unreadable plain DISCONNECT on a secure session".to_owned(),
+            },
+            opcode => format!("a plain frame (opcode {opcode:#06X}) on a secure session"),
+        };
+        self.decrypt_failed(link, message)
     }
 
     /// Sends `DISCONNECT NORMAL` on the current link, lets the transport end

@@ -51,9 +51,25 @@ struct Outbound {
     writer_active: bool,
     /// No more frames are taken (the link is shutting).
     stopped: bool,
-    /// Seals frames once the secure session is up: under this lock, so
-    /// that counters reach the socket in order.
+    /// Seals every frame once the secure session is up: under this lock,
+    /// so that counters reach the socket in order.
     sealer: Option<Sealer>,
+    /// A `HANDSHAKE` went out and its answer has not been read: nothing
+    /// else goes out until then (contract section 5.1).
+    handshaking: bool,
+}
+
+/// How one frame goes out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Sealed once the session is up, plain before; with `required`,
+    /// refused before.
+    Session { required: bool },
+    /// The `HANDSHAKE` request: plain, and nothing else goes out after it
+    /// until the answer is read.
+    Handshake,
+    /// Plain whatever the session: `DISCONNECT DECRYPT_FAILED` only.
+    PlainFinal,
 }
 
 /// A connection's socket and its outbound buffer.
@@ -83,36 +99,102 @@ impl SocketOut {
         &self.stream
     }
 
-    /// Encodes one frame (sealed when `seal` says so) into the outbound
-    /// buffer and writes it at once if nothing is queued before it.
+    /// Encodes one frame into the outbound buffer and writes it at once if
+    /// nothing is queued before it. Once the secure session is up every
+    /// frame is sealed (after a `REKEY`, when one is due); before it, a
+    /// frame goes plain unless `require_seal`. Nothing goes out while a
+    /// handshake waits for its answer.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         max_frame_size: usize,
-        seal: bool,
+        require_seal: bool,
+    ) -> Result<(), SendError> {
+        let mode = Mode::Session {
+            required: require_seal,
+        };
+        self.send_as(mode, header, body, max_frame_size)
+    }
+
+    /// Sends the `HANDSHAKE` request, plain, and holds every other frame
+    /// until [`end_handshake`](Self::end_handshake).
+    pub(crate) fn send_handshake<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        self.send_as(Mode::Handshake, header, body, max_frame_size)
+    }
+
+    /// Sends a frame plain whatever the session: `DISCONNECT
+    /// DECRYPT_FAILED`, the one plain frame a secure session allows.
+    pub(crate) fn send_plain_final<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        self.send_as(Mode::PlainFinal, header, body, max_frame_size)
+    }
+
+    fn send_as<E: Encode + ?Sized>(
+        &self,
+        mode: Mode,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
     ) -> Result<(), SendError> {
         let mut outbound = lock(&self.outbound);
         let outbound = &mut *outbound;
         if outbound.stopped {
             return Err(SendError::Gone);
         }
-        let (framing, target) = match self.wire {
-            Wire::Tcp => (Framing::LengthPrefixed, &mut outbound.buf),
-            Wire::WebSocket => (Framing::Message, &mut outbound.scratch),
+        if outbound.handshaking && mode != Mode::PlainFinal {
+            return Err(SendError::Handshaking);
+        }
+        let framing = match self.wire {
+            Wire::Tcp => Framing::LengthPrefixed,
+            Wire::WebSocket => Framing::Message,
         };
-        let encoded = if seal {
-            let sealer = outbound.sealer.as_mut().ok_or(SendError::NotSecure)?;
-            sealer.write_frame_with(target, framing, header, max_frame_size, |out| {
-                out.reserve(body.encoded_len() + TAG_LEN);
-                body.encode(out);
-            })
-        } else {
-            frame::write_frame(target, framing, header, body, max_frame_size)
+        let sealer = match (mode, outbound.sealer.as_mut()) {
+            (Mode::Session { .. }, Some(sealer)) => Some(sealer),
+            (Mode::Session { required: true }, None) => return Err(SendError::NotSecure),
+            (Mode::Handshake, Some(_)) => return Err(SendError::NotSecure),
+            _ => None,
+        };
+        let target = match self.wire {
+            Wire::Tcp => &mut outbound.buf,
+            Wire::WebSocket => &mut outbound.scratch,
+        };
+        let encoded = match sealer {
+            Some(sealer) => {
+                // A due REKEY goes out first, as a frame (message) of its own.
+                let rekeyed = sealer.rekey_if_due(target, framing);
+                if rekeyed == Ok(true) && self.wire == Wire::WebSocket {
+                    write_masked(&mut outbound.buf, &outbound.scratch);
+                    outbound.scratch.clear();
+                }
+                let target = match self.wire {
+                    Wire::Tcp => &mut outbound.buf,
+                    Wire::WebSocket => &mut outbound.scratch,
+                };
+                rekeyed.and_then(|_| {
+                    sealer.write_frame_with(target, framing, header, max_frame_size, |out| {
+                        out.reserve(body.encoded_len() + TAG_LEN);
+                        body.encode(out);
+                    })
+                })
+            }
+            None => frame::write_frame(target, framing, header, body, max_frame_size),
         };
         if let Err(error) = encoded {
             empty(&mut outbound.scratch);
             return Err(SendError::TooLarge(error));
+        }
+        if mode == Mode::Handshake {
+            outbound.handshaking = true;
         }
         if self.wire == Wire::WebSocket {
             write_masked(&mut outbound.buf, &outbound.scratch);
@@ -159,9 +241,15 @@ impl SocketOut {
         Ok(())
     }
 
-    /// Seals every frame sent with `seal` from now on.
-    pub(crate) fn set_sealer(&self, sealer: Sealer) {
-        lock(&self.outbound).sealer = Some(sealer);
+    /// Ends the wait for a handshake's answer: with a sealer, every frame
+    /// from now on is sealed; without one (the handshake failed), frames go
+    /// plain again.
+    pub(crate) fn end_handshake(&self, sealer: Option<Sealer>) {
+        let mut outbound = lock(&self.outbound);
+        outbound.handshaking = false;
+        if let Some(sealer) = sealer {
+            outbound.sealer = Some(sealer);
+        }
     }
 
     /// Writes once what is queued: `true` when nothing is left.

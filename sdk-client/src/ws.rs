@@ -1,5 +1,5 @@
 //! The WebSocket transport (contract section 1.2): one frame per binary
-//! message, subprotocol `ternio.v1`.
+//! message, subprotocol `ternio.v2`.
 //!
 //! Callers encode each frame as one masked binary message and write it
 //! straight to the socket ([`SocketOut`]), as on TCP: no hop through a task.
@@ -43,7 +43,7 @@ use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
 
 /// The subprotocol the client offers and requires the server to select.
-pub(crate) const SUBPROTOCOL: &str = "ternio.v1";
+pub(crate) const SUBPROTOCOL: &str = ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL;
 
 /// How long a reader keeps reading after its link is lost, so that the
 /// close handshake completes.
@@ -66,7 +66,7 @@ pub(crate) struct WsOut {
     close: Mutex<Option<oneshot::Sender<CloseFrame>>>,
 }
 
-/// Checks `url` and makes the upgrade request that offers `ternio.v1`.
+/// Checks `url` and makes the upgrade request that offers `ternio.v2`.
 pub(crate) fn request_for(
     url: &str,
 ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ClientError> {
@@ -89,7 +89,7 @@ pub(crate) fn request_for(
     Ok(request)
 }
 
-/// Connects to `url`, upgrades with subprotocol `ternio.v1`, and starts the
+/// Connects to `url`, upgrades with subprotocol `ternio.v2`, and starts the
 /// link's reader and writer tasks. The caller bounds the time it takes.
 pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
     let request = request_for(url)?;

@@ -90,9 +90,10 @@ function reply(socket, request, { opcode = request.opcode, flags = Flags.RESPONS
   socket.receive(encodeFrame({ opcode, flags, requestId: request.requestId, body }));
 }
 
-test('connect offers ternio.v1 and asks for ArrayBuffers', async () => {
+test('connect offers ternio.v2 and asks for ArrayBuffers', async () => {
   const { client, socket } = await connect();
   assert.equal(socket.url, 'ws://test/ws');
+  assert.equal(SUBPROTOCOL, 'ternio.v2');
   assert.equal(socket.protocols, SUBPROTOCOL);
   assert.equal(socket.binaryType, 'arraybuffer');
   assert.ok(client.isOpen);

@@ -342,13 +342,13 @@ pub enum LeanClient {
 }
 
 impl LeanClient {
-    /// Connects over the participant's transport (WebSocket with `ternio.v1`).
+    /// Connects over the participant's transport (WebSocket with `ternio.v2`).
     pub async fn connect(participant: Participant, addr: SocketAddr) -> Result<Self> {
         if participant == Participant::TernioWsLean {
             let mut request = format!("ws://{addr}/ws").into_client_request()?;
             request
                 .headers_mut()
-                .insert("Sec-WebSocket-Protocol", "ternio.v1".parse()?);
+                .insert("Sec-WebSocket-Protocol", "ternio.v2".parse()?);
             let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
             return Ok(LeanClient::Ws {
                 ws: Box::new(ws),

@@ -56,6 +56,7 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
         &mut out,
         Framing::LengthPrefixed,
         usize::MAX,
+        None,
     );
     write_and_close(&mut stream, &out, linger.min(Duration::from_millis(500))).await;
 }

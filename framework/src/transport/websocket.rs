@@ -228,6 +228,7 @@ async fn refuse(mut ws: Ws, refusal: Refusal, linger: Duration) {
         &mut out,
         ternio_protocol::frame::Framing::Message,
         usize::MAX,
+        None,
     );
     let _ = tokio::time::timeout(linger.min(Duration::from_millis(500)), async {
         ws.send(Message::Binary(out.freeze())).await?;
