@@ -49,10 +49,23 @@ impl Identity {
     }
 
     /// Reads an identity saved by [`save`](Self::save).
+    ///
+    /// On Unix, logs a warning when group or others may read or write the
+    /// file.
     pub fn load(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
         let contents = File::open(path)
-            .and_then(|mut file| read_small(&mut file))
+            .and_then(|mut file| {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let mode = file.metadata()?.permissions().mode();
+                    if let Some(problem) = permission_problem(path, mode) {
+                        tracing::warn!("{problem}");
+                    }
+                }
+                read_small(&mut file)
+            })
             .map_err(|error| with_path(path, error))?;
         if contents.trim_ascii().is_empty() {
             return Err(invalid_data(
@@ -103,6 +116,21 @@ impl Identity {
             other => other,
         }
     }
+}
+
+/// What is wrong with an identity file of `mode`, if anything: group or
+/// others may read it (and learn the key) or write it (and put in a key
+/// they know).
+#[cfg(unix)]
+fn permission_problem(path: &Path, mode: u32) -> Option<String> {
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "identity key file {path} has mode {mode:03o}: group or others may read or \
+             change the server's private key; run `chmod 600 {path}`",
+            path = path.display(),
+            mode = mode & 0o777,
+        )
+    })
 }
 
 /// Largest identity file read: a key in any accepted format is far smaller.
@@ -353,6 +381,73 @@ mod tests {
         );
         assert!(path.is_dir());
         assert_eq!(names(dir.path()), ["server.key"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn group_or_other_access_is_a_problem_owner_access_is_not() {
+        let path = Path::new("/srv/server.key");
+        for mode in [0o600, 0o400, 0o200, 0o100600] {
+            assert_eq!(permission_problem(path, mode), None, "{mode:o}");
+        }
+        for mode in [0o640, 0o604, 0o620, 0o602, 0o610, 0o666, 0o100644] {
+            let problem = permission_problem(path, mode).expect("a problem");
+            assert!(
+                problem.contains(&format!("mode {:03o}", mode & 0o777))
+                    && problem.contains("`chmod 600 /srv/server.key`"),
+                "{problem}"
+            );
+        }
+    }
+
+    /// A `tracing` writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `tracing` logs while `f` runs on this thread.
+    fn logs_of<T>(f: impl FnOnce() -> T) -> (T, String) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let result = tracing::subscriber::with_default(subscriber, f);
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        (result, logs)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn loading_a_file_others_can_read_warns_how_to_fix_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.key");
+        Identity::generate().save(&path).unwrap();
+        let (loaded, logs) = logs_of(|| Identity::load(&path));
+        loaded.unwrap();
+        assert_eq!(logs, "", "mode 0600: nothing to say");
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (loaded, logs) = logs_of(|| Identity::load(&path));
+        loaded.unwrap();
+        assert!(
+            logs.contains("WARN")
+                && logs.contains("mode 644")
+                && logs.contains(&format!("chmod 600 {}", path.display())),
+            "{logs}"
+        );
     }
 
     #[test]
