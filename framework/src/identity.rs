@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use pem_rfc7468::LineEnding;
 use ternio_protocol::secure::{self, KEY_LEN, StaticKeypair};
 use zeroize::Zeroizing;
 
@@ -48,7 +49,9 @@ impl Identity {
         &self.keypair
     }
 
-    /// Reads an identity saved by [`save`](Self::save).
+    /// Reads an identity saved by [`save`](Self::save) or
+    /// [`save_pem`](Self::save_pem), or written by
+    /// `openssl genpkey -algorithm X25519`.
     ///
     /// On Unix, logs a warning when group or others may read or write the
     /// file.
@@ -67,17 +70,7 @@ impl Identity {
                 read_small(&mut file)
             })
             .map_err(|error| with_path(path, error))?;
-        if contents.trim_ascii().is_empty() {
-            return Err(invalid_data(
-                path,
-                "is empty: delete it to make a new identity (which clients must then pin)",
-            ));
-        }
-        let private = std::str::from_utf8(&contents)
-            .ok()
-            .and_then(secure::key_from_hex)
-            .map(Zeroizing::new)
-            .ok_or_else(|| invalid_data(path, "does not hold a 64-digit hex key"))?;
+        let private = parse_key(&contents).map_err(|why| invalid_data(path, why))?;
         Ok(Self::from_private_key(*private))
     }
 
@@ -93,6 +86,20 @@ impl Identity {
         text.push('\n');
         let path = path.as_ref();
         write_new(path, text.as_bytes()).map_err(|error| with_path(path, error))
+    }
+
+    /// As [`save`](Self::save), in the PEM form of
+    /// `openssl genpkey -algorithm X25519`: an unencrypted PKCS#8
+    /// `PRIVATE KEY`, which OpenSSL and other tools read.
+    pub fn save_pem(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let mut der = Zeroizing::new([0u8; PKCS8_X25519_LEN]);
+        der[..PKCS8_X25519_PREFIX.len()].copy_from_slice(&PKCS8_X25519_PREFIX);
+        der[PKCS8_X25519_PREFIX.len()..].copy_from_slice(self.keypair.private());
+        let mut buffer = Zeroizing::new([0u8; 128]);
+        let pem = pem_rfc7468::encode(PEM_LABEL, LineEnding::LF, &*der, &mut *buffer)
+            .expect("a 48-byte document fits in 128 bytes of PEM");
+        let path = path.as_ref();
+        write_new(path, pem.as_bytes()).map_err(|error| with_path(path, error))
     }
 
     /// Loads the identity at `path`, or creates and saves a new one there
@@ -130,6 +137,90 @@ fn permission_problem(path: &Path, mode: u32) -> Option<String> {
             path = path.display(),
             mode = mode & 0o777,
         )
+    })
+}
+
+/// The PEM label of an unencrypted PKCS#8 private key (RFC 7468).
+const PEM_LABEL: &str = "PRIVATE KEY";
+
+/// The DER of a PKCS#8 X25519 private key (RFC 5208, RFC 8410) up to the
+/// key itself: `SEQUENCE` (46 bytes) { `INTEGER` 0 (version 1),
+/// `SEQUENCE` { `OID` 1.3.101.110 (X25519) }, `OCTET STRING` (34 bytes)
+/// { `OCTET STRING` (32 bytes) } }. DER has one encoding for each value,
+/// so this is the only form of such a key without the optional attributes
+/// and public key, and it is the form `openssl genpkey` writes.
+const PKCS8_X25519_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20,
+];
+/// Bytes of that DER document: the prefix and the key.
+const PKCS8_X25519_LEN: usize = PKCS8_X25519_PREFIX.len() + KEY_LEN;
+
+/// The private key in the contents of an identity file: 64 hex digits, or
+/// a PEM PKCS#8 X25519 key. The error says what the contents are instead.
+fn parse_key(contents: &[u8]) -> Result<Zeroizing<[u8; KEY_LEN]>, String> {
+    let text = contents.trim_ascii();
+    if text.is_empty() {
+        return Err(
+            "is empty: delete it to make a new identity (which clients must then pin)".into(),
+        );
+    }
+    if text.starts_with(b"-----BEGIN ") {
+        return key_from_pem(text);
+    }
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(secure::key_from_hex)
+        .map(Zeroizing::new)
+        .ok_or_else(|| {
+            "holds neither 64 hex digits nor a PEM X25519 private key \
+             (as `openssl genpkey -algorithm X25519` writes)"
+                .into()
+        })
+}
+
+/// The private key of a PEM PKCS#8 X25519 key.
+fn key_from_pem(pem: &[u8]) -> Result<Zeroizing<[u8; KEY_LEN]>, String> {
+    // Decoded, PEM is shorter than its text: one buffer, wiped afterwards.
+    let mut buffer = Zeroizing::new(vec![0u8; pem.len()]);
+    let (label, der) = pem_rfc7468::decode(pem, &mut buffer)
+        .map_err(|error| format!("is not valid PEM: {error}"))?;
+    if label != PEM_LABEL {
+        return Err(format!(
+            "holds a PEM \"{label}\", not an unencrypted \"{PEM_LABEL}\" (PKCS#8)"
+        ));
+    }
+    key_from_pkcs8(der)
+}
+
+/// The private key of a PKCS#8 X25519 key in DER.
+fn key_from_pkcs8(der: &[u8]) -> Result<Zeroizing<[u8; KEY_LEN]>, String> {
+    if let Some(key) = der.strip_prefix(&PKCS8_X25519_PREFIX)
+        && key.len() == KEY_LEN
+    {
+        let mut private = Zeroizing::new([0u8; KEY_LEN]);
+        private.copy_from_slice(key);
+        return Ok(private);
+    }
+    // The RFC 8410 algorithms share the prefix up to the last OID byte.
+    let algorithm = match der.get(5..12) {
+        Some([0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, last]) => match last {
+            0x6e => Some("X25519"),
+            0x6f => Some("X448"),
+            0x70 => Some("Ed25519"),
+            0x71 => Some("Ed448"),
+            _ => None,
+        },
+        _ => None,
+    };
+    Err(match algorithm {
+        Some("X25519") => format!(
+            "holds a PKCS#8 X25519 key of {} bytes, not the {PKCS8_X25519_LEN} bytes \
+             `openssl genpkey -algorithm X25519` writes (trailing bytes, attributes \
+             or an embedded public key are not accepted)",
+            der.len()
+        ),
+        Some(other) => format!("holds a PKCS#8 {other} key, not an X25519 one"),
+        None => "holds PEM that is not a PKCS#8 X25519 private key".into(),
     })
 }
 
