@@ -1,5 +1,5 @@
 //! The server's identity: a static X25519 key pair that clients pin for
-//! `Noise_NK` handshakes.
+//! `Noise_NK` handshakes, and the file that holds it.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -13,8 +13,13 @@ use zeroize::Zeroizing;
 
 /// A server's static key pair. Clients pin its [`public_hex`](Self::public_hex).
 ///
-/// Stored as a text file holding the private key in 64 hex digits; on Unix
-/// the file is created readable by its owner only (mode 0600).
+/// Its file holds the private key as 64 hex digits, as [`save`](Self::save)
+/// writes it, or as an unencrypted PKCS#8 PEM `PRIVATE KEY`, as
+/// [`save_pem`](Self::save_pem) and `openssl genpkey -algorithm X25519`
+/// write it. Saving creates the file atomically, readable by its owner only
+/// (mode 0600 on Unix), and never replaces an existing one; loading warns
+/// when group or others may read or write it. This copy of the private key
+/// is zeroized when the identity is dropped.
 #[derive(Clone)]
 pub struct Identity {
     keypair: StaticKeypair,
