@@ -25,8 +25,10 @@ struct Args {
     /// Address of the WebSocket listener (path /ws).
     #[arg(long)]
     ws: Option<SocketAddr>,
-    /// File holding the server's identity key (created, mode 0600, when
-    /// missing). Without it, a new key is made for this run only.
+    /// File holding the server's identity key: 64 hex digits, or a PEM
+    /// X25519 key from `openssl genpkey -algorithm X25519`. Created (hex,
+    /// mode 0600) when missing. Without it, a new key is made for this run
+    /// only.
     #[arg(long)]
     identity: Option<PathBuf>,
 }
