@@ -18,7 +18,7 @@ use tokio::sync::{oneshot, watch};
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
 use crate::shared::lock;
-use crate::socket::SocketOut;
+use crate::socket::{Mode, SocketOut};
 use crate::ws::WsOut;
 
 /// Why a frame did not go out.
@@ -87,18 +87,19 @@ impl Link {
         max_frame_size: usize,
         require_seal: bool,
     ) -> Result<(), SendError> {
-        if self.lost.get().is_some() {
-            return Err(SendError::Gone);
-        }
-        self.socket()
-            .send(header, body, max_frame_size, require_seal)
+        let mode = Mode::Session {
+            required: require_seal,
+        };
+        self.send_as(mode, header, body, max_frame_size)
     }
 
-    /// Sends the `HANDSHAKE` request recorded by
-    /// [`begin_handshake`](Self::begin_handshake): nothing else goes out
-    /// until its answer is read.
-    pub(crate) fn send_handshake<E: Encode + ?Sized>(
+    /// Sends one frame as `mode` says: the `HANDSHAKE` request recorded by
+    /// [`begin_handshake`](Self::begin_handshake) (nothing else goes out
+    /// until its answer is read), or `DISCONNECT DECRYPT_FAILED`, plain
+    /// whatever the session.
+    pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
+        mode: Mode,
         header: Header,
         body: &E,
         max_frame_size: usize,
@@ -106,20 +107,7 @@ impl Link {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        self.socket().send_handshake(header, body, max_frame_size)
-    }
-
-    /// Sends `DISCONNECT DECRYPT_FAILED`, plain whatever the session.
-    pub(crate) fn send_plain_final<E: Encode + ?Sized>(
-        &self,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        if self.lost.get().is_some() {
-            return Err(SendError::Gone);
-        }
-        self.socket().send_plain_final(header, body, max_frame_size)
+        self.socket().send_as(mode, header, body, max_frame_size)
     }
 
     /// Whether a handshake waits for its answer on this link.

@@ -29,6 +29,7 @@ use crate::push::Registry;
 use crate::reconnect::should_reconnect;
 use crate::requests::{Answer, Failure, Requests};
 use crate::secure::{PendingHandshake, RawBody, Seal};
+use crate::socket::Mode;
 use crate::state::ConnectionState;
 
 /// Locks `mutex`. No code panics while holding the client's locks; the data
@@ -503,7 +504,12 @@ impl Shared {
         // Asked for once, a secure session is never given up for plain.
         self.want_secure(pin);
         let header = Header::new(system::HANDSHAKE, Flags::NONE, id);
-        match link.send_handshake(header, &RawBody(&body), self.config.max_frame_size) {
+        match link.send_as(
+            Mode::Handshake,
+            header,
+            &RawBody(&body),
+            self.config.max_frame_size,
+        ) {
             Ok(()) => {}
             Err(SendError::TooLarge(error)) => {
                 link.take_handshake(id);
@@ -592,7 +598,8 @@ impl Shared {
         let disconnect = Disconnect::new(DisconnectReason::DecryptFailed, message.clone());
         let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
         // The one frame a secure session sends plain (contract section 5.1).
-        let _ = link.send_plain_final(header, &disconnect, self.config.max_frame_size);
+        let max = self.config.max_frame_size;
+        let _ = link.send_as(Mode::PlainFinal, header, &disconnect, max);
         CloseReason::DecryptFailed(message)
     }
 

@@ -61,7 +61,7 @@ struct Outbound {
 
 /// How one frame goes out.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     /// Sealed once the session is up, plain before; with `required`,
     /// refused before.
     Session { required: bool },
@@ -99,47 +99,12 @@ impl SocketOut {
         &self.stream
     }
 
-    /// Encodes one frame into the outbound buffer and writes it at once if
-    /// nothing is queued before it. Once the secure session is up every
-    /// frame is sealed (after a `REKEY`, when one is due); before it, a
-    /// frame goes plain unless `require_seal`. Nothing goes out while a
-    /// handshake waits for its answer.
-    pub(crate) fn send<E: Encode + ?Sized>(
-        &self,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-        require_seal: bool,
-    ) -> Result<(), SendError> {
-        let mode = Mode::Session {
-            required: require_seal,
-        };
-        self.send_as(mode, header, body, max_frame_size)
-    }
-
-    /// Sends the `HANDSHAKE` request, plain, and holds every other frame
-    /// until [`end_handshake`](Self::end_handshake).
-    pub(crate) fn send_handshake<E: Encode + ?Sized>(
-        &self,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.send_as(Mode::Handshake, header, body, max_frame_size)
-    }
-
-    /// Sends a frame plain whatever the session: `DISCONNECT
-    /// DECRYPT_FAILED`, the one plain frame a secure session allows.
-    pub(crate) fn send_plain_final<E: Encode + ?Sized>(
-        &self,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.send_as(Mode::PlainFinal, header, body, max_frame_size)
-    }
-
-    fn send_as<E: Encode + ?Sized>(
+    /// Encodes one frame as `mode` says into the outbound buffer and writes
+    /// it at once if nothing is queued before it. Once the secure session is
+    /// up every frame but [`Mode::PlainFinal`] is sealed (after a `REKEY`,
+    /// when one is due). Nothing but that one goes out while a handshake
+    /// waits for its answer.
+    pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
         mode: Mode,
         header: Header,
