@@ -20,9 +20,13 @@ fuzz_target!(|input: (u16, u32, &[u8])| {
     let mut sealer = Sealer::new(&KEY);
     let mut out = BytesMut::new();
     sealer
-        .write_frame_with(&mut out, Framing::Message, Header::new(opcode, Flags::NONE, request_id), usize::MAX, |out| {
-            out.extend_from_slice(data)
-        })
+        .write_frame_with(
+            &mut out,
+            Framing::Message,
+            Header::new(opcode, Flags::NONE, request_id),
+            usize::MAX,
+            |out| out.extend_from_slice(data),
+        )
         .unwrap();
     let sent = Header::parse(&out).unwrap();
     let mut body = out.split_off(7);
