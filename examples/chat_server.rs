@@ -29,7 +29,10 @@ use std::net::SocketAddr;
 use clap::Parser;
 use ternio::{AuditLog, Server};
 use ternio_examples::{chat, web};
-use ternio_redis::{RedisBackplane, RedisConfig};
+use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
+
+/// The environment variable that holds the cluster secret, for `--redis`.
+const SECRET_VAR: &str = "TERNIO_CLUSTER_SECRET";
 
 /// Command line of the chat server.
 #[derive(Parser)]
@@ -52,7 +55,8 @@ struct Args {
     #[arg(long)]
     metrics: Option<SocketAddr>,
     /// Join the other nodes that use this Redis (`redis://host:port/`):
-    /// rooms span every node.
+    /// rooms span every node. Every node needs the
+    /// same cluster secret (at least 16 bytes) in `TERNIO_CLUSTER_SECRET`.
     #[arg(long)]
     redis: Option<String>,
 }
@@ -77,7 +81,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.prometheus(address);
     }
     let backplane = match &args.redis {
-        Some(url) => Some(RedisBackplane::connect(RedisConfig::new(url)).await?),
+        Some(url) => {
+            let secret = std::env::var(SECRET_VAR)
+                .map_err(|_| format!("--redis needs the cluster secret in {SECRET_VAR}"))?;
+            let config = RedisConfig::new(url, ClusterSecret::new(secret)?);
+            Some(RedisBackplane::connect(config).await?)
+        }
         None => None,
     };
     if let Some(backplane) = &backplane {

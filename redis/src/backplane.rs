@@ -17,7 +17,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::RedisConfig;
-use crate::counters::Counters;
+use crate::counters::{Counters, Rejected};
+use crate::envelope::EnvelopeKey;
 use crate::keys::Keys;
 use crate::link;
 
@@ -45,6 +46,8 @@ pub enum RedisBackplaneError {
 pub(crate) struct Shared {
     pub(crate) config: RedisConfig,
     pub(crate) keys: Keys,
+    /// The cluster secret, ready to seal and open envelopes.
+    pub(crate) key: EnvelopeKey,
     pub(crate) node: u16,
     /// Tells this process's node key from another's that claimed the same id.
     pub(crate) token: String,
@@ -109,9 +112,11 @@ impl Shared {
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use ternio::Server;
-/// use ternio_redis::{RedisBackplane, RedisConfig};
+/// use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 ///
-/// let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+/// let secret = ClusterSecret::new(std::env::var("TERNIO_CLUSTER_SECRET")?)?;
+/// let config = RedisConfig::new("redis://127.0.0.1:6379/", secret);
+/// let backplane = RedisBackplane::connect(config).await?;
 /// let server = Server::builder()
 ///     .backplane(backplane.clone())
 ///     .map_tcp("0.0.0.0:7101")
@@ -150,13 +155,7 @@ impl RedisBackplane {
         if config.node_id == Some(0) {
             return Err(RedisBackplaneError::ReservedNodeId);
         }
-        // Nagle's algorithm would hold small publishes back: no delay.
-        let info = config
-            .url
-            .as_str()
-            .into_connection_info()?
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-        let client = Client::open(info)?;
+        let client = client(&config)?;
         let keys = Keys::new(&config.prefix);
         let token = token();
         let timeout = config.response_timeout;
@@ -176,6 +175,7 @@ impl RedisBackplane {
         let (queue, receiver) = mpsc::channel(config.queue_capacity);
         let (shutdown, _) = watch::channel(false);
         let shared = Arc::new(Shared {
+            key: EnvelopeKey::new(&config.secret),
             config,
             keys,
             node,
@@ -217,6 +217,12 @@ impl RedisBackplane {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         true
+    }
+
+    /// The envelopes received from Redis and dropped so far, by reason
+    /// (forged, replayed, oversized…). Never delivered to a connection.
+    pub fn rejected(&self) -> Rejected {
+        self.shared.counters.rejections()
     }
 
     /// The ids of the nodes alive now, as Redis knows them (sorted).
@@ -302,6 +308,17 @@ impl Backplane for RedisBackplane {
     fn stats(&self) -> BackplaneStats {
         self.shared.counters.stats()
     }
+}
+
+/// The Redis client for `config`'s URL.
+fn client(config: &RedisConfig) -> Result<Client, RedisBackplaneError> {
+    // Nagle's algorithm would hold small publishes back: no delay.
+    let info = config
+        .url
+        .as_str()
+        .into_connection_info()?
+        .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    Ok(Client::open(info)?)
 }
 
 /// A token that tells this process's claim on a node id from any other's.

@@ -4,9 +4,12 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use ternio::Server;
-//! use ternio_redis::{RedisBackplane, RedisConfig};
+//! use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 //!
-//! let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+//! // Every node of the cluster has the same secret (at least 16 bytes).
+//! let secret = ClusterSecret::new(std::env::var("TERNIO_CLUSTER_SECRET")?)?;
+//! let config = RedisConfig::new("redis://redis.internal:6379/", secret);
+//! let backplane = RedisBackplane::connect(config).await?;
 //! let server = Server::builder()
 //!     .backplane(backplane.clone())
 //!     .map_tcp("0.0.0.0:7101")
@@ -77,6 +80,12 @@ mod counters;
 mod envelope;
 mod keys;
 mod link;
+mod replay;
+mod secret;
 
 pub use backplane::{RedisBackplane, RedisBackplaneError};
-pub use config::RedisConfig;
+pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
+pub use counters::Rejected;
+#[doc(hidden)]
+pub use envelope::fuzzing;
+pub use secret::{ClusterSecret, MIN_SECRET_LEN, SecretTooShort};
