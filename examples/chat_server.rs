@@ -54,11 +54,15 @@ struct Args {
     /// Serve the server's metrics for Prometheus at `http://ADDR/metrics`.
     #[arg(long)]
     metrics: Option<SocketAddr>,
-    /// Join the other nodes that use this Redis (`redis://host:port/`):
-    /// rooms span every node. Every node needs the
+    /// Join the other nodes that use this Redis (`redis://host:port/`, or
+    /// `rediss://` for TLS): rooms span every node. Every node needs the
     /// same cluster secret (at least 16 bytes) in `TERNIO_CLUSTER_SECRET`.
     #[arg(long)]
     redis: Option<String>,
+    /// With `--redis`: the PEM file of the private CA that signed Redis's
+    /// TLS certificate.
+    #[arg(long, requires = "redis")]
+    redis_ca: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -84,7 +88,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(url) => {
             let secret = std::env::var(SECRET_VAR)
                 .map_err(|_| format!("--redis needs the cluster secret in {SECRET_VAR}"))?;
-            let config = RedisConfig::new(url, ClusterSecret::new(secret)?);
+            let mut config = RedisConfig::new(url, ClusterSecret::new(secret)?);
+            if let Some(path) = &args.redis_ca {
+                config = config.tls_ca_certificate(std::fs::read(path)?);
+            }
             Some(RedisBackplane::connect(config).await?)
         }
         None => None,

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Value};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
+    TlsCertificates, Value,
+};
 use ternio::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, ConnectionId, LocalHub,
 };
@@ -40,6 +43,9 @@ pub enum RedisBackplaneError {
     /// Every node id is held by a live node.
     #[error("no node id is free: 65,535 nodes are alive")]
     NoFreeNodeId,
+    /// A CA certificate was given for a URL that is not `rediss://`.
+    #[error("a TLS CA certificate needs a rediss:// URL")]
+    TlsNeedsRediss,
 }
 
 /// What the handle and the link task share.
@@ -310,7 +316,7 @@ impl Backplane for RedisBackplane {
     }
 }
 
-/// The Redis client for `config`'s URL.
+/// The Redis client for `config`'s URL, over TLS for `rediss://`.
 fn client(config: &RedisConfig) -> Result<Client, RedisBackplaneError> {
     // Nagle's algorithm would hold small publishes back: no delay.
     let info = config
@@ -318,7 +324,31 @@ fn client(config: &RedisConfig) -> Result<Client, RedisBackplaneError> {
         .as_str()
         .into_connection_info()?
         .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    Ok(Client::open(info)?)
+    if !is_tls(&info) {
+        if config.tls_ca_certificate.is_some() {
+            return Err(RedisBackplaneError::TlsNeedsRediss);
+        }
+        return Ok(Client::open(info)?);
+    }
+    // rustls needs a crypto provider; the application may have chosen one.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Fails only if another thread installed one in between: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    match &config.tls_ca_certificate {
+        Some(pem) => Ok(Client::build_with_tls(
+            info,
+            TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        )?),
+        None => Ok(Client::open(info)?),
+    }
+}
+
+fn is_tls(info: &ConnectionInfo) -> bool {
+    matches!(info.addr(), ConnectionAddr::TcpTls { .. })
 }
 
 /// A token that tells this process's claim on a node id from any other's.

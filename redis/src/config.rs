@@ -1,5 +1,5 @@
-//! What a [`RedisBackplane`](crate::RedisBackplane) is told: where Redis is,
-//! the cluster secret, its key prefix, the node id, the
+//! What a [`RedisBackplane`](crate::RedisBackplane) is told: where Redis is
+//! and how to trust it, the cluster secret, its key prefix, the node id, the
 //! heartbeat, and its bounds.
 
 use std::fmt;
@@ -25,9 +25,11 @@ pub const DEFAULT_MAX_ENVELOPE_SIZE: usize =
 /// use ternio_redis::{ClusterSecret, RedisConfig};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let ca_pem = b"-----BEGIN CERTIFICATE-----...".to_vec();
 /// // The same secret on every node; 32 random bytes, e.g. `openssl rand -hex 32`.
 /// let secret = ClusterSecret::new("4f1c0e8a9d2b7e6f3a5c8d1e0b9a7f6e")?;
-/// let config = RedisConfig::new("redis://redis.internal:6379/", secret)
+/// let config = RedisConfig::new("rediss://redis.internal:6380/", secret)
+///     .tls_ca_certificate(ca_pem) // the private CA that signed Redis's certificate
 ///     .prefix("chat")
 ///     .max_message_age(Duration::from_secs(30));
 /// assert!(!format!("{config:?}").contains("4f1c0e8a"));
@@ -37,11 +39,18 @@ pub const DEFAULT_MAX_ENVELOPE_SIZE: usize =
 #[derive(Clone)]
 pub struct RedisConfig {
     /// The Redis server, as `redis://host:port/db` (or
-    /// `redis://:password@host/`).
+    /// `redis://:password@host/`), or `rediss://…` for TLS: the server's
+    /// certificate is checked against the system's roots, or against
+    /// [`tls_ca_certificate`](Self::tls_ca_certificate) when it is set, and
+    /// must name the host of the URL.
     pub url: String,
     /// The key the cluster's nodes share: every envelope carries a MAC
     /// under it, and envelopes without a valid one are dropped. Required.
     pub secret: ClusterSecret,
+    /// The certificate (PEM) of the private certificate authority that
+    /// signed Redis's certificate, for a `rediss://` URL; it then replaces
+    /// the system's roots. Default none.
+    pub tls_ca_certificate: Option<Vec<u8>>,
     /// The largest message accepted from Redis, in bytes; a larger one is
     /// dropped (and counted) before it is copied or checked. Raise it with
     /// the servers' `max_frame_size`. Default
@@ -84,6 +93,7 @@ impl RedisConfig {
         Self {
             url: url.into(),
             secret,
+            tls_ca_certificate: None,
             max_envelope_size: DEFAULT_MAX_ENVELOPE_SIZE,
             max_message_age: Duration::from_secs(30),
             prefix: "ternio".to_owned(),
@@ -95,6 +105,14 @@ impl RedisConfig {
             max_reconnect_delay: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
         }
+    }
+
+    /// Trusts the certificate authority `pem` (one or more PEM
+    /// certificates) for Redis's TLS certificate, instead of the system's
+    /// roots. Needs a `rediss://` URL.
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca_certificate = Some(pem.into());
+        self
     }
 
     /// Sets the largest message accepted from Redis, in bytes.
@@ -168,6 +186,13 @@ impl fmt::Debug for RedisConfig {
         f.debug_struct("RedisConfig")
             .field("url", &redacted_url(&self.url))
             .field("secret", &self.secret)
+            .field(
+                "tls_ca_certificate",
+                &self
+                    .tls_ca_certificate
+                    .as_ref()
+                    .map(|pem| format!("{} bytes", pem.len())),
+            )
             .field("max_envelope_size", &self.max_envelope_size)
             .field("max_message_age", &self.max_message_age)
             .field("prefix", &self.prefix)
@@ -201,7 +226,8 @@ mod tests {
     #[test]
     fn debug_hides_the_secret_and_the_password() {
         let secret = ClusterSecret::new("the cluster secret, 32 bytes....").unwrap();
-        let config = RedisConfig::new("redis://user:hunter2hunter2@10.0.0.5:6379/0", secret);
+        let config = RedisConfig::new("redis://user:hunter2hunter2@10.0.0.5:6379/0", secret)
+            .tls_ca_certificate(b"-----BEGIN CERTIFICATE-----".to_vec());
         let debug = format!("{config:?}");
         assert!(!debug.contains("cluster secret"), "{debug}");
         assert!(!debug.contains("hunter2"), "{debug}");
@@ -209,6 +235,7 @@ mod tests {
             debug.contains("redis://<redacted>@10.0.0.5:6379/0"),
             "{debug}"
         );
+        assert!(debug.contains("27 bytes"), "{debug}");
         assert_eq!(redacted_url("redis://10.0.0.5/"), "redis://10.0.0.5/");
         assert_eq!(redacted_url("rediss://:pw@h/"), "rediss://<redacted>@h/");
     }

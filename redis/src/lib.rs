@@ -8,7 +8,7 @@
 //!
 //! // Every node of the cluster has the same secret (at least 16 bytes).
 //! let secret = ClusterSecret::new(std::env::var("TERNIO_CLUSTER_SECRET")?)?;
-//! let config = RedisConfig::new("redis://redis.internal:6379/", secret);
+//! let config = RedisConfig::new("rediss://redis.internal:6380/", secret);
 //! let backplane = RedisBackplane::connect(config).await?;
 //! let server = Server::builder()
 //!     .backplane(backplane.clone())

@@ -1,7 +1,8 @@
 //! The backplane against someone who can reach Redis: forged, replayed and
 //! oversized envelopes published with a raw Redis client on the cluster's
 //! channels reach no connection and are counted; a node with another
-//! secret is not heard.
+//! secret is not heard; and the nodes talk over TLS to a Redis whose
+//! certificate a private CA signed, refusing a server their CA did not sign.
 //!
 //! Real `redis-server` processes (each test owns its own), real sockets,
 //! real clients. Every "was not delivered" is shown by ordering: the
@@ -11,10 +12,12 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use support::redis_server::RedisServer;
+use support::redis_server::{RedisServer, TlsFiles};
 use ternio::protocol::{BytesMut, Encode, Flags, Header, Packet};
 use ternio::{ConnectionId, Server, ServerHandle};
 use ternio_client::{Client, ConnectionState, Subscription};
@@ -460,4 +463,104 @@ async fn an_oversized_envelope_is_dropped_and_counted() {
         (3, 3),
         "{rejected:?}"
     );
+}
+
+/// Certificates for a TLS Redis, in a directory removed when dropped.
+struct Certificates {
+    dir: PathBuf,
+    ca_pem: String,
+}
+
+impl Certificates {
+    /// A CA, and a certificate for 127.0.0.1 and localhost that it signed.
+    fn new() -> Self {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ternio-redis-tls-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let (ca_params, ca_key, ca_pem) = ca("Ternio test CA");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        std::fs::write(dir.join("redis.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("redis.key"), key.serialize_pem()).unwrap();
+        Self { dir, ca_pem }
+    }
+
+    fn files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.dir.join("redis.pem"),
+            key: self.dir.join("redis.key"),
+            ca: self.dir.join("ca.pem"),
+        }
+    }
+}
+
+impl Drop for Certificates {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A self-signed CA: its parameters, key and certificate (PEM).
+fn ca(name: &str) -> (rcgen::CertificateParams, rcgen::KeyPair, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let pem = params.self_signed(&key).unwrap().pem();
+    (params, key, pem)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_talk_over_tls_and_refuse_a_server_their_ca_did_not_sign() {
+    let certificates = Certificates::new();
+    let redis = RedisServer::start_tls(certificates.files());
+    let url = redis.url();
+    assert!(url.starts_with("rediss://127.0.0.1:"), "{url}");
+    let prefix = "tls";
+    let tls = |url: &str| config(url, prefix).tls_ca_certificate(certificates.ca_pem.clone());
+
+    let (one, _two, mut ann, bob) = two_chatters_with(tls(&url), tls(&url)).await;
+    bob.say("over tls").await;
+    assert_eq!(ann.next_text().await, "over tls");
+    assert_eq!(one.backplane.rejected(), Rejected::default());
+
+    // Another CA, or the system's roots: the server's certificate is refused.
+    let (_, _, other_ca) = ca("Someone else's CA");
+    let refused = RedisBackplane::connect(config(&url, prefix).tls_ca_certificate(other_ca))
+        .await
+        .expect_err("a certificate the CA did not sign");
+    assert!(refused.to_string().contains("certificate"), "{refused}");
+    RedisBackplane::connect(config(&url, prefix))
+        .await
+        .expect_err("not signed by a system root");
+    // A CA certificate needs a rediss:// URL.
+    let plain = url.replacen("rediss://", "redis://", 1);
+    let misconfigured = RedisBackplane::connect(
+        config(&plain, prefix).tls_ca_certificate(certificates.ca_pem.clone()),
+    )
+    .await
+    .expect_err("no TLS in the URL");
+    assert!(
+        matches!(
+            misconfigured,
+            ternio_redis::RedisBackplaneError::TlsNeedsRediss
+        ),
+        "{misconfigured}"
+    );
+    assert!(ann.is_connected());
 }

@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,17 @@ pub(crate) fn program() -> String {
 /// A `redis-server` on 127.0.0.1 that this process started.
 pub(crate) struct RedisServer {
     port: u16,
+    tls: Option<TlsFiles>,
     child: Option<Child>,
+}
+
+/// The PEM files of a TLS `redis-server`: its certificate and key, and the
+/// CA it names for client certificates (which it does not ask for).
+#[allow(dead_code)]
+pub(crate) struct TlsFiles {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) ca: PathBuf,
 }
 
 impl RedisServer {
@@ -29,18 +40,37 @@ impl RedisServer {
     /// Starts one on a free port, or says why it could not (saying what to
     /// install when the program is missing).
     pub(crate) fn try_start() -> Result<Self, String> {
+        Self::try_start_with(None)
+    }
+
+    /// Starts one that speaks TLS only (no plain port), with `files`.
+    #[allow(dead_code)]
+    pub(crate) fn start_tls(files: TlsFiles) -> Self {
+        Self::try_start_with(Some(files)).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn try_start_with(tls: Option<TlsFiles>) -> Result<Self, String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .map_err(|error| format!("no free port on 127.0.0.1: {error}"))?
             .port();
-        let mut server = Self { port, child: None };
+        let mut server = Self {
+            port,
+            tls,
+            child: None,
+        };
         server.spawn()?;
         Ok(server)
     }
 
-    /// The URL clients connect to.
+    /// The URL clients connect to: `rediss://` when it speaks TLS.
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
     /// The server's process id, while it runs (ternio-bench reads its CPU
@@ -67,10 +97,27 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), String> {
         let port = self.port.to_string();
+        let mut listen = vec!["--port".to_owned(), port];
+        if let Some(tls) = &self.tls {
+            let path = |path: &PathBuf| path.display().to_string();
+            listen = vec![
+                "--port".to_owned(),
+                "0".to_owned(),
+                "--tls-port".to_owned(),
+                self.port.to_string(),
+                "--tls-cert-file".to_owned(),
+                path(&tls.cert),
+                "--tls-key-file".to_owned(),
+                path(&tls.key),
+                "--tls-ca-cert-file".to_owned(),
+                path(&tls.ca),
+                "--tls-auth-clients".to_owned(),
+                "no".to_owned(),
+            ];
+        }
         let mut child = Command::new(program())
+            .args(listen)
             .args([
-                "--port",
-                &port,
                 "--bind",
                 "127.0.0.1",
                 "--save",
