@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use support::redis_server::{RedisServer, TlsFiles};
 use ternio::protocol::{BytesMut, Encode, Flags, Header, Packet};
-use ternio::{ConnectionId, Server, ServerHandle};
+use ternio::{Backplane, ConnectionId, Server, ServerHandle};
 use ternio_client::{Client, ConnectionState, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig, Rejected};
@@ -425,6 +425,42 @@ async fn a_replayed_envelope_is_dropped_and_counted() {
     assert_eq!(
         (rejected.replayed, rejected.forged, rejected.total()),
         (1, 3, 4),
+        "{rejected:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_after_a_reconnection_is_still_dropped() {
+    let mut redis = RedisServer::start();
+    let prefix = "replay-reconnect";
+    let (one, two, mut ann, bob) = two_chatters(&redis.url(), prefix).await;
+    let group = format!("{prefix}:group:{ROOM}");
+    let mut spy = spy(&redis.url(), &group).await;
+    bob.say("before the restart").await;
+    assert_eq!(ann.next_text().await, "before the restart");
+    let captured = capture(&mut spy, b"before the restart").await;
+    drop(spy);
+
+    // Redis restarts empty; both links are lost and come back.
+    redis.restart();
+    for node in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while node.backplane.stats().reconnects == 0 {
+            assert!(Instant::now() < deadline, "node {} reconnects", node.id());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    one.await_members(&[ann.id, bob.id]).await;
+    two.await_members(&[ann.id, bob.id]).await;
+
+    let mut attacker = Attacker::connect(&redis.url()).await;
+    assert!(attacker.publish(&group, &captured).await >= 1);
+    bob.say("after the restart").await;
+    assert_eq!(ann.next_text().await, "after the restart");
+    let rejected = one.await_rejected(|rejected| rejected.replayed >= 1).await;
+    assert_eq!(
+        (rejected.replayed, rejected.total()),
+        (1, 1),
         "{rejected:?}"
     );
 }
