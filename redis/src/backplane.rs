@@ -156,6 +156,10 @@ impl RedisBackplane {
     ///
     /// A fixed node id still held by a node that just died is waited for,
     /// for at most the node TTL; one held by a live node is refused.
+    ///
+    /// For a `rediss://` URL, TLS uses rustls: if the application has not
+    /// installed a process-wide rustls crypto provider, this installs
+    /// ring's.
     pub async fn connect(config: RedisConfig) -> Result<Self, RedisBackplaneError> {
         let config = config.normalized();
         if config.node_id == Some(0) {
