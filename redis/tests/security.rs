@@ -341,23 +341,30 @@ async fn a_forged_kick_is_dropped_and_counted() {
 async fn a_node_with_another_secret_is_not_heard() {
     let redis = RedisServer::start();
     let prefix = "secret";
-    let rogue_config = RedisConfig::new(
-        redis.url(),
-        ClusterSecret::new("not the cluster's secret, 32 B..").unwrap(),
+    let (one, _two, mut ann, bob) = two_chatters(&redis.url(), prefix).await;
+    // A node of the same cluster (prefix), with another secret and no
+    // client of its own: it publishes only what it is told to here.
+    let rogue = Node::start(
+        RedisConfig::new(
+            redis.url(),
+            ClusterSecret::new("not the cluster's secret, 32 B..").unwrap(),
+        )
+        .prefix(prefix),
     )
-    .prefix(prefix)
-    .heartbeat(Duration::from_millis(100), Duration::from_millis(1000));
-    let (one, _rogue, mut ann, eve) =
-        two_chatters_with(config(&redis.url(), prefix), rogue_config).await;
-    let bob_node = Node::start(config(&redis.url(), prefix)).await;
-    let bob = Chatter::join(&bob_node, "bob").await;
-    one.await_members(&[ann.id, eve.id, bob.id]).await;
+    .await;
+    let hub = rogue.server.hub();
+    hub.send(
+        ConnectionId(ann.id),
+        &chat_message("sent with the wrong secret"),
+    )
+    .expect("published");
+    hub.broadcast_group(ROOM, &chat_message("broadcast with the wrong secret"))
+        .expect("published");
 
-    eve.say("from the wrong secret").await;
     bob.say("from the right one").await;
     assert_eq!(ann.next_text().await, "from the right one");
-    // Eve's two envelopes (her join's announcement, her message), each
-    // refused rather than delivered.
+    // Both of the rogue's envelopes reached node one (its own channel, and
+    // the room's, to which it is subscribed) and were refused, not delivered.
     let rejected = one.await_rejected(|rejected| rejected.forged >= 2).await;
     assert_eq!((rejected.forged, rejected.total()), (2, 2), "{rejected:?}");
 }
