@@ -29,7 +29,10 @@ use std::net::SocketAddr;
 use clap::Parser;
 use ternio::{AuditLog, Server};
 use ternio_examples::{chat, web};
-use ternio_redis::{RedisBackplane, RedisConfig};
+use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
+
+/// The environment variable that holds the cluster secret, for `--redis`.
+const SECRET_VAR: &str = "TERNIO_CLUSTER_SECRET";
 
 /// Command line of the chat server.
 #[derive(Parser)]
@@ -51,10 +54,15 @@ struct Args {
     /// Serve the server's metrics for Prometheus at `http://ADDR/metrics`.
     #[arg(long)]
     metrics: Option<SocketAddr>,
-    /// Join the other nodes that use this Redis (`redis://host:port/`):
-    /// rooms span every node.
+    /// Join the other nodes that use this Redis (`redis://host:port/`, or
+    /// `rediss://` for TLS): rooms span every node. Every node needs the
+    /// same cluster secret (at least 16 bytes) in `TERNIO_CLUSTER_SECRET`.
     #[arg(long)]
     redis: Option<String>,
+    /// With `--redis`: the PEM file of the private CA that signed Redis's
+    /// TLS certificate.
+    #[arg(long, requires = "redis")]
+    redis_ca: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -77,7 +85,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.prometheus(address);
     }
     let backplane = match &args.redis {
-        Some(url) => Some(RedisBackplane::connect(RedisConfig::new(url)).await?),
+        Some(url) => {
+            let secret = std::env::var(SECRET_VAR)
+                .map_err(|_| format!("--redis needs the cluster secret in {SECRET_VAR}"))?;
+            let mut config = RedisConfig::new(url, ClusterSecret::new(secret)?);
+            if let Some(path) = &args.redis_ca {
+                config = config.tls_ca_certificate(std::fs::read(path)?);
+            }
+            Some(RedisBackplane::connect(config).await?)
+        }
         None => None,
     };
     if let Some(backplane) = &backplane {

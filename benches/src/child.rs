@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use ::ternio::Backplane as _;
 use anyhow::{Context as _, Result, bail};
-use ternio_redis::{RedisBackplane, RedisConfig};
+use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 
 use crate::alloc::{AllocDelta, AllocSnapshot};
 use crate::participants::{Endpoint, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio};
-use crate::scenarios::backplane::{REDIS_PREFIX_VAR, REDIS_URL_VAR};
+use crate::scenarios::backplane::{REDIS_PREFIX_VAR, REDIS_SECRET_VAR, REDIS_URL_VAR};
 use crate::tls::TlsMaterial;
 use crate::usage::{self, ProcessStatus};
 
@@ -109,7 +109,10 @@ async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
                 .with_context(|| format!("a backplane node needs {REDIS_URL_VAR}"))?;
             let prefix = std::env::var(REDIS_PREFIX_VAR)
                 .with_context(|| format!("a backplane node needs {REDIS_PREFIX_VAR}"))?;
-            let backplane = RedisBackplane::connect(RedisConfig::new(&url).prefix(prefix))
+            let secret = std::env::var(REDIS_SECRET_VAR)
+                .with_context(|| format!("a backplane node needs {REDIS_SECRET_VAR}"))?;
+            let secret = ClusterSecret::new(secret).context("the cluster secret")?;
+            let backplane = RedisBackplane::connect(RedisConfig::new(&url, secret).prefix(prefix))
                 .await
                 .with_context(|| format!("cannot join the backplane at {url}"))?;
             let running = ternio::start(Participant::TernioTcp, Some(backplane.clone()))?;

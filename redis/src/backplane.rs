@@ -9,7 +9,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Value};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
+    TlsCertificates, Value,
+};
 use ternio::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, ConnectionId, LocalHub,
 };
@@ -17,7 +20,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::RedisConfig;
-use crate::counters::Counters;
+use crate::counters::{Counters, Rejected};
+use crate::envelope::EnvelopeKey;
 use crate::keys::Keys;
 use crate::link;
 
@@ -39,12 +43,17 @@ pub enum RedisBackplaneError {
     /// Every node id is held by a live node.
     #[error("no node id is free: 65,535 nodes are alive")]
     NoFreeNodeId,
+    /// A CA certificate was given for a URL that is not `rediss://`.
+    #[error("a TLS CA certificate needs a rediss:// URL")]
+    TlsNeedsRediss,
 }
 
 /// What the handle and the link task share.
 pub(crate) struct Shared {
     pub(crate) config: RedisConfig,
     pub(crate) keys: Keys,
+    /// The cluster secret, ready to seal and open envelopes.
+    pub(crate) key: EnvelopeKey,
     pub(crate) node: u16,
     /// Tells this process's node key from another's that claimed the same id.
     pub(crate) token: String,
@@ -109,9 +118,11 @@ impl Shared {
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use ternio::Server;
-/// use ternio_redis::{RedisBackplane, RedisConfig};
+/// use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 ///
-/// let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+/// let secret = ClusterSecret::new(std::env::var("TERNIO_CLUSTER_SECRET")?)?;
+/// let config = RedisConfig::new("redis://127.0.0.1:6379/", secret);
+/// let backplane = RedisBackplane::connect(config).await?;
 /// let server = Server::builder()
 ///     .backplane(backplane.clone())
 ///     .map_tcp("0.0.0.0:7101")
@@ -145,18 +156,16 @@ impl RedisBackplane {
     ///
     /// A fixed node id still held by a node that just died is waited for,
     /// for at most the node TTL; one held by a live node is refused.
+    ///
+    /// For a `rediss://` URL, TLS uses rustls: if the application has not
+    /// installed a process-wide rustls crypto provider, this installs
+    /// ring's.
     pub async fn connect(config: RedisConfig) -> Result<Self, RedisBackplaneError> {
         let config = config.normalized();
         if config.node_id == Some(0) {
             return Err(RedisBackplaneError::ReservedNodeId);
         }
-        // Nagle's algorithm would hold small publishes back: no delay.
-        let info = config
-            .url
-            .as_str()
-            .into_connection_info()?
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-        let client = Client::open(info)?;
+        let client = client(&config)?;
         let keys = Keys::new(&config.prefix);
         let token = token();
         let timeout = config.response_timeout;
@@ -176,6 +185,7 @@ impl RedisBackplane {
         let (queue, receiver) = mpsc::channel(config.queue_capacity);
         let (shutdown, _) = watch::channel(false);
         let shared = Arc::new(Shared {
+            key: EnvelopeKey::new(&config.secret),
             config,
             keys,
             node,
@@ -217,6 +227,12 @@ impl RedisBackplane {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         true
+    }
+
+    /// The envelopes received from Redis and dropped so far, by reason
+    /// (forged, replayed, oversized…). Never delivered to a connection.
+    pub fn rejected(&self) -> Rejected {
+        self.shared.counters.rejections()
     }
 
     /// The ids of the nodes alive now, as Redis knows them (sorted).
@@ -302,6 +318,41 @@ impl Backplane for RedisBackplane {
     fn stats(&self) -> BackplaneStats {
         self.shared.counters.stats()
     }
+}
+
+/// The Redis client for `config`'s URL, over TLS for `rediss://`.
+fn client(config: &RedisConfig) -> Result<Client, RedisBackplaneError> {
+    // Nagle's algorithm would hold small publishes back: no delay.
+    let info = config
+        .url
+        .as_str()
+        .into_connection_info()?
+        .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    if !is_tls(&info) {
+        if config.tls_ca_certificate.is_some() {
+            return Err(RedisBackplaneError::TlsNeedsRediss);
+        }
+        return Ok(Client::open(info)?);
+    }
+    // rustls needs a crypto provider; the application may have chosen one.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Fails only if another thread installed one in between: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    match &config.tls_ca_certificate {
+        Some(pem) => Ok(Client::build_with_tls(
+            info,
+            TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        )?),
+        None => Ok(Client::open(info)?),
+    }
+}
+
+fn is_tls(info: &ConnectionInfo) -> bool {
+    matches!(info.addr(), ConnectionAddr::TcpTls { .. })
 }
 
 /// A token that tells this process's claim on a node id from any other's.

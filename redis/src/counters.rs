@@ -11,6 +11,7 @@
 //! | `ternio_backplane_dropped_total` | counter: messages lost (link down, queue full) |
 //! | `ternio_backplane_disconnects_total` | counter: links lost |
 //! | `ternio_backplane_reconnects_total` | counter: links restored |
+//! | `ternio_backplane_rejected_total` | counter: envelopes received and not delivered, labelled `reason` (see [`Rejected`]) |
 //!
 //! Each carries the label `node` (this node's id).
 
@@ -43,6 +44,73 @@ impl Count {
     }
 }
 
+/// Why a received envelope was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    Oversized,
+    Malformed,
+    Forged,
+    Replayed,
+    Stale,
+    Overflow,
+}
+
+impl Rejection {
+    const ALL: [Self; 6] = [
+        Self::Oversized,
+        Self::Malformed,
+        Self::Forged,
+        Self::Replayed,
+        Self::Stale,
+        Self::Overflow,
+    ];
+
+    /// Its `reason` label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Oversized => "oversized",
+            Self::Malformed => "malformed",
+            Self::Forged => "forged",
+            Self::Replayed => "replayed",
+            Self::Stale => "stale",
+            Self::Overflow => "overflow",
+        }
+    }
+}
+
+/// The envelopes a [`RedisBackplane`](crate::RedisBackplane) received and
+/// refused, by reason, since it started (see
+/// [`RedisBackplane::rejected`](crate::RedisBackplane::rejected)). Each is
+/// also the metric `ternio_backplane_rejected_total{reason=...}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rejected {
+    /// Above `RedisConfig::max_envelope_size`: refused before anything
+    /// else, without a copy.
+    pub oversized: u64,
+    /// Not an envelope of this version: another program's message, a node
+    /// of an older version, or truncated or ill-formed.
+    pub malformed: u64,
+    /// The MAC did not verify: forged, corrupted, published under another
+    /// secret, or copied from another channel.
+    pub forged: u64,
+    /// Authentic, but not above the highest sequence seen from its
+    /// publisher: a replay (or a duplicate).
+    pub replayed: u64,
+    /// Authentic, but stamped further from this node's clock than
+    /// `RedisConfig::max_message_age`: an old replay, or a skewed clock.
+    pub stale: u64,
+    /// Authentic, from a publisher this node could not track: too many
+    /// publishers within one message age.
+    pub overflow: u64,
+}
+
+impl Rejected {
+    /// Every envelope refused, whatever the reason.
+    pub fn total(&self) -> u64 {
+        self.oversized + self.malformed + self.forged + self.replayed + self.stale + self.overflow
+    }
+}
+
 /// Every count of one backplane.
 pub(crate) struct Counters {
     connected: AtomicBool,
@@ -52,6 +120,8 @@ pub(crate) struct Counters {
     dropped: Count,
     disconnects: Count,
     reconnects: Count,
+    /// Indexed like [`Rejection::ALL`].
+    rejected: [Count; 6],
 }
 
 impl Counters {
@@ -65,6 +135,14 @@ impl Counters {
             dropped: Count::new("ternio_backplane_dropped_total", &node),
             disconnects: Count::new("ternio_backplane_disconnects_total", &node),
             reconnects: Count::new("ternio_backplane_reconnects_total", &node),
+            rejected: Rejection::ALL.map(|reason| Count {
+                value: AtomicU64::new(0),
+                metric: counter!(
+                    "ternio_backplane_rejected_total",
+                    "node" => node.clone(),
+                    "reason" => reason.as_str()
+                ),
+            }),
         }
     }
 
@@ -101,6 +179,22 @@ impl Counters {
 
     pub(crate) fn dropped(&self, messages: u64) {
         self.dropped.add(messages);
+    }
+
+    pub(crate) fn rejected(&self, reason: Rejection) {
+        self.rejected[reason as usize].add(1);
+    }
+
+    pub(crate) fn rejections(&self) -> Rejected {
+        let count = |reason: Rejection| self.rejected[reason as usize].get();
+        Rejected {
+            oversized: count(Rejection::Oversized),
+            malformed: count(Rejection::Malformed),
+            forged: count(Rejection::Forged),
+            replayed: count(Rejection::Replayed),
+            stale: count(Rejection::Stale),
+            overflow: count(Rejection::Overflow),
+        }
     }
 
     pub(crate) fn stats(&self) -> BackplaneStats {

@@ -1,107 +1,223 @@
-//! How a [`BackplaneMessage`] travels in a Redis message: a small envelope
-//! around the encoded push frame, which is carried as it is.
+//! How a [`BackplaneMessage`] travels in a Redis message: an envelope around
+//! the encoded push frame, authenticated with an HMAC-SHA256 under the
+//! cluster secret.
 //!
 //! ```text
-//! version  u8      1
-//! kind     u8      1 group, 2 everyone, 3 connection, 4 kick
-//! origin   u16 LE  the publishing node
-//! flags    u8      bit 0: droppable
+//! version   u8      2
+//! kind      u8      1 group, 2 everyone, 3 connection, 4 kick
+//! origin    u16 LE  the publishing node
+//! flags     u8      bit 0: droppable (never for a kick); the others 0
+//! instance  u64 LE  the publishing process's random id
+//! sequence  u64 LE  increasing per instance: its clock in µs, or one more
 //! group:      name length u16 LE, name (UTF-8), frame
 //! everyone:   frame
 //! connection: connection id u64 LE, frame
 //! kick:       connection id u64 LE, reason (UTF-8)
+//! mac       32 bytes
 //! ```
 //!
+//! `mac = HMAC-SHA256(secret, "ternio-redis envelope v2\0" ‖ channel length
+//! u32 LE ‖ channel ‖ every byte before the mac)`: it covers the whole
+//! envelope and the channel it was published on, so an envelope copied to
+//! another channel (another node's, another group's, another cluster's
+//! prefix) does not verify. Instance and sequence are checked by
+//! [`ReplayGuard`](crate::replay::ReplayGuard).
+//!
 //! The frame is the hub's encoded push (header + body, no length prefix,
-//! never sealed); on the receiving node it is a view of the received
-//! buffer, shared by every local member.
+//! never sealed). A received payload is checked for size, then its MAC, on
+//! the buffer the Redis client handed over; only an authentic envelope is
+//! copied, its frame once into a buffer every local member shares.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use ternio::{BackplaneMessage, ConnectionId};
 
-const VERSION: u8 = 1;
+use crate::counters::Rejection;
+use crate::secret::ClusterSecret;
+
+type HmacSha256 = Hmac<Sha256>;
+
+const VERSION: u8 = 2;
 const GROUP: u8 = 1;
 const EVERYONE: u8 = 2;
 const CONNECTION: u8 = 3;
 const KICK: u8 = 4;
 const DROPPABLE: u8 = 1;
-const FIXED_LEN: usize = 5;
+/// Version, kind, origin, flags, instance, sequence.
+const HEADER_LEN: usize = 21;
+const MAC_LEN: usize = 32;
+/// The bytes an envelope adds to what it carries (for a group: plus the
+/// name and its length).
+pub(crate) const OVERHEAD: usize = HEADER_LEN + MAC_LEN;
+/// What the MAC starts with: no other use of the secret can collide.
+const LABEL: &[u8] = b"ternio-redis envelope v2\0";
 
-/// A message read from Redis: who sent it, and what.
+/// Who published an envelope, and its place in that publisher's sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// The publishing node.
+    pub(crate) origin: u16,
+    /// The publishing process (a random id drawn at start).
+    pub(crate) instance: u64,
+    /// Increasing with every envelope that process publishes.
+    pub(crate) sequence: u64,
+}
+
+/// An authentic message read from Redis: who sent it, and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Envelope {
-    pub(crate) origin: u16,
+    pub(crate) stamp: Stamp,
     pub(crate) message: BackplaneMessage,
 }
 
-/// Why a Redis message is not one of ours.
+/// Why a Redis message was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum EnvelopeError {
+    #[error("the message has {0} bytes, above the limit")]
+    Oversized(usize),
     #[error("the message is truncated")]
     Truncated,
     #[error("unknown envelope version {0}")]
     Version(u8),
+    #[error("the MAC does not verify: forged, corrupted, another secret or another channel")]
+    Forged,
     #[error("unknown message kind {0}")]
     Kind(u8),
+    #[error("unknown flags {0:#04x}")]
+    Flags(u8),
     #[error("a name or reason is not UTF-8")]
     Utf8,
 }
 
-/// Encodes `message` from node `origin`.
-pub(crate) fn encode(origin: u16, message: &BackplaneMessage) -> Vec<u8> {
-    let (kind, droppable, extra, frame_len) = match message {
-        BackplaneMessage::Group {
-            group,
-            frame,
-            droppable,
-        } => (GROUP, *droppable, 2 + group.len(), frame.len()),
-        BackplaneMessage::Everyone { frame, droppable } => (EVERYONE, *droppable, 0, frame.len()),
-        BackplaneMessage::Connection {
-            frame, droppable, ..
-        } => (CONNECTION, *droppable, 8, frame.len()),
-        BackplaneMessage::Kick { reason, .. } => (KICK, false, 8, reason.len()),
-    };
-    let mut out = Vec::with_capacity(FIXED_LEN + extra + frame_len);
-    out.put_u8(VERSION);
-    out.put_u8(kind);
-    out.put_u16_le(origin);
-    out.put_u8(if droppable { DROPPABLE } else { 0 });
-    match message {
-        BackplaneMessage::Group { group, frame, .. } => {
-            // Group names are far shorter than 64 KiB; a longer one is cut
-            // to the limit, which no member's name matches.
-            let name = &group.as_bytes()[..group.len().min(usize::from(u16::MAX))];
-            out.put_u16_le(name.len() as u16);
-            out.put_slice(name);
-            out.put_slice(frame);
-        }
-        BackplaneMessage::Everyone { frame, .. } => out.put_slice(frame),
-        BackplaneMessage::Connection { id, frame, .. } => {
-            out.put_u64_le(id.0);
-            out.put_slice(frame);
-        }
-        BackplaneMessage::Kick { id, reason } => {
-            out.put_u64_le(id.0);
-            out.put_slice(reason.as_bytes());
+impl EnvelopeError {
+    /// How it is counted.
+    pub(crate) fn rejection(self) -> Rejection {
+        match self {
+            Self::Oversized(_) => Rejection::Oversized,
+            Self::Forged => Rejection::Forged,
+            Self::Truncated | Self::Version(_) | Self::Kind(_) | Self::Flags(_) | Self::Utf8 => {
+                Rejection::Malformed
+            }
         }
     }
-    out
 }
 
-/// Decodes a Redis message's payload, copied once into a buffer that the
-/// frame then shares.
-pub(crate) fn decode(payload: &[u8]) -> Result<Envelope, EnvelopeError> {
-    let mut bytes = BytesMut::from(payload).freeze();
-    if bytes.len() < FIXED_LEN {
-        return Err(EnvelopeError::Truncated);
+/// The cluster secret, ready to compute MACs: HMAC's keyed state with the
+/// label absorbed, cloned for each envelope.
+#[derive(Clone)]
+pub(crate) struct EnvelopeKey {
+    keyed: HmacSha256,
+}
+
+impl EnvelopeKey {
+    pub(crate) fn new(secret: &ClusterSecret) -> Self {
+        let mut keyed =
+            HmacSha256::new_from_slice(secret.expose()).expect("HMAC takes a key of any length");
+        keyed.update(LABEL);
+        Self { keyed }
     }
-    let version = bytes.get_u8();
-    if version != VERSION {
-        return Err(EnvelopeError::Version(version));
+
+    fn mac(&self, channel: &[u8], envelope: &[u8]) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        // Channel names are far below 4 GiB.
+        mac.update(&(channel.len() as u32).to_le_bytes());
+        mac.update(channel);
+        mac.update(envelope);
+        mac
     }
+
+    /// Encodes `message`, stamped `stamp`, for publishing on `channel`.
+    pub(crate) fn seal(&self, channel: &[u8], stamp: Stamp, message: &BackplaneMessage) -> Vec<u8> {
+        let (kind, droppable, extra, frame_len) = match message {
+            BackplaneMessage::Group {
+                group,
+                frame,
+                droppable,
+            } => (GROUP, *droppable, 2 + group.len(), frame.len()),
+            BackplaneMessage::Everyone { frame, droppable } => {
+                (EVERYONE, *droppable, 0, frame.len())
+            }
+            BackplaneMessage::Connection {
+                frame, droppable, ..
+            } => (CONNECTION, *droppable, 8, frame.len()),
+            BackplaneMessage::Kick { reason, .. } => (KICK, false, 8, reason.len()),
+        };
+        let mut out = Vec::with_capacity(OVERHEAD + extra + frame_len);
+        out.put_u8(VERSION);
+        out.put_u8(kind);
+        out.put_u16_le(stamp.origin);
+        out.put_u8(if droppable { DROPPABLE } else { 0 });
+        out.put_u64_le(stamp.instance);
+        out.put_u64_le(stamp.sequence);
+        match message {
+            BackplaneMessage::Group { group, frame, .. } => {
+                // Group names are far shorter than 64 KiB; a longer one is cut
+                // to the limit, which no member's name matches.
+                let name = &group.as_bytes()[..group.len().min(usize::from(u16::MAX))];
+                out.put_u16_le(name.len() as u16);
+                out.put_slice(name);
+                out.put_slice(frame);
+            }
+            BackplaneMessage::Everyone { frame, .. } => out.put_slice(frame),
+            BackplaneMessage::Connection { id, frame, .. } => {
+                out.put_u64_le(id.0);
+                out.put_slice(frame);
+            }
+            BackplaneMessage::Kick { id, reason } => {
+                out.put_u64_le(id.0);
+                out.put_slice(reason.as_bytes());
+            }
+        }
+        let mac = self.mac(channel, &out).finalize().into_bytes();
+        out.put_slice(&mac);
+        out
+    }
+
+    /// Reads a payload received on `channel`: refused above `max_len`
+    /// bytes before anything else, then unless its MAC verifies (in
+    /// constant time), then unless it is well formed. Nothing is copied
+    /// before the MAC verified.
+    pub(crate) fn open(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        max_len: usize,
+    ) -> Result<Envelope, EnvelopeError> {
+        if payload.len() > max_len {
+            return Err(EnvelopeError::Oversized(payload.len()));
+        }
+        let Some(&version) = payload.first() else {
+            return Err(EnvelopeError::Truncated);
+        };
+        if version != VERSION {
+            return Err(EnvelopeError::Version(version));
+        }
+        if payload.len() < OVERHEAD {
+            return Err(EnvelopeError::Truncated);
+        }
+        let (envelope, mac) = payload.split_at(payload.len() - MAC_LEN);
+        self.mac(channel, envelope)
+            .verify_slice(mac)
+            .map_err(|_| EnvelopeError::Forged)?;
+        parse(envelope)
+    }
+}
+
+/// Parses an authentic envelope (without its MAC).
+fn parse(mut bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
+    // The caller checked the length and the version.
+    bytes.advance(1);
     let kind = bytes.get_u8();
     let origin = bytes.get_u16_le();
-    let droppable = bytes.get_u8() & DROPPABLE != 0;
+    let flags = bytes.get_u8();
+    let instance = bytes.get_u64_le();
+    let sequence = bytes.get_u64_le();
+    let allowed = if kind == KICK { 0 } else { DROPPABLE };
+    if flags & !allowed != 0 {
+        return Err(EnvelopeError::Flags(flags));
+    }
+    let droppable = flags & DROPPABLE != 0;
     let message = match kind {
         GROUP => {
             if bytes.len() < 2 {
@@ -111,51 +227,136 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Envelope, EnvelopeError> {
             if bytes.len() < len {
                 return Err(EnvelopeError::Truncated);
             }
-            let name = bytes.split_to(len);
-            let group = std::str::from_utf8(&name).map_err(|_| EnvelopeError::Utf8)?;
+            let (name, frame) = bytes.split_at(len);
+            let group = std::str::from_utf8(name).map_err(|_| EnvelopeError::Utf8)?;
             BackplaneMessage::Group {
                 group: group.into(),
-                frame: bytes,
+                frame: Bytes::copy_from_slice(frame),
                 droppable,
             }
         }
         EVERYONE => BackplaneMessage::Everyone {
-            frame: bytes,
+            frame: Bytes::copy_from_slice(bytes),
             droppable,
         },
         CONNECTION => BackplaneMessage::Connection {
             id: connection_id(&mut bytes)?,
-            frame: bytes,
+            frame: Bytes::copy_from_slice(bytes),
             droppable,
         },
         KICK => {
             let id = connection_id(&mut bytes)?;
-            let reason = String::from_utf8(bytes.to_vec()).map_err(|_| EnvelopeError::Utf8)?;
-            BackplaneMessage::Kick { id, reason }
+            let reason = std::str::from_utf8(bytes).map_err(|_| EnvelopeError::Utf8)?;
+            BackplaneMessage::Kick {
+                id,
+                reason: reason.to_owned(),
+            }
         }
         other => return Err(EnvelopeError::Kind(other)),
     };
-    Ok(Envelope { origin, message })
+    Ok(Envelope {
+        stamp: Stamp {
+            origin,
+            instance,
+            sequence,
+        },
+        message,
+    })
 }
 
-fn connection_id(bytes: &mut Bytes) -> Result<ConnectionId, EnvelopeError> {
+fn connection_id(bytes: &mut &[u8]) -> Result<ConnectionId, EnvelopeError> {
     if bytes.len() < 8 {
         return Err(EnvelopeError::Truncated);
     }
     Ok(ConnectionId(bytes.get_u64_le()))
 }
 
+/// The envelope codec, reachable from the fuzz targets (`fuzz/`); not part
+/// of the API.
+pub mod fuzzing {
+    use super::*;
+
+    /// `message` sealed under `secret` for `channel`.
+    pub fn seal(
+        secret: &ClusterSecret,
+        channel: &[u8],
+        (origin, instance, sequence): (u16, u64, u64),
+        message: &BackplaneMessage,
+    ) -> Vec<u8> {
+        let stamp = Stamp {
+            origin,
+            instance,
+            sequence,
+        };
+        EnvelopeKey::new(secret).seal(channel, stamp, message)
+    }
+
+    /// `envelope` with a valid MAC under `secret` for `channel` appended,
+    /// whatever it holds: what only a holder of the secret can publish.
+    pub fn append_mac(secret: &ClusterSecret, channel: &[u8], envelope: &[u8]) -> Vec<u8> {
+        let mac = EnvelopeKey::new(secret)
+            .mac(channel, envelope)
+            .finalize()
+            .into_bytes();
+        [envelope, &mac[..]].concat()
+    }
+
+    /// Opens `payload` received on `channel`, as a node with `secret` and a
+    /// `max_len` limit does: the stamp and the message, or why not.
+    pub fn open(
+        secret: &ClusterSecret,
+        channel: &[u8],
+        payload: &[u8],
+        max_len: usize,
+    ) -> Result<((u16, u64, u64), BackplaneMessage), String> {
+        EnvelopeKey::new(secret)
+            .open(channel, payload, max_len)
+            .map(|envelope| {
+                let Stamp {
+                    origin,
+                    instance,
+                    sequence,
+                } = envelope.stamp;
+                ((origin, instance, sequence), envelope.message)
+            })
+            .map_err(|error| error.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const CHANNEL: &[u8] = b"app:group:lobby";
+    const MAX: usize = 1 << 20;
+
+    fn key() -> EnvelopeKey {
+        EnvelopeKey::new(&ClusterSecret::new("a test secret, 32 bytes long...!").unwrap())
+    }
+
+    fn stamp() -> Stamp {
+        Stamp {
+            origin: 513,
+            instance: 0x0123_4567_89ab_cdef,
+            sequence: 1_800_000_000_000_000,
+        }
+    }
+
+    fn group() -> BackplaneMessage {
+        BackplaneMessage::Group {
+            group: "lobby".into(),
+            frame: Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00body"),
+            droppable: true,
+        }
+    }
+
     fn round_trip(message: BackplaneMessage) {
-        let encoded = encode(513, &message);
-        let decoded = decode(&encoded).expect("decodes");
+        let sealed = key().seal(CHANNEL, stamp(), &message);
+        let opened = key().open(CHANNEL, &sealed, MAX).expect("opens");
         assert_eq!(
-            decoded,
+            opened,
             Envelope {
-                origin: 513,
+                stamp: stamp(),
                 message
             }
         );
@@ -164,11 +365,7 @@ mod tests {
     #[test]
     fn every_kind_round_trips() {
         let frame = Bytes::from_static(b"\x01\x02\x00\x00\x00\x00\x00body");
-        round_trip(BackplaneMessage::Group {
-            group: "lobby".into(),
-            frame: frame.clone(),
-            droppable: true,
-        });
+        round_trip(group());
         round_trip(BackplaneMessage::Everyone {
             frame: frame.clone(),
             droppable: false,
@@ -185,17 +382,123 @@ mod tests {
     }
 
     #[test]
+    fn every_changed_byte_is_caught() {
+        let sealed = key().seal(CHANNEL, stamp(), &group());
+        for index in 1..sealed.len() {
+            for bit in [0x01, 0x80] {
+                let mut changed = sealed.clone();
+                changed[index] ^= bit;
+                assert_eq!(
+                    key().open(CHANNEL, &changed, MAX),
+                    Err(EnvelopeError::Forged),
+                    "byte {index} bit {bit:#x}"
+                );
+            }
+        }
+        // Cut short or lengthened.
+        assert_eq!(
+            key().open(CHANNEL, &sealed[..sealed.len() - 1], MAX),
+            Err(EnvelopeError::Forged)
+        );
+        let longer = [&sealed[..], b"x"].concat();
+        assert_eq!(
+            key().open(CHANNEL, &longer, MAX),
+            Err(EnvelopeError::Forged)
+        );
+    }
+
+    #[test]
+    fn another_secret_or_channel_does_not_verify() {
+        let sealed = key().seal(CHANNEL, stamp(), &group());
+        let other =
+            EnvelopeKey::new(&ClusterSecret::new("another secret, 32 bytes long..!").unwrap());
+        assert_eq!(
+            other.open(CHANNEL, &sealed, MAX),
+            Err(EnvelopeError::Forged)
+        );
+        for channel in [
+            &b"app:group:lobby2"[..],
+            b"app:to-node:1",
+            b"other:group:lobby",
+            b"",
+        ] {
+            assert_eq!(
+                key().open(channel, &sealed, MAX),
+                Err(EnvelopeError::Forged)
+            );
+        }
+    }
+
+    #[test]
+    fn the_size_is_checked_first() {
+        let sealed = key().seal(CHANNEL, stamp(), &group());
+        assert!(key().open(CHANNEL, &sealed, sealed.len()).is_ok());
+        assert_eq!(
+            key().open(CHANNEL, &sealed, sealed.len() - 1),
+            Err(EnvelopeError::Oversized(sealed.len()))
+        );
+        // Before the version or the MAC.
+        let junk = vec![0xff; 100];
+        assert_eq!(
+            key().open(CHANNEL, &junk, 99),
+            Err(EnvelopeError::Oversized(100))
+        );
+    }
+
+    #[test]
     fn foreign_payloads_are_refused() {
-        assert_eq!(decode(b""), Err(EnvelopeError::Truncated));
-        assert_eq!(decode(b"hello world"), Err(EnvelopeError::Version(b'h')));
-        assert_eq!(decode(&[1, 9, 0, 0, 0]), Err(EnvelopeError::Kind(9)));
+        assert_eq!(key().open(CHANNEL, b"", MAX), Err(EnvelopeError::Truncated));
         assert_eq!(
-            decode(&[1, GROUP, 0, 0, 0, 5, 0, b'a']),
+            key().open(CHANNEL, b"hello world", MAX),
+            Err(EnvelopeError::Version(b'h'))
+        );
+        // A version 1 envelope, as earlier nodes (and forgers) wrote them.
+        assert_eq!(
+            key().open(CHANNEL, &[1, GROUP, 1, 0, 0, 5, 0, b'l'], MAX),
+            Err(EnvelopeError::Version(1))
+        );
+        assert_eq!(
+            key().open(CHANNEL, &[2; OVERHEAD - 1], MAX),
             Err(EnvelopeError::Truncated)
         );
         assert_eq!(
-            decode(&[1, CONNECTION, 0, 0, 0, 1]),
+            key().open(CHANNEL, &[2; OVERHEAD + 10], MAX),
+            Err(EnvelopeError::Forged)
+        );
+    }
+
+    #[test]
+    fn malformed_authentic_envelopes_are_refused() {
+        let secret = ClusterSecret::new("a test secret, 32 bytes long...!").unwrap();
+        let open = |envelope: &[u8]| {
+            let payload = fuzzing::append_mac(&secret, CHANNEL, envelope);
+            key().open(CHANNEL, &payload, MAX)
+        };
+        let header = |kind: u8, flags: u8| {
+            let mut header = vec![VERSION, kind, 1, 0, flags];
+            header.extend_from_slice(&[0; 16]);
+            header
+        };
+        assert_eq!(open(&header(9, 0)), Err(EnvelopeError::Kind(9)));
+        assert_eq!(open(&header(GROUP, 2)), Err(EnvelopeError::Flags(2)));
+        assert_eq!(open(&header(KICK, 1)), Err(EnvelopeError::Flags(1)));
+        assert_eq!(open(&header(GROUP, 0)), Err(EnvelopeError::Truncated));
+        assert_eq!(
+            open(&[header(GROUP, 0), vec![5, 0, b'a']].concat()),
             Err(EnvelopeError::Truncated)
         );
+        assert_eq!(
+            open(&[header(GROUP, 0), vec![1, 0, 0xff]].concat()),
+            Err(EnvelopeError::Utf8)
+        );
+        assert_eq!(
+            open(&[header(CONNECTION, 0), vec![1]].concat()),
+            Err(EnvelopeError::Truncated)
+        );
+        assert_eq!(
+            open(&[header(KICK, 0), vec![1; 8], vec![0xc3]].concat()),
+            Err(EnvelopeError::Utf8)
+        );
+        assert!(open(&header(EVERYONE, 0)).is_ok());
     }
 }

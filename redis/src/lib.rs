@@ -4,9 +4,12 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use ternio::Server;
-//! use ternio_redis::{RedisBackplane, RedisConfig};
+//! use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 //!
-//! let backplane = RedisBackplane::connect(RedisConfig::new("redis://127.0.0.1:6379/")).await?;
+//! // Every node of the cluster has the same secret (at least 16 bytes).
+//! let secret = ClusterSecret::new(std::env::var("TERNIO_CLUSTER_SECRET")?)?;
+//! let config = RedisConfig::new("rediss://redis.internal:6380/", secret);
+//! let backplane = RedisBackplane::connect(config).await?;
 //! let server = Server::builder()
 //!     .backplane(backplane.clone())
 //!     .map_tcp("0.0.0.0:7101")
@@ -43,6 +46,8 @@
 //!   the `metrics` facade), refuses cross-node sends with
 //!   `PushError::Unavailable`, and reconnects with backoff. On reconnection
 //!   it registers again, rewrites its memberships and resubscribes.
+//! - **Trust.** Envelopes are authenticated under the cluster secret and
+//!   checked for replays and size (see Security below).
 //!
 //! # Delivery guarantee
 //!
@@ -64,12 +69,29 @@
 //! `{prefix}:members:{n}:{group}` (expires); channels
 //! `{prefix}:group:{group}`, `{prefix}:everyone`, `{prefix}:to-node:{n}`.
 //!
+//! # Security
+//!
+//! Every node of a cluster shares a [`ClusterSecret`]; every envelope
+//! carries an HMAC-SHA256 under it, over the envelope and its channel. A
+//! node drops (and counts, see [`RedisBackplane::rejected`]) what is
+//! larger than [`RedisConfig::max_envelope_size`] (checked before anything
+//! is copied), what fails its MAC, and what replays a sequence it saw or is
+//! stamped further than [`RedisConfig::max_message_age`] from its clock. So
+//! someone who can publish on Redis without the secret can neither push to
+//! a client nor kick one. `rediss://` URLs speak TLS to Redis
+//! ([`RedisConfig::tls_ca_certificate`] for a private CA), so that nobody
+//! on the way reads the pushes. The trust model in full: `docs/SCALING.md`.
+//!
 //! # Envelope
 //!
-//! `version u8 = 1, kind u8, origin node u16 LE, flags u8 (bit 0 droppable)`,
-//! then for a group broadcast `name length u16 LE, name, frame`; for
-//! everyone `frame`; for a send `connection id u64 LE, frame`; for a kick
-//! `connection id u64 LE, reason`.
+//! `version u8 = 2, kind u8, origin node u16 LE, flags u8 (bit 0
+//! droppable), instance u64 LE, sequence u64 LE`, then for a group
+//! broadcast `name length u16 LE, name, frame`; for everyone `frame`; for
+//! a send `connection id u64 LE, frame`; for a kick `connection id u64 LE,
+//! reason`; then the 32-byte MAC: `HMAC-SHA256(secret, "ternio-redis
+//! envelope v2\0" ‖ channel length u32 LE ‖ channel ‖ every byte before
+//! it)`. Version 1 (no instance, sequence or MAC) is refused: upgrade every
+//! node of a cluster together.
 
 mod backplane;
 mod config;
@@ -77,6 +99,17 @@ mod counters;
 mod envelope;
 mod keys;
 mod link;
+mod replay;
+mod secret;
 
 pub use backplane::{RedisBackplane, RedisBackplaneError};
-pub use config::RedisConfig;
+pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
+pub use counters::Rejected;
+#[doc(hidden)]
+pub use envelope::fuzzing;
+pub use secret::{ClusterSecret, MIN_SECRET_LEN, SecretTooShort};
+
+/// `docs/SCALING.md`'s examples, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/SCALING.md")]
+mod scaling_guide {}

@@ -5,6 +5,11 @@
 //! control loop (heartbeats, membership and subscription changes). When
 //! the link fails it reports it, drops what was queued, and reconnects with
 //! backoff; a new link registers and subscribes everything again.
+//!
+//! The publisher stamps and seals every envelope; the subscriber opens
+//! each message (size, MAC, form) and checks its stamp before delivering
+//! it. Both the stamper and the replay guard outlive the links: a
+//! reconnection neither restarts the sequence nor forgets what was seen.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
 use crate::backplane::{Shared, lock};
-use crate::envelope;
+use crate::replay::{self, MAX_PUBLISHERS, ReplayGuard, Stamper};
 
 /// Messages taken off the queue for one pipelined write.
 const BATCH: usize = 512;
@@ -50,6 +55,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Backplane
     let mut delay = shared.config.reconnect_delay;
     let mut ever_connected = false;
     let mut failed_attempts: u64 = 0;
+    let mut stamper = Stamper::new(shared.node);
+    let mut guard = ReplayGuard::new(shared.config.max_message_age, MAX_PUBLISHERS);
     loop {
         if *shutdown.borrow() {
             return;
@@ -58,15 +65,14 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Backplane
             Ok(link) => {
                 delay = shared.config.reconnect_delay;
                 failed_attempts = 0;
-                match serve(
-                    &shared,
-                    link,
-                    &mut queue,
-                    &mut shutdown,
-                    &mut ever_connected,
-                )
-                .await
-                {
+                let state = LinkState {
+                    queue: &mut queue,
+                    shutdown: &mut shutdown,
+                    ever_connected: &mut ever_connected,
+                    stamper: &mut stamper,
+                    guard: &mut guard,
+                };
+                match serve(&shared, link, state).await {
                     End::Shutdown => return,
                     End::Lost(error) => {
                         lost(&shared, &mut queue);
@@ -89,6 +95,15 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Backplane
         }
         delay = (delay * 2).min(shared.config.max_reconnect_delay);
     }
+}
+
+/// What outlives one link, lent to it.
+struct LinkState<'a> {
+    queue: &'a mut mpsc::Receiver<BackplaneMessage>,
+    shutdown: &'a mut watch::Receiver<bool>,
+    ever_connected: &'a mut bool,
+    stamper: &'a mut Stamper,
+    guard: &'a mut ReplayGuard,
 }
 
 /// The connections of one link.
@@ -117,13 +132,14 @@ async fn connect(shared: &Shared) -> Result<Link, LinkError> {
 
 /// Registers the node, subscribes, writes every membership, then serves
 /// until the link fails or the backplane shuts down.
-async fn serve(
-    shared: &Arc<Shared>,
-    link: Link,
-    queue: &mut mpsc::Receiver<BackplaneMessage>,
-    shutdown: &mut watch::Receiver<bool>,
-    ever_connected: &mut bool,
-) -> End {
+async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
+    let LinkState {
+        queue,
+        shutdown,
+        ever_connected,
+        stamper,
+        guard,
+    } = state;
     let Link {
         mut commands,
         mut sink,
@@ -156,8 +172,8 @@ async fn serve(
     *ever_connected = true;
 
     let result = tokio::select! {
-        result = publisher(shared, queue, commands.clone()) => result,
-        result = subscriber(shared, stream) => result,
+        result = publisher(shared, queue, commands.clone(), stamper) => result,
+        result = subscriber(shared, stream, guard) => result,
         result = control(shared, commands.clone(), &mut sink, &mut subscribed) => result,
         _ = shutdown.changed() => Ok(()),
     };
@@ -181,11 +197,13 @@ fn lost(shared: &Shared, queue: &mut mpsc::Receiver<BackplaneMessage>) {
     shared.counters.dropped(dropped);
 }
 
-/// Publishes what the hub queued, many messages per write.
+/// Publishes what the hub queued, many messages per write, each stamped
+/// and sealed for its channel.
 async fn publisher(
     shared: &Shared,
     queue: &mut mpsc::Receiver<BackplaneMessage>,
     mut commands: MultiplexedConnection,
+    stamper: &mut Stamper,
 ) -> Result<(), LinkError> {
     let mut batch = Vec::with_capacity(BATCH);
     loop {
@@ -194,6 +212,7 @@ async fn publisher(
             return std::future::pending().await;
         }
         let mut pipe = redis::pipe();
+        let now = replay::now_micros();
         for message in &batch {
             let channel = match message {
                 BackplaneMessage::Group { group, .. } => shared.keys.group_channel(group),
@@ -202,10 +221,10 @@ async fn publisher(
                     shared.keys.node_channel(id.node())
                 }
             };
-            pipe.cmd("PUBLISH")
-                .arg(channel)
-                .arg(envelope::encode(shared.node, message))
-                .ignore();
+            let envelope = shared
+                .key
+                .seal(channel.as_bytes(), stamper.next(now), message);
+            pipe.cmd("PUBLISH").arg(channel).arg(envelope).ignore();
         }
         let count = batch.len() as u64;
         batch.clear();
@@ -217,23 +236,46 @@ async fn publisher(
     }
 }
 
-/// Delivers what other nodes published to this node's connections.
-async fn subscriber(shared: &Shared, mut stream: PubSubStream) -> Result<(), LinkError> {
-    let mut foreign = 0u64;
+/// Delivers what other nodes published to this node's connections: only
+/// authentic envelopes within the size limit, not seen before.
+async fn subscriber(
+    shared: &Shared,
+    mut stream: PubSubStream,
+    guard: &mut ReplayGuard,
+) -> Result<(), LinkError> {
+    let mut refused = 0u64;
     while let Some(message) = stream.next().await {
-        match envelope::decode(message.get_payload_bytes()) {
-            // This node delivered its own messages already.
-            Ok(envelope) if envelope.origin == shared.node => {}
-            Ok(envelope) => {
+        // A view of the message the Redis client read: the size is checked
+        // before anything is copied, the MAC before anything is parsed.
+        let channel = message.get_channel_name();
+        let payload = message.get_payload_bytes();
+        let result = shared
+            .key
+            .open(channel.as_bytes(), payload, shared.config.max_envelope_size)
+            .map_err(|error| (error.rejection(), error.to_string()))
+            .and_then(|envelope| {
+                // This node delivered its own messages already.
+                if envelope.stamp.origin == shared.node {
+                    return Ok(None);
+                }
+                guard
+                    .check(envelope.stamp, replay::now_micros())
+                    .map(|()| Some(envelope))
+                    .map_err(|rejection| (rejection, rejection.as_str().to_owned()))
+            });
+        match result {
+            Ok(None) => {}
+            Ok(Some(envelope)) => {
                 shared.counters.received(1);
                 if let Some(hub) = shared.hub.get() {
                     hub.deliver(&envelope.message);
                 }
             }
-            Err(error) => {
-                foreign += 1;
-                if foreign.is_power_of_two() {
-                    tracing::warn!(node = shared.node, channel = message.get_channel_name(), %error, count = foreign, "backplane: ignored a message that is not a backplane envelope");
+            Err((rejection, error)) => {
+                shared.counters.rejected(rejection);
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(node = shared.node, channel, reason = rejection.as_str(), %error, count = refused, "backplane: dropped a message from redis");
                 }
             }
         }

@@ -23,7 +23,7 @@ use ternio::{
 };
 use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
-use ternio_redis::{RedisBackplane, RedisBackplaneError, RedisConfig};
+use ternio_redis::{ClusterSecret, RedisBackplane, RedisBackplaneError, RedisConfig};
 
 /// 0x0500: asks for the connection's id.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -127,7 +127,8 @@ fn prefix(test: &str) -> String {
 
 /// Fast heartbeats, so dead nodes vanish within a second.
 fn config(url: &str, prefix: &str) -> RedisConfig {
-    RedisConfig::new(url)
+    let secret = ClusterSecret::new("the cluster tests' secret, 32 B.").unwrap();
+    RedisConfig::new(url, secret)
         .prefix(prefix)
         .heartbeat(Duration::from_millis(100), Duration::from_millis(1000))
         .reconnect_delay(Duration::from_millis(50), Duration::from_millis(300))

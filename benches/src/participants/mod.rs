@@ -164,9 +164,11 @@ pub enum ServerKind {
     /// The raw-socket fan-out server: subscribers, and broadcasts to all of them.
     RawTcpFanout,
     /// Ternio's TCP server (the `ternio-tcp` controller) as one node of a
-    /// cluster: with a Redis backplane whose URL and key prefix it reads from
-    /// [`REDIS_URL_VAR`](crate::scenarios::backplane::REDIS_URL_VAR) and
-    /// [`REDIS_PREFIX_VAR`](crate::scenarios::backplane::REDIS_PREFIX_VAR).
+    /// cluster: with a Redis backplane whose URL, key prefix and cluster
+    /// secret it reads from
+    /// [`REDIS_URL_VAR`](crate::scenarios::backplane::REDIS_URL_VAR),
+    /// [`REDIS_PREFIX_VAR`](crate::scenarios::backplane::REDIS_PREFIX_VAR) and
+    /// [`REDIS_SECRET_VAR`](crate::scenarios::backplane::REDIS_SECRET_VAR).
     BackplaneNode,
 }
 

@@ -64,6 +64,8 @@ pub const BACKPLANE_SIZE: usize = 32;
 pub const REDIS_URL_VAR: &str = "TERNIO_BENCH_REDIS_URL";
 /// The environment variable that gives a backplane node its key prefix.
 pub const REDIS_PREFIX_VAR: &str = "TERNIO_BENCH_REDIS_PREFIX";
+/// The environment variable that gives a backplane node its cluster secret.
+pub const REDIS_SECRET_VAR: &str = "TERNIO_BENCH_CLUSTER_SECRET";
 
 /// The group the members join.
 const GROUP: &str = "bench";
@@ -173,6 +175,15 @@ struct Nodes {
     other: Option<ServerChild>,
 }
 
+/// A cluster secret for one cell's two nodes: 32 hex digits from the
+/// standard library's randomly seeded hasher (the bench's loopback cluster
+/// needs no more).
+fn cluster_secret() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let state = RandomState::new();
+    format!("{:016x}{:016x}", state.hash_one(1u8), state.hash_one(2u8))
+}
+
 impl Nodes {
     fn start(case: BackplaneCase, redis: Option<&Redis>) -> Result<Self> {
         let Some(redis) = redis.filter(|_| case.needs_redis()) else {
@@ -187,9 +198,11 @@ impl Nodes {
             std::process::id(),
             CELLS.fetch_add(1, Ordering::Relaxed)
         );
+        let secret = cluster_secret();
         let env = [
             (REDIS_URL_VAR, url.as_str()),
             (REDIS_PREFIX_VAR, prefix.as_str()),
+            (REDIS_SECRET_VAR, secret.as_str()),
         ];
         let sender = ServerChild::spawn_with_env(ServerKind::BackplaneNode, None, &env)?;
         let other = ServerChild::spawn_with_env(ServerKind::BackplaneNode, None, &env)?;

@@ -4,8 +4,10 @@
 //! `benches/src/scenarios/backplane.rs`, which includes this file.)
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The program to run: `TERNIO_REDIS_SERVER`, or `redis-server` on the PATH.
@@ -16,7 +18,17 @@ pub(crate) fn program() -> String {
 /// A `redis-server` on 127.0.0.1 that this process started.
 pub(crate) struct RedisServer {
     port: u16,
+    tls: Option<TlsFiles>,
     child: Option<Child>,
+}
+
+/// The PEM files of a TLS `redis-server`: its certificate and key, and the
+/// CA it names for client certificates (which it does not ask for).
+#[allow(dead_code)]
+pub(crate) struct TlsFiles {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) ca: PathBuf,
 }
 
 impl RedisServer {
@@ -29,18 +41,46 @@ impl RedisServer {
     /// Starts one on a free port, or says why it could not (saying what to
     /// install when the program is missing).
     pub(crate) fn try_start() -> Result<Self, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|error| format!("no free port on 127.0.0.1: {error}"))?
-            .port();
-        let mut server = Self { port, child: None };
-        server.spawn()?;
-        Ok(server)
+        Self::try_start_with(None)
     }
 
-    /// The URL clients connect to.
+    /// Starts one that speaks TLS only (no plain port), with `files`.
+    #[allow(dead_code)]
+    pub(crate) fn start_tls(files: TlsFiles) -> Self {
+        Self::try_start_with(Some(files)).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn try_start_with(tls: Option<TlsFiles>) -> Result<Self, String> {
+        let mut server = Self {
+            port: 0,
+            tls,
+            child: None,
+        };
+        // A port free a moment ago may be taken (by another test's server,
+        // or as a client's ephemeral port) by the time redis-server binds
+        // it: then it exits, and another port is tried.
+        let mut attempts = 0;
+        loop {
+            server.port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .map_err(|error| format!("no free port on 127.0.0.1: {error}"))?
+                .port();
+            match server.spawn() {
+                Err(Spawn::Exited(_)) if attempts < 5 => attempts += 1,
+                Err(error) => return Err(error.to_string()),
+                Ok(()) => return Ok(server),
+            }
+        }
+    }
+
+    /// The URL clients connect to: `rediss://` when it speaks TLS.
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
     /// The server's process id, while it runs (ternio-bench reads its CPU
@@ -65,12 +105,31 @@ impl RedisServer {
         self.spawn().unwrap_or_else(|error| panic!("{error}"));
     }
 
-    fn spawn(&mut self) -> Result<(), String> {
+    /// Runs redis-server on `self.port`, and waits until it says it is
+    /// ready (not merely until the port answers: it may be another's).
+    fn spawn(&mut self) -> Result<(), Spawn> {
         let port = self.port.to_string();
+        let mut listen = vec!["--port".to_owned(), port];
+        if let Some(tls) = &self.tls {
+            let path = |path: &PathBuf| path.display().to_string();
+            listen = vec![
+                "--port".to_owned(),
+                "0".to_owned(),
+                "--tls-port".to_owned(),
+                self.port.to_string(),
+                "--tls-cert-file".to_owned(),
+                path(&tls.cert),
+                "--tls-key-file".to_owned(),
+                path(&tls.key),
+                "--tls-ca-cert-file".to_owned(),
+                path(&tls.ca),
+                "--tls-auth-clients".to_owned(),
+                "no".to_owned(),
+            ];
+        }
         let mut child = Command::new(program())
+            .args(listen)
             .args([
-                "--port",
-                &port,
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -82,20 +141,22 @@ impl RedisServer {
                 "--daemonize",
                 "no",
                 "--loglevel",
-                "warning",
+                "notice",
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|error| {
-                format!(
+                Spawn::Missing(format!(
                     "cannot run {}: {error}. Install Debian's redis-server package \
                      (apt-get install redis-server), or set TERNIO_REDIS_SERVER",
                     program()
-                )
+                ))
             })?;
-        // Drain its output so it never blocks on a full pipe.
+        // Drain its output so it never blocks on a full pipe, and watch
+        // for the line that says it listens.
+        let (ready_tx, ready) = mpsc::channel();
         for pipe in [
             child
                 .stdout
@@ -109,8 +170,12 @@ impl RedisServer {
         .into_iter()
         .flatten()
         {
+            let ready_tx = ready_tx.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if line.contains("Ready to accept connections") {
+                        let _ = ready_tx.send(());
+                    }
                     if std::env::var_os("TERNIO_REDIS_LOG").is_some() {
                         eprintln!("redis-server: {line}");
                     }
@@ -118,19 +183,41 @@ impl RedisServer {
             });
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while ready.recv_timeout(Duration::from_millis(10)).is_err() {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("{} exited at start: {status}", program()));
+                return Err(Spawn::Exited(format!(
+                    "{} exited at start (port {}): {status}",
+                    program(),
+                    self.port
+                )));
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{} did not listen within 10 s", program()));
+                return Err(Spawn::Missing(format!(
+                    "{} did not say it was ready within 10 s",
+                    program()
+                )));
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
         self.child = Some(child);
         Ok(())
+    }
+}
+
+/// Why redis-server did not start.
+enum Spawn {
+    /// It could not run, or did not get ready.
+    Missing(String),
+    /// It exited: most likely, its port was taken.
+    Exited(String),
+}
+
+impl std::fmt::Display for Spawn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing(message) | Self::Exited(message) => f.write_str(message),
+        }
     }
 }
 
