@@ -41,13 +41,34 @@ pub struct ServerConfig {
     /// Whether loopback peers (127.0.0.0/8, ::1) are exempt from the per-IP
     /// limits, so local tools and tests are not throttled. Default `true`.
     pub exempt_loopback: bool,
-    /// A connection with no frame from its peer for this long gets
+    /// A connection with no whole frame from its peer for this long gets
     /// `DISCONNECT IDLE_TIMEOUT`. Halfway there, the server sends a PING: a
-    /// peer that answers stays. `None` disables it. Default 60 s.
+    /// peer that answers stays. Only whole frames (on WebSocket, whole data
+    /// messages) count: bytes of an unfinished one, and WebSocket pings, do
+    /// not. `None` disables it. Default 60 s.
     pub idle_timeout: Option<Duration>,
-    /// A connection whose peer reads nothing of what waits for it for this
-    /// long gets `DISCONNECT SLOW_CONSUMER`. Default 30 s.
+    /// How long a frame (on WebSocket, a message, whatever its fragments)
+    /// may take to arrive whole, counted from its first byte; later bytes
+    /// and pings do not extend it. Past it: `DISCONNECT IDLE_TIMEOUT`.
+    /// Default 10 s: a 1 MiB frame then needs about 100 KB/s, and a peer
+    /// that trickles a frame holds its slot for 10 s at most.
+    pub frame_timeout: Duration,
+    /// With [`require_encryption`](Self::require_encryption), the largest
+    /// frame accepted before the handshake completed (a `HANDSHAKE` is 56
+    /// bytes): an unauthenticated peer cannot make the server buffer a
+    /// large frame. On WebSocket it is checked once the message is whole
+    /// (it is then still bounded by `max_frame_size`). Default 4 KiB.
+    pub max_frame_size_before_handshake: usize,
+    /// While frames wait for a connection's peer to read them, every span
+    /// of this long must see at least [`min_drain_rate`](Self::min_drain_rate)
+    /// times it written (at least one byte); a peer that reads less gets
+    /// `DISCONNECT SLOW_CONSUMER`. Default 30 s.
     pub write_timeout: Duration,
+    /// Bytes per second a peer must read while frames wait for it, measured
+    /// over each [`write_timeout`](Self::write_timeout): reading a byte now
+    /// and then does not hold the connection's buffers. Default 1,024 (30
+    /// KiB per 30 s: far below any real link, far above a trickle).
+    pub min_drain_rate: usize,
     /// How long a closing connection waits for its last frames to be
     /// written and for the peer to close its side. Default 2 s.
     pub close_linger: Duration,
@@ -63,6 +84,14 @@ pub struct ServerConfig {
     /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
     /// A failed handshake does not stop this clock.
     pub handshake_timeout: Duration,
+    /// Handshakes the whole server runs per second (each costs a few X25519
+    /// operations, about 0.1 ms of CPU): past it, a `HANDSHAKE` is answered
+    /// with error 8 `OVERLOADED` (and, under
+    /// [`require_encryption`](Self::require_encryption), the connection is
+    /// closed), so that a flood of handshakes cannot take the CPU from the
+    /// connections already served. Bursts up to the same number pass at
+    /// once. `None`: no budget. Default 1,000.
+    pub max_handshakes_per_second: Option<u32>,
     /// When a secure session replaces the key of what the server sends
     /// (contract section 5.2): by default after 65,536 frames or 2 minutes
     /// under one key, whichever comes first, checked as a frame is sealed.
@@ -84,6 +113,10 @@ impl Default for ServerConfig {
             accept_window: Duration::from_secs(1),
             exempt_loopback: true,
             idle_timeout: Some(Duration::from_secs(60)),
+            min_drain_rate: 1024,
+            max_handshakes_per_second: Some(1_000),
+            frame_timeout: Duration::from_secs(10),
+            max_frame_size_before_handshake: 4 * 1024,
             write_timeout: Duration::from_secs(30),
             close_linger: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),

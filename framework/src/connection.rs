@@ -155,10 +155,20 @@ impl Keepalive {
     }
 }
 
-/// The write timeout's timer, armed while frames wait and none get out.
+/// The frame timeout's timer, armed while an unfinished frame waits.
+#[derive(Default)]
+struct FrameDeadline {
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
+/// The write timeout's timer, armed while frames wait: each span of the
+/// write timeout must drain the minimum rate's worth of bytes.
 struct WriteStall {
     timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
+    /// Bytes written since the current span began.
+    drained: usize,
 }
 
 /// Where the connection's secure session stands (section 5).
@@ -206,6 +216,7 @@ pub(crate) struct Session {
     closed: Option<DisconnectReason>,
     keepalive: Keepalive,
     last_inbound: Instant,
+    frame_deadline: FrameDeadline,
     write_stall: WriteStall,
     /// Set when the connection went quiet: the transport may free its buffers.
     idle_hint: bool,
@@ -245,9 +256,11 @@ impl Session {
             closed: None,
             keepalive,
             last_inbound: Instant::now(),
+            frame_deadline: FrameDeadline::default(),
             write_stall: WriteStall {
                 timer: None,
                 armed: false,
+                drained: 0,
             },
             idle_hint: false,
             open_buf: BytesMut::new(),
@@ -255,8 +268,44 @@ impl Session {
         }
     }
 
-    /// Called by the transport after bytes arrived from the peer.
-    pub(crate) fn note_inbound(&mut self) {
+    /// Called by the transport after it read from the peer: `completed`
+    /// when whole frames (on WebSocket, data messages) arrived, `partial`
+    /// when an unfinished one waits. Only whole frames count as input for
+    /// the idle timeout; an unfinished frame must be whole within the frame
+    /// timeout from its first byte, and later bytes do not extend that.
+    pub(crate) fn note_frames(&mut self, completed: bool, partial: bool) {
+        let deadline = &mut self.frame_deadline;
+        if completed || !partial {
+            deadline.armed = false;
+        }
+        if partial && !deadline.armed {
+            let at = tokio::time::Instant::now() + self.server.config.frame_timeout;
+            match &mut deadline.timer {
+                Some(timer) => timer.as_mut().reset(at),
+                None => deadline.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+            deadline.armed = true;
+        }
+        if completed {
+            self.note_inbound();
+        }
+    }
+
+    /// The largest frame the peer may send now: smaller until the
+    /// handshake completed when the server requires encryption.
+    pub(crate) fn frame_limit(&self) -> usize {
+        let config = &self.server.config;
+        match self.security {
+            Security::Secure(_) => config.max_frame_size,
+            _ if config.require_encryption => config
+                .max_frame_size
+                .min(config.max_frame_size_before_handshake),
+            _ => config.max_frame_size,
+        }
+    }
+
+    /// Whole frames arrived: the idle clock starts again.
+    fn note_inbound(&mut self) {
         self.last_inbound = Instant::now();
         let keepalive = &mut self.keepalive;
         keepalive.pinged = false;
@@ -275,25 +324,30 @@ impl Session {
     }
 
     /// Called by the transport after each write attempt: `waiting` while
-    /// bytes wait to be written, `progressed` when some got out. While bytes
-    /// wait and none get out for the write timeout, the connection is closed
-    /// with `SLOW_CONSUMER`; returns true then.
+    /// bytes wait to be written, `written` bytes got out. While bytes wait,
+    /// each span of the write timeout must drain the minimum drain rate's
+    /// worth (at least a byte); otherwise the connection is closed with
+    /// `SLOW_CONSUMER`, and this returns true.
     pub(crate) fn poll_write_stall(
         &mut self,
         cx: &mut TaskContext<'_>,
         waiting: bool,
-        progressed: bool,
+        written: usize,
     ) -> bool {
+        let config = &self.server.config;
         let stall = &mut self.write_stall;
-        if !waiting || progressed {
+        if !waiting {
             stall.armed = false;
-        }
-        if !waiting || self.closed.is_some() {
             return false;
         }
-        let deadline = tokio::time::Instant::now() + self.server.config.write_timeout;
+        if self.closed.is_some() {
+            return false;
+        }
+        stall.drained = stall.drained.saturating_add(written);
         if !stall.armed {
             stall.armed = true;
+            stall.drained = written;
+            let deadline = tokio::time::Instant::now() + config.write_timeout;
             match &mut stall.timer {
                 Some(timer) => timer.as_mut().reset(deadline),
                 None => stall.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
@@ -303,14 +357,22 @@ impl Session {
             .timer
             .as_mut()
             .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-        if expired {
-            stall.armed = false;
-            self.close_now(&Violation::new(
-                DisconnectReason::SlowConsumer,
-                "nothing written within the write timeout: the peer does not read",
-            ));
+        if !expired {
+            return false;
         }
-        expired
+        let required = (config.min_drain_rate as f64 * config.write_timeout.as_secs_f64()) as usize;
+        if stall.drained >= required.max(1) {
+            // Enough got out: a new span begins.
+            stall.armed = false;
+            return self.poll_write_stall(cx, waiting, 0);
+        }
+        stall.armed = false;
+        let message = format!(
+            "{} bytes read in {:?} while more waited: the peer does not keep up",
+            stall.drained, config.write_timeout
+        );
+        self.close_now(&Violation::new(DisconnectReason::SlowConsumer, message));
+        true
     }
 
     /// Runs the connection's quiet timer: after [`QUIET_AFTER`] without
@@ -366,10 +428,6 @@ impl Session {
 
     pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
         &self.connection
-    }
-
-    pub(crate) fn max_frame_size(&self) -> usize {
-        self.server.config.max_frame_size
     }
 
     /// Whether to read more: not closing, fewer requests running than the
@@ -610,7 +668,7 @@ impl Session {
                 self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
-            system::HANDSHAKE => self.handshake(frame),
+            system::HANDSHAKE => return self.handshake(frame),
             system::REKEY => {
                 // Sealed ones are taken in `on_sealed_frame`.
                 self.error(header, ErrorCode::Malformed, &"a plain REKEY");
@@ -630,7 +688,7 @@ impl Session {
     /// Answers a `HANDSHAKE`: the second Noise message, in plain, after
     /// which the session is secure. Any failure, and any handshake after
     /// the first, is error 9.
-    fn handshake(&mut self, frame: Frame) {
+    fn handshake(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         if !matches!(self.security, Security::Plain { .. }) {
             self.error(
@@ -638,7 +696,18 @@ impl Session {
                 ErrorCode::HandshakeFailed,
                 &"a handshake already ran on this connection",
             );
-            return;
+            return Flow::Continue;
+        }
+        // The server-wide budget: a flood of handshakes does not take the
+        // CPU from the connections already served.
+        if let Some(budget) = &self.server.handshakes
+            && budget.check().is_err()
+        {
+            return self.handshake_failed(
+                header,
+                ErrorCode::Overloaded,
+                &"too many handshakes at once: try again later",
+            );
         }
         let identity = self
             .server
@@ -659,18 +728,39 @@ impl Session {
                 }
             }
             Err(error) => {
-                let deadline = match &mut self.security {
-                    Security::Plain { deadline } => deadline.take(),
-                    _ => None,
-                };
-                self.security = Security::Failed { deadline };
-                tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
-                if let Some(metrics) = &self.server.metrics {
-                    metrics.handshake(false);
-                }
-                self.error(header, ErrorCode::HandshakeFailed, &error);
+                return self.handshake_failed(header, ErrorCode::HandshakeFailed, &error);
             }
         }
+        Flow::Continue
+    }
+
+    /// Answers a `HANDSHAKE` that did not run or failed with `code`; no
+    /// other may follow on this connection. A server that requires
+    /// encryption closes the connection then (`HANDSHAKE_TIMEOUT`: no
+    /// handshake will complete on it).
+    fn handshake_failed(
+        &mut self,
+        header: Header,
+        code: ErrorCode,
+        error: &dyn std::fmt::Display,
+    ) -> Flow {
+        let deadline = match &mut self.security {
+            Security::Plain { deadline } => deadline.take(),
+            _ => None,
+        };
+        self.security = Security::Failed { deadline };
+        tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
+        if let Some(metrics) = &self.server.metrics {
+            metrics.handshake(false);
+        }
+        self.error(header, code, error);
+        if self.server.config.require_encryption {
+            return self.close_now(&Violation::new(
+                DisconnectReason::HandshakeTimeout,
+                "the handshake failed, and this server requires encryption",
+            ));
+        }
+        Flow::Continue
     }
 
     /// The request as middleware sees it.
@@ -823,11 +913,16 @@ impl Session {
     /// its waker first ([`register_waker`](Self::register_waker)).
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = false;
-        // (An empty set has nothing to poll and no waker to keep.)
-        if !self.pending.is_empty() {
+        // (An empty set has nothing to poll and no waker to keep.) Replies
+        // are taken only while the outbound buffer is below its high-water
+        // mark: a peer that does not read holds back the handlers' replies
+        // (until the write timeout closes it), not memory.
+        let high_water = self.server.config.outbound_high_water;
+        if !self.pending.is_empty() && self.out.len() < high_water {
             let server = Arc::clone(&self.server);
-            while let Poll::Ready(Some((header, index, started, reply))) =
-                self.pending.poll_next_unpin(cx)
+            while self.out.len() < high_water
+                && let Poll::Ready(Some((header, index, started, reply))) =
+                    self.pending.poll_next_unpin(cx)
             {
                 let handler = server.table.handler(index);
                 let outcome = reply.write(self.reply_to(header), handler.name);
@@ -840,6 +935,18 @@ impl Session {
         }
         progress |= self.poll_keepalive(cx);
         if self.closed.is_some() {
+            return true;
+        }
+        if self.frame_deadline.armed
+            && let Some(timer) = &mut self.frame_deadline.timer
+            && timer.as_mut().poll(cx).is_ready()
+        {
+            self.frame_deadline.armed = false;
+            let message = format!(
+                "a frame was not whole within {:?} of its first byte",
+                self.server.config.frame_timeout
+            );
+            self.close_now(&Violation::new(DisconnectReason::IdleTimeout, message));
             return true;
         }
         if let Some(deadline) = self.security.deadline()

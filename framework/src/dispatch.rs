@@ -92,7 +92,7 @@ impl HandlerSpec {
         R: IntoReply,
     {
         let call = move |body: &Bytes, ctx: &Context, sink: FrameReply<'_>| {
-            let request = Req::decode_body(body)?;
+            let request = Req::decode_packet(body)?;
             Ok(f(request, ctx).into_reply(sink))
         };
         Self::new::<Req>(name, HandlerKind::Sync(Box::new(call)))
@@ -110,7 +110,7 @@ impl HandlerSpec {
         Fut: Future<Output = R> + Send + 'static,
     {
         let call = move |body: &Bytes, ctx: Context| -> Result<ReplyFuture, DecodeError> {
-            let request = Req::decode_body(body)?;
+            let request = Req::decode_packet(body)?;
             let future = AssertUnwindSafe(f(request, ctx)).catch_unwind();
             Ok(Box::pin(future.map(|outcome| match outcome {
                 Ok(reply) => reply.into_reply(DeferredSink),

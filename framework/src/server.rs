@@ -346,6 +346,20 @@ impl ServerBuilder {
         self
     }
 
+    /// The server-wide handshake budget per second (default 1,000; `None`
+    /// for none).
+    pub fn max_handshakes_per_second(mut self, budget: Option<u32>) -> Self {
+        self.config.max_handshakes_per_second = budget;
+        self
+    }
+
+    /// How long a frame may take to arrive whole from its first byte
+    /// (default 10 s).
+    pub fn frame_timeout(mut self, timeout: Duration) -> Self {
+        self.config.frame_timeout = timeout;
+        self
+    }
+
     /// When a secure session replaces the key of what the server sends
     /// (default: after 65,536 frames or 2 minutes under one key).
     pub fn rekey(mut self, policy: crate::RekeyPolicy) -> Self {
@@ -411,6 +425,7 @@ impl ServerBuilder {
         let first_id = ConnectionId::new(hub.node_id(), 1);
         let (shutdown, _) = watch::channel(false);
         let admission = Admission::new(&self.config);
+        let handshakes = handshake_budget(self.config.max_handshakes_per_second);
         let mut middleware = self.middleware;
         if !self.placed_policies {
             middleware.push(Arc::new(Policies));
@@ -429,12 +444,21 @@ impl ServerBuilder {
                 hooks: self.hooks,
                 admission: Arc::new(admission),
                 metrics,
+                handshakes,
             }),
             #[cfg(feature = "prometheus")]
             exporter,
             listeners,
         })
     }
+}
+
+/// The rate limiter of `per_second` handshakes, bursts of as many included.
+fn handshake_budget(per_second: Option<u32>) -> Option<governor::DefaultDirectRateLimiter> {
+    let per_second = std::num::NonZeroU32::new(per_second?)?;
+    Some(governor::RateLimiter::direct(governor::Quota::per_second(
+        per_second,
+    )))
 }
 
 /// A non-blocking listener on `address` with room for `backlog` connections
@@ -474,6 +498,8 @@ pub(crate) struct ServerShared {
     pub(crate) admission: Arc<Admission>,
     /// The metric handles, when metrics are on.
     pub(crate) metrics: Option<Metrics>,
+    /// The server-wide handshake budget, if it has one.
+    pub(crate) handshakes: Option<governor::DefaultDirectRateLimiter>,
 }
 
 impl ServerShared {

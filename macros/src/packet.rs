@@ -37,7 +37,8 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
         }
     };
     let droppable = packet_attr::is_droppable(&input.attrs);
-    let packet = packet_impl(input, &proto, opcode, droppable);
+    let max_depth = packet_attr::max_depth(&input.attrs);
+    let packet = packet_impl(input, &proto, opcode, droppable, max_depth);
     let errors = errors.into_compile_errors();
     quote!(#errors #codec #packet)
 }
@@ -78,6 +79,7 @@ fn packet_impl(
     proto: &CratePath,
     opcode: Option<Opcode>,
     droppable: bool,
+    max_depth: Option<syn::LitInt>,
 ) -> TokenStream {
     let p = proto.at(Span::call_site());
     let ident = &input.ident;
@@ -86,12 +88,14 @@ fn packet_impl(
         Some(Opcode { value, span }) => LitInt::new(&format!("{value:#06x}"), span),
         None => LitInt::new("0", Span::call_site()),
     };
+    let max_depth = max_depth.map(|depth| quote!(const MAX_DEPTH: usize = #depth;));
     quote! {
         #[automatically_derived]
         impl #p::Packet for #ident {
             const OPCODE: u16 = #opcode;
             const NAME: &'static str = #name;
             const DROPPABLE: bool = #droppable;
+            #max_depth
         }
     }
 }

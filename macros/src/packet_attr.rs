@@ -40,6 +40,16 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                 let value: Expr = meta.value()?.parse()?;
                 opcode = Some(check_opcode(&value)?);
                 Ok(())
+            } else if meta.path.is_ident("max_depth") {
+                // Read by `max_depth`: a positive integer.
+                let value: syn::LitInt = meta.value()?.parse()?;
+                match value.base10_parse::<usize>() {
+                    Ok(depth) if depth > 0 => Ok(()),
+                    _ => Err(syn::Error::new(
+                        value.span(),
+                        "`max_depth` is a positive integer: #[packet(opcode = 0x0001, max_depth = 128)]",
+                    )),
+                }
             } else if meta.path.is_ident("droppable") {
                 // Read by `is_droppable`; a flag takes no value.
                 if meta.input.peek(syn::Token![=]) {
@@ -51,8 +61,8 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
             } else {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
-                    "unknown key `{}` in #[packet(...)]: the keys are `opcode` and `droppable`, \
-                     as in #[packet(opcode = 0x0001, droppable)]",
+                    "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `droppable` and \
+                     `max_depth`, as in #[packet(opcode = 0x0001, droppable, max_depth = 128)]",
                     key.replace(' ', "")
                 )))
             }
@@ -128,6 +138,24 @@ fn too_large(lit: &LitInt) -> syn::Error {
             lit.token()
         ),
     )
+}
+
+/// The `max_depth = N` of the `#[packet(...)]` attributes, if given: how
+/// many nested `Box` or `Vec` levels a body may hold.
+pub(crate) fn max_depth(attrs: &[Attribute]) -> Option<syn::LitInt> {
+    let mut depth = None;
+    for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
+        // Errors were reported by `parse_opcode`.
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("max_depth") {
+                depth = Some(meta.value()?.parse::<syn::LitInt>()?);
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: Expr = meta.value()?.parse()?;
+            }
+            Ok(())
+        });
+    }
+    depth
 }
 
 #[cfg(test)]

@@ -68,9 +68,16 @@ pub trait Decode: Sized {
         Ok(items)
     }
 
-    /// Decodes a whole body: the value and nothing after it.
+    /// Decodes a whole body: the value and nothing after it, at most
+    /// [`DEFAULT_MAX_DEPTH`] levels deep.
     fn decode_body(body: &Bytes) -> Result<Self, DecodeError> {
-        let mut reader = Reader::new(body);
+        Self::decode_body_within(body, DEFAULT_MAX_DEPTH)
+    }
+
+    /// Decodes a whole body, at most `max_depth` nested `Box` or `Vec`
+    /// levels deep ([`Reader::nested`]).
+    fn decode_body_within(body: &Bytes, max_depth: usize) -> Result<Self, DecodeError> {
+        let mut reader = Reader::with_max_depth(body, max_depth);
         let value = Self::decode(&mut reader)?;
         reader.finish()?;
         Ok(value)
@@ -83,12 +90,47 @@ pub trait Decode: Sized {
 pub struct Reader<'a> {
     body: &'a Bytes,
     pos: usize,
+    depth: usize,
+    max_depth: usize,
 }
 
+/// How many nested `Box` or `Vec` levels a body may hold unless its packet
+/// type says otherwise (`#[packet(max_depth = N)]`): recursive types
+/// (`enum Node { End, More(Box<Node>) }`) would otherwise let a peer make
+/// the decoder recurse until the stack overflows.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
 impl<'a> Reader<'a> {
-    /// A reader at the start of `body`.
+    /// A reader at the start of `body`, with the default depth limit.
     pub const fn new(body: &'a Bytes) -> Self {
-        Self { body, pos: 0 }
+        Self::with_max_depth(body, DEFAULT_MAX_DEPTH)
+    }
+
+    /// A reader at the start of `body` that refuses values more than
+    /// `max_depth` nested `Box` or `Vec` levels deep.
+    pub const fn with_max_depth(body: &'a Bytes, max_depth: usize) -> Self {
+        Self {
+            body,
+            pos: 0,
+            depth: 0,
+            max_depth,
+        }
+    }
+
+    /// Runs `decode` one level deeper: [`DecodeError::TooDeep`] past the
+    /// reader's limit. `Box` and `Vec` decode through it, so every cycle of
+    /// a recursive type is counted.
+    pub fn nested<T>(
+        &mut self,
+        decode: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        if self.depth >= self.max_depth {
+            return Err(DecodeError::TooDeep(self.max_depth));
+        }
+        self.depth += 1;
+        let value = decode(self);
+        self.depth -= 1;
+        value
     }
 
     /// Bytes not yet read.
@@ -388,7 +430,7 @@ impl<T: Decode> Decode for Vec<T> {
     const MIN_LEN: usize = 1;
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let count = reader.read_count::<T>()?;
-        T::decode_vec(reader, count)
+        reader.nested(|reader| T::decode_vec(reader, count))
     }
 }
 
@@ -456,7 +498,7 @@ impl<T: Encode + ?Sized> Encode for Box<T> {
 impl<T: Decode> Decode for Box<T> {
     const MIN_LEN: usize = T::MIN_LEN;
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        T::decode(reader).map(Box::new)
+        reader.nested(T::decode).map(Box::new)
     }
 }
 

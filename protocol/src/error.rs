@@ -257,6 +257,9 @@ pub enum DecodeError {
         /// The bytes left in the body.
         remaining: usize,
     },
+    /// A value nested deeper (in `Box` or `Vec` levels) than the limit.
+    #[error("value nested deeper than {0} levels")]
+    TooDeep(usize),
     /// Bytes left after the last field.
     #[error("{0} trailing bytes after the last field")]
     TrailingBytes(usize),

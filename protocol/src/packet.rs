@@ -21,4 +21,12 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// falls behind (a state update the next one replaces), when the server's
     /// slow-consumer policy allows it. Set with `#[packet(opcode = …, droppable)]`.
     const DROPPABLE: bool = false;
+    /// How many nested `Box` or `Vec` levels a body of this type may hold;
+    /// deeper is `MALFORMED`. Set with `#[packet(opcode = …, max_depth = N)]`.
+    const MAX_DEPTH: usize = crate::codec::DEFAULT_MAX_DEPTH;
+
+    /// Decodes a whole body of this packet, within [`MAX_DEPTH`](Self::MAX_DEPTH).
+    fn decode_packet(body: &crate::Bytes) -> Result<Self, crate::DecodeError> {
+        Self::decode_body_within(body, Self::MAX_DEPTH)
+    }
 }

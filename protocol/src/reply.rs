@@ -117,7 +117,7 @@ impl<P: Packet> Response for P {
                 got: opcode,
             });
         }
-        Ok(P::decode_body(body)?)
+        Ok(P::decode_packet(body)?)
     }
 }
 

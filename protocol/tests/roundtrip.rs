@@ -507,3 +507,75 @@ fn decode_stream(stream: &[u8], cuts: &[usize]) -> Result<Vec<Frame>, FrameError
     assert!(buf.is_empty(), "{} bytes left over", buf.len());
     Ok(frames)
 }
+
+mod depth {
+    use bytes::Bytes;
+    use ternio_macros::{Codec, Packet};
+    use ternio_protocol::{DecodeError, Packet};
+
+    /// A recursive type: each `More` is one `Box` level deeper.
+    #[derive(Debug, Clone, PartialEq, Codec)]
+    enum Node {
+        End,
+        More(Box<Node>),
+    }
+
+    #[derive(Debug, Clone, PartialEq, Packet)]
+    #[packet(opcode = 0x0301)]
+    struct Chain {
+        node: Node,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Packet)]
+    #[packet(opcode = 0x0302, max_depth = 200)]
+    struct LongChain {
+        node: Node,
+    }
+
+    /// `levels` times `More`, then `End`.
+    fn chain(levels: usize) -> Bytes {
+        let mut body = vec![1u8; levels];
+        body.push(0);
+        Bytes::from(body)
+    }
+
+    #[test]
+    fn a_body_nested_past_the_limit_is_refused_not_a_stack_overflow() {
+        // 1 MiB of `More`: unbounded recursion would overflow the stack.
+        let deep = Bytes::from(vec![1u8; 1024 * 1024]);
+        assert_eq!(Chain::decode_packet(&deep), Err(DecodeError::TooDeep(64)));
+        assert_eq!(
+            LongChain::decode_packet(&deep),
+            Err(DecodeError::TooDeep(200))
+        );
+        assert!(Chain::decode_packet(&chain(64)).is_ok());
+        assert_eq!(
+            Chain::decode_packet(&chain(65)),
+            Err(DecodeError::TooDeep(64))
+        );
+        assert!(LongChain::decode_packet(&chain(200)).is_ok());
+        assert_eq!(
+            LongChain::decode_packet(&chain(201)),
+            Err(DecodeError::TooDeep(200))
+        );
+    }
+
+    #[test]
+    fn vectors_count_as_levels_too() {
+        #[derive(Debug, Clone, PartialEq, Codec)]
+        struct Tree {
+            children: Vec<Tree>,
+        }
+        #[derive(Debug, Clone, PartialEq, Packet)]
+        #[packet(opcode = 0x0303)]
+        struct Forest {
+            tree: Tree,
+        }
+        // Each level: a count of 1, then the child.
+        let deep = Bytes::from(vec![1u8; 100_000]);
+        assert_eq!(Forest::decode_packet(&deep), Err(DecodeError::TooDeep(64)));
+        let mut shallow = vec![1u8; 63];
+        shallow.push(0);
+        assert!(Forest::decode_packet(&Bytes::from(shallow)).is_ok());
+    }
+}

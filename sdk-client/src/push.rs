@@ -198,7 +198,7 @@ struct ChannelSink<P> {
 
 impl<P: Packet> Sink for ChannelSink<P> {
     fn deliver(&self, body: &Bytes) -> bool {
-        match P::decode_body(body) {
+        match P::decode_packet(body) {
             Ok(packet) => {
                 if let Err(mpsc::error::TrySendError::Full(_)) = self.sender.try_send(packet) {
                     self.counts.dropped.fetch_add(1, Ordering::Relaxed);
@@ -222,7 +222,7 @@ struct CallbackSink<P, F> {
 
 impl<P: Packet, F: Fn(P) + Send + Sync + 'static> Sink for CallbackSink<P, F> {
     fn deliver(&self, body: &Bytes) -> bool {
-        match P::decode_body(body) {
+        match P::decode_packet(body) {
             Ok(packet) => {
                 // A panicking callback must not take the connection's reader with it.
                 if catch_unwind(AssertUnwindSafe(|| (self.callback)(packet))).is_err() {

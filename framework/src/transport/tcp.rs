@@ -138,12 +138,12 @@ impl TcpConnection {
                 return Poll::Ready(Exit::Closed);
             }
             if !self.session.out.is_empty() {
-                let mut wrote = false;
+                let mut wrote = 0;
                 match self.stream.poll_write_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         progress = true;
                         match self.write() {
-                            Ok(written) => wrote = written > 0,
+                            Ok(written) => wrote = written,
                             Err(error) => return Poll::Ready(Exit::Io(error)),
                         }
                     }
@@ -176,9 +176,13 @@ impl TcpConnection {
     /// instead of spending a system call that finds none.)
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<Flow>> {
         // Room for the rest of a frame whose length is known (it passed the
-        // size check), or for a chunk.
+        // size check), or for a chunk; but never more than what has arrived
+        // already: the buffer grows with the bytes the peer sends, not with
+        // the length it announces.
         let wanted = match self.decoder.next_frame_len(&self.read_buf) {
-            Ok(Some(frame_len)) => frame_len.saturating_sub(self.read_buf.len()),
+            Ok(Some(frame_len)) => frame_len
+                .saturating_sub(self.read_buf.len())
+                .min(self.read_buf.len().max(READ_CHUNK)),
             _ => 0,
         };
         if self.read_buf.capacity() - self.read_buf.len() < wanted.max(READ_CHUNK / 2) {
@@ -196,7 +200,6 @@ impl TcpConnection {
                 return Poll::Ready(Ok(Flow::Continue));
             }
             Poll::Ready(Ok(read)) => {
-                self.session.note_inbound();
                 if let Some(metrics) = self.session.metrics() {
                     metrics.bytes_in.increment(read as u64);
                 }
@@ -210,8 +213,14 @@ impl TcpConnection {
     /// Handles the whole frames waiting in the read buffer, as long as the
     /// session takes requests (past the in-flight limit they wait there).
     fn handle_buffered(&mut self) -> Flow {
+        let mut completed = false;
         while self.session.wants_input() {
+            let limit = self.session.frame_limit();
+            if self.decoder.max_frame_size() != limit {
+                self.decoder = FrameDecoder::new(limit);
+            }
             let decoded = self.decoder.decode_mut(&mut self.read_buf);
+            completed |= matches!(decoded, Ok(Some(_)));
             if let (Ok(Some(_)), Some(metrics)) = (&decoded, self.session.metrics()) {
                 metrics.frames_in.increment(1);
             }
@@ -236,6 +245,10 @@ impl TcpConnection {
         if self.read_buf.is_empty() && self.read_buf.capacity() > MAX_IDLE_READ_CAPACITY {
             self.read_buf = BytesMut::new();
         }
+        // Frames left whole in the buffer (past the in-flight limit) wait
+        // for the server, not for the peer.
+        let partial = !self.read_buf.is_empty() && !self.has_buffered_frame();
+        self.session.note_frames(completed, partial);
         Flow::Continue
     }
 

@@ -138,6 +138,11 @@ struct WsConnection {
     returned: u64,
     /// The largest message read or written since `ws` was made.
     largest: usize,
+    /// Bytes read that belong to whole messages, for the frame timeout:
+    /// set to all bytes read when a data message is whole, moved on by the
+    /// exact size of each control frame. More bytes read than this means a
+    /// message (or its fragments) is unfinished.
+    settled: u64,
 }
 
 /// What one run of a connection's loop ended with.
@@ -202,6 +207,7 @@ async fn serve(
         close_received: false,
         returned: 0,
         largest: 0,
+        settled: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     let connection = Arc::clone(conn.session.connection());
@@ -256,7 +262,7 @@ impl WsConnection {
                 match self.ws.poll_next_unpin(cx) {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
-                        self.session.note_inbound();
+                        self.note_message(&message);
                         self.returned += wire_len(&message);
                         self.largest = self.largest.max(message.len());
                         if let (Message::Binary(bytes), Some(metrics)) =
@@ -283,17 +289,20 @@ impl WsConnection {
                         progress = true;
                         self.reading = false;
                     }
-                    Poll::Pending => {}
+                    Poll::Pending => self.note_message_bytes(false),
                 }
             }
             progress |= self.session.poll_work(cx);
-            let wrote = match self.poll_write(cx) {
-                Ok(wrote) => wrote,
+            let written = match self.poll_write(cx) {
+                Ok(written) => written,
                 Err(error) => return Poll::Ready(Turn::Exit(Exit::Io(error))),
             };
-            progress |= wrote;
+            progress |= written.is_some();
             let waiting = !self.session.out.is_empty() || self.needs_flush;
-            if self.session.poll_write_stall(cx, waiting, wrote) {
+            if self
+                .session
+                .poll_write_stall(cx, waiting, written.unwrap_or(0))
+            {
                 return Poll::Ready(Turn::Exit(Exit::Closed));
             }
             if self.session.closed().is_some() && self.session.out.is_empty() {
@@ -344,9 +353,35 @@ impl WsConnection {
         }
     }
 
+    /// Tells the session what a message that tungstenite returned means for
+    /// its timers: a data message is a whole frame; a control frame (ping,
+    /// pong, close) is not, and does not extend an unfinished message's
+    /// deadline either.
+    fn note_message(&mut self, message: &Message) {
+        match message {
+            Message::Binary(_) | Message::Text(_) => self.note_message_bytes(true),
+            // Control frames are never fragmented and their payload is at
+            // most 125 bytes: their size on the wire is exact.
+            other => {
+                self.settled += wire_len(other);
+                self.note_message_bytes(false);
+            }
+        }
+    }
+
+    /// Whether bytes of an unfinished message wait, after a read that
+    /// completed a data message (`completed`) or not.
+    fn note_message_bytes(&mut self, completed: bool) {
+        let read = self.ws.get_ref().read_after_request().unwrap_or(0);
+        if completed {
+            self.settled = read;
+        }
+        self.session.note_frames(completed, read > self.settled);
+    }
+
     fn on_message(&mut self, message: Message) -> Flow {
         match message {
-            Message::Binary(bytes) => match Frame::parse(bytes, self.session.max_frame_size()) {
+            Message::Binary(bytes) => match Frame::parse(bytes, self.session.frame_limit()) {
                 Ok(frame) => self.session.on_frame(frame),
                 Err(error) => self.session.close_now(&Violation::new(
                     error.disconnect_reason(),
@@ -376,9 +411,11 @@ impl WsConnection {
     }
 
     /// Hands every ready frame to the WebSocket as one binary message each,
-    /// then flushes. Returns whether anything moved.
-    fn poll_write(&mut self, cx: &mut TaskContext<'_>) -> io::Result<bool> {
+    /// then flushes. Returns the bytes of the frames handed over when
+    /// anything moved (a flush that completed moves none).
+    fn poll_write(&mut self, cx: &mut TaskContext<'_>) -> io::Result<Option<usize>> {
         let mut moved = false;
+        let mut bytes = 0;
         while !self.session.out.is_empty() {
             match Pin::new(&mut self.ws).poll_ready(cx) {
                 Poll::Ready(Ok(())) => {}
@@ -386,6 +423,7 @@ impl WsConnection {
                 Poll::Pending => break,
             }
             let frame = next_frame(&mut self.session.out);
+            bytes += frame.len();
             self.largest = self.largest.max(frame.len());
             if let Some(metrics) = self.session.metrics() {
                 metrics.bytes_out.increment(frame.len() as u64);
@@ -407,7 +445,7 @@ impl WsConnection {
                 Poll::Pending => {}
             }
         }
-        Ok(moved)
+        Ok(moved.then_some(bytes))
     }
 
     /// Ends the connection with a complete close handshake: our Close frame

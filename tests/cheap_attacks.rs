@@ -1,0 +1,344 @@
+//! Peers that cost little to run and much to serve: a frame trickled a byte
+//! at a time, a WebSocket message whose last fragment never comes, pings
+//! instead of frames, a large frame before the handshake. Each is what an
+//! attacker's client would do; each must end within the server's timeouts.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use ternio::DisconnectReason;
+use ternio::protocol::frame::{self, Flags, Frame, Framing, Header};
+use ternio::protocol::system::{self, Disconnect};
+use ternio::protocol::{Decode, Packet};
+use ternio_tests::*;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame as WsFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Short timeouts, so that the tests wait seconds, not minutes.
+const FRAME_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// How long a test waits for the server to act (wide: a loaded machine).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The next frame's DISCONNECT reason, or `None` if the server closed
+/// without one or sent something else first.
+async fn disconnect(raw: &mut RawConnection) -> Option<DisconnectReason> {
+    let frame = raw.recv().await?;
+    (frame.header.opcode == system::DISCONNECT)
+        .then(|| Disconnect::decode_body(&frame.body).unwrap().reason)
+}
+
+/// A frame's first bytes, then one more byte every 100 ms, until the server
+/// closes or `PATIENCE` runs out; returns how long the server took.
+async fn trickle(stream: &mut TcpStream, bytes: &[u8]) -> Duration {
+    let started = Instant::now();
+    for byte in bytes {
+        if stream.write_all(&[*byte]).await.is_err() || started.elapsed() > PATIENCE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_trickled_tcp_frame_is_closed_within_the_frame_timeout() {
+    let (address, _server) = start_server(|b| {
+        b.frame_timeout(FRAME_TIMEOUT)
+            .idle_timeout(Some(Duration::from_secs(60)))
+    });
+    // A 400-byte frame announced: one connection sends its length and
+    // stops; another trickles the rest a byte at a time (each byte is
+    // input, none completes the frame).
+    let mut frame = (400u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&Header::new(Echo::OPCODE, Flags::NONE, 1).to_bytes());
+    frame.extend(std::iter::repeat_n(7u8, 393));
+    let mut stalled = RawConnection::connect(address).await;
+    stalled.send_raw(&frame[..4]).await.unwrap();
+    assert_eq!(
+        disconnect(&mut stalled).await,
+        Some(DisconnectReason::IdleTimeout)
+    );
+    let mut trickled = TcpStream::connect(address).await.unwrap();
+    let elapsed = trickle(&mut trickled, &frame).await;
+    assert!(elapsed < PATIENCE, "still open after {elapsed:?}");
+}
+
+#[tokio::test]
+async fn idle_time_counts_from_whole_frames_not_bytes() {
+    // A frame timeout far above the idle timeout: only the idle timeout can act.
+    let (address, _server) = start_server(|b| {
+        b.frame_timeout(Duration::from_secs(600))
+            .idle_timeout(Some(Duration::from_millis(800)))
+    });
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut frame = (400u32).to_le_bytes().to_vec();
+    frame.extend(std::iter::repeat_n(7u8, 400));
+    // Trickled bytes every 100 ms: before, each one reset the idle clock.
+    let elapsed = trickle(&mut stream, &frame).await;
+    assert!(elapsed < PATIENCE, "still open after {elapsed:?}");
+}
+
+/// Connects a raw WebSocket to the test server.
+async fn websocket(address: std::net::SocketAddr) -> Ws {
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{address}/ws"))
+        .await
+        .unwrap();
+    ws
+}
+
+/// Sends pings every 100 ms until the server closes (returns the reason
+/// of its DISCONNECT, if it sent one) or `PATIENCE` runs out (`Err`).
+async fn ping_until_closed(ws: &mut Ws) -> Result<Option<DisconnectReason>, Duration> {
+    let started = Instant::now();
+    let mut reason = None;
+    while started.elapsed() < PATIENCE {
+        if ws
+            .send(Message::Ping(Bytes::from_static(b"hi")))
+            .await
+            .is_err()
+        {
+            return Ok(reason);
+        }
+        loop {
+            match tokio::time::timeout(Duration::from_millis(100), ws.next()).await {
+                Err(_) => break,
+                Ok(None | Some(Err(_))) => return Ok(reason),
+                Ok(Some(Ok(Message::Binary(bytes)))) => {
+                    let frame = Frame::parse(bytes, usize::MAX).unwrap();
+                    if frame.header.opcode == system::DISCONNECT {
+                        reason = Some(Disconnect::decode_body(&frame.body).unwrap().reason);
+                    }
+                }
+                Ok(Some(Ok(Message::Close(_)))) => return Ok(reason),
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+    Err(started.elapsed())
+}
+
+#[tokio::test]
+async fn an_unfinished_websocket_message_kept_alive_by_pings_is_closed() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| {
+        b.frame_timeout(FRAME_TIMEOUT)
+            .idle_timeout(Some(Duration::from_secs(60)))
+    });
+    let mut ws = websocket(ws_address).await;
+    // The first fragment of a binary message (FIN clear); its last never comes.
+    let first = WsFrame::message(
+        Bytes::from_static(&[1, 0, 0]),
+        OpCode::Data(Data::Binary),
+        false,
+    );
+    ws.send(Message::Frame(first)).await.unwrap();
+    let reason = ping_until_closed(&mut ws)
+        .await
+        .unwrap_or_else(|after| panic!("still open after {after:?}"));
+    assert_eq!(reason, Some(DisconnectReason::IdleTimeout));
+}
+
+#[tokio::test]
+async fn websocket_pings_alone_do_not_keep_a_connection_open() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| {
+        b.frame_timeout(Duration::from_secs(600))
+            .idle_timeout(Some(Duration::from_millis(800)))
+    });
+    let mut ws = websocket(ws_address).await;
+    let reason = ping_until_closed(&mut ws)
+        .await
+        .unwrap_or_else(|after| panic!("still open after {after:?}"));
+    assert_eq!(reason, Some(DisconnectReason::IdleTimeout));
+}
+
+#[tokio::test]
+async fn whole_frames_sent_slowly_but_steadily_are_served() {
+    // Each frame whole within the frame timeout, the connection busy far
+    // longer than it: nothing is closed.
+    let (address, _server) = start_server(|b| b.frame_timeout(FRAME_TIMEOUT));
+    let mut raw = RawConnection::connect(address).await;
+    let started = Instant::now();
+    let mut id = 0;
+    while started.elapsed() < FRAME_TIMEOUT * 3 {
+        id += 1;
+        let echo = Echo {
+            payload: Bytes::from_static(b"steady"),
+        };
+        let mut bytes = ternio::protocol::BytesMut::new();
+        frame::write_frame(
+            &mut bytes,
+            Framing::LengthPrefixed,
+            Header::new(Echo::OPCODE, Flags::NONE, id),
+            &echo,
+            usize::MAX,
+        )
+        .unwrap();
+        // Half now, half 100 ms later.
+        let half = bytes.len() / 2;
+        raw.send_raw(&bytes[..half]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        raw.send_raw(&bytes[half..]).await.unwrap();
+        let answer = raw.recv().await.expect("answered");
+        assert_eq!(answer.header.request_id, id);
+    }
+}
+
+#[tokio::test]
+async fn before_the_handshake_a_server_that_requires_encryption_takes_only_small_frames() {
+    let (address, _server) = start_server(|b| b.require_encryption(true));
+    let mut raw = RawConnection::connect(address).await;
+    let echo = Echo {
+        payload: Bytes::from(vec![1u8; 8 * 1024]),
+    };
+    raw.send(Header::new(Echo::OPCODE, Flags::NONE, 1), &echo)
+        .await;
+    assert_eq!(
+        disconnect(&mut raw).await,
+        Some(DisconnectReason::FrameTooLarge)
+    );
+    // The same frame, sealed after a handshake, is served.
+    let client = ternio_client::Client::connect_tcp_with(
+        address,
+        ternio_client::ClientConfig {
+            secure: Some(ternio_client::SecureConfig::anonymous()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_echoed(&client, echo.payload).await;
+}
+
+/// Waits (within `PATIENCE`) until `causes` holds a close cause.
+async fn first_cause(
+    causes: &std::sync::Mutex<Vec<ternio::CloseCause>>,
+) -> Option<ternio::CloseCause> {
+    let started = Instant::now();
+    while started.elapsed() < PATIENCE {
+        if let Some(cause) = causes.lock().unwrap().first() {
+            return Some(cause.clone());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// A peer that reads far less than the minimum drain rate while its
+/// replies pile up is closed as a slow consumer. (The kernel's socket
+/// buffers decide how often such a peer lets the server write at all, so
+/// this does not isolate the rate from the plain write timeout.)
+#[tokio::test]
+async fn a_peer_that_reads_far_too_little_is_a_slow_consumer() {
+    let causes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&causes);
+    let config = ternio::ServerConfig {
+        write_timeout: Duration::from_millis(500),
+        min_drain_rate: 256 * 1024,
+        outbound_high_water: 64 * 1024,
+        ..ternio::ServerConfig::default()
+    };
+    let (address, _server) = start_server(move |b| {
+        b.config(config)
+            .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
+    });
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(address).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // Echoes of 256 KiB, more than the socket buffers hold.
+    let mut request = ternio::protocol::BytesMut::new();
+    let echo = Echo {
+        payload: Bytes::from(vec![1; 256 * 1024]),
+    };
+    frame::write_frame(
+        &mut request,
+        Framing::LengthPrefixed,
+        Header::new(Echo::OPCODE, Flags::NONE, 1),
+        &echo,
+        usize::MAX,
+    )
+    .unwrap();
+    tokio::spawn(async move {
+        for _ in 0..40 {
+            if writer.write_all(&request).await.is_err() {
+                break;
+            }
+        }
+    });
+    // 512 bytes every 50 ms: 10 KiB/s, far below the 256 KiB/s asked.
+    let trickle = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 512];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    });
+    assert_eq!(
+        first_cause(&causes).await,
+        Some(ternio::CloseCause::Disconnected(
+            DisconnectReason::SlowConsumer
+        ))
+    );
+    trickle.abort();
+}
+
+/// Section 5 and the handshake budget: a flood of handshakes gets error 8
+/// past the server-wide budget instead of the CPU.
+#[tokio::test]
+async fn handshakes_past_the_server_budget_are_overloaded() {
+    use ternio::protocol::ErrorCode;
+    use ternio::protocol::secure::Initiator;
+    use ternio::protocol::system::ErrorBody;
+    let (address, _server) = start_server(|b| b.max_handshakes_per_second(Some(5)));
+    let (mut done, mut overloaded) = (0, 0);
+    for _ in 0..20 {
+        let mut raw = RawConnection::connect(address).await;
+        let body = Initiator::new(None).unwrap().request_body().unwrap();
+        raw.send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1), &body)
+            .await;
+        let answer = raw.recv().await.expect("an answer");
+        if answer.header.flags.is_error() {
+            assert_eq!(
+                ErrorBody::parse(&answer.body).unwrap().code,
+                ErrorCode::Overloaded
+            );
+            overloaded += 1;
+        } else {
+            done += 1;
+        }
+    }
+    // Five at once, and the budget's refill while the test ran.
+    assert!(done >= 5, "{done} handshakes done");
+    assert!(overloaded >= 10, "{overloaded} refused, {done} done");
+}
+
+#[tokio::test]
+async fn a_failed_handshake_closes_a_connection_that_must_be_encrypted() {
+    use ternio::protocol::secure::Initiator;
+    let (address, _server) = start_server(|b| b.require_encryption(true));
+    let mut raw = RawConnection::connect(address).await;
+    // NK against a server without an identity: error 9.
+    let key = ternio::Identity::generate();
+    let body = Initiator::new(Some(key.public_key()))
+        .unwrap()
+        .request_body()
+        .unwrap();
+    raw.send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1), &body)
+        .await;
+    let answer = raw.recv().await.expect("an answer");
+    assert_eq!(answer.header.flags, Flags::RESPONSE_ERROR);
+    assert_eq!(
+        disconnect(&mut raw).await,
+        Some(DisconnectReason::HandshakeTimeout)
+    );
+}
