@@ -57,11 +57,12 @@ pub struct ServerConfig {
     pub ipv6_prefix_len: u8,
     /// Connections accepted but not yet admitted to the protocol: WebSocket
     /// upgrades in progress, and PROXY headers being read. One more is
-    /// refused at once (WebSocket: HTTP 503). Default 1,024: each costs a
-    /// socket, a task and at most a few KiB for at most
-    /// [`websocket_upgrade_timeout`](Self::websocket_upgrade_timeout), and
-    /// an honest upgrade takes one round trip, so 1,024 admit thousands of
-    /// upgrades a second while a flood of stalled ones holds at most that.
+    /// refused at once (WebSocket: HTTP 503). Default 4,096: an honest
+    /// upgrade takes one round trip, so even a crowd of thousands
+    /// reconnecting together stays below it, while a flood of stalled
+    /// upgrades holds at most that many sockets and tasks (a few KiB each,
+    /// for at most [`websocket_upgrade_timeout`](Self::websocket_upgrade_timeout)):
+    /// tens of MiB, what as many idle connections cost.
     pub max_pending_upgrades: usize,
     /// The addresses of proxies (HAProxy, a cloud load balancer) that
     /// announce their clients with the PROXY protocol, version 1 or 2. A
@@ -115,7 +116,7 @@ impl Default for ServerConfig {
             accept_window: Duration::from_secs(1),
             exempt_loopback: false,
             ipv6_prefix_len: 64,
-            max_pending_upgrades: 1024,
+            max_pending_upgrades: 4096,
             trusted_proxies: Vec::new(),
             idle_timeout: Some(Duration::from_secs(60)),
             write_timeout: Duration::from_secs(30),

@@ -313,7 +313,7 @@ impl ServerBuilder {
     }
 
     /// WebSocket upgrades (and PROXY headers) in progress at once (default
-    /// 1,024); one more connection is refused at once.
+    /// 4,096); one more connection is refused at once.
     pub fn max_pending_upgrades(mut self, upgrades: usize) -> Self {
         self.config.max_pending_upgrades = upgrades;
         self
