@@ -1,6 +1,8 @@
-//! A crowd: the echo server (examples/echo_server, a child process) holds
-//! 10,000 connections at once, every one of them answering; the server's
-//! memory per idle connection is measured and held to 16 KiB.
+//! A crowd: the echo server (examples/echo_server, a child process, with
+//! its default limits) holds 10,000 connections at once from 100 loopback
+//! addresses (100 from each, opened together), every one of them
+//! answering; the server's memory per idle connection is measured and held
+//! to 16 KiB.
 //!
 //! Its own harness (`harness = false`): it prints the figures it measures.
 //! `TERNIO_CROWD` sets the number of connections (default 10,000).
@@ -101,6 +103,20 @@ fn start_echo_server() -> (Child, SocketAddr) {
     (child, address)
 }
 
+/// The loopback address connection `i` of the crowd comes from: 100
+/// connections from each address, one address after the other.
+fn crowd_source(i: usize) -> std::net::Ipv4Addr {
+    let n = i / 100;
+    std::net::Ipv4Addr::new(127, 0, (n / 250) as u8, (n % 250 + 2) as u8)
+}
+
+/// A connection to `address` from `source`.
+async fn connect_from(source: std::net::Ipv4Addr, address: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((source, 0).into()).unwrap();
+    socket.connect(address).await.unwrap()
+}
+
 /// Sends one echo on `stream` and checks the answer.
 async fn echo(stream: &mut TcpStream, id: u32, request: &Bytes) {
     stream.write_all(request).await.unwrap();
@@ -150,10 +166,10 @@ fn main() {
         for batch in (0..count).collect::<Vec<_>>().chunks(250) {
             let connects: Vec<_> = batch
                 .iter()
-                .map(|_| {
+                .map(|&i| {
                     let request = request.clone();
                     tokio::spawn(async move {
-                        let mut stream = TcpStream::connect(address).await.unwrap();
+                        let mut stream = connect_from(crowd_source(i), address).await;
                         echo(&mut stream, 1, &request).await;
                         stream
                     })

@@ -62,7 +62,8 @@ async fn the_total_connection_limit_refuses_with_too_many_connections() {
 
 #[tokio::test]
 async fn the_per_ip_limit_applies_unless_loopback_is_exempt() {
-    let (address, _server) = start_server(|b| b.exempt_loopback(false).max_connections_per_ip(2));
+    // Loopback is not exempt by default.
+    let (address, _server) = start_server(|b| b.max_connections_per_ip(2));
     let mut first = RawConnection::connect(address).await;
     let mut second = RawConnection::connect(address).await;
     assert!(served(&mut first).await && served(&mut second).await);
@@ -72,8 +73,8 @@ async fn the_per_ip_limit_applies_unless_loopback_is_exempt() {
         DisconnectReason::TooManyConnections
     );
 
-    // With the default exemption, loopback is not limited.
-    let (address, _server) = start_server(|b| b.max_connections_per_ip(2));
+    // With the exemption, loopback is not limited.
+    let (address, _server) = start_server(|b| b.exempt_loopback(true).max_connections_per_ip(2));
     let mut many = Vec::new();
     for _ in 0..5 {
         let mut raw = RawConnection::connect(address).await;

@@ -1,5 +1,6 @@
 //! Server limits, with their defaults.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use ternio_protocol::DEFAULT_MAX_FRAME_SIZE;
@@ -31,16 +32,46 @@ pub struct ServerConfig {
     /// Connections open at once; one more is refused with `DISCONNECT
     /// TOO_MANY_CONNECTIONS`. Default 16,384.
     pub max_connections: usize,
-    /// Connections open at once from one IP address. Default 256.
+    /// Connections open at once from one IP address (an IPv6 peer: from
+    /// its network, see [`ipv6_prefix_len`](Self::ipv6_prefix_len)); one
+    /// more is refused. Default 256: room for a few hundred users behind one
+    /// NAT or proxy, and for 100 connections opened at once from one address.
     pub max_connections_per_ip: usize,
-    /// Connections accepted from one IP address per [`accept_window`](Self::accept_window).
-    /// Default 128.
+    /// Connections accepted from one IP address (or IPv6 network) per
+    /// [`accept_window`](Self::accept_window), with governor's keyed rate
+    /// limiter: up to this many at once, then one more every
+    /// `accept_window / accepts_per_ip` (no burst at the edges of a fixed
+    /// window). `0` refuses every connection. Default 128.
     pub accepts_per_ip: usize,
-    /// The window of [`accepts_per_ip`](Self::accepts_per_ip). Default 1 s.
+    /// The window of [`accepts_per_ip`](Self::accepts_per_ip); zero turns
+    /// the accept rate off. Default 1 s.
     pub accept_window: Duration,
-    /// Whether loopback peers (127.0.0.0/8, ::1) are exempt from the per-IP
-    /// limits, so local tools and tests are not throttled. Default `true`.
+    /// Whether loopback peers (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) are
+    /// exempt from the per-IP limits. Default `false`: behind a proxy on the
+    /// same host every peer is loopback, and must not be unlimited.
     pub exempt_loopback: bool,
+    /// How many leading bits of an IPv6 address the per-IP limits count it
+    /// under: a host owns a whole /64 and can rotate through it. IPv4-mapped
+    /// IPv6 addresses (`::ffff:a.b.c.d`) count as their IPv4 address.
+    /// Default 64.
+    pub ipv6_prefix_len: u8,
+    /// Connections accepted but not yet admitted to the protocol: WebSocket
+    /// upgrades in progress, and PROXY headers being read. One more is
+    /// refused at once (WebSocket: HTTP 503). Default 4,096: an honest
+    /// upgrade takes one round trip, so even a crowd of thousands
+    /// reconnecting together stays below it, while a flood of stalled
+    /// upgrades holds at most that many sockets and tasks (a few KiB each,
+    /// for at most [`websocket_upgrade_timeout`](Self::websocket_upgrade_timeout)):
+    /// tens of MiB, what as many idle connections cost.
+    pub max_pending_upgrades: usize,
+    /// The addresses of proxies (HAProxy, a cloud load balancer) that
+    /// announce their clients with the PROXY protocol, version 1 or 2. A
+    /// connection from one of them must start with a PROXY header (within
+    /// 5 s, or it is closed); its source address becomes the connection's
+    /// peer address and the key of the per-IP limits. From any other
+    /// address a PROXY header is not understood: it is malformed input,
+    /// like any other bad bytes. Default empty.
+    pub trusted_proxies: Vec<IpAddr>,
     /// A connection with no whole frame from its peer for this long gets
     /// `DISCONNECT IDLE_TIMEOUT`. Halfway there, the server sends a PING: a
     /// peer that answers stays. Only whole frames (on WebSocket, whole data
@@ -75,7 +106,8 @@ pub struct ServerConfig {
     /// On shutdown, how long running requests may take to finish before
     /// their connections close anyway. Default 5 s.
     pub shutdown_grace: Duration,
-    /// How long a WebSocket client may take over its HTTP upgrade. Default 10 s.
+    /// How long a WebSocket client may take over its HTTP upgrade (which
+    /// starts only once the connection is admitted). Default 10 s.
     pub websocket_upgrade_timeout: Duration,
     /// Whether every application opcode requires an encrypted request
     /// (a plain one gets error 6). Default `false`.
@@ -111,7 +143,10 @@ impl Default for ServerConfig {
             max_connections_per_ip: 256,
             accepts_per_ip: 128,
             accept_window: Duration::from_secs(1),
-            exempt_loopback: true,
+            exempt_loopback: false,
+            ipv6_prefix_len: 64,
+            max_pending_upgrades: 4096,
+            trusted_proxies: Vec::new(),
             idle_timeout: Some(Duration::from_secs(60)),
             min_drain_rate: 1024,
             max_handshakes_per_second: Some(1_000),

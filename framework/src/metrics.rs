@@ -12,6 +12,7 @@
 //! | `ternio_errors_total` | counter | `code` (`1`..`10`, or `application`) |
 //! | `ternio_handshakes_total` | counter | `result` (`ok`, `failed`) |
 //! | `ternio_disconnects_total` | counter | `reason` (the DISCONNECT reason's name, `peer_closed`, `failed`) |
+//! | `ternio_refused_connections_total` | counter | `transport`, `reason` (`total`, `per_ip`, `rate`, `pending`, `proxy_header`) |
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use ternio_protocol::{DisconnectReason, ErrorCode};
@@ -26,7 +27,14 @@ pub(crate) struct TransportMetrics {
     pub(crate) bytes_in: Counter,
     pub(crate) frames_out: Counter,
     pub(crate) bytes_out: Counter,
+    /// Connections refused before admission, by [`REFUSALS`] index.
+    refused: [Counter; REFUSALS.len()],
 }
+
+/// The reasons a connection is refused before it is served: the limits
+/// ([`Refusal::name`](crate::admission::Refusal::name)), and `proxy_header`
+/// for a trusted proxy's connection without a valid PROXY header in time.
+pub(crate) const REFUSALS: [&str; 5] = ["total", "per_ip", "rate", "pending", "proxy_header"];
 
 impl TransportMetrics {
     fn new(transport: &'static str) -> Self {
@@ -36,6 +44,16 @@ impl TransportMetrics {
             bytes_in: counter!("ternio_bytes_received_total", "transport" => transport),
             frames_out: counter!("ternio_frames_sent_total", "transport" => transport),
             bytes_out: counter!("ternio_bytes_sent_total", "transport" => transport),
+            refused: REFUSALS.map(|reason| {
+                counter!("ternio_refused_connections_total", "transport" => transport, "reason" => reason)
+            }),
+        }
+    }
+
+    /// Counts a connection refused for `reason` (one of [`REFUSALS`]).
+    pub(crate) fn refused(&self, reason: &str) {
+        if let Some(index) = REFUSALS.iter().position(|known| *known == reason) {
+            self.refused[index].increment(1);
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::any::TypeId;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -284,22 +284,46 @@ impl ServerBuilder {
         self
     }
 
-    /// Connections open at once from one IP address (default 256).
+    /// Connections open at once from one IP address, or one IPv6 network
+    /// (default 256).
     pub fn max_connections_per_ip(mut self, connections: usize) -> Self {
         self.config.max_connections_per_ip = connections;
         self
     }
 
-    /// Connections accepted from one IP address per `window` (default 128 per second).
+    /// Connections accepted from one IP address, or one IPv6 network, per
+    /// `window` (default 128 per second, all 128 at once if they come so).
     pub fn accept_rate_per_ip(mut self, accepts: usize, window: Duration) -> Self {
         self.config.accepts_per_ip = accepts;
         self.config.accept_window = window;
         self
     }
 
-    /// Whether loopback peers are exempt from the per-IP limits (default `true`).
+    /// Whether loopback peers are exempt from the per-IP limits (default `false`).
     pub fn exempt_loopback(mut self, exempt: bool) -> Self {
         self.config.exempt_loopback = exempt;
+        self
+    }
+
+    /// How many leading bits of an IPv6 peer address the per-IP limits
+    /// count it under (default 64).
+    pub fn ipv6_prefix_len(mut self, bits: u8) -> Self {
+        self.config.ipv6_prefix_len = bits;
+        self
+    }
+
+    /// WebSocket upgrades (and PROXY headers) in progress at once (default
+    /// 4,096); one more connection is refused at once.
+    pub fn max_pending_upgrades(mut self, upgrades: usize) -> Self {
+        self.config.max_pending_upgrades = upgrades;
+        self
+    }
+
+    /// The proxies whose connections start with a PROXY protocol header
+    /// (v1 or v2) naming the real client (default none): see
+    /// [`ServerConfig::trusted_proxies`].
+    pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpAddr>) -> Self {
+        self.config.trusted_proxies = proxies.into_iter().collect();
         self
     }
 

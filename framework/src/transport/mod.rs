@@ -12,7 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
-use crate::admission::{Permit, Refusal};
+use crate::admission::{Pending, Permit, Refusal, normalize_addr};
+use crate::context::Transport;
 use crate::server::{CloseCause, ServerShared};
 use ternio_protocol::DisconnectReason;
 
@@ -79,11 +80,44 @@ impl Exit {
     }
 }
 
-/// Accepts connections and hands each to `serve`, until the server shuts down.
-pub(crate) async fn accept_loop(
+/// How long a trusted proxy may take to send its PROXY header.
+const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest PROXY header read (a v2 header with its TLVs); longer is malformed.
+const MAX_PROXY_HEADER: usize = 4096;
+
+/// A connection accepted and admitted, ready to be served.
+pub(crate) struct Admitted {
+    pub(crate) stream: TcpStream,
+    /// The peer: for a trusted proxy, the client its PROXY header names.
+    pub(crate) peer: SocketAddr,
+    pub(crate) permit: Permit,
+    /// Its place among the connections being set up, when
+    /// [`Accept::SETS_UP`] (held until its WebSocket upgrade is done).
+    pub(crate) pending: Option<Pending>,
+}
+
+/// What a transport does with the connections its listener accepts.
+pub(crate) trait Accept: Send + Sync + 'static {
+    /// The transport, for the metrics.
+    const TRANSPORT: Transport;
+    /// Whether an admitted connection still has setup work to do (a
+    /// WebSocket upgrade), and so holds a pending place until it is done.
+    const SETS_UP: bool;
+    /// Serves an admitted connection (in a task of its own).
+    fn serve(&self, admitted: Admitted, server: Arc<ServerShared>);
+    /// Tells a refused peer why, and closes.
+    fn refuse(&self, stream: TcpStream, refusal: Refusal, server: &Arc<ServerShared>);
+}
+
+/// Accepts connections, admits them (or not) before any work is done for
+/// them, and hands each to `accept`, until the server shuts down. A
+/// trusted proxy's connection first has its PROXY header read, in a task
+/// of its own that holds a pending place, and is admitted under the
+/// address that header names.
+pub(crate) async fn accept_loop<A: Accept>(
     listener: TcpListener,
     server: Arc<ServerShared>,
-    serve: impl Fn(TcpStream, SocketAddr, Arc<ServerShared>, Result<Permit, Refusal>),
+    accept: Arc<A>,
 ) {
     let mut shutdown = server.shutdown_signal();
     loop {
@@ -94,11 +128,19 @@ pub(crate) async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let admitted = server.admission.admit(peer.ip());
-                if let Err(refusal) = &admitted {
-                    tracing::debug!(%peer, %refusal, "connection refused");
+                let peer = normalize_addr(peer);
+                if !server.admission.is_trusted_proxy(peer.ip()) {
+                    admit(stream, peer, None, &server, &*accept);
+                    continue;
                 }
-                serve(stream, peer, Arc::clone(&server), admitted);
+                match server.admission.begin_pending() {
+                    Ok(pending) => {
+                        let server = Arc::clone(&server);
+                        let accept = Arc::clone(&accept);
+                        tokio::spawn(behind_proxy(stream, peer, pending, server, accept));
+                    }
+                    Err(refusal) => refused(stream, peer, refusal, &server, &*accept),
+                }
             }
             Err(error) => {
                 // Out of file descriptors, usually: wait rather than spin.
@@ -106,5 +148,175 @@ pub(crate) async fn accept_loop(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// Decides on a connection from `peer`, then serves or refuses it.
+fn admit<A: Accept>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    pending: Option<Pending>,
+    server: &Arc<ServerShared>,
+    accept: &A,
+) {
+    let permit = match server.admission.admit(peer.ip()) {
+        Ok(permit) => permit,
+        Err(refusal) => return refused(stream, peer, refusal, server, accept),
+    };
+    let pending = match pending {
+        _ if !A::SETS_UP => None,
+        Some(pending) => Some(pending),
+        None => match server.admission.begin_pending() {
+            Ok(pending) => Some(pending),
+            Err(refusal) => return refused(stream, peer, refusal, server, accept),
+        },
+    };
+    let admitted = Admitted {
+        stream,
+        peer,
+        permit,
+        pending,
+    };
+    accept.serve(admitted, Arc::clone(server));
+}
+
+/// Counts a refusal and lets the transport tell the peer.
+fn refused<A: Accept>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    refusal: Refusal,
+    server: &Arc<ServerShared>,
+    accept: &A,
+) {
+    tracing::debug!(%peer, %refusal, "connection refused");
+    if let Some(metrics) = &server.metrics {
+        metrics.transport(A::TRANSPORT).refused(refusal.name());
+    }
+    accept.refuse(stream, refusal, server);
+}
+
+/// Reads a trusted proxy's PROXY header, then admits the connection under
+/// the client it names. A connection without a valid header in time is closed.
+async fn behind_proxy<A: Accept>(
+    mut stream: TcpStream,
+    proxy: SocketAddr,
+    pending: Pending,
+    server: Arc<ServerShared>,
+    accept: Arc<A>,
+) {
+    let read = tokio::time::timeout(PROXY_HEADER_TIMEOUT, read_proxy_header(&mut stream));
+    let error = match read.await {
+        Ok(Ok(client)) => {
+            let peer = client.map_or(proxy, normalize_addr);
+            return admit(stream, peer, Some(pending), &server, &*accept);
+        }
+        Ok(Err(error)) => error,
+        Err(_) => io::Error::new(io::ErrorKind::TimedOut, "no PROXY header in time"),
+    };
+    tracing::debug!(%proxy, %error, "connection from a trusted proxy without a valid PROXY header");
+    if let Some(metrics) = &server.metrics {
+        metrics.transport(A::TRANSPORT).refused("proxy_header");
+    }
+}
+
+/// Reads a PROXY protocol header (v1 or v2) off `stream`, and not a byte
+/// more: what follows it is the client's. Returns the client's address, or
+/// `None` when the header names none (a proxy's own health check: `LOCAL`
+/// or `UNKNOWN`).
+async fn read_proxy_header(stream: &mut TcpStream) -> io::Result<Option<SocketAddr>> {
+    let mut header = Vec::new();
+    let mut scratch = [0u8; 512];
+    loop {
+        // Peek, so that the client's bytes after the header stay unread.
+        let peeked = stream.peek(&mut scratch).await?;
+        if peeked == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let known = header.len();
+        header.extend_from_slice(&scratch[..peeked]);
+        match parse_proxy_header(&header) {
+            Ok(Some((len, client))) => {
+                stream.read_exact(&mut scratch[..len - known]).await?;
+                return Ok(client);
+            }
+            // Everything peeked belongs to the header: take it, peek on.
+            Ok(None) if header.len() < MAX_PROXY_HEADER => {
+                stream.read_exact(&mut scratch[..peeked]).await?;
+            }
+            Ok(None) => return Err(io::Error::other("PROXY header too long")),
+            Err(error) => return Err(io::Error::new(io::ErrorKind::InvalidData, error)),
+        }
+    }
+}
+
+/// A whole PROXY header at the start of `bytes`: its length and the
+/// client's address; `None` while it is incomplete.
+fn parse_proxy_header(bytes: &[u8]) -> Result<Option<(usize, Option<SocketAddr>)>, String> {
+    use ppp::{HeaderResult, PartialResult, v1, v2};
+    let parsed = HeaderResult::parse(bytes);
+    if parsed.is_incomplete() {
+        return Ok(None);
+    }
+    match parsed {
+        HeaderResult::V1(Ok(header)) => {
+            let client = match header.addresses {
+                v1::Addresses::Tcp4(ip) => {
+                    Some(SocketAddr::from((ip.source_address, ip.source_port)))
+                }
+                v1::Addresses::Tcp6(ip) => {
+                    Some(SocketAddr::from((ip.source_address, ip.source_port)))
+                }
+                v1::Addresses::Unknown => None,
+            };
+            Ok(Some((header.header.len(), client)))
+        }
+        HeaderResult::V2(Ok(header)) => {
+            let client = match (header.command, header.addresses) {
+                (v2::Command::Proxy, v2::Addresses::IPv4(ip)) => {
+                    Some(SocketAddr::from((ip.source_address, ip.source_port)))
+                }
+                (v2::Command::Proxy, v2::Addresses::IPv6(ip)) => {
+                    Some(SocketAddr::from((ip.source_address, ip.source_port)))
+                }
+                _ => None,
+            };
+            Ok(Some((header.len(), client)))
+        }
+        HeaderResult::V1(Err(error)) => Err(format!("malformed PROXY v1 header: {error}")),
+        HeaderResult::V2(Err(error)) => Err(format!("malformed PROXY v2 header: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_proxy_header;
+
+    #[test]
+    fn proxy_headers_parse_to_their_length_and_client() {
+        let v1 = b"PROXY TCP4 192.0.2.7 127.0.0.1 4000 80\r\nrest";
+        assert_eq!(
+            parse_proxy_header(v1),
+            Ok(Some((
+                v1.len() - 4,
+                Some("192.0.2.7:4000".parse().unwrap())
+            )))
+        );
+        assert_eq!(parse_proxy_header(b"PROXY TCP4 192.0"), Ok(None));
+        assert_eq!(parse_proxy_header(b"PRO"), Ok(None));
+        assert_eq!(
+            parse_proxy_header(b"PROXY UNKNOWN\r\n"),
+            Ok(Some((15, None)))
+        );
+        assert!(parse_proxy_header(b"GET / HTTP/1.1\r\n").is_err());
+        assert!(parse_proxy_header(&[0, 0, 0, 9, 1, 2, 3]).is_err());
+        let mut v2 = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+        v2.extend_from_slice(&[
+            0x21, 0x11, 0, 12, 192, 0, 2, 7, 127, 0, 0, 1, 0x0f, 0xa0, 0, 80,
+        ]);
+        assert_eq!(parse_proxy_header(&v2[..20]), Ok(None));
+        assert_eq!(
+            parse_proxy_header(&v2),
+            Ok(Some((28, Some("192.0.2.7:4000".parse().unwrap()))))
+        );
     }
 }

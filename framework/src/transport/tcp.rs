@@ -23,7 +23,7 @@ use crate::admission::{Permit, Refusal};
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Exit, accept_loop, in_span, shutdown_and_drain};
+use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
 
 /// Bytes reserved for a read when the buffer has less room than this.
 const READ_CHUNK: usize = 4 * 1024;
@@ -34,19 +34,28 @@ const BUDGET: usize = 32;
 
 /// Serves TCP connections from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>) {
-    accept_loop(
-        listener,
-        server,
-        |stream, peer, server, admitted| match admitted {
-            Ok(permit) => {
-                tokio::spawn(serve(stream, peer, server, permit));
-            }
-            Err(refusal) => {
-                tokio::spawn(refuse(stream, refusal, server.config.close_linger));
-            }
-        },
-    )
-    .await;
+    accept_loop(listener, server, Arc::new(TcpAccept)).await;
+}
+
+/// What the TCP listener does with accepted connections.
+struct TcpAccept;
+
+impl Accept for TcpAccept {
+    const TRANSPORT: Transport = Transport::Tcp;
+    const SETS_UP: bool = false;
+
+    fn serve(&self, admitted: Admitted, server: Arc<ServerShared>) {
+        tokio::spawn(serve(
+            admitted.stream,
+            admitted.peer,
+            server,
+            admitted.permit,
+        ));
+    }
+
+    fn refuse(&self, stream: TcpStream, refusal: Refusal, server: &Arc<ServerShared>) {
+        tokio::spawn(refuse(stream, refusal, server.config.close_linger));
+    }
 }
 
 /// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`) and closes.

@@ -11,7 +11,6 @@
 
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -30,12 +29,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use crate::admission::{Permit, Refusal};
+use crate::admission::Refusal;
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, wire_len};
-use crate::transport::{Exit, accept_loop, in_span, shutdown_and_drain};
+use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
 
 /// A WebSocket over a socket that counts what it reads.
 type Ws = WebSocketStream<CountingStream<TcpStream>>;
@@ -52,10 +51,47 @@ pub(crate) async fn serve_listener(
     server: Arc<ServerShared>,
     path: Arc<str>,
 ) {
-    accept_loop(listener, server, move |stream, peer, server, admitted| {
-        tokio::spawn(serve(stream, peer, server, Arc::clone(&path), admitted));
-    })
-    .await;
+    accept_loop(listener, server, Arc::new(WsAccept { path })).await;
+}
+
+/// What the WebSocket listener does with accepted connections: admitted
+/// ones are upgraded, refused ones get HTTP 503 before any upgrade work.
+struct WsAccept {
+    path: Arc<str>,
+}
+
+impl Accept for WsAccept {
+    const TRANSPORT: Transport = Transport::WebSocket;
+    const SETS_UP: bool = true;
+
+    fn serve(&self, admitted: Admitted, server: Arc<ServerShared>) {
+        tokio::spawn(serve(admitted, server, Arc::clone(&self.path)));
+    }
+
+    fn refuse(&self, stream: TcpStream, refusal: Refusal, _server: &Arc<ServerShared>) {
+        refuse_upgrade_now(stream, refusal);
+    }
+}
+
+/// Answers a refused peer with HTTP 503 and closes, at once: no task, no
+/// upgrade, nothing kept. What the peer sent already is read away first
+/// (a few KiB at most), so that the close is a FIN rather than a reset.
+fn refuse_upgrade_now(stream: TcpStream, refusal: Refusal) {
+    let reason = refusal.to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n\
+         Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{reason}",
+        reason.len()
+    );
+    let mut scratch = [0u8; 1024];
+    for _ in 0..8 {
+        match stream.try_read(&mut scratch) {
+            Ok(read) if read > 0 => {}
+            _ => break,
+        }
+    }
+    // A fresh socket's send buffer holds the whole answer.
+    let _ = stream.try_write(response.as_bytes());
 }
 
 /// Accepts the upgrade when the path matches and the subprotocols allow it.
@@ -154,13 +190,13 @@ enum Turn {
     FreshBuffers,
 }
 
-async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
-    server: Arc<ServerShared>,
-    path: Arc<str>,
-    admitted: Result<Permit, Refusal>,
-) {
+async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
+    let Admitted {
+        stream,
+        peer,
+        permit: _permit,
+        pending,
+    } = admitted;
     let max = server.config.max_frame_size;
     // tungstenite's own write buffer is bounded too: beyond it, sending
     // waits (and the write timeout applies), it never grows without end.
@@ -187,14 +223,9 @@ async fn serve(
             return;
         }
     };
+    // The upgrade is done: its place goes to the next one.
+    drop(pending);
     let linger = server.config.close_linger;
-    let _permit = match admitted {
-        Ok(permit) => permit,
-        Err(refusal) => {
-            refuse(ws, refusal, linger).await;
-            return;
-        }
-    };
     let connection = server.open_connection(peer, Transport::WebSocket);
     let id = connection.id;
     tracing::debug!(connection = %id, %peer, "websocket connection open");
@@ -225,30 +256,6 @@ async fn serve(
     .await;
     server.close_connection(&connection, cause);
     tracing::debug!(connection = %id, "websocket connection closed");
-}
-
-/// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`, close 1013) and closes.
-async fn refuse(mut ws: Ws, refusal: Refusal, linger: Duration) {
-    let mut out = BytesMut::new();
-    Violation::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
-        &mut out,
-        ternio_protocol::frame::Framing::Message,
-        usize::MAX,
-        None,
-    );
-    let _ = tokio::time::timeout(linger.min(Duration::from_millis(500)), async {
-        ws.send(Message::Binary(out.freeze())).await?;
-        let frame = CloseFrame {
-            code: CloseCode::Again,
-            reason: "".into(),
-        };
-        ws.close(Some(frame)).await?;
-        while let Some(message) = ws.next().await {
-            message?;
-        }
-        Result::<(), WsError>::Ok(())
-    })
-    .await;
 }
 
 impl WsConnection {
