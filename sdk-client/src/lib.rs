@@ -124,6 +124,7 @@
 mod client;
 mod config;
 mod error;
+mod keepalive;
 mod link;
 mod push;
 mod reconnect;
@@ -143,7 +144,7 @@ pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Response};
 pub use ternio_macros::{Codec, Packet};
 
 pub use client::Client;
-pub use config::{ClientConfig, SecureConfig};
+pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;

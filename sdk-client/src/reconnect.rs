@@ -18,10 +18,12 @@ use crate::error::CloseReason;
 /// purpose: coming back would undo that) or `NORMAL` (the server ended the
 /// conversation on purpose). A `DISCONNECT SHUTDOWN` (the server is going
 /// away, probably to restart), any other `DISCONNECT` reason, a connection
-/// closed or reset without a word, a server that broke the protocol, and a
+/// closed or reset without a word, a server that broke the protocol, a
 /// frame that failed the secure session's checks
-/// ([`CloseReason::DecryptFailed`]: the new connection gets a new session)
-/// all reconnect. Only connections that were once up are re-established: when
+/// ([`CloseReason::DecryptFailed`]: the new connection gets a new session),
+/// a server silent past the keepalive ([`CloseReason::KeepaliveTimeout`])
+/// and a server that does not take what the client sends
+/// ([`CloseReason::OutboundFull`]) all reconnect. Only connections that were once up are re-established: when
 /// the first `connect_*` fails, it returns its error.
 ///
 /// **Requests.** Requests in flight when the connection is lost fail at once
@@ -124,7 +126,9 @@ pub(crate) fn should_reconnect(reason: &CloseReason) -> bool {
         CloseReason::PeerClosed
         | CloseReason::Io(..)
         | CloseReason::Protocol(_)
-        | CloseReason::DecryptFailed(_) => true,
+        | CloseReason::DecryptFailed(_)
+        | CloseReason::KeepaliveTimeout { .. }
+        | CloseReason::OutboundFull { .. } => true,
     }
 }
 

@@ -298,11 +298,32 @@ impl Shared {
             Err(SendError::NotSecure) => Err(ClientError::NotSecure),
             Err(SendError::Handshaking) => Err(ClientError::HandshakeInProgress),
             Err(SendError::Gone) => Err(ClientError::Closed(lost_reason(&link))),
-            Err(SendError::Io(reason)) => {
+            Err(SendError::Lost(reason)) => {
                 self.lose(&link, reason);
                 Err(ClientError::Closed(lost_reason(&link)))
             }
         }
+    }
+
+    /// Sends the keepalive's `PING` on `link`, sealed once its session is
+    /// up. Nobody waits for the `PONG` (its id is one no request uses, so
+    /// it is dropped as an answer nobody waits for): any byte received
+    /// after it will do.
+    pub(crate) fn keepalive_ping(&self, link: &Arc<Link>) -> Result<(), SendError> {
+        if link.is_handshaking() {
+            return Err(SendError::Handshaking);
+        }
+        let sealed = self
+            .seals(link, Seal::Auto)
+            .map_err(|_| SendError::NotSecure)?;
+        let id = self.free_id(&lock(&self.conn));
+        let header = Header::new(system::PING, Flags::NONE, id);
+        link.send(
+            header,
+            &Ping { value: 0 },
+            self.config.max_frame_size,
+            sealed,
+        )
     }
 
     /// Sends a request and waits for the frame that answers it. While the
@@ -348,7 +369,7 @@ impl Shared {
                 // The link was lost after the request registered: the loss
                 // failed its slot with the reason.
                 Err(SendError::Gone) => {}
-                Err(SendError::Io(reason)) => self.lose(&link, reason),
+                Err(SendError::Lost(reason)) => self.lose(&link, reason),
             }
             break (id, guard);
         };
@@ -518,7 +539,7 @@ impl Shared {
             }
             // The loss fails the handshake: `outcome` says so.
             Err(SendError::Gone | SendError::NotSecure | SendError::Handshaking) => {}
-            Err(SendError::Io(reason)) => self.lose(link, reason),
+            Err(SendError::Lost(reason)) => self.lose(link, reason),
         }
         match tokio::time::timeout_at(deadline, outcome).await {
             Err(_) => Err(ClientError::Timeout(timeout)),
@@ -674,7 +695,7 @@ impl Shared {
                 if let Ok(ping) = Ping::decode_body(&body) {
                     let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
                     let pong = Pong { value: ping.value };
-                    if let Err(SendError::Io(reason)) =
+                    if let Err(SendError::Lost(reason)) =
                         link.send(reply, &pong, self.config.max_frame_size, false)
                     {
                         return Some(reason);
