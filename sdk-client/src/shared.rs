@@ -69,6 +69,11 @@ impl Current {
 struct Conn {
     current: Current,
     requests: Requests,
+    /// When the current (or last) link was installed, and by which
+    /// reconnect attempt (0 for the first connection): a link lost before
+    /// [`healthy_after`](crate::ReconnectPolicy::healthy_after) has the
+    /// count of attempts go on from there.
+    installed: (Instant, u32),
 }
 
 /// What the client's handles, its supervisor and its links' tasks share.
@@ -102,6 +107,7 @@ impl Shared {
             conn: Mutex::new(Conn {
                 current,
                 requests: Requests::default(),
+                installed: (Instant::now(), 0),
             }),
             closing: AtomicBool::new(false),
             next_id: AtomicU32::new(1),
@@ -157,14 +163,16 @@ impl Shared {
         conn.current = current;
     }
 
-    /// Makes `link` the current link. Fails when the client was closed or
+    /// Makes `link`, opened by reconnect attempt `attempt` (0 for the first
+    /// connection), the current link. Fails when the client was closed or
     /// the link was lost before it could be installed.
-    pub(crate) fn install(&self, link: &Arc<Link>) -> bool {
+    pub(crate) fn install(&self, link: &Arc<Link>, attempt: u32) -> bool {
         let mut conn = lock(&self.conn);
         let ready = matches!(conn.current, Current::Reconnecting(_))
             && !self.closing.load(Ordering::SeqCst)
             && link.lost_reason().is_none();
         if ready {
+            conn.installed = (Instant::now(), attempt);
             self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
         }
         ready
@@ -196,9 +204,18 @@ impl Shared {
                 link.shutdown();
                 return;
             }
-            let reconnect = self.config.reconnect.is_some() && should_reconnect(&reason);
-            let next = if reconnect {
-                Current::Reconnecting(1)
+            let policy = self.config.reconnect.as_ref();
+            let reconnect = policy.is_some() && should_reconnect(&reason);
+            let next = if let Some(policy) = policy.filter(|_| reconnect) {
+                // The count goes on unless the link stayed up long enough.
+                let (since, attempt) = conn.installed;
+                let healthy = since.elapsed() >= policy.healthy_after;
+                let next = if healthy {
+                    1
+                } else {
+                    attempt.saturating_add(1)
+                };
+                Current::Reconnecting(next)
             } else {
                 Current::Closed(reason.clone())
             };
