@@ -51,7 +51,20 @@
 //! # Ok(())
 //! # }
 //! ```
-
+//!
+//! The policy's delays grow across connections that do not last (a server
+//! that accepts and then refuses is not retried at once, again and again),
+//! are spread at random ("full jitter"), and wait longer after the server
+//! said it is full or shutting down: see [`ReconnectPolicy`].
+//!
+//! Two bounds apply to every connection, by default. A [`Keepalive`]
+//! sends a `PING` when the server has been silent for a while, and
+//! declares the connection lost ([`CloseReason::KeepaliveTimeout`]) when
+//! nothing comes back: a server that vanished without closing the
+//! connection is noticed. And the bytes waiting to be written are bounded
+//! ([`ClientConfig::max_outbound`]): a server that stops reading costs the
+//! client at most that much, then the connection is lost
+//! ([`CloseReason::OutboundFull`]). Either loss reconnects under the policy.
 //!
 //! ## Secure sessions
 //!
