@@ -62,14 +62,15 @@ pub struct ClientConfig {
     /// taken yet. Default 8 MiB: eight frames of the default
     /// [`max_frame_size`](Self::max_frame_size), far more than a server that
     /// reads keeps waiting (the kernel's socket buffers come before it), and
-    /// a bounded cost when the server stops reading. A frame that would
-    /// take the queue past it is not queued: the connection is lost with
+    /// a bounded cost when the server stops reading. A frame that could
+    /// take the queue past it (its body, counted with 128 bytes for its
+    /// framing) is not queued: the connection is lost with
     /// [`CloseReason::OutboundFull`](crate::CloseReason::OutboundFull), the
     /// requests in flight on it fail, and the reconnect policy applies. An
     /// application that may send faster than the connection carries for
     /// long should pace itself (wait for answers) or raise this.
-    /// Values below one largest frame (`max_frame_size` and 64 bytes of
-    /// framing) or below 64 KiB count as the larger of the two.
+    /// Values below one largest frame (`max_frame_size` + 128 bytes) or
+    /// below 65 KiB count as the larger of the two.
     pub max_outbound: usize,
 }
 
