@@ -54,8 +54,9 @@ use crate::error::CloseReason;
 /// `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN` (the server is full, or
 /// going away and probably restarting), the next attempt waits `busy_delay`
 /// and then a random delay drawn as above from a base of at least
-/// `busy_delay`: by default between 1 and 2 s, spread so that a restarted
-/// server does not get its clients back all at once. Each attempt is
+/// `busy_delay` (by default between 1 and 2 s for the first attempts, at
+/// most `busy_delay + max(max_delay, busy_delay)`), spread so that a
+/// restarted server does not get its clients back all at once. Each attempt is
 /// bounded by [`ClientConfig::connect_timeout`](crate::ClientConfig::connect_timeout).
 ///
 /// **Attempts.** The count of attempts goes on across connections that did
@@ -71,7 +72,8 @@ use crate::error::CloseReason;
 pub struct ReconnectPolicy {
     /// The delay before the first attempt. Default 100 ms.
     pub initial_delay: Duration,
-    /// The longest delay between attempts. Default 5 s.
+    /// The largest base delay, so the longest delay but after a server that
+    /// was full or going away (see `busy_delay`). Default 5 s.
     pub max_delay: Duration,
     /// By how much the delay grows after each failed attempt; values below
     /// 1 count as 1. Default 2.
