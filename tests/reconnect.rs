@@ -56,7 +56,9 @@ impl Setup {
     }
 }
 
-/// Reconnects quickly, at a fixed pace (no growth, no jitter) unless changed.
+/// Reconnects quickly, at a fixed pace (no growth, no jitter, no floor
+/// after `SHUTDOWN`, the count of attempts starting again after every
+/// connection) unless changed.
 fn policy(delay_ms: u64, max_attempts: Option<u32>) -> ClientConfig {
     ClientConfig {
         reconnect: Some(ReconnectPolicy {
@@ -65,6 +67,8 @@ fn policy(delay_ms: u64, max_attempts: Option<u32>) -> ClientConfig {
             multiplier: 1.0,
             jitter: 0.0,
             max_attempts,
+            healthy_after: Duration::ZERO,
+            busy_delay: Duration::ZERO,
         }),
         ..ClientConfig::default()
     }
@@ -331,6 +335,9 @@ async fn growing_delays_are_visible_in_the_attempt_times() {
             multiplier: 2.0,
             jitter: 0.0,
             max_attempts: Some(5),
+            // Not after the SHUTDOWN here: the delays alone.
+            busy_delay: Duration::ZERO,
+            ..ReconnectPolicy::default()
         }),
         ..ClientConfig::default()
     };

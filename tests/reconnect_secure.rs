@@ -86,6 +86,8 @@ fn reconnecting_every(
             multiplier: 1.0,
             jitter: 0.0,
             max_attempts,
+            healthy_after: Duration::ZERO,
+            busy_delay: Duration::ZERO,
         }),
         secure,
         ..ClientConfig::default()

@@ -114,7 +114,7 @@ impl Client {
             opened.link.shutdown();
             return Err(error);
         }
-        if !shared.install(&opened.link) {
+        if !shared.install(&opened.link, 0) {
             let reason = opened
                 .link
                 .lost_reason()
@@ -122,7 +122,7 @@ impl Client {
                 .unwrap_or(CloseReason::PeerClosed);
             return Err(ClientError::Closed(reason));
         }
-        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), endpoint, opened.tasks));
+        let supervisor = tokio::spawn(supervise(Arc::clone(&shared), endpoint, opened));
         let expiry = tokio::spawn(Arc::clone(&shared).expire_requests());
         Ok(Self {
             inner: Arc::new(Inner {

@@ -49,6 +49,29 @@ pub struct ClientConfig {
     /// ([`Subscription::dropped`](crate::Subscription::dropped)); the
     /// connection is never held up. Values below 1 count as 1.
     pub push_buffer: usize,
+    /// Whether and how the client checks that a quiet connection is still
+    /// alive. Default on, [`Keepalive::default`]: a `PING` after 15 s
+    /// without a byte from the server, the connection lost 10 s later if
+    /// nothing came since. On by default because without it a server that
+    /// vanished without closing the connection (a crash of its host, a
+    /// dropped route, a NAT that forgot the connection) is never noticed:
+    /// the client stays `Connected` and its requests time out one by one.
+    /// `None` turns it off.
+    pub keepalive: Option<Keepalive>,
+    /// The most bytes of frames the client holds that the socket has not
+    /// taken yet. Default 8 MiB: eight frames of the default
+    /// [`max_frame_size`](Self::max_frame_size), far more than a server that
+    /// reads keeps waiting (the kernel's socket buffers come before it), and
+    /// a bounded cost when the server stops reading. A frame that could
+    /// take the queue past it (its body, counted with 128 bytes for its
+    /// framing) is not queued: the connection is lost with
+    /// [`CloseReason::OutboundFull`](crate::CloseReason::OutboundFull), the
+    /// requests in flight on it fail, and the reconnect policy applies. An
+    /// application that may send faster than the connection carries for
+    /// long should pace itself (wait for answers) or raise this.
+    /// Values below one largest frame (`max_frame_size` + 128 bytes) or
+    /// below 65 KiB count as the larger of the two.
+    pub max_outbound: usize,
 }
 
 impl Default for ClientConfig {
@@ -62,7 +85,89 @@ impl Default for ClientConfig {
             secure: None,
             rekey: RekeyPolicy::default(),
             push_buffer: 1024,
+            keepalive: Some(Keepalive::default()),
+            max_outbound: 8 * 1024 * 1024,
         }
+    }
+}
+
+impl ClientConfig {
+    /// The bound on the outbound queue that applies: `max_outbound`, raised
+    /// to one largest frame with its framing and to 64 KiB.
+    pub(crate) fn outbound_limit(&self) -> usize {
+        self.max_outbound
+            .max(self.max_frame_size.saturating_add(MAX_FRAMING))
+            .max(MIN_OUTBOUND)
+    }
+}
+
+/// More than any frame's bytes beyond its body: at most 14 of WebSocket
+/// header, 11 of length prefix and header, 24 of seal, and a `REKEY` frame
+/// sealed just before it (at most 37).
+pub(crate) const MAX_FRAMING: usize = 128;
+
+/// The smallest bound on the outbound queue: tungstenite's own writes (its
+/// pongs and Close frames) wait below 64 KiB before they join the queue.
+const MIN_OUTBOUND: usize = 64 * 1024 + 1024;
+
+/// How a client notices that its connection died without a word, in
+/// [`ClientConfig::keepalive`]: when nothing at all was received for
+/// `interval`, the client sends a `PING`; when nothing is received in the
+/// `timeout` after it, the connection is lost with
+/// [`CloseReason::KeepaliveTimeout`](crate::CloseReason::KeepaliveTimeout)
+/// and the reconnect policy applies (requests in flight on it fail with
+/// that reason).
+///
+/// Any byte from the server counts, even part of a frame: a large frame on
+/// a slow link is not taken for silence. A connection that receives sends
+/// no `PING`. Silence is checked every half interval, so the `PING`
+/// follows between one and one and a half intervals of it.
+/// While a secure handshake waits for its answer nothing else may go out,
+/// so no `PING` either: the handshake's own timeout bounds that wait. Once
+/// the secure session is up the `PING` is sealed; on a connection whose
+/// handshake failed after the application asked for a session (nothing
+/// goes out plain then), there is no keepalive.
+///
+/// A dead server is noticed at most `1.5 * interval + timeout` after the
+/// last byte it sent (`interval + timeout` when it never sent one). The
+/// `PING` also resets the server's idle timer, so a client whose interval
+/// is below the server's idle timeout is not dropped for being idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// How long the server may stay silent before a `PING` goes out.
+    /// Default 15 s: a quarter of the server's default idle timeout (60 s),
+    /// and under the 30 s after which the most impatient NATs and firewalls
+    /// forget an idle connection; an idle connection costs one small frame
+    /// each way per interval. Values below 10 ms count as 10 ms.
+    pub interval: Duration,
+    /// How long after the `PING` something must arrive. Default 10 s, the
+    /// default request timeout: generous for a server under load; with the
+    /// interval, a dead server is noticed within 32.5 s. Values below
+    /// 10 ms count as 10 ms.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(15),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Keepalive {
+    /// The smallest interval and timeout that apply.
+    const MIN: Duration = Duration::from_millis(10);
+
+    /// The interval that applies (at least 10 ms).
+    pub(crate) fn interval(&self) -> Duration {
+        self.interval.max(Self::MIN)
+    }
+
+    /// The timeout that applies (at least 10 ms).
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout.max(Self::MIN)
     }
 }
 

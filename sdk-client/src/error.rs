@@ -27,6 +27,24 @@ pub enum CloseReason {
     /// after the handshake, the answer to a sealed request). The client sent
     /// `DISCONNECT DECRYPT_FAILED` and closed the connection.
     DecryptFailed(String),
+    /// Nothing came from the server within the keepalive's timeout after a
+    /// `PING` (see [`Keepalive`](crate::Keepalive)): the server is gone, or
+    /// the path to it, without having closed the connection.
+    KeepaliveTimeout {
+        /// How long the server stayed silent before the `PING`.
+        interval: Duration,
+        /// How long it then stayed silent after the `PING`.
+        timeout: Duration,
+    },
+    /// A frame would have taken the bytes waiting to be written past
+    /// [`ClientConfig::max_outbound`](crate::ClientConfig::max_outbound):
+    /// the server does not read what the client sends, or not as fast.
+    OutboundFull {
+        /// The bound that applies, in bytes.
+        limit: usize,
+        /// The bytes that were waiting when the frame came.
+        queued: usize,
+    },
     /// The connection was lost and every reconnect attempt that the
     /// [`ReconnectPolicy`](crate::ReconnectPolicy) allows failed.
     ReconnectFailed {
@@ -54,6 +72,14 @@ impl fmt::Display for CloseReason {
             Self::DecryptFailed(message) => write!(
                 f,
                 "a frame from the server failed the secure session's checks (DECRYPT_FAILED): {message}"
+            ),
+            Self::KeepaliveTimeout { interval, timeout } => write!(
+                f,
+                "the server stayed silent for {interval:?} and then {timeout:?} after a PING: connection presumed dead"
+            ),
+            Self::OutboundFull { limit, queued } => write!(
+                f,
+                "the server does not take what the client sends: {queued} bytes wait, and the next frame would exceed the bound of {limit} bytes"
             ),
             Self::ReconnectFailed {
                 attempts,

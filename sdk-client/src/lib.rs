@@ -51,7 +51,20 @@
 //! # Ok(())
 //! # }
 //! ```
-
+//!
+//! The policy's delays grow across connections that do not last (a server
+//! that accepts and then refuses is not retried at once, again and again),
+//! are spread at random ("full jitter"), and wait longer after the server
+//! said it is full or shutting down: see [`ReconnectPolicy`].
+//!
+//! Two bounds apply to every connection, by default. A [`Keepalive`]
+//! sends a `PING` when the server has been silent for a while, and
+//! declares the connection lost ([`CloseReason::KeepaliveTimeout`]) when
+//! nothing comes back: a server that vanished without closing the
+//! connection is noticed. And the bytes waiting to be written are bounded
+//! ([`ClientConfig::max_outbound`]): a server that stops reading costs the
+//! client at most that much, then the connection is lost
+//! ([`CloseReason::OutboundFull`]). Either loss reconnects under the policy.
 //!
 //! ## Secure sessions
 //!
@@ -124,6 +137,7 @@
 mod client;
 mod config;
 mod error;
+mod keepalive;
 mod link;
 mod push;
 mod reconnect;
@@ -143,7 +157,7 @@ pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Response};
 pub use ternio_macros::{Codec, Packet};
 
 pub use client::Client;
-pub use config::{ClientConfig, SecureConfig};
+pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;

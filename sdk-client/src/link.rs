@@ -27,8 +27,9 @@ pub(crate) enum SendError {
     TooLarge(FrameError),
     /// The link is lost already (for [`Link::lost_reason`]).
     Gone,
-    /// Writing failed: the link must be declared lost for this reason.
-    Io(CloseReason),
+    /// Writing failed, or the frame would have taken the outbound buffer
+    /// past its bound: the link must be declared lost for this reason.
+    Lost(CloseReason),
     /// Sealing was asked for and the link has no secure session.
     NotSecure,
     /// A handshake waits for its answer: nothing else goes out meanwhile.
@@ -108,6 +109,12 @@ impl Link {
             return Err(SendError::Gone);
         }
         self.socket().send_as(mode, header, body, max_frame_size)
+    }
+
+    /// How many reads brought bytes from the server on this link: when it
+    /// changes, the server sent something.
+    pub(crate) fn reads(&self) -> u64 {
+        self.socket().reads()
     }
 
     /// Whether a handshake waits for its answer on this link.

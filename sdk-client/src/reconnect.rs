@@ -1,5 +1,7 @@
 //! The reconnect policy: when a lost connection is re-established, and the
-//! delays between attempts (exponential backoff with jitter).
+//! delays between attempts (exponential backoff with full jitter, a floor
+//! when the server says it is full or going away, and a count of attempts
+//! that starts again only after a connection stayed up).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,10 +20,12 @@ use crate::error::CloseReason;
 /// purpose: coming back would undo that) or `NORMAL` (the server ended the
 /// conversation on purpose). A `DISCONNECT SHUTDOWN` (the server is going
 /// away, probably to restart), any other `DISCONNECT` reason, a connection
-/// closed or reset without a word, a server that broke the protocol, and a
+/// closed or reset without a word, a server that broke the protocol, a
 /// frame that failed the secure session's checks
-/// ([`CloseReason::DecryptFailed`]: the new connection gets a new session)
-/// all reconnect. Only connections that were once up are re-established: when
+/// ([`CloseReason::DecryptFailed`]: the new connection gets a new session),
+/// a server silent past the keepalive ([`CloseReason::KeepaliveTimeout`])
+/// and a server that does not take what the client sends
+/// ([`CloseReason::OutboundFull`]) all reconnect. Only connections that were once up are re-established: when
 /// the first `connect_*` fails, it returns its error.
 ///
 /// **Requests.** Requests in flight when the connection is lost fail at once
@@ -42,28 +46,57 @@ use crate::error::CloseReason;
 /// before it carries any request: the waiting requests then go out sealed
 /// on it. A handshake that fails there counts as a failed attempt.
 ///
-/// **Attempts.** Attempt `n` (from 1) starts after
-/// `min(initial_delay * multiplier^(n-1), max_delay)`, moved at random by
-/// up to `jitter` of itself (so that clients dropped together do not all
-/// come back at the same instant) and never above `max_delay`. Each attempt
-/// is bounded by [`ClientConfig::connect_timeout`](crate::ClientConfig::connect_timeout).
-/// When `max_attempts` have failed, the client closes for good with
-/// [`CloseReason::ReconnectFailed`] and every waiting request fails at once.
+/// **Delays.** Attempt `n` (from 1) starts after a delay drawn at random
+/// below its base delay `min(initial_delay * multiplier^(n-1), max_delay)`:
+/// with the default `jitter` of 1 anywhere in `[0, base]` ("full jitter"),
+/// so that clients dropped together do not all come back together. When
+/// the connection (or the last attempt's new connection) ended with
+/// `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN` (the server is full, or
+/// going away and probably restarting), the next attempt waits `busy_delay`
+/// and then a random delay drawn as above from a base of at least
+/// `busy_delay` (by default between 1 and 2 s for the first attempts, at
+/// most `busy_delay + max(max_delay, busy_delay)`), spread so that a
+/// restarted server does not get its clients back all at once. Each attempt is
+/// bounded by [`ClientConfig::connect_timeout`](crate::ClientConfig::connect_timeout).
+///
+/// **Attempts.** The count of attempts goes on across connections that did
+/// not last: it starts again at 1 only after a connection stayed up for
+/// `healthy_after`. A server that accepts each connection and then drops
+/// it at once (one that is full, say) therefore sees the delays grow, not
+/// a new connection every `initial_delay`. An attempt counts whether it
+/// failed to connect or its connection was lost before `healthy_after`.
+/// When the next attempt would be number `max_attempts + 1`, the client
+/// closes for good with [`CloseReason::ReconnectFailed`] and every waiting
+/// request fails at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReconnectPolicy {
     /// The delay before the first attempt. Default 100 ms.
     pub initial_delay: Duration,
-    /// The longest delay between attempts. Default 5 s.
+    /// The largest base delay, so the longest delay but after a server that
+    /// was full or going away (see `busy_delay`). Default 5 s.
     pub max_delay: Duration,
     /// By how much the delay grows after each failed attempt; values below
     /// 1 count as 1. Default 2.
     pub multiplier: f64,
-    /// The fraction (0 to 1, clamped) by which a delay may be shortened or
-    /// lengthened at random. Default 0.2.
+    /// The fraction (0 to 1, clamped) of each delay that is random: the
+    /// delay is drawn uniformly in `[base * (1 - jitter), base]`. Default 1
+    /// (full jitter: anywhere in `[0, base]`); 0 waits exactly the base.
     pub jitter: f64,
     /// How many attempts in a row before giving up; `None` never gives up.
-    /// Default `Some(10)`. The count starts again after each success.
+    /// Default `Some(10)`. The count starts again only after a connection
+    /// stayed up for `healthy_after`.
     pub max_attempts: Option<u32>,
+    /// How long a connection must stay up for the count of attempts to
+    /// start again at 1. Default 10 s: long enough that a server which
+    /// refuses or drops its clients at once is not retried at the fastest
+    /// pace forever, short enough that a connection lost after working for
+    /// a while gets a quick first attempt.
+    pub healthy_after: Duration,
+    /// The least delay before the attempt that follows a
+    /// `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`, before the random
+    /// part (see the rules above). Default 1 s: a restarting server is not
+    /// hammered while it comes back, and a full one gets time to free room.
+    pub busy_delay: Duration,
 }
 
 impl Default for ReconnectPolicy {
@@ -72,8 +105,10 @@ impl Default for ReconnectPolicy {
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
             multiplier: 2.0,
-            jitter: 0.2,
+            jitter: 1.0,
             max_attempts: Some(10),
+            healthy_after: Duration::from_secs(10),
+            busy_delay: Duration::from_secs(1),
         }
     }
 }
@@ -96,20 +131,49 @@ impl ReconnectPolicy {
         }
     }
 
-    /// The delay before attempt `attempt`, with `unit` (in `[0, 1)`) picking
-    /// where it falls in the jitter range.
-    fn jittered_delay(&self, attempt: u32, unit: f64) -> Duration {
-        let base = self.base_delay(attempt).as_secs_f64();
+    /// The shortest and the longest delay before attempt `attempt`; `busy`
+    /// when the last connection ended with `DISCONNECT
+    /// TOO_MANY_CONNECTIONS` or `SHUTDOWN`. The delay is drawn uniformly
+    /// between the two.
+    pub fn delay_range(&self, attempt: u32, busy: bool) -> (Duration, Duration) {
+        (
+            self.jittered_delay(attempt, busy, 1.0),
+            self.jittered_delay(attempt, busy, 0.0),
+        )
+    }
+
+    /// The delay before attempt `attempt`, with `unit` (in `[0, 1]`)
+    /// picking where it falls in the jitter range: 0 the longest, 1 the
+    /// shortest.
+    fn jittered_delay(&self, attempt: u32, busy: bool, unit: f64) -> Duration {
+        let floor = if busy {
+            self.busy_delay
+        } else {
+            Duration::ZERO
+        };
+        let base = self.base_delay(attempt).max(floor).as_secs_f64();
         let jitter = if self.jitter.is_finite() {
             self.jitter.clamp(0.0, 1.0)
         } else {
             0.0
         };
-        let secs = base * (1.0 + jitter * (2.0 * unit - 1.0));
-        Duration::try_from_secs_f64(secs.max(0.0))
-            .unwrap_or(self.max_delay)
-            .min(self.max_delay)
+        let secs = base * (1.0 - jitter * unit.clamp(0.0, 1.0));
+        let random = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::ZERO);
+        floor.saturating_add(random)
     }
+}
+
+/// Whether a connection lost for `reason` makes the next attempt wait
+/// [`ReconnectPolicy::busy_delay`] first: the server said it is full or
+/// going away.
+pub(crate) fn is_busy(reason: &CloseReason) -> bool {
+    matches!(
+        reason,
+        CloseReason::Disconnected(disconnect) if matches!(
+            disconnect.reason,
+            DisconnectReason::TooManyConnections | DisconnectReason::Shutdown
+        )
+    )
 }
 
 /// Whether a connection lost for `reason` is re-established (when a policy
@@ -124,7 +188,9 @@ pub(crate) fn should_reconnect(reason: &CloseReason) -> bool {
         CloseReason::PeerClosed
         | CloseReason::Io(..)
         | CloseReason::Protocol(_)
-        | CloseReason::DecryptFailed(_) => true,
+        | CloseReason::DecryptFailed(_)
+        | CloseReason::KeepaliveTimeout { .. }
+        | CloseReason::OutboundFull { .. } => true,
     }
 }
 
@@ -158,10 +224,11 @@ impl Backoff {
         &self.policy
     }
 
-    /// The delay before attempt `attempt`, jitter included.
-    pub(crate) fn delay(&mut self, attempt: u32) -> Duration {
+    /// The delay before attempt `attempt`, jitter included; `busy` as for
+    /// [`ReconnectPolicy::delay_range`].
+    pub(crate) fn delay(&mut self, attempt: u32, busy: bool) -> Duration {
         let unit = self.next_unit();
-        self.policy.jittered_delay(attempt, unit)
+        self.policy.jittered_delay(attempt, busy, unit)
     }
 
     /// A number in `[0, 1)` (xorshift64*).
@@ -199,23 +266,73 @@ mod tests {
     }
 
     #[test]
-    fn jitter_stays_within_its_fraction_and_under_the_maximum() {
+    fn full_jitter_spreads_delays_over_zero_to_the_base() {
         let policy = ReconnectPolicy::default();
-        assert_eq!(policy.jittered_delay(1, 0.0), Duration::from_millis(80));
-        assert_eq!(policy.jittered_delay(1, 0.5), Duration::from_millis(100));
-        assert!(policy.jittered_delay(1, 0.999_999) <= Duration::from_millis(120));
-        assert!(policy.jittered_delay(50, 0.999) <= policy.max_delay);
-        let wild = ReconnectPolicy {
-            jitter: 7.0,
+        assert_eq!(policy.jitter, 1.0, "full jitter by default");
+        let ms = |attempt, unit| policy.jittered_delay(attempt, false, unit).as_millis();
+        assert_eq!([ms(1, 0.0), ms(1, 0.5), ms(1, 1.0)], [100, 50, 0]);
+        assert_eq!([ms(50, 0.0), ms(50, 1.0)], [5000, 0]);
+        assert_eq!(
+            policy.delay_range(3, false),
+            (Duration::ZERO, Duration::from_millis(400))
+        );
+
+        // A fraction keeps the delay in [base * (1 - jitter), base].
+        let partial = ReconnectPolicy {
+            jitter: 0.25,
             ..ReconnectPolicy::default()
         };
-        assert_eq!(wild.jittered_delay(1, 0.0), Duration::ZERO);
+        assert_eq!(
+            partial.delay_range(2, false),
+            (Duration::from_millis(150), Duration::from_millis(200))
+        );
+        // Out of range or not a number: clamped to [0, 1], or none.
+        for (jitter, shortest) in [(7.0, 0), (-1.0, 200), (f64::NAN, 200)] {
+            let odd = ReconnectPolicy {
+                jitter,
+                ..ReconnectPolicy::default()
+            };
+            assert_eq!(
+                odd.delay_range(2, false).0.as_millis(),
+                shortest,
+                "{jitter}"
+            );
+            assert_eq!(odd.delay_range(2, false).1.as_millis(), 200, "{jitter}");
+        }
 
+        // Drawn: inside the range, spread across it.
         let mut backoff = Backoff::new(policy.clone());
-        let delays: Vec<_> = (0..200).map(|_| backoff.delay(2)).collect();
-        assert!(delays.iter().all(|d| (160..=240).contains(&d.as_millis())));
-        // Spread, not one value repeated.
-        assert!(delays.iter().any(|d| *d != delays[0]));
+        let delays: Vec<_> = (0..2000).map(|_| backoff.delay(4, false)).collect();
+        assert!(delays.iter().all(|d| *d <= Duration::from_millis(800)));
+        let low = delays.iter().filter(|d| d.as_millis() < 200).count();
+        let high = delays.iter().filter(|d| d.as_millis() >= 600).count();
+        // A quarter of the range each: about 500 of 2000, far from 0.
+        assert!(low > 300 && high > 300, "low {low}, high {high}");
+    }
+
+    #[test]
+    fn after_too_many_connections_or_shutdown_the_delay_has_a_floor() {
+        let policy = ReconnectPolicy::default();
+        let second = Duration::from_secs(1);
+        // The floor, then full jitter over a base of at least the floor.
+        assert_eq!(policy.delay_range(1, true), (second, 2 * second));
+        assert_eq!(policy.delay_range(4, true), (second, second * 2));
+        assert_eq!(
+            policy.delay_range(6, true),
+            (second, second + Duration::from_millis(3200))
+        );
+        assert_eq!(policy.delay_range(40, true), (second, second * 6));
+        let mut backoff = Backoff::new(policy.clone());
+        for _ in 0..1000 {
+            let delay = backoff.delay(1, true);
+            assert!(delay >= second && delay <= 2 * second, "{delay:?}");
+        }
+
+        let by = |reason| CloseReason::Disconnected(Disconnect::new(reason, ""));
+        assert!(is_busy(&by(DisconnectReason::TooManyConnections)));
+        assert!(is_busy(&by(DisconnectReason::Shutdown)));
+        assert!(!is_busy(&by(DisconnectReason::IdleTimeout)));
+        assert!(!is_busy(&CloseReason::PeerClosed));
     }
 
     #[test]

@@ -69,6 +69,11 @@ impl Current {
 struct Conn {
     current: Current,
     requests: Requests,
+    /// When the current (or last) link was installed, and by which
+    /// reconnect attempt (0 for the first connection): a link lost before
+    /// [`healthy_after`](crate::ReconnectPolicy::healthy_after) has the
+    /// count of attempts go on from there.
+    installed: (Instant, u32),
 }
 
 /// What the client's handles, its supervisor and its links' tasks share.
@@ -102,6 +107,7 @@ impl Shared {
             conn: Mutex::new(Conn {
                 current,
                 requests: Requests::default(),
+                installed: (Instant::now(), 0),
             }),
             closing: AtomicBool::new(false),
             next_id: AtomicU32::new(1),
@@ -157,14 +163,16 @@ impl Shared {
         conn.current = current;
     }
 
-    /// Makes `link` the current link. Fails when the client was closed or
+    /// Makes `link`, opened by reconnect attempt `attempt` (0 for the first
+    /// connection), the current link. Fails when the client was closed or
     /// the link was lost before it could be installed.
-    pub(crate) fn install(&self, link: &Arc<Link>) -> bool {
+    pub(crate) fn install(&self, link: &Arc<Link>, attempt: u32) -> bool {
         let mut conn = lock(&self.conn);
         let ready = matches!(conn.current, Current::Reconnecting(_))
             && !self.closing.load(Ordering::SeqCst)
             && link.lost_reason().is_none();
         if ready {
+            conn.installed = (Instant::now(), attempt);
             self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
         }
         ready
@@ -196,9 +204,18 @@ impl Shared {
                 link.shutdown();
                 return;
             }
-            let reconnect = self.config.reconnect.is_some() && should_reconnect(&reason);
-            let next = if reconnect {
-                Current::Reconnecting(1)
+            let policy = self.config.reconnect.as_ref();
+            let reconnect = policy.is_some() && should_reconnect(&reason);
+            let next = if let Some(policy) = policy.filter(|_| reconnect) {
+                // The count goes on unless the link stayed up long enough.
+                let (since, attempt) = conn.installed;
+                let healthy = since.elapsed() >= policy.healthy_after;
+                let next = if healthy {
+                    1
+                } else {
+                    attempt.saturating_add(1)
+                };
+                Current::Reconnecting(next)
             } else {
                 Current::Closed(reason.clone())
             };
@@ -298,11 +315,32 @@ impl Shared {
             Err(SendError::NotSecure) => Err(ClientError::NotSecure),
             Err(SendError::Handshaking) => Err(ClientError::HandshakeInProgress),
             Err(SendError::Gone) => Err(ClientError::Closed(lost_reason(&link))),
-            Err(SendError::Io(reason)) => {
+            Err(SendError::Lost(reason)) => {
                 self.lose(&link, reason);
                 Err(ClientError::Closed(lost_reason(&link)))
             }
         }
+    }
+
+    /// Sends the keepalive's `PING` on `link`, sealed once its session is
+    /// up. Nobody waits for the `PONG` (its id is one no request uses, so
+    /// it is dropped as an answer nobody waits for): any byte received
+    /// after it will do.
+    pub(crate) fn keepalive_ping(&self, link: &Arc<Link>) -> Result<(), SendError> {
+        if link.is_handshaking() {
+            return Err(SendError::Handshaking);
+        }
+        let sealed = self
+            .seals(link, Seal::Auto)
+            .map_err(|_| SendError::NotSecure)?;
+        let id = self.free_id(&lock(&self.conn));
+        let header = Header::new(system::PING, Flags::NONE, id);
+        link.send(
+            header,
+            &Ping { value: 0 },
+            self.config.max_frame_size,
+            sealed,
+        )
     }
 
     /// Sends a request and waits for the frame that answers it. While the
@@ -348,7 +386,7 @@ impl Shared {
                 // The link was lost after the request registered: the loss
                 // failed its slot with the reason.
                 Err(SendError::Gone) => {}
-                Err(SendError::Io(reason)) => self.lose(&link, reason),
+                Err(SendError::Lost(reason)) => self.lose(&link, reason),
             }
             break (id, guard);
         };
@@ -518,7 +556,7 @@ impl Shared {
             }
             // The loss fails the handshake: `outcome` says so.
             Err(SendError::Gone | SendError::NotSecure | SendError::Handshaking) => {}
-            Err(SendError::Io(reason)) => self.lose(link, reason),
+            Err(SendError::Lost(reason)) => self.lose(link, reason),
         }
         match tokio::time::timeout_at(deadline, outcome).await {
             Err(_) => Err(ClientError::Timeout(timeout)),
@@ -674,7 +712,7 @@ impl Shared {
                 if let Ok(ping) = Ping::decode_body(&body) {
                     let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
                     let pong = Pong { value: ping.value };
-                    if let Err(SendError::Io(reason)) =
+                    if let Err(SendError::Lost(reason)) =
                         link.send(reply, &pong, self.config.max_frame_size, false)
                     {
                         return Some(reason);

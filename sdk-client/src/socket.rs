@@ -5,16 +5,18 @@
 
 use std::io;
 use std::net::Shutdown;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BufMut};
-use ternio_protocol::frame::{self, Framing, Header};
-use ternio_protocol::secure::{Sealer, TAG_LEN};
-use ternio_protocol::{BytesMut, Encode};
+use ternio_protocol::frame::{self, Framing, HEADER_LEN, Header};
+use ternio_protocol::secure::{COUNTER_LEN, Sealer, TAG_LEN};
+use ternio_protocol::{BytesMut, Encode, FrameError};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use crate::config::MAX_FRAMING;
 use crate::error::CloseReason;
 use crate::link::{Link, SendError};
 use crate::shared::{Shared, lock};
@@ -78,6 +80,11 @@ pub(crate) struct SocketOut {
     wire: Wire,
     outbound: Mutex<Outbound>,
     writer_wake: Notify,
+    /// The most bytes `outbound.buf` may hold.
+    limit: usize,
+    /// How many reads brought bytes (for the keepalive). Only the reader
+    /// counts: a counter costs less than a clock read per read.
+    reads: AtomicU64,
 }
 
 pub(crate) fn io_reason(error: &io::Error) -> CloseReason {
@@ -85,13 +92,29 @@ pub(crate) fn io_reason(error: &io::Error) -> CloseReason {
 }
 
 impl SocketOut {
-    pub(crate) fn new(stream: TcpStream, wire: Wire) -> Self {
+    /// A socket whose outbound buffer holds at most `limit` bytes.
+    pub(crate) fn new(stream: TcpStream, wire: Wire, limit: usize) -> Self {
         Self {
             stream,
             wire,
             outbound: Mutex::default(),
             writer_wake: Notify::new(),
+            limit,
+            reads: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a read that brought bytes. Called by the link's reader only
+    /// (one writer: no read-modify-write needed).
+    pub(crate) fn note_received(&self) {
+        let reads = self.reads.load(Ordering::Relaxed);
+        self.reads.store(reads.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// How many reads brought bytes so far: when it changes, the server
+    /// sent something.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// The socket, for the reader.
@@ -103,7 +126,9 @@ impl SocketOut {
     /// it at once if nothing is queued before it. Once the secure session is
     /// up every frame but [`Mode::PlainFinal`] is sealed (after a `REKEY`,
     /// when one is due). Nothing but that one goes out while a handshake
-    /// waits for its answer.
+    /// waits for its answer. A frame that could take the buffer past its
+    /// bound is not encoded: the link must then be lost
+    /// ([`CloseReason::OutboundFull`]), and the buffer takes nothing more.
     pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
         mode: Mode,
@@ -129,6 +154,27 @@ impl SocketOut {
             (Mode::Handshake, Some(_)) => return Err(SendError::NotSecure),
             _ => None,
         };
+        // Both checks before encoding: the buffer never holds more than
+        // its bound, even for a moment.
+        let body_len = body.encoded_len();
+        let (len, max) = match sealer {
+            Some(_) => (
+                HEADER_LEN + COUNTER_LEN + body_len,
+                max_frame_size.saturating_sub(TAG_LEN),
+            ),
+            None => (HEADER_LEN + body_len, max_frame_size),
+        };
+        if len > max {
+            return Err(SendError::TooLarge(FrameError::TooLarge { len, max }));
+        }
+        // The body and a bound on its framing (a REKEY included).
+        if outbound.buf.len() + body_len + MAX_FRAMING > self.limit {
+            outbound.stopped = true;
+            return Err(SendError::Lost(CloseReason::OutboundFull {
+                limit: self.limit,
+                queued: outbound.buf.len(),
+            }));
+        }
         let target = match self.wire {
             Wire::Tcp => &mut outbound.buf,
             Wire::WebSocket => &mut outbound.scratch,
@@ -166,13 +212,23 @@ impl SocketOut {
             empty(&mut outbound.scratch);
         }
         self.write_now(outbound)
-            .map_err(|error| SendError::Io(io_reason(&error)))
+            .map_err(|error| SendError::Lost(io_reason(&error)))
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the
-    /// upgrade request) and writes them at once if nothing is queued.
+    /// upgrade request) and writes them at once if nothing is queued. The
+    /// bound holds for them too; in practice they only join a short queue
+    /// (see `MAX_QUEUED_CONTROL` in the WebSocket transport).
     pub(crate) fn send_raw(&self, bytes: &[u8]) -> io::Result<()> {
         let mut outbound = lock(&self.outbound);
+        if outbound.buf.len().saturating_add(bytes.len()) > self.limit {
+            outbound.stopped = true;
+            return Err(io::Error::other(format!(
+                "the outbound buffer is full ({} of {} bytes)",
+                outbound.buf.len(),
+                self.limit
+            )));
+        }
         outbound.buf.extend_from_slice(bytes);
         self.write_now(&mut outbound)
     }
@@ -330,6 +386,10 @@ fn write_masked(out: &mut BytesMut, payload: &[u8]) {
 mod tests {
     use std::io::Cursor;
 
+    use ternio_protocol::Bytes;
+    use ternio_protocol::frame::Flags;
+    use tokio::net::TcpListener;
+
     use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
@@ -356,5 +416,67 @@ mod tests {
                 .collect();
             assert_eq!(unmasked, payload, "length {len}");
         }
+    }
+
+    /// A peer that never reads: the socket takes what the kernel buffers
+    /// hold, then the queue fills up to its bound and no further.
+    #[tokio::test]
+    async fn the_outbound_queue_never_passes_its_bound() {
+        for wire in [Wire::Tcp, Wire::WebSocket] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let stream = TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            let (_deaf, _) = listener.accept().await.unwrap();
+            let limit = 100_000;
+            let out = SocketOut::new(stream, wire, limit);
+            let body = Bytes::from(vec![1u8; 9_000]);
+            let mode = Mode::Session { required: false };
+            let header = Header::new(1, Flags::NONE, 0);
+            let mut frames = 0;
+            let reason = loop {
+                match out.send_as(mode, header, &body, 1 << 20) {
+                    Ok(()) => frames += 1,
+                    Err(SendError::Lost(reason)) => break reason,
+                    Err(_) => panic!("{wire:?}: an unexpected error"),
+                }
+                assert!(out.queued() <= limit, "{wire:?}: {} queued", out.queued());
+                assert!(frames < 100_000, "{wire:?}: no bound after {frames} frames");
+            };
+            let queued = out.queued();
+            assert!(queued <= limit && queued + body.encoded_len() + MAX_FRAMING > limit);
+            assert_eq!(reason, CloseReason::OutboundFull { limit, queued });
+            // It takes nothing more, even what would fit.
+            let small = Bytes::from_static(b"x");
+            assert!(matches!(
+                out.send_as(mode, header, &small, 1 << 20),
+                Err(SendError::Gone)
+            ));
+        }
+    }
+
+    /// A frame too large is refused before a byte of it is queued, even
+    /// when the queue has room for it.
+    #[tokio::test]
+    async fn a_frame_too_large_is_refused_before_it_is_encoded() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let out = SocketOut::new(stream, Wire::Tcp, 1 << 20);
+        let body = Bytes::from(vec![1u8; 1000]);
+        let header = Header::new(1, Flags::NONE, 0);
+        match out.send_as(Mode::Session { required: false }, header, &body, 1000) {
+            Err(SendError::TooLarge(FrameError::TooLarge { len, max })) => {
+                assert_eq!((len, max), (HEADER_LEN + body.encoded_len(), 1000));
+            }
+            _ => panic!("expected TooLarge"),
+        }
+        assert_eq!(out.queued(), 0);
+        // The link is not harmed: a frame that fits goes out.
+        assert!(
+            out.send_as(Mode::Session { required: false }, header, &body, 2000)
+                .is_ok()
+        );
     }
 }

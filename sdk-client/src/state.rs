@@ -10,7 +10,10 @@ use crate::error::CloseReason;
 /// returns). Without a [`ReconnectPolicy`](crate::ReconnectPolicy) it can
 /// only become `Closed`. With one, a lost connection goes through
 /// `Reconnecting { attempt: 1 }`, `{ attempt: 2 }`, ... and ends either
-/// `Connected` again or `Closed`. `Closed` is final.
+/// `Connected` again or `Closed`; when the lost connection had not stayed
+/// up for [`healthy_after`](crate::ReconnectPolicy::healthy_after), the
+/// count goes on from the attempt that opened it instead of starting at 1.
+/// `Closed` is final.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectionState {
     /// A connection is up: requests go out at once.

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, RETIRE_GRACE};
-use crate::reconnect::Backoff;
+use crate::reconnect::{Backoff, is_busy};
 use crate::shared::Shared;
 use crate::state::ConnectionState;
 use crate::tasks::TaskSet;
@@ -39,38 +39,51 @@ impl Endpoint {
     }
 }
 
-/// Supervises the client's links, starting with the installed `tasks`'
-/// link, until the client closes for good.
-pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, mut tasks: TaskSet) {
+/// Supervises the client's links, starting with the installed one, until
+/// the client closes for good.
+pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, installed: Opened) {
     let mut changes = shared.state_changes();
+    let Opened {
+        mut link,
+        mut tasks,
+    } = installed;
     loop {
         let state = match changes.wait_for(|state| !state.is_connected()).await {
             Ok(state) => state.clone(),
             Err(_) => return,
         };
         tasks.retire(RETIRE_GRACE);
-        if state.is_closed() {
+        // The loss chose the attempt to start with (see `Shared::lose`).
+        let ConnectionState::Reconnecting { attempt } = state else {
             return;
-        }
-        match reconnect(&shared, &endpoint, &mut changes).await {
-            Some(next) => tasks = next,
+        };
+        let lost = link
+            .lost_reason()
+            .cloned()
+            .unwrap_or(CloseReason::PeerClosed);
+        match reconnect(&shared, &endpoint, &mut changes, attempt, &lost).await {
+            Some(next) => (link, tasks) = (next.link, next.tasks),
             None => return,
         }
     }
 }
 
-/// Runs attempts under the policy until a new link is installed (its tasks
-/// returned), the client is closed, or the attempts run out (the client is
-/// then closed with [`CloseReason::ReconnectFailed`]).
+/// Runs attempts under the policy, from attempt `attempt`, until a new link
+/// is installed (and returned), the client is closed, or the attempts run
+/// out (the client is then closed with [`CloseReason::ReconnectFailed`]).
+/// `lost` is why the last link ended.
 async fn reconnect(
     shared: &Arc<Shared>,
     endpoint: &Endpoint,
     changes: &mut watch::Receiver<ConnectionState>,
-) -> Option<TaskSet> {
+    mut attempt: u32,
+    lost: &CloseReason,
+) -> Option<Opened> {
     // The state only becomes Reconnecting when a policy is set.
     let mut backoff = Backoff::new(shared.config().reconnect.clone()?);
-    let mut last_error = "no attempt allowed (max_attempts is 0)".to_owned();
-    let mut attempt: u32 = 1;
+    let mut last_error = format!("the connection was lost: {lost}");
+    // The server said it is full or going away: the next delay has a floor.
+    let mut busy = is_busy(lost);
     loop {
         if backoff
             .policy()
@@ -86,7 +99,8 @@ async fn reconnect(
         if !shared.set_attempt(attempt) {
             return None;
         }
-        let delay = backoff.delay(attempt);
+        let delay = backoff.delay(attempt, busy);
+        busy = false;
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             _ = changes.wait_for(ConnectionState::is_closed) => return None,
@@ -115,9 +129,9 @@ async fn reconnect(
             _ = changes.wait_for(ConnectionState::is_closed) => return None,
         };
         match resumed {
-            Ok(()) if shared.install(&opened.link) => {
+            Ok(()) if shared.install(&opened.link, attempt) => {
                 tracing::debug!(attempt, "client reconnected");
-                return Some(opened.tasks);
+                return Some(opened);
             }
             Ok(()) => {
                 opened.link.shutdown();
@@ -125,12 +139,16 @@ async fn reconnect(
                     return None;
                 }
                 last_error = match opened.link.lost_reason() {
-                    Some(reason) => format!("the new connection ended at once: {reason}"),
+                    Some(reason) => {
+                        busy = is_busy(reason);
+                        format!("the new connection ended at once: {reason}")
+                    }
                     None => "the new connection ended at once".to_owned(),
                 };
             }
             Err(error) => {
                 opened.link.shutdown();
+                busy = opened.link.lost_reason().is_some_and(is_busy);
                 last_error = error.to_string();
             }
         }

@@ -13,6 +13,7 @@ use ternio_protocol::frame::FrameDecoder;
 use tokio::net::TcpStream;
 
 use crate::error::{ClientError, CloseReason};
+use crate::keepalive;
 use crate::link::{Link, Out};
 use crate::shared::Shared;
 use crate::socket::{SocketOut, Wire, io_reason, read_draining, write_loop};
@@ -32,9 +33,10 @@ pub(crate) async fn open(
         .await
         .map_err(ClientError::Connect)?;
     stream.set_nodelay(true).map_err(ClientError::Connect)?;
-    let out = Arc::new(SocketOut::new(stream, Wire::Tcp));
+    let limit = shared.config().outbound_limit();
+    let out = Arc::new(SocketOut::new(stream, Wire::Tcp, limit));
     let link = Arc::new(Link::new(Out::Tcp(Arc::clone(&out))));
-    let tasks = TaskSet::new(vec![
+    let mut tasks = vec![
         tokio::spawn(read_loop(
             Arc::clone(shared),
             Arc::clone(&link),
@@ -45,8 +47,12 @@ pub(crate) async fn open(
             Arc::clone(&link),
             Arc::clone(&out),
         )),
-    ]);
-    Ok(Opened { link, tasks })
+    ];
+    tasks.extend(keepalive::spawn(shared, &link));
+    Ok(Opened {
+        link,
+        tasks: TaskSet::new(tasks),
+    })
 }
 
 /// The reader task: hands frames to [`Shared::on_frame`] until the link ends.
@@ -79,7 +85,7 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
         let room = buf.capacity() - buf.len();
         match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(_) => {}
+            Ok(_) => out.note_received(),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
             Err(error) => return io_reason(&error),
         }

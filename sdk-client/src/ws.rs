@@ -36,6 +36,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::error::{ClientError, CloseReason};
+use crate::keepalive;
 use crate::link::{Link, Out};
 use crate::shared::{Shared, lock};
 use crate::socket::{SocketOut, Wire, read_draining, write_loop};
@@ -100,7 +101,8 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         .await
         .map_err(ClientError::Connect)?;
     stream.set_nodelay(true).map_err(ClientError::Connect)?;
-    let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket));
+    let limit = shared.config().outbound_limit();
+    let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket, limit));
     let max = shared.config().max_frame_size;
     // tungstenite zero-fills its whole read buffer before every read: a
     // small one (larger messages grow it) saves a 128 KiB memset per message.
@@ -128,7 +130,7 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         socket: Arc::clone(&socket),
         close: Mutex::new(Some(close)),
     })));
-    let tasks = TaskSet::new(vec![
+    let mut tasks = vec![
         tokio::spawn(read_loop(
             Arc::clone(shared),
             Arc::clone(&link),
@@ -136,8 +138,12 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
             close_request,
         )),
         tokio::spawn(write_loop(Arc::clone(shared), Arc::clone(&link), socket)),
-    ]);
-    Ok(Opened { link, tasks })
+    ];
+    tasks.extend(keepalive::spawn(shared, &link));
+    Ok(Opened {
+        link,
+        tasks: TaskSet::new(tasks),
+    })
 }
 
 fn upgrade_error(error: WsError) -> ClientError {
@@ -217,6 +223,9 @@ impl AsyncRead for WsSocket {
             let room = unfilled.len();
             match read_draining(stream, room, || stream.try_read(unfilled)) {
                 Ok(n) => {
+                    if n > 0 {
+                        this.out.note_received();
+                    }
                     this.count.count(&unfilled[..n]);
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
