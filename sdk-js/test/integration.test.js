@@ -218,7 +218,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     });
   }
 
-  test('reconnect: the server is killed and restarted; the client comes back and requests go through', { timeout: 60_000 }, async () => {
+  test('reconnect: the server is killed and restarted; the client comes back and requests go through', { timeout: 60_000 }, async (t) => {
     const first = await startServer();
     const events = [];
     const client = await Client.connect(first.url, {
@@ -226,6 +226,7 @@ if (typeof globalThis.WebSocket !== 'function') {
       reconnect: { initialDelay: 100, maxDelay: 500, maxAttempts: 100 },
       onStateChange: (event) => events.push(event),
     });
+    t.after(() => client.close()); // also when an assertion fails: no reconnecting forever
     assert.deepEqual(await client.request(Echo, { payload: text('before') }), { payload: text('before') });
     // A request in flight when the server dies fails at once, not at its 30 s timeout.
     first.child.kill('SIGSTOP');
@@ -262,7 +263,7 @@ if (typeof globalThis.WebSocket !== 'function') {
   test('a server that accepts and refuses with TOO_MANY_CONNECTIONS is not hammered', {
     timeout: 120_000,
     skip: external ? false : 'needs a non-loopback IPv4 address: loopback peers are exempt from the per-IP limits',
-  }, async () => {
+  }, async (t) => {
     // Connections to the machine's own non-loopback address come from that
     // address, which the server's per-IP limits count (loopback is exempt).
     const server = await startServer(`${external}:0`);
@@ -270,6 +271,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     // of 100, a little more than the rate's 1 s window apart, until the
     // server says the address holds its maximum.
     const fillers = [];
+    t.after(() => Promise.all(fillers.map((c) => c.close())));
     let full = false;
     for (let batch = 0; batch < 20 && !full; batch++) {
       if (batch > 0) await sleep(1100);
@@ -296,6 +298,7 @@ if (typeof globalThis.WebSocket !== 'function') {
       reconnect: { initialDelay: 50, maxDelay: 200, refusalDelay, maxAttempts: 1000 },
       onStateChange: (event) => events.push(event),
     });
+    t.after(() => client.close());
     // Accepted, then refused, again and again.
     const watch = 4000;
     await sleep(watch);
