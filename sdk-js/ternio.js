@@ -11,13 +11,24 @@
  *   {@link packet}, {@link struct} and friends.
  * - {@link Client}: requests matched by id with promises and timeouts,
  *   fire-and-forget sends, pushes by opcode, PING/PONG, DISCONNECT.
+ * - Staying connected: a keepalive PING whose missing PONG drops a dead
+ *   connection, a bounded outbound buffer (`bufferedAmount` checked before
+ *   each send), a bounded connection attempt, and, with the option
+ *   `reconnect` (off by default), reconnection with exponential backoff and
+ *   full jitter that restarts only after a connection stayed up for a while,
+ *   a longer floor after `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`,
+ *   and none after {@link Client#close}, `DISCONNECT KICKED` or `NORMAL`.
+ *   `onStateChange` tells of `'open'`, `'reconnecting'` and `'closed'`.
  *
  * Secure sessions (HANDSHAKE, sealed frames) are not implemented.
  *
  * @example
  * import { Client, packet, bytes } from './ternio.js';
  * const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
- * const client = await Client.connect('ws://127.0.0.1:7002/ws');
+ * const client = await Client.connect('ws://127.0.0.1:7002/ws', {
+ *   reconnect: true,
+ *   onStateChange: (event) => console.log(event.state, event.error?.message ?? ''),
+ * });
  * const reply = await client.request(Echo, { payload: new TextEncoder().encode('hi') });
  *
  * @module ternio
