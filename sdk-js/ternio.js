@@ -629,8 +629,8 @@ function remoteError(body) {
  *   the first one, else the reconnect attempt that succeeded;
  * - `{ state: 'reconnecting', attempt, delay, error }`: the connection (or
  *   an attempt) was lost because of `error` (a `'closed'` {@link TernioError},
- *   with `disconnect` when the server said why); attempt `attempt` starts
- *   in `delay` ms;
+ *   with `disconnect` when the server said why, or `'protocol'` when the
+ *   server broke the contract); attempt `attempt` starts in `delay` ms;
  * - `{ state: 'closed', info, error }`: the client is closed for good (as
  *   {@link Client#closed} says); `error` is what waiting requests were rejected with.
  * @typedef {{state: 'open', attempt: number}

@@ -228,6 +228,25 @@ test('no reconnect after close(), DISCONNECT KICKED or NORMAL, nor when the firs
   assert.equal(refused.state, 'closed');
 });
 
+test('a server that breaks the contract gets DISCONNECT MALFORMED; the client reconnects', async (t) => {
+  const { client, events } = await setup(t, { reconnect: RECONNECT, keepaliveInterval: 0 });
+  const socket = FakeSocket.last;
+  const inFlight = client.request(Echo, { payload: text('a') });
+  const rejected = assert.rejects(inFlight, (e) => e.kind === 'protocol' && /server broke the protocol: text message/.test(e.message));
+  socket.onmessage({ data: 'text' });
+  await rejected;
+  const disconnect = socket.frames()[1];
+  assert.equal(disconnect.opcode, SystemOpcode.DISCONNECT);
+  assert.deepEqual(disconnect.body.subarray(0, 2), Uint8Array.of(DisconnectReason.MALFORMED, 0));
+  assert.equal(socket.closedWith, 1000);
+  assert.equal(events.at(-1).state, 'reconnecting');
+  assert.equal(events.at(-1).error.kind, 'protocol');
+  await advance(t, events.at(-1).delay);
+  assert.ok(client.isOpen);
+  assert.equal(FakeSocket.all.length, 2);
+  await client.close();
+});
+
 test('requests in flight fail at once; requests made while reconnecting wait for the new connection within their timeout', async (t) => {
   const { client, events } = await setup(t, { reconnect: RECONNECT, keepaliveInterval: 0, timeout: 5000 });
   const first = FakeSocket.last;
