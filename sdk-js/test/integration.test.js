@@ -258,6 +258,41 @@ if (typeof globalThis.WebSocket !== 'function') {
     second.child.kill('SIGKILL');
   });
 
+  test('a server that stops reading: the outbound buffer\'s bound drops the connection', { timeout: 60_000 }, async (t) => {
+    const server = await startServer();
+    t.after(() => server.child.kill('SIGKILL'));
+    const limit = 1 << 20;
+    const client = await Client.connect(server.url, { maxBufferedBytes: limit, keepaliveInterval: 0 });
+    const chunk = { payload: new Uint8Array(64 * 1024) };
+    // While the server reads, paced sends do not fill the buffer.
+    for (let i = 0; i < 100; i++) {
+      client.send(Echo, chunk);
+      await sleep(1);
+    }
+    assert.deepEqual(await client.request(Echo, { payload: text('reads') }), { payload: text('reads') });
+    // Stopped, it reads nothing: the kernel's buffers fill, then bufferedAmount grows.
+    server.child.kill('SIGSTOP');
+    await sleep(200);
+    const pending = client.request(Echo, { payload: text('stuck') }, { timeout: 60_000 });
+    const pendingSettled = pending.then(() => null, (error) => error);
+    let error = null;
+    let sent = 0;
+    while (!error && sent < 1000) { // 64 MB at most
+      try {
+        client.send(Echo, chunk);
+        sent++;
+      } catch (e) {
+        error = e;
+      }
+      await sleep(1);
+    }
+    assert.ok(error, `${sent} frames of 64 KiB sent to a server that reads nothing`);
+    assert.equal(error.kind, 'closed');
+    assert.match(error.message, /outbound buffer full: \d+ bytes wait to be sent/);
+    assert.equal((await pendingSettled)?.kind, 'closed', 'the request in flight fails at once');
+    assert.deepEqual(await client.closed, { code: 1006, reason: 'outbound buffer full', disconnect: null, local: true });
+  });
+
   const external = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
 
   test('a server that accepts and refuses with TOO_MANY_CONNECTIONS is not hammered', {
