@@ -11,13 +11,24 @@
  *   {@link packet}, {@link struct} and friends.
  * - {@link Client}: requests matched by id with promises and timeouts,
  *   fire-and-forget sends, pushes by opcode, PING/PONG, DISCONNECT.
+ * - Staying connected: a keepalive PING whose missing PONG drops a dead
+ *   connection, a bounded outbound buffer (`bufferedAmount` checked before
+ *   each send), a bounded connection attempt, and, with the option
+ *   `reconnect` (off by default), reconnection with exponential backoff and
+ *   full jitter that restarts only after a connection stayed up for a while,
+ *   a longer floor after `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`,
+ *   and none after {@link Client#close}, `DISCONNECT KICKED` or `NORMAL`.
+ *   `onStateChange` tells of `'open'`, `'reconnecting'` and `'closed'`.
  *
  * Secure sessions (HANDSHAKE, sealed frames) are not implemented.
  *
  * @example
  * import { Client, packet, bytes } from './ternio.js';
  * const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
- * const client = await Client.connect('ws://127.0.0.1:7002/ws');
+ * const client = await Client.connect('ws://127.0.0.1:7002/ws', {
+ *   reconnect: true,
+ *   onStateChange: (event) => console.log(event.state, event.error?.message ?? ''),
+ * });
  * const reply = await client.request(Echo, { payload: new TextEncoder().encode('hi') });
  *
  * @module ternio
@@ -586,54 +597,170 @@ function remoteError(body) {
 /**
  * How a connection ended.
  * @typedef {object} CloseInfo
- * @property {number} code The WebSocket close code (1006: the connection dropped).
- * @property {string} reason The WebSocket close reason.
+ * @property {number} code The WebSocket close code (1006: the connection dropped, or
+ *   this side gave up on it: keepalive timeout, full outbound buffer, connect timeout).
+ * @property {string} reason The WebSocket close reason (or this side's, such as `'keepalive timeout'`).
  * @property {Disconnect|null} disconnect The server's `DISCONNECT`, if it sent one.
- * @property {boolean} local Whether {@link Client#close} (or a protocol violation by the server) ended it.
+ * @property {boolean} local Whether this side ended it: {@link Client#close}, a protocol
+ *   violation by the server, a keepalive timeout or a full outbound buffer.
+ */
+
+/**
+ * When and how a lost connection is re-established (the option `reconnect`).
+ * Delays are in ms. Attempt `n` (from 1) waits a random time in
+ * `[0, min(initialDelay * multiplier^(n-1), maxDelay))` ("full jitter").
+ * After `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN` it waits at least
+ * `refusalDelay`, plus a random time up to `max(refusalDelay, that range)`.
+ * The attempt count goes back to 0 only once a connection has stayed up
+ * for `healthyAfter`: a server that accepts and at once refuses does not
+ * restart the backoff.
+ * @typedef {object} ReconnectOptions
+ * @property {number} [initialDelay=100] The range of the first attempt's delay.
+ * @property {number} [maxDelay=5000] The largest range (before the refusal floor).
+ * @property {number} [multiplier=2] How much the range grows per attempt (below 1 counts as 1).
+ * @property {number} [refusalDelay=2000] The floor after `TOO_MANY_CONNECTIONS` (8) or `SHUTDOWN` (2).
+ * @property {number} [healthyAfter=5000] How long a connection must stay up before the attempt count resets.
+ * @property {number} [maxAttempts=10] Attempts in a row before the client closes for good (Infinity: never).
+ */
+
+/**
+ * A change of the connection's state, given to `onStateChange`:
+ * - `{ state: 'open', attempt }`: a connection is up; `attempt` is 0 for
+ *   the first one, else the reconnect attempt that succeeded;
+ * - `{ state: 'reconnecting', attempt, delay, error }`: the connection (or
+ *   an attempt) was lost because of `error` (a `'closed'` {@link TernioError},
+ *   with `disconnect` when the server said why, or `'protocol'` when the
+ *   server broke the contract); attempt `attempt` starts in `delay` ms;
+ * - `{ state: 'closed', info, error }`: the client is closed for good (as
+ *   {@link Client#closed} says); `error` is what waiting requests were rejected with.
+ * @typedef {{state: 'open', attempt: number}
+ *   | {state: 'reconnecting', attempt: number, delay: number, error: TernioError}
+ *   | {state: 'closed', info: CloseInfo, error: TernioError}} StateEvent
  */
 
 /**
  * Options of a {@link Client}.
  * @typedef {object} ClientOptions
  * @property {number} [timeout=10000] Default request timeout in ms (0 or Infinity: none).
+ *   While the client reconnects, the wait for the new connection counts toward it.
  * @property {(error: unknown) => void} [onError] Receives what no promise can: error frames
  *   without a request id (a failed fire-and-forget send), push handler exceptions, pushes
- *   that do not decode. Defaults to `console.error`.
+ *   that do not decode, an `onStateChange` that throws. Defaults to `console.error`.
+ * @property {(event: StateEvent) => void} [onStateChange] Told when the connection opens,
+ *   is lost and is re-established, or closes for good.
+ * @property {boolean|ReconnectOptions} [reconnect=false] Whether (`true`: with the defaults)
+ *   and how to re-establish a lost connection. Off by default.
+ * @property {number} [keepaliveInterval=15000] How long after a connection opens, or
+ *   after the last keepalive PONG, the client sends a keepalive PING (0: no keepalive).
+ * @property {number} [keepaliveTimeout=10000] How long the client waits for that PONG
+ *   before it drops the connection as dead (and reconnects, if it does).
+ * @property {number} [connectTimeout=10000] How long one connection attempt (the first
+ *   or a reconnect) may take to open.
+ * @property {number} [maxBufferedBytes=4194304] The outbound buffer's limit in bytes: a
+ *   frame that would take the WebSocket's `bufferedAmount` above it drops the connection
+ *   (the server does not read); it also bounds the requests that wait for a new connection.
  * @property {typeof WebSocket} [WebSocket] The WebSocket class to use (default: the global one).
  */
 
 const OPEN = 1;
 
+/** Reasons after which the client does not reconnect: the server ended the conversation on purpose. */
+const FINAL_REASONS = [DisconnectReason.NORMAL, DisconnectReason.KICKED];
+/** Reasons after which the next attempt waits at least `refusalDelay`. */
+const REFUSAL_REASONS = [DisconnectReason.TOO_MANY_CONNECTIONS, DisconnectReason.SHUTDOWN];
+
+/** Timers that must not keep Node running on their own (a browser's have no `unref`). */
+const unref = (timer) => {
+  timer?.unref?.();
+  return timer;
+};
+
+function reconnectPolicy(option) {
+  if (!option) return null;
+  const given = option === true ? {} : option;
+  const policy = {
+    initialDelay: given.initialDelay ?? 100,
+    maxDelay: given.maxDelay ?? 5000,
+    multiplier: Math.max(1, given.multiplier ?? 2),
+    refusalDelay: given.refusalDelay ?? 2000,
+    healthyAfter: given.healthyAfter ?? 5000,
+    maxAttempts: given.maxAttempts ?? 10,
+  };
+  for (const [key, value] of Object.entries(policy)) {
+    if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
+      throw new TypeError(`reconnect.${key} must be a number ≥ 0, got ${show(value)}`);
+    }
+  }
+  return Object.freeze(policy);
+}
+
 /**
- * A connection to a Ternio server over WebSocket.
+ * A connection to a Ternio server over WebSocket, re-established when lost
+ * if the option `reconnect` says so.
  *
  * @example
- * const client = await Client.connect('ws://localhost:7002/ws');
+ * const client = await Client.connect('ws://localhost:7002/ws', {
+ *   reconnect: true,
+ *   onStateChange: (event) => console.log(event.state, event.attempt ?? '', event.error?.message ?? ''),
+ * });
  * const off = client.on(Note, (note) => console.log('note', note.seq));
  * const sum = await client.request(Add, { a: 2n, b: 3n }, { timeout: 5000 });
  * await client.close();
  */
 export class Client {
   #WebSocket;
+  #url = null;
+  /** The current WebSocket (open, or an attempt in progress); null between attempts and once closed. */
   #ws = null;
+  /** 'idle' | 'connecting' (the first connection) | 'open' | 'reconnecting' | 'closed'. */
+  #state = 'idle';
+  /** Requests by id: `sent` once on the wire; unsent ones wait for a connection. */
   #pending = new Map();
+  /** Bytes of the requests that wait for a connection. */
+  #queuedBytes = 0;
   #nextId = 1;
   #handlers = new Map();
   #unhandled = 0;
+  /** The `DISCONNECT` received on the current connection. */
   #disconnect = null;
-  #local = false;
-  #ended = false;
+  /** close() was called. */
+  #closing = false;
+  /** The server broke the contract on the current connection. */
+  #violated = false;
+  #policy;
+  /** Reconnect attempts since the last healthy connection. */
+  #attempt = 0;
+  /** The keepalive PING waiting for its PONG: `{ id, timer }`. */
+  #keepalive = null;
+  #timers = { connect: null, keepalive: null, healthy: null, retry: null };
+  /** Settles the first connect(). */
+  #connecting = null;
   #resolveClosed;
 
   /** @param {ClientOptions} [options] */
   constructor(options = {}) {
     this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    this.#policy = reconnectPolicy(options.reconnect);
     /** Default request timeout in ms (0 or Infinity: none). */
     this.timeout = options.timeout ?? 10000;
     /** Where errors that belong to no request go (see {@link ClientOptions}). */
     this.onError = options.onError ?? ((error) => console.error('ternio:', error));
     /**
-     * Settles once the connection has ended, with how.
+     * Told of every change of the connection's state (see {@link StateEvent}).
+     * @type {((event: StateEvent) => void)|null}
+     */
+    this.onStateChange = options.onStateChange ?? null;
+    /** Keepalive PING period in ms (0: none); read when a connection opens. */
+    this.keepaliveInterval = options.keepaliveInterval ?? 15000;
+    /** How long a keepalive PING waits for its PONG, in ms. */
+    this.keepaliveTimeout = options.keepaliveTimeout ?? 10000;
+    /** How long one connection attempt may take, in ms. */
+    this.connectTimeout = options.connectTimeout ?? 10000;
+    /** The outbound buffer's limit, in bytes. */
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 4 * 1024 * 1024;
+    /**
+     * Settles once the client has closed for good (after the last reconnect
+     * attempt, when it reconnects), with how.
      * @type {Promise<CloseInfo>}
      */
     this.closed = new Promise((resolve) => { this.#resolveClosed = resolve; });
@@ -650,52 +777,40 @@ export class Client {
   }
 
   /**
-   * Opens the WebSocket, offering the subprotocol `ternio.v2`. Once per client.
+   * Opens the WebSocket, offering the subprotocol `ternio.v2`. Once per
+   * client. When this first connection fails the client is closed: only a
+   * connection that was once up is re-established.
    * @param {string} url
    * @returns {Promise<Client>} This client, once open; a `'closed'` {@link TernioError} if it cannot connect.
    */
   connect(url) {
     return new Promise((resolve, reject) => {
-      if (this.#ws) throw new Error('connect() may be called once per Client');
+      if (this.#url !== null || this.#state !== 'idle') throw new Error('connect() may be called once per Client');
       if (typeof this.#WebSocket !== 'function') {
         throw new TernioError('closed', 'no WebSocket here (Node 20 needs --experimental-websocket, or pass options.WebSocket)');
       }
-      let ws;
-      try {
-        ws = new this.#WebSocket(url, SUBPROTOCOL);
-      } catch (error) {
-        this.#onClose(1006, '');
-        throw new TernioError('closed', `cannot connect to ${url}: ${error.message}`, { cause: error });
-      }
-      this.#ws = ws;
-      let opened = false;
-      const failed = (code) => reject(new TernioError('closed', `could not connect to ${url} (WebSocket close code ${code})`));
-      ws.binaryType = 'arraybuffer';
-      ws.onopen = () => {
-        opened = true;
-        resolve(this);
-      };
-      ws.onerror = () => {
-        // Once open, a close event follows an error. Before, some
-        // implementations (Node 20's) fire no close: the attempt ends here.
-        if (opened) return;
-        failed(1006);
-        this.#onClose(1006, '');
-      };
-      ws.onmessage = (event) => this.#onMessage(event.data);
-      ws.onclose = (event) => {
-        failed(event.code);
-        this.#onClose(event.code, event.reason);
-      };
+      this.#url = url;
+      this.#state = 'connecting';
+      this.#connecting = { resolve: () => resolve(this), reject };
+      this.#dial();
     });
   }
 
-  /** Whether the connection is open and not closing. */
+  /** Whether a connection is open and not closing. */
   get isOpen() {
-    return this.#ws?.readyState === OPEN && !this.#local && !this.#disconnect;
+    return this.#state === 'open' && !this.#closing && !this.#violated && !this.#disconnect;
   }
 
-  /** How many requests wait for their response. */
+  /**
+   * `'idle'` (before connect()), `'connecting'` (the first connection),
+   * `'open'`, `'reconnecting'` (between attempts, or during one) or `'closed'`.
+   * @type {'idle'|'connecting'|'open'|'reconnecting'|'closed'}
+   */
+  get state() {
+    return this.#state;
+  }
+
+  /** How many requests wait for their response (including those waiting for a new connection). */
   get inFlight() {
     return this.#pending.size;
   }
@@ -706,7 +821,10 @@ export class Client {
   }
 
   /**
-   * Sends a request and waits for its response.
+   * Sends a request and waits for its response. While the client
+   * reconnects, the request waits for the new connection (within its
+   * timeout); a request already sent when the connection is lost is
+   * rejected at once (`'closed'`): the server may or may not have run it.
    *
    * The response is decoded with `options.response`, the packet type's
    * `response`, or the packet type itself (whichever has the response's
@@ -722,7 +840,7 @@ export class Client {
    */
   request(packetType, value, options = {}) {
     return new Promise((resolve, reject) => {
-      const { opcode, body, name } = this.#outgoing(packetType, value);
+      const { opcode, body, name } = this.#outgoing(packetType, value, true);
       const expected = options.response ?? packetType.response;
       const decode = typeof packetType === 'number' ? (frame) => frame : (frame) => {
         if (expected && frame.opcode === expected.opcode) return expected.decode(frame.body);
@@ -736,19 +854,23 @@ export class Client {
   /**
    * Sends a packet that expects no reply (request id 0). A server that
    * cannot handle it reports an error frame without id, given to `onError`.
+   * It is not kept for later: while the client reconnects it throws.
    * @param {(Type & {opcode: number})|number} packetType A packet type, or an opcode with a raw body.
    * @param {any} value
-   * @throws {TernioError} `'closed'` when not connected; `'codec'` when the value does not encode.
+   * @throws {TernioError} `'closed'` when not connected (or reconnecting), or when the
+   *   outbound buffer is full (the connection is then dropped); `'codec'` when the value does not encode.
    */
   send(packetType, value) {
-    const { opcode, body } = this.#outgoing(packetType, value);
-    this.#ws.send(encodeFrame({ opcode, body }));
+    const { opcode, body } = this.#outgoing(packetType, value, false);
+    const error = this.#write(encodeFrame({ opcode, body }));
+    if (error) throw error;
   }
 
   /**
    * Calls `handler` for every push (a frame with request id 0) at this
    * opcode, with the decoded value (or the raw body for a number) and the frame.
    * Pushes without a handler are counted in {@link Client#unhandledPushes} and dropped.
+   * Handlers belong to the client: they stay through reconnects.
    * @param {(Type & {opcode: number})|number} packetTypeOrOpcode
    * @param {(value: any, frame: Frame) => void} handler
    * @returns {() => void} Removes the handler.
@@ -768,54 +890,282 @@ export class Client {
   }
 
   /**
-   * Sends a PING (a u64 timestamp) and waits for its PONG.
+   * Sends a PING (a u64 timestamp) and waits for its PONG. While the
+   * client reconnects, it waits for the new connection, like a request.
    * @param {{timeout?: number}} [options]
    * @returns {Promise<number>} The round trip, in milliseconds.
    */
   ping(options = {}) {
     return new Promise((resolve, reject) => {
-      this.#assertOpen();
+      this.#assertUsable(true);
       const value = u64.encode(BigInt(Date.now()));
-      const start = performance.now();
+      let start;
       const decode = (frame) => {
         if (frame.opcode !== SystemOpcode.PONG || !sameBytes(frame.body, value)) {
           throw new TernioError('protocol', `PING answered with opcode ${hex(frame.opcode)} and another value`);
         }
         return performance.now() - start;
       };
-      this.#call(SystemOpcode.PING, value, 'PING', options.timeout, decode, resolve, reject);
+      this.#call(SystemOpcode.PING, value, 'PING', options.timeout, decode, resolve, reject, () => { start = performance.now(); });
     });
   }
 
   /**
-   * Sends `DISCONNECT NORMAL` and closes the WebSocket with code 1000.
-   * Requests still waiting are rejected (`'closed'`) at once.
+   * Sends `DISCONNECT NORMAL` and closes the WebSocket with code 1000; the
+   * client does not reconnect after it. Requests still waiting are rejected
+   * (`'closed'`) at once.
    * @param {string} [message] The DISCONNECT's text.
-   * @returns {Promise<CloseInfo>} Settles once the WebSocket has closed.
+   * @returns {Promise<CloseInfo>} Settles once the WebSocket has closed (at
+   *   once when no connection is open).
    */
   close(message = '') {
+    if (this.#state === 'closed' || this.#closing) return this.closed;
+    this.#closing = true;
     const ws = this.#ws;
-    if (!ws) {
-      this.#onClose(1000, '');
-    } else if (!this.#ended && !this.#local) {
+    const error = new TernioError('closed', 'connection closed by the client');
+    if (ws && this.#state === 'open' && !this.#violated) {
       if (ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.NORMAL, message);
-      this.#local = true;
-      this.#failAll(() => new TernioError('closed', 'connection closed by the client'));
-      ws.close(1000);
+      this.#failAll(() => error);
+      this.#stopLinkTimers();
+      ws.close(1000); // its close event ends the client
+    } else {
+      // Before connect(), between reconnect attempts or during one: nothing to wait for.
+      if (ws) this.#abandon(ws);
+      if (this.#connecting) this.#connecting.reject(error);
+      this.#finish({ code: 1000, reason: '', disconnect: null, local: true }, error);
     }
     return this.closed;
   }
 
-  #assertOpen() {
-    if (!this.isOpen) {
-      const why = this.#disconnect ? `: ${describe(this.#disconnect)}` : '';
-      throw new TernioError('closed', `not connected${why}`, { disconnect: this.#disconnect });
+  // ------------------------------------------------------- the connection
+
+  /** Opens a WebSocket to the URL: the first connection or a reconnect attempt. */
+  #dial() {
+    const url = this.#url;
+    let ws;
+    try {
+      ws = new this.#WebSocket(url, SUBPROTOCOL);
+    } catch (error) {
+      const failure = new TernioError('closed', `cannot connect to ${url}: ${error.message}`, { cause: error });
+      return this.#lost(null, { code: 1006, reason: '' }, failure);
+    }
+    this.#ws = ws;
+    this.#disconnect = null;
+    this.#violated = false;
+    let opened = false;
+    const current = () => this.#ws === ws;
+    const failed = (code) => new TernioError('closed', `could not connect to ${url} (WebSocket close code ${code})`);
+    ws.binaryType = 'arraybuffer';
+    if (this.connectTimeout > 0 && this.connectTimeout !== Infinity) {
+      this.#timers.connect = unref(setTimeout(() => {
+        if (!current()) return;
+        const timeout = this.connectTimeout;
+        this.#lost(ws, { code: 1006, reason: 'connect timeout' },
+          new TernioError('closed', `could not connect to ${url} within ${timeout} ms`, { timeout }));
+      }, this.connectTimeout));
+    }
+    ws.onopen = () => {
+      if (!current()) return;
+      opened = true;
+      this.#up();
+    };
+    ws.onerror = () => {
+      // Once open, a close event follows an error. Before, some
+      // implementations (Node 20's) fire no close: the attempt ends here.
+      if (opened || !current()) return;
+      this.#lost(ws, { code: 1006, reason: '' }, failed(1006));
+    };
+    ws.onmessage = (event) => {
+      if (current()) this.#onMessage(event.data);
+    };
+    ws.onclose = (event) => {
+      if (current()) this.#lost(ws, { code: event.code, reason: event.reason }, opened ? null : failed(event.code));
+    };
+  }
+
+  /** The WebSocket opened: start the keepalive, send what waits, tell. */
+  #up() {
+    clearTimeout(this.#timers.connect);
+    const attempt = this.#attempt;
+    const first = this.#state === 'connecting';
+    this.#state = 'open';
+    this.#startKeepalive(this.#ws);
+    if (this.#policy) {
+      const ws = this.#ws;
+      this.#timers.healthy = unref(setTimeout(() => {
+        if (this.#ws === ws) this.#attempt = 0;
+      }, this.#policy.healthyAfter));
+    }
+    if (first) {
+      this.#connecting.resolve();
+      this.#connecting = null;
+    }
+    this.#emit({ state: 'open', attempt });
+    this.#flush();
+  }
+
+  /** Sends the requests that waited for a connection, in the order they were made. */
+  #flush() {
+    for (const entry of this.#pending.values()) {
+      if (entry.sent) continue;
+      if (this.#state !== 'open') return;
+      // When the buffer overflows here, the connection is dropped and the
+      // request waits for the next one.
+      if (this.#write(entry.data)) return;
+      this.#queuedBytes -= entry.data.length;
+      entry.sent = true;
+      entry.onSent?.();
     }
   }
 
+  /**
+   * Writes one frame on the open connection, unless it would take the
+   * outbound buffer past its limit: then the connection is dropped.
+   * @returns {TernioError|null} The error when the frame was not written.
+   */
+  #write(data) {
+    const ws = this.#ws;
+    const buffered = ws.bufferedAmount ?? 0;
+    if (buffered + data.length > this.maxBufferedBytes) {
+      const error = new TernioError('closed', `outbound buffer full: ${buffered} bytes wait to be sent, `
+        + `${data.length} more would pass the limit of ${this.maxBufferedBytes}`);
+      this.#lost(ws, { code: 1006, reason: 'outbound buffer full' }, error, true);
+      return error;
+    }
+    ws.send(data);
+    return null;
+  }
+
+  /** Stops the timers of the current connection. */
+  #stopLinkTimers() {
+    clearTimeout(this.#timers.connect);
+    clearTimeout(this.#timers.keepalive);
+    clearTimeout(this.#timers.healthy);
+    if (this.#keepalive) clearTimeout(this.#keepalive.timer);
+    this.#keepalive = null;
+  }
+
+  /** Lets go of a WebSocket without waiting for its close handshake. */
+  #abandon(ws) {
+    this.#stopLinkTimers();
+    if (this.#ws === ws) this.#ws = null;
+    ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
+    try {
+      if (ws.readyState < 2) ws.close(1000);
+    } catch {
+      // already closing
+    }
+  }
+
+  /**
+   * The current connection (or attempt) is gone: closed by either side,
+   * failed, dead (keepalive) or overflowing. Requests sent on it fail at
+   * once; then the client reconnects, or closes for good.
+   * @param {object|null} ws The WebSocket (null when none was made).
+   * @param {{code: number, reason: string}} how
+   * @param {TernioError|null} failure Why, when the close event does not say it.
+   * @param {boolean} [local] This side ended it.
+   */
+  #lost(ws, { code, reason }, failure, local = false) {
+    if (ws) {
+      if (ws !== this.#ws) return;
+      this.#abandon(ws);
+    }
+    const disconnect = this.#disconnect;
+    const info = { code, reason, disconnect, local: local || this.#closing || this.#violated };
+    const error = failure ?? new TernioError('closed',
+      disconnect ? describe(disconnect) : `connection closed (WebSocket close code ${code})`, { disconnect });
+    if (this.#state === 'connecting') {
+      this.#connecting.reject(error);
+      this.#connecting = null;
+      return this.#finish(info, error);
+    }
+    const final = !this.#policy || this.#closing || (disconnect && FINAL_REASONS.includes(disconnect.reason));
+    if (final) return this.#finish(info, error);
+    const inFlight = new TernioError('closed', `${error.message}; the request was in flight (the server may or `
+      + 'may not have run it), the client reconnects', { disconnect, cause: error });
+    this.#failSent(() => inFlight);
+    this.#retry(info, error);
+  }
+
+  /** Schedules the next reconnect attempt, or gives up. */
+  #retry(info, error) {
+    const policy = this.#policy;
+    const attempt = ++this.#attempt;
+    if (attempt > policy.maxAttempts) {
+      const gaveUp = new TernioError('closed', `gave up reconnecting after ${count(policy.maxAttempts, 'attempt')}: ${error.message}`,
+        { disconnect: error.disconnect, cause: error });
+      return this.#finish(info, gaveUp);
+    }
+    const range = Math.min(policy.maxDelay, policy.initialDelay * policy.multiplier ** (attempt - 1));
+    const refused = REFUSAL_REASONS.includes(error.disconnect?.reason);
+    const delay = refused
+      ? policy.refusalDelay + Math.random() * Math.max(range, policy.refusalDelay)
+      : Math.random() * range;
+    this.#state = 'reconnecting';
+    this.#timers.retry = setTimeout(() => {
+      this.#timers.retry = null;
+      if (this.#state === 'reconnecting' && !this.#closing) this.#dial();
+    }, delay);
+    this.#emit({ state: 'reconnecting', attempt, delay, error });
+  }
+
+  /** Closes the client for good. */
+  #finish(info, error) {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#stopLinkTimers();
+    clearTimeout(this.#timers.retry);
+    this.#failAll(() => error);
+    this.#resolveClosed(info);
+    this.#emit({ state: 'closed', info, error });
+  }
+
+  #emit(event) {
+    if (typeof this.onStateChange !== 'function') return;
+    try {
+      this.onStateChange(event);
+    } catch (error) {
+      this.#report(error);
+    }
+  }
+
+  #startKeepalive(ws) {
+    const interval = this.keepaliveInterval;
+    if (!(interval > 0) || interval === Infinity) return;
+    this.#timers.keepalive = unref(setTimeout(() => this.#keepalivePing(ws), interval));
+  }
+
+  /** Sends a keepalive PING; without its PONG in time, the connection is dropped. */
+  #keepalivePing(ws) {
+    if (this.#ws !== ws || !this.isOpen) return;
+    const id = this.#allocateId();
+    const timeout = this.keepaliveTimeout;
+    const timer = unref(setTimeout(() => {
+      if (this.#keepalive?.id !== id) return;
+      this.#keepalive = null;
+      this.#lost(ws, { code: 1006, reason: 'keepalive timeout' },
+        new TernioError('closed', `no PONG to the keepalive PING within ${timeout} ms: the connection is dead`, { timeout }), true);
+    }, timeout));
+    this.#keepalive = { id, timer };
+    this.#write(encodeFrame({ opcode: SystemOpcode.PING, requestId: id, body: u64.encode(BigInt(Date.now())) }));
+  }
+
+  // ----------------------------------------------------------- requests
+
+  /**
+   * Throws unless a packet can go out now (open) or, for a request, wait
+   * for a new connection (reconnecting).
+   */
+  #assertUsable(canWait) {
+    if (this.isOpen || (canWait && this.#state === 'reconnecting' && !this.#closing)) return;
+    const why = this.#state === 'reconnecting' ? ' (reconnecting)' : this.#disconnect ? `: ${describe(this.#disconnect)}` : '';
+    throw new TernioError('closed', `not connected${why}`, { disconnect: this.#disconnect });
+  }
+
   /** The opcode and body of an outgoing packet; throws when closed or when the value does not encode. */
-  #outgoing(packetType, value) {
-    this.#assertOpen();
+  #outgoing(packetType, value, canWait) {
+    this.#assertUsable(canWait);
     if (typeof packetType === 'number') {
       return { opcode: checkOpcode(packetType), body: toBytes(value ?? new Uint8Array(0)), name: hex(packetType) };
     }
@@ -823,18 +1173,40 @@ export class Client {
     return { opcode: packetType.opcode, body: packetType.encode(value), name: packetType.name };
   }
 
-  /** Sends a request and registers what settles it. */
-  #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject) {
+  /** Sends a request (or keeps it until a connection is up) and registers what settles it. */
+  #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject, onSent) {
     const requestId = this.#allocateId();
-    this.#ws.send(encodeFrame({ opcode, requestId, body }));
-    const entry = { decode, resolve, reject, timer: null };
+    const data = encodeFrame({ opcode, requestId, body });
+    const entry = { decode, resolve, reject, timer: null, data, sent: false, onSent };
+    if (this.#state === 'open') {
+      entry.sent = true;
+      const error = this.#write(data);
+      if (error) return reject(error);
+      onSent?.();
+    } else if (this.#queuedBytes + data.length > this.maxBufferedBytes) {
+      return reject(new TernioError('closed', `reconnecting, and ${this.#queuedBytes} bytes of requests already wait `
+        + `for the new connection: ${data.length} more would pass the limit of ${this.maxBufferedBytes}`));
+    } else {
+      this.#queuedBytes += data.length;
+    }
     if (timeout > 0 && timeout !== Infinity) {
       entry.timer = setTimeout(() => {
-        this.#pending.delete(requestId);
-        reject(new TernioError('timeout', `no response to ${name} within ${timeout} ms`, { timeout }));
+        if (this.#take(requestId) !== entry) return;
+        const waited = entry.sent ? '' : ' (it waited for a new connection)';
+        reject(new TernioError('timeout', `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
       }, timeout);
     }
     this.#pending.set(requestId, entry);
+  }
+
+  /** Removes a pending request and returns it. */
+  #take(requestId) {
+    const entry = this.#pending.get(requestId);
+    if (!entry) return undefined;
+    this.#pending.delete(requestId);
+    clearTimeout(entry.timer);
+    if (!entry.sent) this.#queuedBytes -= entry.data.length;
+    return entry;
   }
 
   /** The next request id: counts up from 1, skips 0 and ids still in flight. */
@@ -842,17 +1214,23 @@ export class Client {
     for (;;) {
       const id = this.#nextId;
       this.#nextId = id === 0xffffffff ? 1 : id + 1;
-      if (!this.#pending.has(id)) return id;
+      if (!this.#pending.has(id) && this.#keepalive?.id !== id) return id;
     }
   }
 
   #failAll(makeError) {
-    const entries = [...this.#pending.values()];
-    this.#pending.clear();
-    for (const entry of entries) {
-      clearTimeout(entry.timer);
-      entry.reject(makeError());
-    }
+    this.#failWhere(() => true, makeError);
+  }
+
+  /** Rejects the requests already sent; those waiting for a connection stay. */
+  #failSent(makeError) {
+    this.#failWhere((entry) => entry.sent, makeError);
+  }
+
+  #failWhere(which, makeError) {
+    const entries = [];
+    for (const [id, entry] of this.#pending) if (which(entry)) entries.push(this.#take(id));
+    for (const entry of entries) entry.reject(makeError());
   }
 
   #sendDisconnect(reason, message) {
@@ -861,7 +1239,7 @@ export class Client {
 
   #reply(request, opcode, flags, body) {
     if (this.#ws.readyState === OPEN) {
-      this.#ws.send(encodeFrame({ opcode, flags: Flags.RESPONSE | flags, requestId: request.requestId, body }));
+      this.#write(encodeFrame({ opcode, flags: Flags.RESPONSE | flags, requestId: request.requestId, body }));
     }
   }
 
@@ -873,17 +1251,22 @@ export class Client {
     }
   }
 
-  /** The server broke the contract: DISCONNECT MALFORMED, then close. */
+  /** The server broke the contract: DISCONNECT MALFORMED, then close (and reconnect, if the client does). */
   #violation(reason) {
-    if (this.#local || this.#ended) return;
-    if (this.#ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.MALFORMED, reason);
-    this.#local = true;
-    this.#failAll(() => new TernioError('protocol', `server broke the protocol: ${reason}`));
-    this.#ws.close(1000);
+    if (this.#closing || this.#violated) return;
+    const ws = this.#ws;
+    if (ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.MALFORMED, reason);
+    this.#violated = true;
+    const error = new TernioError('protocol', `server broke the protocol: ${reason}`);
+    this.#failSent(() => error);
+    if (this.#policy) return this.#lost(ws, { code: 1006, reason: 'protocol violation' }, error, true);
+    this.#failAll(() => error);
+    this.#stopLinkTimers();
+    ws.close(1000); // its close event ends the client
   }
 
   #onMessage(data) {
-    if (this.#ended || this.#local) return;
+    if (this.#closing || this.#violated) return;
     if (typeof data === 'string') return this.#violation('text message');
     let frame;
     try {
@@ -903,13 +1286,8 @@ export class Client {
           return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'PING body is not a u64'));
         }
         return this.#reply(frame, SystemOpcode.PONG, 0, frame.body);
-      case SystemOpcode.DISCONNECT: {
-        const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
-        const disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
-        this.#disconnect = disconnect;
-        this.#failAll(() => new TernioError('closed', describe(disconnect), { disconnect }));
-        return;
-      }
+      case SystemOpcode.DISCONNECT:
+        return this.#onDisconnect(frame);
     }
     if (frame.requestId !== 0) {
       // This client answers no requests but PING.
@@ -919,16 +1297,35 @@ export class Client {
     this.#onPush(frame);
   }
 
+  #onDisconnect(frame) {
+    if (this.#disconnect) return;
+    const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
+    const disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+    this.#disconnect = disconnect;
+    const error = new TernioError('closed', describe(disconnect), { disconnect });
+    if (this.#policy && !FINAL_REASONS.includes(disconnect.reason)) {
+      // The server closes next: no need to wait for it before reconnecting.
+      return this.#lost(this.#ws, { code: 1000, reason: '' }, error);
+    }
+    this.#failAll(() => error);
+    this.#stopLinkTimers(); // the server closes next; its close event ends the client
+  }
+
   #onResponse(frame) {
+    if (this.#keepalive && frame.requestId === this.#keepalive.id) {
+      // The server is there (whatever it answered): the next PING after the interval.
+      clearTimeout(this.#keepalive.timer);
+      this.#keepalive = null;
+      return this.#startKeepalive(this.#ws);
+    }
     const entry = this.#pending.get(frame.requestId);
-    if (!entry) {
+    if (!entry || !entry.sent) {
       // Answers to nothing we wait for (say, after a timeout) are ignored;
       // an error without id reports a failed fire-and-forget send.
       if (frame.requestId === 0 && frame.flags & Flags.ERROR) this.#report(remoteError(frame.body));
       return;
     }
-    this.#pending.delete(frame.requestId);
-    clearTimeout(entry.timer);
+    this.#take(frame.requestId);
     if (frame.flags & Flags.ERROR) return entry.reject(remoteError(frame.body));
     try {
       entry.resolve(entry.decode(frame));
@@ -951,15 +1348,6 @@ export class Client {
         this.#report(error);
       }
     }
-  }
-
-  #onClose(code, reason) {
-    if (this.#ended) return;
-    this.#ended = true;
-    const disconnect = this.#disconnect;
-    const message = disconnect ? describe(disconnect) : `connection closed (WebSocket close code ${code})`;
-    this.#failAll(() => new TernioError('closed', message, { disconnect }));
-    this.#resolveClosed({ code, reason, disconnect, local: this.#local });
   }
 }
 

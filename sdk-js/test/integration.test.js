@@ -6,6 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { networkInterfaces } from 'node:os';
 
 import { Client, TernioError, ErrorCode, DisconnectReason, packet, bytes } from '../ternio.js';
 
@@ -54,9 +55,9 @@ if (typeof globalThis.WebSocket !== 'function') {
     throw new Error('cargo built no echo_server executable');
   }
 
-  /** Starts an echo server on free ports; resolves once it listens, with its WebSocket URL. */
-  function startServer() {
-    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', '127.0.0.1:0'],
+  /** Starts an echo server (by default on free ports); resolves once it listens, with its WebSocket URL. */
+  function startServer(ws = '127.0.0.1:0') {
+    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
     const server = { child, url: null };
     servers.push(server);
@@ -198,5 +199,168 @@ if (typeof globalThis.WebSocket !== 'function') {
     await assert.rejects(client.request(Echo, { payload: text('y') }),
       (e) => e.kind === 'closed' && e.disconnect.reason === DisconnectReason.SHUTDOWN);
     await exited(server.child);
+  });
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const hostPort = (url) => new URL(url).host;
+
+  /** Resolves with the next state event of this kind that `events` records. */
+  function nextEvent(events, state) {
+    const from = events.length;
+    return new Promise((resolve) => {
+      const check = setInterval(() => {
+        const found = events.slice(from).find((e) => e.state === state);
+        if (found) {
+          clearInterval(check);
+          resolve(found);
+        }
+      }, 10);
+    });
+  }
+
+  test('reconnect: the server is killed and restarted; the client comes back and requests go through', { timeout: 60_000 }, async (t) => {
+    const first = await startServer();
+    const events = [];
+    const client = await Client.connect(first.url, {
+      timeout: 30_000,
+      reconnect: { initialDelay: 100, maxDelay: 500, maxAttempts: 100 },
+      onStateChange: (event) => events.push(event),
+    });
+    t.after(() => client.close()); // also when an assertion fails: no reconnecting forever
+    assert.deepEqual(await client.request(Echo, { payload: text('before') }), { payload: text('before') });
+    // A request in flight when the server dies fails at once, not at its 30 s timeout.
+    first.child.kill('SIGSTOP');
+    await sleep(200);
+    const inFlight = client.request(Echo, { payload: text('in flight') });
+    const inFlightSettled = inFlight.then(() => null, (error) => error);
+    await sleep(100);
+    const start = performance.now();
+    first.child.kill('SIGKILL');
+    await exited(first.child);
+    const error = await inFlightSettled;
+    assert.ok(error instanceof TernioError && error.kind === 'closed', String(error));
+    assert.match(error.message, /in flight/);
+    assert.ok(performance.now() - start < 2000);
+    await nextEvent(events, 'reconnecting');
+    assert.equal(client.state, 'reconnecting');
+    // A request made now waits for the new connection.
+    const waiting = client.request(Echo, { payload: text('waited') });
+    await sleep(1000); // a few attempts fail: nobody listens
+    assert.ok(events.filter((e) => e.state === 'reconnecting').length >= 2);
+    const opened = nextEvent(events, 'open');
+    const second = await startServer(hostPort(first.url)); // the same port
+    assert.equal(second.url, first.url);
+    assert.ok((await opened).attempt >= 1);
+    assert.deepEqual(await waiting, { payload: text('waited') });
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    assert.equal(typeof await client.ping(), 'number');
+    await client.close();
+    second.child.kill('SIGKILL');
+  });
+
+  test('a server that stops reading: the outbound buffer\'s bound drops the connection', { timeout: 60_000 }, async (t) => {
+    const server = await startServer();
+    t.after(() => server.child.kill('SIGKILL'));
+    const limit = 1 << 20;
+    const client = await Client.connect(server.url, { maxBufferedBytes: limit, keepaliveInterval: 0 });
+    const chunk = { payload: new Uint8Array(64 * 1024) };
+    // While the server reads, paced sends do not fill the buffer.
+    for (let i = 0; i < 100; i++) {
+      client.send(Echo, chunk);
+      await sleep(1);
+    }
+    assert.deepEqual(await client.request(Echo, { payload: text('reads') }), { payload: text('reads') });
+    // Stopped, it reads nothing: the kernel's buffers fill, then bufferedAmount grows.
+    server.child.kill('SIGSTOP');
+    await sleep(200);
+    const pending = client.request(Echo, { payload: text('stuck') }, { timeout: 60_000 });
+    const pendingSettled = pending.then(() => null, (error) => error);
+    let error = null;
+    let sent = 0;
+    while (!error && sent < 1000) { // 64 MB at most
+      try {
+        client.send(Echo, chunk);
+        sent++;
+      } catch (e) {
+        error = e;
+      }
+      await sleep(1);
+    }
+    assert.ok(error, `${sent} frames of 64 KiB sent to a server that reads nothing`);
+    assert.equal(error.kind, 'closed');
+    assert.match(error.message, /outbound buffer full: \d+ bytes wait to be sent/);
+    assert.equal((await pendingSettled)?.kind, 'closed', 'the request in flight fails at once');
+    assert.deepEqual(await client.closed, { code: 1006, reason: 'outbound buffer full', disconnect: null, local: true });
+  });
+
+  const external = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+
+  test('a server that accepts and refuses with TOO_MANY_CONNECTIONS is not hammered', {
+    timeout: 120_000,
+    skip: external ? false : 'needs a non-loopback IPv4 address: loopback peers are exempt from the per-IP limits',
+  }, async (t) => {
+    // Connections to the machine's own non-loopback address come from that
+    // address, which the server's per-IP limits count (loopback is exempt).
+    const server = await startServer(`${external}:0`);
+    // Fill the address's allowance, staying under the accept rate: batches
+    // of 100, a little more than the rate's 1 s window apart, until the
+    // server says the address holds its maximum.
+    const fillers = [];
+    t.after(() => Promise.all(fillers.map((c) => c.close())));
+    let full = false;
+    for (let batch = 0; batch < 20 && !full; batch++) {
+      if (batch > 0) await sleep(1100);
+      const opened = await Promise.all(Array.from({ length: 100 }, () => Client.connect(server.url, { keepaliveInterval: 0 })));
+      const answers = await Promise.allSettled(opened.map((c) => c.ping({ timeout: 10_000 })));
+      answers.forEach((answer, i) => {
+        if (answer.status === 'fulfilled') fillers.push(opened[i]);
+        else if (/maximum of \d+ connections/.test(answer.reason.disconnect?.message)) full = true;
+      });
+    }
+    assert.ok(full, `the server took ${fillers.length} connections without refusing one`);
+
+    let made = 0;
+    class Counting extends WebSocket {
+      constructor(...args) {
+        super(...args);
+        made++;
+      }
+    }
+    const events = [];
+    const refusalDelay = 1000;
+    const client = await Client.connect(server.url, {
+      WebSocket: Counting,
+      reconnect: { initialDelay: 50, maxDelay: 200, refusalDelay, maxAttempts: 1000 },
+      onStateChange: (event) => events.push(event),
+    });
+    t.after(() => client.close());
+    // Accepted, then refused, again and again.
+    const watch = 4000;
+    await sleep(watch);
+    const retries = events.filter((e) => e.state === 'reconnecting');
+    assert.ok(retries.length >= 2, `${retries.length} attempts: it does come back`);
+    for (const retry of retries) {
+      assert.equal(retry.error.disconnect?.reason, DisconnectReason.TOO_MANY_CONNECTIONS);
+      assert.ok(retry.delay >= refusalDelay, `delay ${retry.delay} ms`);
+    }
+    // Without the floor, 50..200 ms apart: 20 or more attempts in 4 s.
+    assert.ok(made <= 1 + watch / refusalDelay, `${made} connections in ${watch} ms`);
+    assert.ok(retries.at(-1).attempt >= 2, 'the attempt count was not reset by the short-lived connections');
+
+    // Room again: the client comes back and a request goes through.
+    await Promise.all(fillers.splice(0, 10).map((c) => c.close()));
+    let answer;
+    for (let tries = 0; tries < 5 && !answer; tries++) {
+      try {
+        answer = await client.request(Echo, { payload: text('in at last') }, { timeout: 15_000 });
+      } catch (error) {
+        if (error.kind !== 'closed') throw error; // sent on a connection that was refused
+      }
+    }
+    assert.deepEqual(answer, { payload: text('in at last') });
+    assert.equal(client.state, 'open');
+    await client.close();
+    await Promise.all(fillers.map((c) => c.close()));
+    server.child.kill('SIGKILL');
   });
 }
