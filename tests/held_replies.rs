@@ -1,0 +1,120 @@
+//! A peer that asks for many large replies and never reads them holds the
+//! server's memory only up to the outbound high-water mark: replies of
+//! finished handlers are taken only below it.
+//!
+//! A global allocator counts the bytes alive in the whole process (the
+//! server runs in it), so what the server holds is measured, not guessed.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ternio::protocol::frame::{self, Flags, Framing, Header};
+use ternio::{Packet, Server, packet_controller};
+use ternio_tests::Echo;
+
+struct LiveBytes;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: defers to the system allocator and only counts sizes.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for LiveBytes {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: LiveBytes = LiveBytes;
+
+/// 0x0500: answered, after a yield, with an `Echo` of `size` bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0500)]
+struct Large {
+    size: u32,
+}
+
+#[derive(Default)]
+struct LargeReplies;
+
+#[packet_controller(explicit)]
+impl LargeReplies {
+    async fn large(request: Large) -> Echo {
+        tokio::task::yield_now().await;
+        Echo {
+            payload: Bytes::from(vec![7; request.size as usize]),
+        }
+    }
+}
+
+const REPLY: u32 = 256 * 1024;
+const REQUESTS: u32 = 64;
+const HIGH_WATER: usize = 256 * 1024;
+
+#[test]
+fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(LargeReplies)
+        .map_tcp("127.0.0.1:0")
+        .config(ternio::ServerConfig {
+            outbound_high_water: HIGH_WATER,
+            write_timeout: Duration::from_secs(60),
+            ..ternio::ServerConfig::default()
+        })
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(server.run()).unwrap();
+    });
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let mut requests = BytesMut::new();
+    for id in 1..=REQUESTS {
+        frame::write_frame(
+            &mut requests,
+            Framing::LengthPrefixed,
+            Header::new(Large::OPCODE, Flags::NONE, id),
+            &Large { size: REPLY },
+            usize::MAX,
+        )
+        .unwrap();
+    }
+    let baseline = LIVE.load(Ordering::SeqCst);
+    // 16 MiB of replies asked for, none read.
+    stream.write_all(&requests).unwrap();
+    let mut most = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        most = most.max(LIVE.load(Ordering::SeqCst).saturating_sub(baseline));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("held at most {most} bytes for {REQUESTS} unread replies of {REPLY} bytes");
+    // The high-water mark, one reply past it, and the connection's buffers;
+    // not the 16 MiB asked for.
+    assert!(
+        most < 4 * 1024 * 1024,
+        "the server held {most} bytes of replies nobody reads"
+    );
+    drop(stream);
+}
