@@ -264,7 +264,17 @@ async fn bad_urls_and_paths_are_reported_as_such() {
     let (_, ws, _server) = start_server_with_ws(|b| b);
     let result = Client::connect_ws(&format!("ws://{ws}/elsewhere")).await;
     assert!(
-        matches!(result, Err(ClientError::WebSocket(_))),
+        matches!(result, Err(ClientError::UpgradeRefused(404))),
+        "{:?}",
+        result.err()
+    );
+    // A server whose limits refuse the client answers 503 before the
+    // upgrade: the error a reconnect takes as "busy".
+    let (_, ws, _server) = start_server_with_ws(|b| b.max_connections_per_ip(1));
+    let _first = Client::connect_ws(&format!("ws://{ws}/ws")).await.unwrap();
+    let result = Client::connect_ws(&format!("ws://{ws}/ws")).await;
+    assert!(
+        matches!(result, Err(ClientError::UpgradeRefused(503))),
         "{:?}",
         result.err()
     );

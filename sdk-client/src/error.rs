@@ -129,6 +129,15 @@ pub enum ClientError {
     /// The server refused or botched the WebSocket upgrade.
     #[error("WebSocket upgrade failed: {0}")]
     WebSocket(String),
+    /// The server answered the WebSocket upgrade with this HTTP status
+    /// instead of switching protocols: 503 when its connection limits
+    /// refuse the client (then a reconnect waits
+    /// [`ReconnectPolicy::busy_delay`](crate::ReconnectPolicy::busy_delay)
+    /// first), 404 for a path it does not serve.
+    #[error(
+        "WebSocket upgrade refused: the server answered HTTP {0} instead of switching protocols"
+    )]
+    UpgradeRefused(u16),
     /// The server did not select the subprotocol `ternio.v2` that the client
     /// offered: it speaks something else.
     #[error("the server did not select the WebSocket subprotocol ternio.v2: {0}")]

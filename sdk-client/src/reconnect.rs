@@ -52,7 +52,9 @@ use crate::error::CloseReason;
 /// so that clients dropped together do not all come back together. When
 /// the connection (or the last attempt's new connection) ended with
 /// `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN` (the server is full, or
-/// going away and probably restarting), the next attempt waits `busy_delay`
+/// going away and probably restarting), or the last attempt's WebSocket
+/// upgrade was refused with HTTP 503 (how a Ternio server refuses a
+/// WebSocket client its limits do not admit), the next attempt waits `busy_delay`
 /// and then a random delay drawn as above from a base of at least
 /// `busy_delay` (by default between 1 and 2 s for the first attempts, at
 /// most `busy_delay + max(max_delay, busy_delay)`), spread so that a

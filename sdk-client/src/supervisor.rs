@@ -117,6 +117,9 @@ async fn reconnect(
         let opened = match opened {
             Ok(opened) => opened,
             Err(error) => {
+                // A WebSocket upgrade refused with 503 is the server's
+                // connection limits: as busy as `TOO_MANY_CONNECTIONS`.
+                busy = matches!(error, ClientError::UpgradeRefused(503));
                 last_error = error.to_string();
                 tracing::debug!(attempt, error = %last_error, "reconnect attempt failed");
                 attempt = attempt.saturating_add(1);

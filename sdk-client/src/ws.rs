@@ -153,10 +153,7 @@ fn upgrade_error(error: WsError) -> ClientError {
         WsError::Protocol(ProtocolError::SecWebSocketSubProtocolError(error)) => {
             ClientError::Subprotocol(error.to_string())
         }
-        WsError::Http(response) => ClientError::WebSocket(format!(
-            "the server answered HTTP {} instead of switching protocols",
-            response.status()
-        )),
+        WsError::Http(response) => ClientError::UpgradeRefused(response.status().as_u16()),
         other => ClientError::WebSocket(other.to_string()),
     }
 }
