@@ -1,9 +1,11 @@
-//! A peer that asks for many large replies and never reads them holds the
-//! server's memory only up to the outbound high-water mark: replies of
-//! finished handlers are taken only below it.
+//! What a peer can make the server hold on the heap: many large replies it
+//! never reads stop at the outbound high-water mark (replies of finished
+//! handlers are taken only below it); a frame announced large and sent a
+//! little at a time costs what arrived, not what was announced.
 //!
 //! A global allocator counts the bytes alive in the whole process (the
 //! server runs in it), so what the server holds is measured, not guessed.
+//! The count is process-wide: one test measures at a time.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
@@ -43,6 +45,44 @@ unsafe impl GlobalAlloc for LiveBytes {
 #[global_allocator]
 static GLOBAL: LiveBytes = LiveBytes;
 
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Starts `server` on a current-thread runtime of its own thread.
+fn run(server: Server) -> std::net::SocketAddr {
+    let address = server.tcp_addrs()[0];
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(server.run()).unwrap();
+    });
+    address
+}
+
+/// Waits (up to 10 s) until the bytes alive are back near `baseline`: the
+/// server freed what the test's connections held, so the next test
+/// measures only its own.
+fn settle(baseline: usize) {
+    let started = Instant::now();
+    while LIVE.load(Ordering::SeqCst) > baseline + 256 * 1024
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The most bytes alive above `baseline` while `for_how_long` passes.
+fn most_alive(baseline: usize, for_how_long: Duration) -> usize {
+    let mut most = 0;
+    let started = Instant::now();
+    while started.elapsed() < for_how_long {
+        most = most.max(LIVE.load(Ordering::SeqCst).saturating_sub(baseline));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    most
+}
+
 /// 0x0500: answered, after a yield, with an `Echo` of `size` bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0500)]
@@ -69,6 +109,9 @@ const HIGH_WATER: usize = 256 * 1024;
 
 #[test]
 fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let server = Server::builder()
         .discover_controllers(false)
         .controller(LargeReplies)
@@ -80,14 +123,7 @@ fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
         })
         .build()
         .unwrap();
-    let address = server.tcp_addrs()[0];
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(server.run()).unwrap();
-    });
+    let address = run(server);
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let mut requests = BytesMut::new();
     for id in 1..=REQUESTS {
@@ -103,12 +139,7 @@ fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
     let baseline = LIVE.load(Ordering::SeqCst);
     // 16 MiB of replies asked for, none read.
     stream.write_all(&requests).unwrap();
-    let mut most = 0;
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(2) {
-        most = most.max(LIVE.load(Ordering::SeqCst).saturating_sub(baseline));
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let most = most_alive(baseline, Duration::from_secs(2));
     println!("held at most {most} bytes for {REQUESTS} unread replies of {REPLY} bytes");
     // The high-water mark, one reply past it, and the connection's buffers;
     // not the 16 MiB asked for.
@@ -117,4 +148,41 @@ fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
         "the server held {most} bytes of replies nobody reads"
     );
     drop(stream);
+    settle(baseline);
+}
+
+#[test]
+fn a_frame_announced_large_costs_what_arrived() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(LargeReplies)
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .unwrap();
+    let address = run(server);
+    // 50 connections, each announcing a 1 MiB frame (the default maximum)
+    // and sending 100 bytes of it.
+    let mut start = (1024u32 * 1024).to_le_bytes().to_vec();
+    start.extend_from_slice(&Header::new(Large::OPCODE, Flags::NONE, 1).to_bytes());
+    start.extend(std::iter::repeat_n(0u8, 93));
+    let baseline = LIVE.load(Ordering::SeqCst);
+    let streams: Vec<_> = (0..50)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(address).unwrap();
+            stream.write_all(&start).unwrap();
+            stream
+        })
+        .collect();
+    let most = most_alive(baseline, Duration::from_secs(1));
+    println!("held at most {most} bytes for 50 frames announced at 1 MiB, 100 bytes sent");
+    // A read buffer of a few KiB each, not the 50 MiB announced.
+    assert!(
+        most < 4 * 1024 * 1024,
+        "the server held {most} bytes for frames that did not arrive"
+    );
+    drop(streams);
+    settle(baseline);
 }
