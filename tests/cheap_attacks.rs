@@ -342,3 +342,24 @@ async fn a_failed_handshake_closes_a_connection_that_must_be_encrypted() {
         Some(DisconnectReason::HandshakeTimeout)
     );
 }
+
+/// An HTTP upgrade trickled a byte at a time is closed at the upgrade
+/// timeout (a bound that predates the frame timeout; tested here with the
+/// other trickles, as the outside probe tries it).
+#[tokio::test]
+async fn a_trickled_websocket_upgrade_is_closed_at_the_upgrade_timeout() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| {
+        b.config(ternio::ServerConfig {
+            websocket_upgrade_timeout: FRAME_TIMEOUT,
+            ..ternio::ServerConfig::default()
+        })
+    });
+    let mut stream = TcpStream::connect(ws_address).await.unwrap();
+    let request = format!(
+        "GET /ws HTTP/1.1\r\nHost: {ws_address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    // A byte every 100 ms: the whole request would take about 17 s.
+    let elapsed = trickle(&mut stream, request.as_bytes()).await;
+    assert!(elapsed < FRAME_TIMEOUT * 10, "still open after {elapsed:?}");
+}
