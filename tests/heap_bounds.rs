@@ -47,8 +47,16 @@ static GLOBAL: LiveBytes = LiveBytes;
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Starts `server` on a current-thread runtime of its own thread.
-fn run(server: Server) -> std::net::SocketAddr {
+/// Starts a server of `LargeReplies` with `config` on a current-thread
+/// runtime of its own thread.
+fn run(config: ternio::ServerConfig) -> std::net::SocketAddr {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(LargeReplies)
+        .map_tcp("127.0.0.1:0")
+        .config(config)
+        .build()
+        .unwrap();
     let address = server.tcp_addrs()[0];
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -112,18 +120,11 @@ fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
     let _one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(LargeReplies)
-        .map_tcp("127.0.0.1:0")
-        .config(ternio::ServerConfig {
-            outbound_high_water: HIGH_WATER,
-            write_timeout: Duration::from_secs(60),
-            ..ternio::ServerConfig::default()
-        })
-        .build()
-        .unwrap();
-    let address = run(server);
+    let address = run(ternio::ServerConfig {
+        outbound_high_water: HIGH_WATER,
+        write_timeout: Duration::from_secs(60),
+        ..ternio::ServerConfig::default()
+    });
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let mut requests = BytesMut::new();
     for id in 1..=REQUESTS {
@@ -156,13 +157,7 @@ fn a_frame_announced_large_costs_what_arrived() {
     let _one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(LargeReplies)
-        .map_tcp("127.0.0.1:0")
-        .build()
-        .unwrap();
-    let address = run(server);
+    let address = run(ternio::ServerConfig::default());
     // 50 connections, each announcing a 1 MiB frame (the default maximum)
     // and sending 100 bytes of it.
     let mut start = (1024u32 * 1024).to_le_bytes().to_vec();
