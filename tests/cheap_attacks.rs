@@ -363,3 +363,65 @@ async fn a_trickled_websocket_upgrade_is_closed_at_the_upgrade_timeout() {
     let elapsed = trickle(&mut stream, request.as_bytes()).await;
     assert!(elapsed < FRAME_TIMEOUT * 10, "still open after {elapsed:?}");
 }
+
+/// Reading steadily but far below the minimum drain rate, while replies
+/// pile up: before, any progress restarted the write timeout, so such a
+/// peer held its connection's buffers for as long as it liked.
+#[tokio::test]
+async fn a_peer_that_reads_steadily_below_the_drain_rate_is_a_slow_consumer() {
+    let causes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&causes);
+    // Spans of 2 s must each drain 8 MiB (4 MiB/s); the peer reads about
+    // 1 MB/s: it makes progress all the time, and keeps up with nothing.
+    let config = ternio::ServerConfig {
+        write_timeout: Duration::from_secs(2),
+        min_drain_rate: 4 * 1024 * 1024,
+        outbound_high_water: 256 * 1024,
+        ..ternio::ServerConfig::default()
+    };
+    let (address, _server) = start_server(move |b| {
+        b.config(config)
+            .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
+    });
+    let stream = TcpStream::connect(address).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // 160 echoes of 256 KiB: 40 MiB to send back, more than 1 MB/s drains
+    // in the test's patience.
+    let mut request = ternio::protocol::BytesMut::new();
+    let echo = Echo {
+        payload: Bytes::from(vec![1; 256 * 1024]),
+    };
+    frame::write_frame(
+        &mut request,
+        Framing::LengthPrefixed,
+        Header::new(Echo::OPCODE, Flags::NONE, 1),
+        &echo,
+        usize::MAX,
+    )
+    .unwrap();
+    tokio::spawn(async move {
+        for _ in 0..160 {
+            if writer.write_all(&request).await.is_err() {
+                break;
+            }
+        }
+    });
+    // 16 KiB every 16 ms: about 1 MB/s.
+    let steady = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(16)).await,
+            }
+        }
+    });
+    assert_eq!(
+        first_cause(&causes).await,
+        Some(ternio::CloseCause::Disconnected(
+            DisconnectReason::SlowConsumer
+        ))
+    );
+    steady.abort();
+}

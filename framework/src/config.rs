@@ -90,13 +90,15 @@ pub struct ServerConfig {
     /// large frame. On WebSocket it is checked once the message is whole
     /// (it is then still bounded by `max_frame_size`). Default 4 KiB.
     pub max_frame_size_before_handshake: usize,
-    /// While frames wait for a connection's peer to read them, every span
-    /// of this long must see at least [`min_drain_rate`](Self::min_drain_rate)
-    /// times it written (at least one byte); a peer that reads less gets
-    /// `DISCONNECT SLOW_CONSUMER`. Default 30 s.
+    /// The span over which a peer must read what waits for it: a span
+    /// opens when frames wait; if frames still wait when it ends (the
+    /// socket's own buffer is full), it must have drained
+    /// [`min_drain_rate`](Self::min_drain_rate) times its length, or all
+    /// that was queued during it if that is less, and at least a byte;
+    /// otherwise `DISCONNECT SLOW_CONSUMER`. Default 30 s.
     pub write_timeout: Duration,
-    /// Bytes per second a peer must read while frames wait for it, measured
-    /// over each [`write_timeout`](Self::write_timeout): reading a byte now
+    /// Bytes per second a peer must read while frames wait for it, over
+    /// each [`write_timeout`](Self::write_timeout): reading a little now
     /// and then does not hold the connection's buffers. Default 1,024 (30
     /// KiB per 30 s: far below any real link, far above a trickle).
     pub min_drain_rate: usize,

@@ -169,6 +169,8 @@ struct WriteStall {
     armed: bool,
     /// Bytes written since the current span began.
     drained: usize,
+    /// Bytes waiting in the outbound buffer when the span began.
+    queued_at_start: usize,
 }
 
 /// Where the connection's secure session stands (section 5).
@@ -261,6 +263,7 @@ impl Session {
                 timer: None,
                 armed: false,
                 drained: 0,
+                queued_at_start: 0,
             },
             idle_hint: false,
             open_buf: BytesMut::new(),
@@ -323,10 +326,15 @@ impl Session {
         std::mem::take(&mut self.idle_hint)
     }
 
-    /// Called by the transport after each write attempt: `waiting` while
-    /// bytes wait to be written, `written` bytes got out. While bytes wait,
-    /// each span of the write timeout must drain the minimum drain rate's
-    /// worth (at least a byte); otherwise the connection is closed with
+    /// Called by the transport after each write attempt while bytes wait
+    /// (`waiting`) or a span is open ([`write_stall_armed`](Self::write_stall_armed)),
+    /// with the bytes `written`. A span of the write timeout opens when
+    /// bytes wait; it is judged when it ends if bytes still wait then (the
+    /// socket's own buffer is full: the peer is behind): it must have
+    /// drained the minimum rate's worth, or everything queued during the
+    /// span if that is less, and at least a byte. Momentary emptiness of
+    /// the outbound buffer does not end a span (the socket's buffer hides
+    /// how far behind the peer is). Otherwise the connection is closed with
     /// `SLOW_CONSUMER`, and this returns true.
     pub(crate) fn poll_write_stall(
         &mut self,
@@ -334,19 +342,21 @@ impl Session {
         waiting: bool,
         written: usize,
     ) -> bool {
-        let config = &self.server.config;
-        let stall = &mut self.write_stall;
-        if !waiting {
-            stall.armed = false;
-            return false;
-        }
         if self.closed.is_some() {
             return false;
         }
-        stall.drained = stall.drained.saturating_add(written);
-        if !stall.armed {
+        let config = &self.server.config;
+        let queued = self.out.len();
+        let stall = &mut self.write_stall;
+        if stall.armed {
+            stall.drained = stall.drained.saturating_add(written);
+        } else {
+            if !waiting {
+                return false;
+            }
             stall.armed = true;
-            stall.drained = written;
+            stall.drained = 0;
+            stall.queued_at_start = queued;
             let deadline = tokio::time::Instant::now() + config.write_timeout;
             match &mut stall.timer {
                 Some(timer) => timer.as_mut().reset(deadline),
@@ -360,19 +370,29 @@ impl Session {
         if !expired {
             return false;
         }
-        let required = (config.min_drain_rate as f64 * config.write_timeout.as_secs_f64()) as usize;
-        if stall.drained >= required.max(1) {
+        stall.armed = false;
+        if !waiting {
+            // Nothing waits: the peer took all there was.
+            return false;
+        }
+        let queued_during = (stall.drained + queued).saturating_sub(stall.queued_at_start);
+        let rate = (config.min_drain_rate as f64 * config.write_timeout.as_secs_f64()) as usize;
+        if stall.drained >= rate.min(queued_during).max(1) {
             // Enough got out: a new span begins.
-            stall.armed = false;
             return self.poll_write_stall(cx, waiting, 0);
         }
-        stall.armed = false;
         let message = format!(
             "{} bytes read in {:?} while more waited: the peer does not keep up",
             stall.drained, config.write_timeout
         );
         self.close_now(&Violation::new(DisconnectReason::SlowConsumer, message));
         true
+    }
+
+    /// Whether a span of the write timeout is open: the transport reports
+    /// its writes (none, when nothing waits) until it ends.
+    pub(crate) fn write_stall_armed(&self) -> bool {
+        self.write_stall.armed
     }
 
     /// Runs the connection's quiet timer: after [`QUIET_AFTER`] without

@@ -163,6 +163,9 @@ impl TcpConnection {
                 if self.session.poll_write_stall(cx, waiting, wrote) {
                     return Poll::Ready(Exit::Closed);
                 }
+            } else if self.session.write_stall_armed() {
+                // The span ends (and is not judged) if nothing waits then.
+                self.session.poll_write_stall(cx, false, 0);
             }
             if self.session.out.is_empty() && self.session.take_idle_hint() {
                 self.release_buffers();
