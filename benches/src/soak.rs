@@ -217,6 +217,11 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let attack_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("attacker")
+        .enable_all()
+        .build()?;
     let phases: &[bool] = if args.compare {
         &[false, true]
     } else if args.attackers {
@@ -247,7 +252,15 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
             }
         );
         let log = args.out.join(format!("server-{name}.log"));
-        let figures = run_phase(&runtime, &settings, &binary, &log, name, attack)?;
+        let figures = run_phase(
+            &runtime,
+            &attack_runtime,
+            &settings,
+            &binary,
+            &log,
+            name,
+            attack,
+        )?;
         print_phase(&figures);
         append(&jsonl, &environment, &figures)?;
         results.push(figures);
@@ -297,6 +310,7 @@ fn append<T: Serialize>(
 
 fn run_phase(
     runtime: &tokio::runtime::Runtime,
+    attack_runtime: &tokio::runtime::Runtime,
     settings: &Settings,
     binary: &std::path::Path,
     log: &std::path::Path,
@@ -331,7 +345,7 @@ fn run_phase(
         bail!("a phase of {duration:?} leaves no measurement window after a ramp of {ramp:?}");
     }
 
-    let (client_tasks, attack_tasks, attack_stats) = runtime.block_on(async {
+    let client_tasks = runtime.block_on(async {
         let now = tokio::time::Instant::now();
         let addresses = settings.clients.div_ceil(CLIENTS_PER_ADDRESS).max(1);
         let interval = Duration::from_millis(settings.interval_ms);
@@ -349,18 +363,22 @@ fn run_phase(
                 tokio::spawn(clients::run(plan, shared.clone(), stop_rx.clone()))
             })
             .collect();
-        let mut attack_tasks = Vec::new();
-        let mut attack_stats = Vec::new();
-        if attack {
-            for (kind, count) in settings.attackers {
-                let (stats, tasks) =
-                    attackers::spawn(kind, count, target, stop_rx.clone(), open_now.clone());
-                attack_stats.push(stats);
-                attack_tasks.extend(tasks);
-            }
-        }
-        (client_tasks, attack_tasks, attack_stats)
+        client_tasks
     });
+    // The attackers get their own runtime (their own threads), as they
+    // would be other machines: a slow syscall of theirs (a bind that scans
+    // ports) must not stall the well-behaved clients' workers.
+    let mut attack_tasks = Vec::new();
+    let mut attack_stats = Vec::new();
+    if attack {
+        let _entered = attack_runtime.enter();
+        for (kind, count) in settings.attackers {
+            let (stats, tasks) =
+                attackers::spawn(kind, count, target, stop_rx.clone(), open_now.clone());
+            attack_stats.push(stats);
+            attack_tasks.extend(tasks);
+        }
+    }
 
     // The timeline, on this thread: open the window, report progress, stop.
     let mut window_opened = None;

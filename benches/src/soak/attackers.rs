@@ -435,6 +435,9 @@ async fn behave(
                 }
             })
             .await;
+            // Close with a reset, as a flood would: no TIME_WAIT left on
+            // this side to make the next bind scan the port range.
+            let _ = stream.set_zero_linger();
             match answered {
                 Ok(Some(true)) => {
                     stats.work.fetch_add(1, Ordering::Relaxed);
