@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p ternio-bench -- compare [--quick] [--only NAMES] [--out DIR] [--check]
 //! cargo run --release -p ternio-bench -- smoke
+//! cargo run --release -p ternio-bench -- soak [--quick] [--compare] [--duration 10m]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -16,6 +17,10 @@
 //! --tool=callgrind"` (or `strace -f -c -o FILE`) runs every server child under
 //! that command, to profile a server in place. The micro-benchmarks are
 //! `cargo bench -p ternio-bench`.
+//!
+//! `soak` (see `soak.rs`) runs thousands of well-behaved clients beside
+//! attackers against the release `echo_server` example; it needs that
+//! example built, and is never part of `smoke`.
 //!
 //! `--scenarios backplane` measures group broadcasts across two nodes joined
 //! by the Redis backplane (see `scenarios/backplane.rs`); it starts its own
@@ -41,6 +46,7 @@ mod redis_server;
 mod report;
 mod results;
 mod scenarios;
+mod soak;
 mod tls;
 mod usage;
 mod workload;
@@ -86,6 +92,9 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Well-behaved clients and attackers against the release `echo_server`
+    /// example with its defaults, for minutes (not part of CI).
+    Soak(soak::SoakArgs),
     /// Runs one server child (used by the harness itself).
     #[command(hide = true)]
     Serve {
@@ -157,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             compare(mode, args.common)
         }
         Command::Smoke(common) => compare(Mode::Smoke, common),
+        Command::Soak(args) => soak::run(args),
         Command::Report { from, out } => {
             let rows = results::read(&from)?;
             let Some(first) = rows.first() else {
