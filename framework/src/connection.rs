@@ -179,10 +179,10 @@ enum Security {
     Plain { deadline: Option<Pin<Box<Sleep>>> },
     /// The handshake completed: every frame in either direction is sealed.
     Secure(Box<SecureChannel>),
-    /// A handshake was tried and failed: no other may follow. The deadline
-    /// of `Plain` still runs: a server that requires encryption closes the
-    /// connection when it passes.
-    Failed { deadline: Option<Pin<Box<Sleep>>> },
+    /// A handshake was tried and failed: no other may follow. (A server
+    /// that requires encryption closes the connection then, so no deadline
+    /// is left to run.)
+    Failed,
 }
 
 impl Security {
@@ -197,8 +197,8 @@ impl Security {
     /// The handshake deadline still running, if any.
     fn deadline(&mut self) -> Option<&mut Pin<Box<Sleep>>> {
         match self {
-            Self::Plain { deadline } | Self::Failed { deadline } => deadline.as_mut(),
-            Self::Secure(_) => None,
+            Self::Plain { deadline } => deadline.as_mut(),
+            Self::Secure(_) | Self::Failed => None,
         }
     }
 }
@@ -764,11 +764,7 @@ impl Session {
         code: ErrorCode,
         error: &dyn std::fmt::Display,
     ) -> Flow {
-        let deadline = match &mut self.security {
-            Security::Plain { deadline } => deadline.take(),
-            _ => None,
-        };
-        self.security = Security::Failed { deadline };
+        self.security = Security::Failed;
         tracing::debug!(connection = %self.connection.id, %error, "handshake failed");
         if let Some(metrics) = &self.server.metrics {
             metrics.handshake(false);
