@@ -230,29 +230,29 @@ async fn first_cause(
     None
 }
 
-/// A peer that reads far less than the minimum drain rate while its
-/// replies pile up is closed as a slow consumer. (The kernel's socket
-/// buffers decide how often such a peer lets the server write at all, so
-/// this does not isolate the rate from the plain write timeout.)
-#[tokio::test]
-async fn a_peer_that_reads_far_too_little_is_a_slow_consumer() {
+/// Runs a server with `config`, sends it `requests` echoes of 256 KiB
+/// from a client that reads `chunk` bytes every `pause` (with a 4 KiB
+/// receive buffer when `small_buffer`), and returns why the server closed
+/// the connection, if it did within `PATIENCE`.
+async fn close_cause_of_slow_reader(
+    config: ternio::ServerConfig,
+    requests: usize,
+    chunk: usize,
+    pause: Duration,
+    small_buffer: bool,
+) -> Option<ternio::CloseCause> {
     let causes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&causes);
-    let config = ternio::ServerConfig {
-        write_timeout: Duration::from_millis(500),
-        min_drain_rate: 256 * 1024,
-        outbound_high_water: 64 * 1024,
-        ..ternio::ServerConfig::default()
-    };
     let (address, _server) = start_server(move |b| {
         b.config(config)
             .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
     });
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
+    if small_buffer {
+        socket.set_recv_buffer_size(4096).unwrap();
+    }
     let stream = socket.connect(address).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
-    // Echoes of 256 KiB, more than the socket buffers hold.
     let mut request = ternio::protocol::BytesMut::new();
     let echo = Echo {
         payload: Bytes::from(vec![1; 256 * 1024]),
@@ -266,30 +266,46 @@ async fn a_peer_that_reads_far_too_little_is_a_slow_consumer() {
     )
     .unwrap();
     tokio::spawn(async move {
-        for _ in 0..40 {
+        for _ in 0..requests {
             if writer.write_all(&request).await.is_err() {
                 break;
             }
         }
     });
-    // 512 bytes every 50 ms: 10 KiB/s, far below the 256 KiB/s asked.
-    let trickle = tokio::spawn(async move {
+    let reading = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
-        let mut buf = [0u8; 512];
+        let mut buf = vec![0u8; chunk];
         loop {
             match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Ok(_) => tokio::time::sleep(pause).await,
             }
         }
     });
+    let cause = first_cause(&causes).await;
+    reading.abort();
+    cause
+}
+
+/// A peer that reads far less than the minimum drain rate while its
+/// replies pile up is closed as a slow consumer.
+#[tokio::test]
+async fn a_peer_that_reads_far_too_little_is_a_slow_consumer() {
+    let config = ternio::ServerConfig {
+        write_timeout: Duration::from_millis(500),
+        min_drain_rate: 256 * 1024,
+        outbound_high_water: 64 * 1024,
+        ..ternio::ServerConfig::default()
+    };
+    // 40 echoes of 256 KiB, more than the socket buffers hold; 512 bytes
+    // read every 50 ms: 10 KiB/s, far below the 256 KiB/s asked.
+    let cause = close_cause_of_slow_reader(config, 40, 512, Duration::from_millis(50), true).await;
     assert_eq!(
-        first_cause(&causes).await,
+        cause,
         Some(ternio::CloseCause::Disconnected(
             DisconnectReason::SlowConsumer
         ))
     );
-    trickle.abort();
 }
 
 /// Section 5 and the handshake budget: a flood of handshakes gets error 8
@@ -369,59 +385,22 @@ async fn a_trickled_websocket_upgrade_is_closed_at_the_upgrade_timeout() {
 /// peer held its connection's buffers for as long as it liked.
 #[tokio::test]
 async fn a_peer_that_reads_steadily_below_the_drain_rate_is_a_slow_consumer() {
-    let causes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = std::sync::Arc::clone(&causes);
     // Spans of 2 s must each drain 8 MiB (4 MiB/s); the peer reads about
-    // 1 MB/s: it makes progress all the time, and keeps up with nothing.
+    // 1 MB/s (16 KiB every 16 ms): it makes progress all the time, and keeps
+    // up with nothing. 160 echoes of 256 KiB: 40 MiB to send back, more than
+    // 1 MB/s drains in the test's patience.
     let config = ternio::ServerConfig {
         write_timeout: Duration::from_secs(2),
         min_drain_rate: 4 * 1024 * 1024,
         outbound_high_water: 256 * 1024,
         ..ternio::ServerConfig::default()
     };
-    let (address, _server) = start_server(move |b| {
-        b.config(config)
-            .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
-    });
-    let stream = TcpStream::connect(address).await.unwrap();
-    let (mut reader, mut writer) = stream.into_split();
-    // 160 echoes of 256 KiB: 40 MiB to send back, more than 1 MB/s drains
-    // in the test's patience.
-    let mut request = ternio::protocol::BytesMut::new();
-    let echo = Echo {
-        payload: Bytes::from(vec![1; 256 * 1024]),
-    };
-    frame::write_frame(
-        &mut request,
-        Framing::LengthPrefixed,
-        Header::new(Echo::OPCODE, Flags::NONE, 1),
-        &echo,
-        usize::MAX,
-    )
-    .unwrap();
-    tokio::spawn(async move {
-        for _ in 0..160 {
-            if writer.write_all(&request).await.is_err() {
-                break;
-            }
-        }
-    });
-    // 16 KiB every 16 ms: about 1 MB/s.
-    let steady = tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match reader.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(16)).await,
-            }
-        }
-    });
+    let cause =
+        close_cause_of_slow_reader(config, 160, 16 * 1024, Duration::from_millis(16), false).await;
     assert_eq!(
-        first_cause(&causes).await,
+        cause,
         Some(ternio::CloseCause::Disconnected(
             DisconnectReason::SlowConsumer
         ))
     );
-    steady.abort();
 }
