@@ -116,7 +116,7 @@ pub struct ServerConfig {
     pub require_encryption: bool,
     /// With `require_encryption`, how long a connection may go without a
     /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
-    /// A failed handshake does not stop this clock.
+    /// A failed handshake closes the connection at once (none can follow).
     pub handshake_timeout: Duration,
     /// Handshakes the whole server runs per second (each costs a few X25519
     /// operations, about 0.1 ms of CPU): past it, a `HANDSHAKE` is answered
