@@ -47,7 +47,7 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
     // One timer serves every request: it must move earlier for this one.
-    let long = tokio::spawn({
+    let long = spawn_started({
         let client = client.clone();
         async move {
             client
@@ -57,8 +57,8 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
                 )
                 .await
         }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await;
     let started = Instant::now();
     let short = client
         .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 2 }, Duration::from_millis(80))
@@ -69,7 +69,8 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
         "{short:?}"
     );
     assert!(
-        waited >= Duration::from_millis(80) && waited < Duration::from_millis(1000),
+        // Before the long request's answer (1.5 s) could have woken anything.
+        waited >= Duration::from_millis(80) && waited < Duration::from_millis(1400),
         "timed out after {waited:?}"
     );
     // The long request is still answered.
@@ -102,11 +103,11 @@ async fn the_in_flight_limit_is_an_error_and_a_dropped_request_frees_its_slot() 
     };
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let slow = client.clone();
-    let waiting = tokio::spawn(async move {
-        slow.request_async::<_, Slept>(&Sleep { ms: 300, tag: 1 })
+    let waiting = spawn_started(async move {
+        slow.request_async::<_, Slept>(&Sleep { ms: 1000, tag: 1 })
             .await
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await;
     let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::TooManyInFlight(1))),
@@ -230,13 +231,13 @@ async fn close_fails_pending_requests_and_tells_the_server() {
     let client = Client::connect_tcp(address).await.unwrap();
     let pending = {
         let client = client.clone();
-        tokio::spawn(async move {
+        spawn_started(async move {
             client
                 .request_async::<_, Slept>(&Sleep { ms: 3000, tag: 1 })
                 .await
         })
+        .await
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let started = Instant::now();
     client.close().await;
     let result = pending.await.unwrap();
@@ -244,7 +245,8 @@ async fn close_fails_pending_requests_and_tells_the_server() {
         matches!(result, Err(ClientError::Closed(CloseReason::Local))),
         "{result:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(1));
+    // At once, not after the request's 3 s.
+    assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(client.close_reason(), Some(CloseReason::Local));
     // The server is unaffected.
     let other = Client::connect_tcp(address).await.unwrap();

@@ -68,9 +68,10 @@ async fn the_prometheus_endpoint_counts_the_traffic() {
     raw.send_raw(&[0xFF, 0xFF, 0xFF, 0x7F]).await.unwrap();
     while raw.recv().await.is_some() {}
 
-    // The endpoint starts with the server; give it a moment, then read.
+    // The endpoint starts with the server; read until it counts the close
+    // (for up to 10 s).
     let mut text = String::new();
-    for _ in 0..50 {
+    for _ in 0..200 {
         text = scrape(metrics_address).await;
         if sample(
             &text,

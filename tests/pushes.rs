@@ -176,7 +176,8 @@ async fn a_subscriber_that_falls_behind_loses_pushes_without_blocking_the_reader
     let started = Instant::now();
     let sum: Sum = client.request_async(&Add { a: 1, b: 2 }).await.unwrap();
     assert_eq!(sum, Sum(3));
-    assert!(started.elapsed() < Duration::from_secs(1));
+    // A held-up reader would leave it unanswered until its 10 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(5));
 
     assert_eq!(take(&mut fast, 500).await, notes(0..500));
     // The slow one kept the first 8 and lost the rest; the tiny one, 1.

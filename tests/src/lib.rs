@@ -14,6 +14,9 @@ use ternio::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod wait;
+pub use wait::{PATIENCE, eventually, spawn_started};
+
 /// 0x0001: echoed back.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0001)]
