@@ -30,7 +30,7 @@ const ROOM: &str = "lobby";
 fn config(url: &str, prefix: &str) -> RedisConfig {
     RedisConfig::new(url, ClusterSecret::new(SECRET).unwrap())
         .prefix(prefix)
-        .heartbeat(Duration::from_millis(100), Duration::from_millis(1000))
+        .heartbeat(Duration::from_millis(250), Duration::from_secs(3))
         .response_timeout(Duration::from_secs(2))
 }
 
