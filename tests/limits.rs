@@ -1,5 +1,6 @@
 //! Connection limits, the idle and write timeouts, the in-flight limit,
-//! a flood of connections, and a shutdown under load.
+//! a flood of connections, and a shutdown under load; the write timeout
+//! over WebSocket as well as TCP.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,12 +8,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use ternio::protocol::Decode;
-use ternio::protocol::frame::{self, Flags, Framing, Header};
-use ternio::protocol::system::{self, Ping, Pong};
+use futures_util::{SinkExt, StreamExt};
+use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
+use ternio::protocol::system::{self, Disconnect, Ping, Pong};
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Frame};
 use ternio::{CloseCause, DisconnectReason, Packet, Server, ServerConfig, packet_controller};
 use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio_tungstenite::MaybeTlsStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// How long a test waits for the server to act (wide: a loaded machine).
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -179,48 +186,278 @@ async fn an_idle_peer_is_pinged_then_closed_and_one_that_answers_stays() {
     assert!(served(&mut polite).await);
 }
 
-#[tokio::test]
-async fn a_peer_that_does_not_read_is_closed_after_the_write_timeout() {
+/// 0x0402: never answered: it runs until the connection closes, when the
+/// server cancels it (and tells [`OnCancelled`]). The test learns the moment
+/// the server gave up on a peer without reading from it.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0402)]
+struct Hold;
+
+/// Middleware that notifies when a request of `opcode` is cancelled (its
+/// connection closed first).
+struct OnCancelled {
+    opcode: u16,
+    notify: Arc<Notify>,
+}
+
+impl ternio::Middleware for OnCancelled {
+    fn after(&self, request: &ternio::RequestInfo<'_>, outcome: ternio::Outcome, _: Duration) {
+        if request.header().opcode == self.opcode && outcome == ternio::Outcome::Cancelled {
+            self.notify.notify_one();
+        }
+    }
+
+    fn uses_elapsed(&self) -> bool {
+        false
+    }
+}
+
+/// 0x0403: answered with an [`Echo`] of `len` bytes: a large answer to a
+/// small request (what a peer that does not read leaves unread stays small).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0403)]
+struct Large {
+    len: u32,
+}
+
+#[derive(Default)]
+struct HoldController;
+
+#[packet_controller(explicit)]
+impl HoldController {
+    async fn hold(_request: Hold) {
+        std::future::pending::<()>().await
+    }
+
+    fn large(request: Large) -> Echo {
+        Echo {
+            payload: Bytes::from(vec![7; request.len as usize]),
+        }
+    }
+}
+
+/// The write timeout of the tests below.
+const WRITE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A server with the test controller and [`HoldController`], a short write
+/// timeout, and a close linger long enough for the test to read what is
+/// left once the server gave up on the peer.
+struct StallingServer {
+    tcp: SocketAddr,
+    ws: SocketAddr,
+    _handle: ternio::ServerHandle,
+    /// Notified when the server cancels a [`Hold`].
+    released: Arc<Notify>,
+    /// The close causes, as the disconnect hook sees them.
+    causes: Arc<Mutex<Vec<CloseCause>>>,
+}
+
+fn stalling_server() -> StallingServer {
     let causes = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&causes);
+    let released = Arc::new(Notify::new());
+    let signal = Arc::clone(&released);
     let config = ServerConfig {
-        write_timeout: Duration::from_millis(300),
+        write_timeout: WRITE_TIMEOUT,
         outbound_high_water: 64 * 1024,
+        close_linger: PATIENCE,
         ..ServerConfig::default()
     };
-    let (address, _server) = start_server(move |b| {
+    let (tcp, ws, handle) = start_server_with_ws(move |b| {
         b.config(config)
+            .controller(HoldController)
+            .middleware(OnCancelled {
+                opcode: Hold::OPCODE,
+                notify: signal,
+            })
             .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
     });
-    let mut stuck = RawConnection::connect_small(address).await;
-    // Ten 1 MB echoes it never reads: the server cannot write them out. (The
-    // server may close before all are sent: later writes may fail.)
-    let mut request = bytes::BytesMut::new();
-    let echo = Echo {
-        payload: Bytes::from(vec![1; 1_000_000]),
-    };
-    ternio::protocol::frame::write_frame(
-        &mut request,
-        ternio::protocol::frame::Framing::LengthPrefixed,
-        Header::new(Echo::OPCODE, Flags::NONE, 1),
-        &echo,
+    StallingServer {
+        tcp,
+        ws,
+        _handle: handle,
+        released,
+        causes,
+    }
+}
+
+/// A `Hold`, then requests for eight answers of 1 MB: more than the socket
+/// buffers hold, in requests of a few bytes. One frame each.
+fn requests_for_a_stall(framing: Framing) -> Vec<Bytes> {
+    let mut frames = Vec::new();
+    let mut hold = BytesMut::new();
+    frame::write_frame(
+        &mut hold,
+        framing,
+        Header::new(Hold::OPCODE, Flags::NONE, 1),
+        &Hold,
         usize::MAX,
     )
     .unwrap();
-    for _ in 0..10 {
-        if stuck.send_raw(&request).await.is_err() {
-            break;
-        }
+    frames.push(hold.freeze());
+    for id in 2..10 {
+        let mut large = BytesMut::new();
+        frame::write_frame(
+            &mut large,
+            framing,
+            Header::new(Large::OPCODE, Flags::NONE, id),
+            &Large { len: 1_000_000 },
+            usize::MAX,
+        )
+        .unwrap();
+        frames.push(large.freeze());
     }
-    let mut waited = Duration::ZERO;
-    while causes.lock().unwrap().is_empty() && waited < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += Duration::from_millis(50);
-    }
-    assert_eq!(
-        causes.lock().unwrap().first(),
-        Some(&CloseCause::Disconnected(DisconnectReason::SlowConsumer))
+    frames
+}
+
+/// Waits for the server to cancel the held request (it closed the connection).
+async fn until_released(released: &Notify) {
+    tokio::time::timeout(PATIENCE, released.notified())
+        .await
+        .expect("the server closes the connection of a peer that does not read");
+}
+
+/// Checks a DISCONNECT of the write timeout: `SLOW_CONSUMER`, with the
+/// write timeout's message (the full push queue closes with the same
+/// reason and "the outbound queue is full").
+fn assert_write_timeout(disconnect: &Disconnect) {
+    assert_eq!(disconnect.reason, DisconnectReason::SlowConsumer);
+    assert!(
+        disconnect
+            .message
+            .contains("while more waited: the peer does not keep up"),
+        "not the write timeout's DISCONNECT: {:?}",
+        disconnect.message
     );
+}
+
+/// Waits for the disconnect hook and checks it saw the server close the
+/// connection with `SLOW_CONSUMER`, once.
+async fn assert_closed_as_slow_consumer(causes: &Mutex<Vec<CloseCause>>) {
+    eventually(
+        async || !causes.lock().unwrap().is_empty(),
+        "the disconnect hook ran",
+    )
+    .await;
+    assert_eq!(
+        *causes.lock().unwrap(),
+        [CloseCause::Disconnected(DisconnectReason::SlowConsumer)]
+    );
+}
+
+/// A peer that sends requests and reads none of their answers is closed
+/// by the write timeout: not before it, with the write timeout's own
+/// DISCONNECT after the answers that were waiting (the test reads them all
+/// once the server gave up), and no push queue involved.
+#[tokio::test]
+async fn a_peer_that_does_not_read_is_closed_after_the_write_timeout() {
+    let server = stalling_server();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(server.tcp).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let started = Instant::now();
+    writer
+        .write_all(&requests_for_a_stall(Framing::LengthPrefixed).concat())
+        .await
+        .unwrap();
+    until_released(&server.released).await;
+    let decided = started.elapsed();
+    assert!(decided >= WRITE_TIMEOUT, "closed after {decided:?}");
+    // Now read: the echoes that were waiting, whole, then the DISCONNECT.
+    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE);
+    let mut buf = BytesMut::new();
+    let mut echoes = 0;
+    let disconnect = loop {
+        let frame = match decoder.decode(&mut buf).unwrap() {
+            Some(frame) => frame,
+            None => {
+                let read = tokio::time::timeout(PATIENCE, reader.read_buf(&mut buf))
+                    .await
+                    .expect("the rest within the linger")
+                    .expect("a clean stream");
+                assert_ne!(read, 0, "the stream ended without a DISCONNECT");
+                continue;
+            }
+        };
+        if frame.header.opcode == system::DISCONNECT {
+            assert_eq!(
+                frame.header,
+                Header::new(system::DISCONNECT, Flags::NONE, 0)
+            );
+            break Disconnect::decode_body(&frame.body).unwrap();
+        }
+        assert_eq!(
+            frame.header,
+            Header::new(Echo::OPCODE, Flags::RESPONSE, 2 + echoes)
+        );
+        echoes += 1;
+    };
+    assert_write_timeout(&disconnect);
+    assert!(echoes >= 1, "the first echo was answered");
+    assert_eq!(reader.read_buf(&mut buf).await.unwrap(), 0, "then the end");
+    drop((reader, writer));
+    assert_closed_as_slow_consumer(&server.causes).await;
+}
+
+/// The same over WebSocket.
+#[tokio::test]
+async fn a_websocket_peer_that_does_not_read_is_closed_after_the_write_timeout() {
+    let server = stalling_server();
+    let ws_address = server.ws;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(ws_address).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (ws, _) = tokio_tungstenite::client_async(
+        format!("ws://{ws_address}/ws"),
+        MaybeTlsStream::Plain(stream),
+    )
+    .await
+    .unwrap();
+    let (mut sink, mut stream) = ws.split();
+    let started = Instant::now();
+    for request in requests_for_a_stall(Framing::Message) {
+        sink.feed(Message::Binary(request)).await.unwrap();
+    }
+    sink.flush().await.unwrap();
+    until_released(&server.released).await;
+    let decided = started.elapsed();
+    assert!(decided >= WRITE_TIMEOUT, "closed after {decided:?}");
+    let mut echoes = 0;
+    let disconnect = loop {
+        let message = tokio::time::timeout(PATIENCE, stream.next())
+            .await
+            .expect("the rest within the linger")
+            .expect("a DISCONNECT before the end")
+            .expect("no error");
+        let Message::Binary(bytes) = message else {
+            panic!("expected a frame, got {message:?}")
+        };
+        let frame = Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap();
+        if frame.header.opcode == system::DISCONNECT {
+            assert_eq!(
+                frame.header,
+                Header::new(system::DISCONNECT, Flags::NONE, 0)
+            );
+            break Disconnect::decode_body(&frame.body).unwrap();
+        }
+        assert_eq!(
+            frame.header,
+            Header::new(Echo::OPCODE, Flags::RESPONSE, 2 + echoes)
+        );
+        echoes += 1;
+    };
+    assert_write_timeout(&disconnect);
+    assert!(echoes >= 1, "the first echo was answered");
+    let close = tokio::time::timeout(PATIENCE, stream.next()).await.unwrap();
+    let Some(Ok(Message::Close(Some(close)))) = close else {
+        panic!("expected the server's Close, got {close:?}")
+    };
+    assert_eq!(close.code, CloseCode::Policy);
+    drop((sink, stream));
+    assert_closed_as_slow_consumer(&server.causes).await;
 }
 
 /// Counts how many `Work` requests run at once, and the most ever.
