@@ -1,6 +1,6 @@
 //! Connection limits, the idle and write timeouts, the in-flight limit,
-//! a flood of connections, and a shutdown under load; the write timeout
-//! over WebSocket as well as TCP.
+//! a flood of connections, and a shutdown under load; the limits and
+//! timeouts over WebSocket as well as TCP.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,10 +16,13 @@ use ternio::{CloseCause, DisconnectReason, Packet, Server, ServerConfig, packet_
 use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
-use tokio_tungstenite::MaybeTlsStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How long a test waits for the server to act (wide: a loaded machine).
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -184,6 +187,173 @@ async fn an_idle_peer_is_pinged_then_closed_and_one_that_answers_stays() {
             .await;
     }
     assert!(served(&mut polite).await);
+}
+
+/// Connects a WebSocket to the test server's `/ws`.
+async fn ws_connect(address: SocketAddr) -> Result<Ws, WsError> {
+    tokio_tungstenite::connect_async(format!("ws://{address}/ws"))
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// A message holding one request frame.
+fn ws_request<P: Packet>(packet: &P, request_id: u32) -> Message {
+    let mut out = BytesMut::new();
+    frame::write_frame(
+        &mut out,
+        Framing::Message,
+        Header::new(P::OPCODE, Flags::NONE, request_id),
+        packet,
+        usize::MAX,
+    )
+    .unwrap();
+    Message::Binary(out.freeze())
+}
+
+/// The server's next message, which must be a binary one: its frame.
+async fn ws_next_frame(ws: &mut Ws) -> Frame {
+    let message = tokio::time::timeout(PATIENCE, ws.next())
+        .await
+        .expect("a message in time")
+        .expect("the stream is open")
+        .expect("no error");
+    let Message::Binary(bytes) = message else {
+        panic!("expected a frame, got {message:?}")
+    };
+    Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap()
+}
+
+/// Whether `ws` is served: a request answered.
+async fn ws_served(ws: &mut Ws) -> bool {
+    ws.send(ws_request(&Add { a: 1, b: 1 }, 77)).await.is_ok()
+        && ws_next_frame(ws).await.header == Header::new(Sum::OPCODE, Flags::RESPONSE, 77)
+}
+
+/// Whether a new WebSocket connection is upgraded and served.
+async fn ws_new_served(address: SocketAddr) -> bool {
+    match ws_connect(address).await {
+        Ok(mut ws) => ws_served(&mut ws).await,
+        Err(_) => false,
+    }
+}
+
+/// A WebSocket connection beyond a limit: refused with HTTP 503 before
+/// any upgrade.
+async fn ws_refused(address: SocketAddr) {
+    match ws_connect(address).await {
+        Err(WsError::Http(response)) => assert_eq!(response.status(), 503),
+        Err(other) => panic!("expected HTTP 503, got {other}"),
+        Ok(_) => panic!("expected HTTP 503, the upgrade succeeded"),
+    }
+}
+
+#[tokio::test]
+async fn the_per_ip_limit_applies_to_websocket_connections() {
+    let (tcp, ws, _server) = start_server_with_ws(|b| b.max_connections_per_ip(2));
+    let mut first = ws_connect(ws).await.unwrap();
+    let mut second = ws_connect(ws).await.unwrap();
+    assert!(ws_served(&mut first).await && ws_served(&mut second).await);
+    ws_refused(ws).await;
+    // The limit is the server's, whatever the listener.
+    refused(tcp).await;
+    // A place freed is a place taken.
+    first.close(None).await.unwrap();
+    drop(first);
+    eventually(
+        async || ws_new_served(ws).await,
+        "a new connection served in the freed place",
+    )
+    .await;
+    // With the exemption, loopback is not limited.
+    let (_tcp, ws, _server) =
+        start_server_with_ws(|b| b.exempt_loopback(true).max_connections_per_ip(2));
+    let mut many = Vec::new();
+    for _ in 0..5 {
+        let mut socket = ws_connect(ws).await.unwrap();
+        assert!(ws_served(&mut socket).await);
+        many.push(socket);
+    }
+}
+
+/// As the TCP test: 3 at once, then one every 3 s.
+#[tokio::test]
+async fn the_accept_rate_per_ip_applies_to_websocket_connections() {
+    let (_tcp, ws, _server) = start_server_with_ws(|b| {
+        b.exempt_loopback(false)
+            .accept_rate_per_ip(3, Duration::from_secs(9))
+    });
+    let first_at = Instant::now();
+    let mut accepted = Vec::new();
+    for _ in 0..3 {
+        let mut socket = ws_connect(ws).await.unwrap();
+        assert!(ws_served(&mut socket).await);
+        accepted.push(socket);
+    }
+    ws_refused(ws).await;
+    eventually(
+        async || ws_new_served(ws).await,
+        "a connection served once the rate refills",
+    )
+    .await;
+    assert!(
+        first_at.elapsed() >= Duration::from_secs(2),
+        "served again {:?} after the first, before the rate refilled",
+        first_at.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_idle_websocket_peer_is_pinged_then_closed_and_one_that_answers_stays() {
+    let (_tcp, ws, _server) =
+        start_server_with_ws(|b| b.idle_timeout(Some(Duration::from_millis(400))));
+    let mut silent = ws_connect(ws).await.unwrap();
+    let started = Instant::now();
+    let ping = ws_next_frame(&mut silent).await;
+    assert_eq!(ping.header.opcode, system::PING);
+    assert_eq!(ping.header.flags, Flags::NONE);
+    assert_ne!(ping.header.request_id, 0, "a PING is a request");
+    let pinged_after = started.elapsed();
+    assert!(
+        pinged_after >= Duration::from_millis(150),
+        "{pinged_after:?}"
+    );
+    let bye = ws_next_frame(&mut silent).await;
+    assert_eq!(bye.header, Header::new(system::DISCONNECT, Flags::NONE, 0));
+    assert_eq!(
+        Disconnect::decode_body(&bye.body).unwrap().reason,
+        DisconnectReason::IdleTimeout
+    );
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    let close = tokio::time::timeout(PATIENCE, silent.next()).await.unwrap();
+    let Some(Ok(Message::Close(Some(close)))) = close else {
+        panic!("expected the server's Close, got {close:?}")
+    };
+    assert_eq!(close.code, CloseCode::Normal);
+
+    // The SDK answers PINGs: an idle client stays connected.
+    let client = Client::connect_ws(&format!("ws://{ws}/ws")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let sum: Sum = client.request_async(&Add { a: 2, b: 2 }).await.unwrap();
+    assert_eq!(sum, Sum(4));
+
+    // A raw peer that answers the PING by hand stays too.
+    let mut polite = ws_connect(ws).await.unwrap();
+    for _ in 0..3 {
+        let ping = ws_next_frame(&mut polite).await;
+        assert_eq!(ping.header.opcode, system::PING);
+        let value = Ping::decode_body(&ping.body).unwrap();
+        let mut pong = BytesMut::new();
+        frame::write_frame(
+            &mut pong,
+            Framing::Message,
+            Header::new(system::PONG, Flags::RESPONSE, ping.header.request_id),
+            &Pong { value: value.value },
+            usize::MAX,
+        )
+        .unwrap();
+        polite.send(Message::Binary(pong.freeze())).await.unwrap();
+    }
+    assert!(ws_served(&mut polite).await);
 }
 
 /// 0x0402: never answered: it runs until the connection closes, when the
