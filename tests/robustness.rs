@@ -132,9 +132,14 @@ async fn the_configured_frame_limit_applies_both_ways() {
         matches!(result, Err(ClientError::FrameTooLarge(_))),
         "{result:?}"
     );
+}
 
-    // A whole request one byte over the limit is refused and not run; at
-    // the limit, the same request runs. (Header 7 + `by` 8 + varint 2.)
+/// A whole request one byte over the limit is refused and not run, as a
+/// request and as a send; at the limit, the same request runs.
+#[tokio::test]
+async fn a_request_over_the_frame_limit_is_refused_and_not_run() {
+    let (address, _server) = start_server(|b| b.max_frame_size(1024));
+    // Header 7 + `by` 8 + varint 2 + padding.
     let tally = |by, len| Tally {
         by,
         padding: Bytes::from(vec![0; len]),
