@@ -260,9 +260,12 @@ fn handshake_keys_are_wiped() {
         assert_eq!(Echo::decode_body(&body.freeze()).unwrap().payload, "x");
         drop((client, server, identity));
     });
-    for key in [IDENTITY_KEY, CLIENT_EPHEMERAL, SERVER_EPHEMERAL] {
-        assert_eq!(found[index(&key)], 0, "{:?} was freed unwiped", key);
-    }
+    let unwiped = [IDENTITY_KEY, CLIENT_EPHEMERAL, SERVER_EPHEMERAL].map(|key| found[index(&key)]);
+    assert_eq!(
+        unwiped,
+        [0, 0, 0],
+        "blocks freed unwiped holding the identity key, the client's and the server's ephemeral key"
+    );
 }
 
 /// The buffers an identity file is written from and read into (hex and
