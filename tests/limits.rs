@@ -451,8 +451,9 @@ fn stalling_server() -> StallingServer {
     }
 }
 
-/// A `Hold`, then requests for eight answers of 1 MB: more than the socket
-/// buffers hold, in requests of a few bytes. One frame each.
+/// A `Hold`, then requests for 32 answers of 1 MB: far more than the socket
+/// buffers hold (at most a few MB), in requests of a few bytes. One frame
+/// each. Only what the server answered before it gave up is ever read.
 fn requests_for_a_stall(framing: Framing) -> Vec<Bytes> {
     let mut frames = Vec::new();
     let mut hold = BytesMut::new();
@@ -465,7 +466,7 @@ fn requests_for_a_stall(framing: Framing) -> Vec<Bytes> {
     )
     .unwrap();
     frames.push(hold.freeze());
-    for id in 2..10 {
+    for id in 2..34 {
         let mut large = BytesMut::new();
         frame::write_frame(
             &mut large,
