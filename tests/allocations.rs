@@ -1,17 +1,22 @@
 //! The echo path and the push path allocate nothing per frame in steady
-//! state.
+//! state: over TCP and WebSocket, plain and sealed, one request at a time
+//! and pipelined.
 //!
 //! A counting global allocator watches the whole process while a blocking
 //! client thread (which itself allocates nothing in its loop) sends
-//! pre-encoded requests to a server on a current-thread runtime.
+//! pre-encoded requests to a server on a current-thread runtime. (It counts
+//! what goes through Rust's allocator: AWS-LC, which seals and opens the
+//! sealed frames, allocates through its own `malloc`, which it does not see.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Bytes, BytesMut};
-use ternio::protocol::frame::{self, Flags, Framing, Header};
+use bytes::{BufMut, Bytes, BytesMut};
+use ternio::protocol::frame::{self, Flags, Framing, HEADER_LEN, Header};
+use ternio::protocol::secure::{Initiator, SEAL_OVERHEAD, SecureChannel};
+use ternio::protocol::system;
 use ternio::{Context, Server, packet_controller};
 use ternio_tests::{Echo, Note, PushMe};
 
@@ -71,15 +76,23 @@ fn echo_round_trips(stream: &mut TcpStream, request: &[u8], answer: &mut [u8], c
     }
 }
 
-/// Starts the server on a current-thread runtime of its own thread.
+/// Starts the server on a current-thread runtime of its own thread;
+/// returns its TCP address.
 fn start() -> std::net::SocketAddr {
+    start_both().0
+}
+
+/// As [`start`], with a WebSocket listener at `/ws` too: returns the TCP
+/// and the WebSocket address.
+fn start_both() -> (std::net::SocketAddr, std::net::SocketAddr) {
     let server = Server::builder()
         .discover_controllers(false)
         .controller(EchoOnly)
         .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws")
         .build()
         .unwrap();
-    let address = server.tcp_addrs()[0];
+    let addresses = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -87,7 +100,7 @@ fn start() -> std::net::SocketAddr {
             .unwrap();
         runtime.block_on(server.run()).unwrap();
     });
-    address
+    addresses
 }
 
 #[test]
@@ -178,4 +191,284 @@ fn the_push_path_allocates_nothing_per_frame() {
         allocations, 0,
         "pushing allocated {allocations} times in 10,000 pushes"
     );
+}
+
+/// How a [`EchoClient`] reaches the server.
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    Tcp,
+    WebSocket,
+}
+
+/// A blocking client that echoes `batch` requests at a time (written in one
+/// go, answered in order), plain or sealed, over TCP or WebSocket, and
+/// allocates nothing per round trip once set up: every buffer is made and
+/// sized before the count starts, the WebSocket framing and masking are
+/// done by hand, and sealing and opening work in place.
+struct EchoClient {
+    stream: TcpStream,
+    transport: Transport,
+    channel: Option<SecureChannel>,
+    payload: Bytes,
+    batch: u32,
+    /// What one round writes.
+    wire: Vec<u8>,
+    /// One frame (framing of the transport), sealed when the session is.
+    frame: BytesMut,
+    /// An answer as read.
+    answer: Vec<u8>,
+    /// A sealed answer's body, opened in place.
+    body: BytesMut,
+    next_id: u32,
+}
+
+/// The WebSocket header of a frame of `len` bytes (binary, FIN; `masked`
+/// as a client's must be).
+fn ws_header(out: &mut Vec<u8>, len: usize, masked: bool) {
+    let mask_bit = if masked { 0x80 } else { 0 };
+    out.push(0x82);
+    if len < 126 {
+        out.push(mask_bit | len as u8);
+    } else {
+        assert!(len <= 0xFFFF, "the test's frames are small");
+        out.push(mask_bit | 126);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    }
+}
+
+/// The masking key of every frame the client sends (any key will do).
+const MASK: [u8; 4] = [0x37, 0xFA, 0x21, 0x3D];
+
+impl EchoClient {
+    fn connect(
+        address: std::net::SocketAddr,
+        transport: Transport,
+        size: usize,
+        batch: u32,
+    ) -> Self {
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.set_nodelay(true).unwrap();
+        if let Transport::WebSocket = transport {
+            let request = format!(
+                "GET /ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\n\
+                 Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ternio.v2\r\n\r\n"
+            );
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).unwrap();
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8(head).unwrap();
+            assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        }
+        let room = 64 + size + SEAL_OVERHEAD;
+        Self {
+            stream,
+            transport,
+            channel: None,
+            payload: Bytes::from(vec![0x5A; size]),
+            batch,
+            wire: Vec::with_capacity(batch as usize * (room + 14)),
+            frame: BytesMut::with_capacity(room),
+            answer: vec![0; room],
+            body: BytesMut::with_capacity(room),
+            next_id: 1,
+        }
+    }
+
+    fn framing(&self) -> Framing {
+        match self.transport {
+            Transport::Tcp => Framing::LengthPrefixed,
+            Transport::WebSocket => Framing::Message,
+        }
+    }
+
+    /// Writes one frame, as `write` puts it in `self.frame`, to `self.wire`.
+    fn push_frame(&mut self) {
+        match self.transport {
+            Transport::Tcp => self.wire.extend_from_slice(&self.frame),
+            Transport::WebSocket => {
+                ws_header(&mut self.wire, self.frame.len(), true);
+                self.wire.extend_from_slice(&MASK);
+                for (at, byte) in self.frame.iter().enumerate() {
+                    self.wire.push(byte ^ MASK[at % 4]);
+                }
+            }
+        }
+    }
+
+    /// Runs a handshake (NN) on the connection: from now on, sealed.
+    fn handshake(&mut self) {
+        let mut initiator = Initiator::new(None).unwrap();
+        let body = initiator.request_body().unwrap();
+        self.frame.clear();
+        let framing = self.framing();
+        frame::write_frame_with(
+            &mut self.frame,
+            framing,
+            Header::new(system::HANDSHAKE, Flags::NONE, 1),
+            usize::MAX,
+            |out| out.extend_from_slice(&body),
+        )
+        .unwrap();
+        self.wire.clear();
+        self.push_frame();
+        self.stream.write_all(&self.wire).unwrap();
+        let answer = self.read_frame().to_vec();
+        let header = Header::parse(&answer).unwrap();
+        assert_eq!(header, Header::new(system::HANDSHAKE, Flags::RESPONSE, 1));
+        self.channel = Some(initiator.finish(&answer[HEADER_LEN..]).unwrap());
+    }
+
+    /// Reads one frame (header + body) into `self.answer`; returns it.
+    fn read_frame(&mut self) -> &[u8] {
+        let len = match self.transport {
+            Transport::Tcp => {
+                let mut prefix = [0u8; 4];
+                self.stream.read_exact(&mut prefix).unwrap();
+                u32::from_le_bytes(prefix) as usize
+            }
+            Transport::WebSocket => {
+                let mut head = [0u8; 2];
+                self.stream.read_exact(&mut head).unwrap();
+                assert_eq!(head[0], 0x82, "a whole binary message");
+                assert_eq!(head[1] & 0x80, 0, "the server does not mask");
+                match head[1] & 0x7F {
+                    126 => {
+                        let mut extended = [0u8; 2];
+                        self.stream.read_exact(&mut extended).unwrap();
+                        usize::from(u16::from_be_bytes(extended))
+                    }
+                    127 => panic!("the test's frames are small"),
+                    len => usize::from(len),
+                }
+            }
+        };
+        self.stream.read_exact(&mut self.answer[..len]).unwrap();
+        &self.answer[..len]
+    }
+
+    /// Sends `batch` echoes at once and checks every answer, in order.
+    fn round(&mut self) {
+        self.wire.clear();
+        let first = self.next_id;
+        for _ in 0..self.batch {
+            let header = Header::new(0x0001, Flags::NONE, self.next_id);
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            self.frame.clear();
+            let payload = &self.payload;
+            let framing = self.framing();
+            let echo = |out: &mut BytesMut| {
+                // An Echo's body: the varint length, then the bytes.
+                let mut len = payload.len();
+                while len >= 0x80 {
+                    out.put_u8((len as u8) | 0x80);
+                    len >>= 7;
+                }
+                out.put_u8(len as u8);
+                out.extend_from_slice(payload);
+            };
+            match &mut self.channel {
+                Some(channel) => channel
+                    .sealer
+                    .write_frame_with(&mut self.frame, framing, header, usize::MAX, echo)
+                    .map(|_| ())
+                    .unwrap(),
+                None => frame::write_frame_with(&mut self.frame, framing, header, usize::MAX, echo)
+                    .map(|_| ())
+                    .unwrap(),
+            }
+            self.push_frame();
+        }
+        self.stream.write_all(&self.wire).unwrap();
+        for id in first..first + self.batch {
+            let len = self.read_frame().len();
+            let header = Header::parse(&self.answer[..len]).unwrap();
+            assert_eq!(header.request_id, id);
+            assert_eq!(header.opcode, 0x0001);
+            let body = match &mut self.channel {
+                Some(channel) => {
+                    assert_eq!(header.flags, Flags::RESPONSE.with(Flags::ENCRYPTED));
+                    self.body.clear();
+                    self.body.extend_from_slice(&self.answer[HEADER_LEN..len]);
+                    channel.opener.open(&header, &mut self.body).unwrap();
+                    &self.body[..]
+                }
+                None => {
+                    assert_eq!(header.flags, Flags::RESPONSE);
+                    &self.answer[HEADER_LEN..len]
+                }
+            };
+            assert_eq!(&body[body.len() - self.payload.len()..], &self.payload[..]);
+        }
+    }
+}
+
+/// Echoes `rounds` rounds of `batch` requests after a warm-up, and fails
+/// unless the counted rounds allocated nothing.
+fn assert_no_allocation_per_echo(
+    transport: Transport,
+    sealed: bool,
+    batch: u32,
+    sizes: &[usize],
+    rounds: usize,
+) {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (tcp, ws) = start_both();
+    let address = match transport {
+        Transport::Tcp => tcp,
+        Transport::WebSocket => ws,
+    };
+    for &size in sizes {
+        let mut client = EchoClient::connect(address, transport, size, batch);
+        if sealed {
+            client.handshake();
+        }
+        for _ in 0..rounds / 5 {
+            client.round();
+        }
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        for _ in 0..rounds {
+            client.round();
+        }
+        let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+        let echoes = rounds * batch as usize;
+        let what = format!(
+            "{size} B echo over {transport:?}{}{}",
+            if sealed { ", sealed" } else { "" },
+            if batch > 1 {
+                format!(", {batch} pipelined")
+            } else {
+                String::new()
+            }
+        );
+        println!("{what}: {allocations} allocations in {echoes} echoes");
+        assert_eq!(
+            allocations, 0,
+            "{what} allocated {allocations} times in {echoes} echoes"
+        );
+    }
+}
+
+#[test]
+fn the_websocket_echo_path_allocates_nothing_per_frame() {
+    assert_no_allocation_per_echo(Transport::WebSocket, false, 1, &[32, 1024], 10_000);
+}
+
+#[test]
+fn the_sealed_echo_path_allocates_nothing_per_frame() {
+    assert_no_allocation_per_echo(Transport::Tcp, true, 1, &[32, 1024], 10_000);
+    assert_no_allocation_per_echo(Transport::WebSocket, true, 1, &[32, 1024], 10_000);
+}
+
+#[test]
+fn pipelined_echoes_allocate_nothing_per_frame() {
+    assert_no_allocation_per_echo(Transport::Tcp, false, 16, &[32, 1024], 1_000);
+    assert_no_allocation_per_echo(Transport::WebSocket, false, 16, &[32, 1024], 1_000);
+    assert_no_allocation_per_echo(Transport::Tcp, true, 16, &[32], 1_000);
 }

@@ -237,9 +237,12 @@ async fn ping_is_answered_with_the_same_value() {
 async fn a_thousand_pipelined_requests_complete_out_of_order() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
-    // Later requests sleep less, so they finish first.
+    // Later requests sleep less, so they finish first. Each call records the
+    // tag the server put in its answer, in the order the answers came.
+    let answered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let calls = (0..1000u32).map(|tag| {
         let client = client.clone();
+        let answered = std::sync::Arc::clone(&answered);
         async move {
             let reply: Slept = client
                 .request_async(&Sleep {
@@ -248,17 +251,24 @@ async fn a_thousand_pipelined_requests_complete_out_of_order() {
                 })
                 .await
                 .unwrap();
-            assert_eq!(reply.tag, tag);
-            tag
+            answered.lock().unwrap().push((tag, reply.tag));
         }
     });
-    let mut tasks = Vec::new();
-    for call in calls {
-        tasks.push(tokio::spawn(call));
+    let tasks: Vec<_> = calls.map(tokio::spawn).collect();
+    for task in tasks {
+        task.await.unwrap();
     }
-    for (i, task) in tasks.into_iter().enumerate() {
-        assert_eq!(task.await.unwrap(), i as u32);
+    let answered = std::mem::take(&mut *answered.lock().unwrap());
+    // Each call got the answer to its own request...
+    for (tag, answer) in &answered {
+        assert_eq!(answer, tag, "a call got another request's answer");
     }
+    // ...every request was answered once, and not in the order sent.
+    let order: Vec<u32> = answered.iter().map(|(_, answer)| *answer).collect();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+    assert_ne!(order, sorted, "the quick requests overtook the slow ones");
 
     // On the wire: every id answered once, not in the order sent.
     let mut raw = RawConnection::connect(address).await;

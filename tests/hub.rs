@@ -2,12 +2,13 @@
 //! disconnect), kicks, secure members, and slow consumers that never hold
 //! up the others.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ternio::protocol::frame::{Flags, Header};
 use ternio::protocol::system::{self, Disconnect};
-use ternio::protocol::{Decode, ErrorCode};
+use ternio::protocol::{Decode, DecodeError, Encode, ErrorCode, Reader};
 use ternio::{
     ConnectionId, Context, Delivery, DisconnectReason, HandlerError, Hub, Packet, Server,
     ServerBuilder, ServerConfig, ServerHandle, SlowConsumerPolicy, packet_controller,
@@ -71,6 +72,40 @@ struct Id(u64);
 struct Snapshot {
     tick: u32,
     data: Bytes,
+}
+
+/// How many times an [`Announcement`] was encoded, in this process.
+static ENCODES: AtomicUsize = AtomicUsize::new(0);
+
+/// Text that counts its encodings in [`ENCODES`]: the cost a broadcast must
+/// pay once, whatever the number of members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CountedText(String);
+
+impl Encode for CountedText {
+    fn encode(&self, out: &mut BytesMut) {
+        ENCODES.fetch_add(1, Ordering::SeqCst);
+        self.0.encode(out);
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.0.encoded_len()
+    }
+}
+
+impl Decode for CountedText {
+    const MIN_LEN: usize = String::MIN_LEN;
+
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        String::decode(reader).map(Self)
+    }
+}
+
+/// Broadcast by the encoding test only (the count is process-wide).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x030A)]
+struct Announcement {
+    text: CountedText,
 }
 
 #[derive(Default)]
@@ -473,4 +508,75 @@ async fn droppable_packets_are_dropped_for_a_slow_reader_that_stays() {
             .failed;
     }
     assert!(failed > 0);
+}
+
+/// "Broadcasts are encoded once": a broadcast to a group and one to
+/// everyone each encode the packet once, for members on TCP and WebSocket,
+/// plain and secure (a secure member's copy is sealed from that encoding).
+#[tokio::test]
+async fn a_broadcast_is_encoded_once_whatever_the_number_of_members() {
+    use ternio_client::{Client, ClientConfig, SecureConfig};
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(RoomController)
+        .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws")
+        .build()
+        .unwrap();
+    let (tcp, ws) = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
+    let hub = server.handle().hub();
+    tokio::spawn(server.run());
+    let secure = || ClientConfig {
+        secure: Some(SecureConfig::anonymous()),
+        ..ClientConfig::default()
+    };
+    let url = format!("ws://{ws}/ws");
+    let mut members = Vec::new();
+    for _ in 0..3 {
+        members.push(Client::connect_tcp(tcp).await.unwrap());
+        members.push(Client::connect_ws(&url).await.unwrap());
+        members.push(Client::connect_tcp_with(tcp, secure()).await.unwrap());
+        members.push(Client::connect_ws_with(&url, secure()).await.unwrap());
+    }
+    let mut pushes: Vec<_> = members
+        .iter()
+        .map(|member| member.subscribe::<Announcement>())
+        .collect();
+    for member in &members {
+        let id: Id = member.request_async(&MyId).await.unwrap();
+        assert!(hub.join("everyone", ConnectionId(id.0)));
+    }
+    let announcement = |text: &str| Announcement {
+        text: CountedText(text.into()),
+    };
+
+    let before = ENCODES.load(Ordering::SeqCst);
+    let delivery = hub
+        .broadcast_group("everyone", &announcement("to the group"))
+        .unwrap();
+    assert_eq!(delivery.queued, 12);
+    assert_eq!(
+        ENCODES.load(Ordering::SeqCst) - before,
+        1,
+        "group broadcast"
+    );
+    let delivery = hub.broadcast(&announcement("to all")).unwrap();
+    assert_eq!(delivery.queued, 12);
+    assert_eq!(ENCODES.load(Ordering::SeqCst) - before, 2, "broadcast");
+
+    // Every member got both, decoded from that one encoding.
+    for push in &mut pushes {
+        for text in ["to the group", "to all"] {
+            let got = tokio::time::timeout(Duration::from_secs(5), push.next())
+                .await
+                .expect("the push arrives")
+                .expect("the client is open");
+            assert_eq!(got, announcement(text));
+        }
+    }
+    // A send to one connection encodes for that one: one more.
+    let id: Id = members[0].request_async(&MyId).await.unwrap();
+    hub.send(ConnectionId(id.0), &announcement("to one"))
+        .unwrap();
+    assert_eq!(ENCODES.load(Ordering::SeqCst) - before, 3, "send");
 }

@@ -1,6 +1,9 @@
 //! How handlers get into the dispatch table: inventory discovery, explicit
 //! registration, and the start-up errors.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use ternio::{BuildError, Packet, Server, State, packet_controller};
 use ternio_client::Client;
 
@@ -12,14 +15,27 @@ struct Hello;
 #[packet(opcode = 0x0101)]
 struct Greeting(String);
 
-/// Registered only through inventory: nothing in this file names it to a builder.
-#[derive(Default)]
-struct DiscoveredController;
+/// Found through inventory, made with `Default`; one test also registers
+/// an instance of its own, which answers differently and counts its calls.
+struct DiscoveredController {
+    greeting: &'static str,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Default for DiscoveredController {
+    fn default() -> Self {
+        Self {
+            greeting: "found through inventory",
+            calls: Arc::default(),
+        }
+    }
+}
 
 #[packet_controller]
 impl DiscoveredController {
-    fn hello(_request: Hello) -> Greeting {
-        Greeting("found through inventory".into())
+    fn hello(&self, _request: Hello) -> Greeting {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Greeting(self.greeting.into())
     }
 }
 
@@ -58,13 +74,29 @@ async fn inventory_discovers_controllers() {
     assert_eq!(greeting.0, "found through inventory");
 }
 
+/// With discovery on, a controller type registered explicitly is taken
+/// once, as the instance given: had the discovered one been added too, the
+/// build would fail with a duplicate opcode; had it replaced the explicit
+/// one, it would answer. Every request reaches the explicit instance.
 #[tokio::test]
 async fn an_explicit_registration_of_a_discovered_controller_counts_once() {
+    let calls = Arc::new(AtomicUsize::new(0));
     let server = Server::builder()
-        .controller(DiscoveredController)
+        .controller(DiscoveredController {
+            greeting: "registered explicitly",
+            calls: Arc::clone(&calls),
+        })
         .map_tcp("127.0.0.1:0")
-        .build();
-    assert!(server.is_ok(), "{:?}", server.err());
+        .build()
+        .unwrap_or_else(|error| panic!("the build counts the controller once: {error}"));
+    let address = server.tcp_addrs()[0];
+    tokio::spawn(server.run());
+    let client = Client::connect_tcp(address).await.unwrap();
+    for _ in 0..3 {
+        let greeting: Greeting = client.request_async(&Hello).await.unwrap();
+        assert_eq!(greeting.0, "registered explicitly");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
 #[test]

@@ -3,29 +3,31 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ternio::DisconnectReason;
-use ternio::protocol::Decode;
 use ternio::protocol::frame::{Flags, Header};
-use ternio::protocol::system::{self, Disconnect};
+use ternio::protocol::{Encode, Packet};
 use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
 use ternio_tests::*;
 
-/// Reads until the server's DISCONNECT, then checks that a clean close follows.
-async fn expect_disconnect(raw: &mut RawConnection, reason: DisconnectReason) -> Disconnect {
-    loop {
-        let frame = raw.recv().await.expect("a DISCONNECT before the close");
-        if frame.header.opcode == system::DISCONNECT {
-            assert_eq!(frame.header.request_id, 0);
-            let disconnect = Disconnect::decode_body(&frame.body).unwrap();
-            assert_eq!(disconnect.reason, reason, "{}", disconnect.message);
-            assert!(
-                raw.recv().await.is_none(),
-                "the server closes after DISCONNECT"
-            );
-            return disconnect;
-        }
-    }
+/// The server-wide count of `Bump`s and `Tally`s, read on a fresh connection.
+async fn count(address: std::net::SocketAddr) -> u64 {
+    let client = Client::connect_tcp(address).await.unwrap();
+    let count: Count = client.request_async(&GetCount).await.unwrap();
+    count.0
+}
+
+/// A length-prefixed frame written by hand: `flags` as they are (reserved
+/// bits included), and `packet`'s encoding as the body.
+fn frame_with_flags<P: Packet>(flags: u8, request_id: u32, packet: &P) -> Vec<u8> {
+    let mut body = BytesMut::new();
+    packet.encode(&mut body);
+    let mut out = ((7 + body.len()) as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&P::OPCODE.to_le_bytes());
+    out.push(flags);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(&body);
+    out
 }
 
 /// A client that keeps asking while the test misbehaves elsewhere; returns
@@ -45,7 +47,7 @@ fn healthy_neighbour(address: std::net::SocketAddr) -> tokio::task::JoinHandle<u
 }
 
 #[tokio::test]
-async fn reserved_flag_bits_are_malformed() {
+async fn reserved_flag_bits_are_malformed_and_the_frame_is_not_run() {
     let (address, _server) = start_server(|b| b);
     let neighbour = healthy_neighbour(address);
     for bits in [0x08u8, 0x10, 0x80] {
@@ -54,15 +56,24 @@ async fn reserved_flag_bits_are_malformed() {
         raw.request(&Add { a: 1, b: 1 }, 1).await;
         raw.send(Header::new(0x0010, Flags::NONE, 2), &[0u8; 16])
             .await;
-        raw.send_raw(&[7, 0, 0, 0, 0x10, 0x00, bits, 3, 0, 0, 0])
+        // A valid Bump with a reserved bit: refused, never run, unanswered.
+        raw.send_raw(&frame_with_flags(bits, 3, &Bump { by: 1000 }))
             .await
             .unwrap();
         let first = raw.recv().await.unwrap();
         assert_eq!(first.header.request_id, 1);
         let second = raw.recv().await.unwrap();
         assert_eq!(second.header.request_id, 2);
-        expect_disconnect(&mut raw, DisconnectReason::Malformed).await;
+        raw.expect_disconnect(DisconnectReason::Malformed).await;
     }
+    assert_eq!(count(address).await, 0, "no Bump with reserved bits ran");
+    // The same frame without the reserved bit runs: the count can move.
+    let mut raw = RawConnection::connect(address).await;
+    raw.send_raw(&frame_with_flags(0, 4, &Bump { by: 1 }))
+        .await
+        .unwrap();
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 4);
+    assert_eq!(count(address).await, 1);
     assert_eq!(neighbour.await.unwrap(), 200);
 }
 
@@ -73,7 +84,7 @@ async fn an_oversized_length_is_refused_before_it_is_read() {
     let mut raw = RawConnection::connect(address).await;
     // Announce 4 GiB and send nothing more: the answer must not wait for it.
     raw.send_raw(&[0xF0, 0xFF, 0xFF, 0xFF]).await.unwrap();
-    let disconnect = expect_disconnect(&mut raw, DisconnectReason::FrameTooLarge).await;
+    let disconnect = raw.expect_disconnect(DisconnectReason::FrameTooLarge).await;
     assert!(
         disconnect.message.contains("exceeds"),
         "{}",
@@ -84,7 +95,7 @@ async fn an_oversized_length_is_refused_before_it_is_read() {
         .send_raw(&[6, 0, 0, 0, 1, 2, 3, 4, 5, 6])
         .await
         .unwrap();
-    expect_disconnect(&mut short, DisconnectReason::Malformed).await;
+    short.expect_disconnect(DisconnectReason::Malformed).await;
     assert_eq!(neighbour.await.unwrap(), 200);
 }
 
@@ -123,13 +134,50 @@ async fn the_configured_frame_limit_applies_both_ways() {
     );
 }
 
+/// A whole request one byte over the limit is refused and not run, as a
+/// request and as a send; at the limit, the same request runs.
 #[tokio::test]
-async fn a_sealed_frame_before_a_handshake_is_decrypt_failed() {
+async fn a_request_over_the_frame_limit_is_refused_and_not_run() {
+    let (address, _server) = start_server(|b| b.max_frame_size(1024));
+    // Header 7 + `by` 8 + varint 2 + padding.
+    let tally = |by, len| Tally {
+        by,
+        padding: Bytes::from(vec![0; len]),
+    };
+    assert_eq!(7 + tally(1, 1007).encoded_len(), 1024);
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&tally(1000, 1008), 1).await;
+    raw.expect_disconnect(DisconnectReason::FrameTooLarge).await;
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&tally(1000, 1008), 0).await;
+    raw.expect_disconnect(DisconnectReason::FrameTooLarge).await;
+    assert_eq!(count(address).await, 0, "no oversized Tally ran");
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&tally(1, 1007), 2).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+    assert_eq!(count(address).await, 1);
+}
+
+#[tokio::test]
+async fn a_sealed_frame_before_a_handshake_is_decrypt_failed_and_not_run() {
     let (address, _server) = start_server(|b| b);
+    // A Bump whose body is plain, flagged ENCRYPTED: a server that ignored
+    // the flag would run it.
+    for request_id in [0, 1] {
+        let mut raw = RawConnection::connect(address).await;
+        raw.send(
+            Header::new(Bump::OPCODE, Flags::ENCRYPTED, request_id),
+            &Bump { by: 1000 },
+        )
+        .await;
+        raw.expect_disconnect(DisconnectReason::DecryptFailed).await;
+    }
+    // And one with a body the size of a sealed one.
     let mut raw = RawConnection::connect(address).await;
     raw.send(Header::new(0x0010, Flags::ENCRYPTED, 1), &[0u8; 40])
         .await;
-    expect_disconnect(&mut raw, DisconnectReason::DecryptFailed).await;
+    raw.expect_disconnect(DisconnectReason::DecryptFailed).await;
+    assert_eq!(count(address).await, 0);
 }
 
 #[tokio::test]
@@ -138,7 +186,7 @@ async fn a_stream_that_ends_inside_a_frame_is_malformed() {
     let mut raw = RawConnection::connect(address).await;
     raw.send_raw(&[20, 0, 0, 0, 0x10, 0x00]).await.unwrap();
     raw.shutdown_write().await;
-    expect_disconnect(&mut raw, DisconnectReason::Malformed).await;
+    raw.expect_disconnect(DisconnectReason::Malformed).await;
 }
 
 #[tokio::test]

@@ -92,20 +92,6 @@ impl SecureConnection {
     }
 }
 
-/// Checks that the server's next frame is a plain DISCONNECT with
-/// `reason` (nothing answered the offending frame before it), and the
-/// clean close after it.
-async fn expect_disconnect(raw: &mut RawConnection, reason: DisconnectReason) {
-    let frame = raw.recv().await.expect("a DISCONNECT before the close");
-    assert_eq!(
-        frame.header,
-        Header::new(system::DISCONNECT, Flags::NONE, 0),
-        "the next frame is a plain DISCONNECT"
-    );
-    assert_eq!(Disconnect::decode_body(&frame.body).unwrap().reason, reason);
-    assert!(raw.recv().await.is_none());
-}
-
 /// The server-wide count of `Bump`s, read on a fresh connection.
 async fn count(address: std::net::SocketAddr) -> u64 {
     let client = Client::connect_tcp(address).await.unwrap();
@@ -240,7 +226,9 @@ async fn nk_without_an_identity_and_second_handshakes_are_error_9() {
     conn.raw
         .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 3), &body)
         .await;
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
 
     let mut raw = RawConnection::connect(address).await;
     raw.send_body(Header::new(system::HANDSHAKE, Flags::NONE, 5), &[3; 33])
@@ -253,47 +241,86 @@ async fn nk_without_an_identity_and_second_handshakes_are_error_9() {
 }
 
 #[tokio::test]
-async fn a_tampered_ciphertext_is_decrypt_failed() {
+async fn a_tampered_ciphertext_is_decrypt_failed_and_not_run() {
     let (address, _server) = start_server(|b| b);
     let neighbour = Client::connect_tcp(address).await.unwrap();
+    for request_id in [0, 1] {
+        let mut conn = SecureConnection::open(address, None).await;
+        let mut sealed = conn.seal(&Bump { by: 1000 }, request_id);
+        // A bit of the ciphertext (the 8-byte counter precedes it, the
+        // 16-byte tag follows it).
+        let at = sealed.len() - 17;
+        sealed[at] ^= 0x80;
+        conn.raw.send_raw(&sealed).await.unwrap();
+        conn.raw
+            .expect_disconnect(DisconnectReason::DecryptFailed)
+            .await;
+    }
+    // And a bit of the tag.
     let mut conn = SecureConnection::open(address, None).await;
-    let mut sealed = conn.seal(
-        &Echo {
-            payload: Bytes::from_static(b"tamper me"),
-        },
-        1,
-    );
-    let last = sealed.len() - 20;
-    sealed[last] ^= 0x80;
+    let mut sealed = conn.seal(&Bump { by: 1000 }, 1);
+    let last = sealed.len() - 1;
+    sealed[last] ^= 0x01;
     conn.raw.send_raw(&sealed).await.unwrap();
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
+    assert_eq!(count(address).await, 0, "no tampered Bump ran");
     let sum: Sum = neighbour.request_async(&Add { a: 1, b: 1 }).await.unwrap();
     assert_eq!(sum, Sum(2));
 }
 
 #[tokio::test]
-async fn a_tampered_header_is_decrypt_failed() {
+async fn a_tampered_header_is_decrypt_failed_and_not_run() {
     let (address, _server) = start_server(|b| b);
-    let mut conn = SecureConnection::open(address, None).await;
-    let mut sealed = conn.seal(&Add { a: 1, b: 1 }, 1);
-    // The request id is byte 7 of the frame (after the 4-byte prefix).
-    sealed[7] = 2;
-    conn.raw.send_raw(&sealed).await.unwrap();
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    // The request id is byte 7 of the frame (after the 4-byte prefix); a
+    // send turned into a request, a request into a send, another id.
+    for (sent, forged) in [(0u8, 2u8), (1, 0), (1, 2)] {
+        let mut conn = SecureConnection::open(address, None).await;
+        let mut sealed = conn.seal(&Bump { by: 1000 }, u32::from(sent));
+        sealed[7] = forged;
+        conn.raw.send_raw(&sealed).await.unwrap();
+        conn.raw
+            .expect_disconnect(DisconnectReason::DecryptFailed)
+            .await;
+    }
+    assert_eq!(count(address).await, 0, "no tampered frame ran");
 }
 
 #[tokio::test]
-async fn a_replayed_frame_is_decrypt_failed() {
+async fn a_replayed_frame_is_decrypt_failed_and_not_run_again() {
     let (address, _server) = start_server(|b| b);
-    let mut conn = SecureConnection::open(address, None).await;
-    let sealed = conn.seal(&Add { a: 1, b: 1 }, 1);
-    conn.raw.send_raw(&sealed).await.unwrap();
-    assert_eq!(
-        Sum::decode_body(&conn.recv().await.unwrap().body).unwrap(),
-        Sum(2)
-    );
-    conn.raw.send_raw(&sealed).await.unwrap();
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    // A request, and a send (which nothing answers: only the count tells).
+    for (request_id, before) in [(1, 0), (0, 1)] {
+        let mut conn = SecureConnection::open(address, None).await;
+        let sealed = conn.seal(&Bump { by: 1 }, request_id);
+        conn.raw.send_raw(&sealed).await.unwrap();
+        if request_id != 0 {
+            assert_eq!(conn.recv().await.unwrap().header.request_id, request_id);
+        }
+        // Once it ran, the original is replayed twice.
+        while count(address).await != before + 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        conn.raw
+            .send_raw(&[&sealed[..], &sealed[..]].concat())
+            .await
+            .unwrap();
+        conn.raw
+            .expect_disconnect(DisconnectReason::DecryptFailed)
+            .await;
+        assert_eq!(count(address).await, before + 1, "id {request_id}");
+    }
+    // A frame of one session replayed into another does not open there.
+    let mut first = SecureConnection::open(address, None).await;
+    let sealed = first.seal(&Bump { by: 1000 }, 1);
+    let mut second = SecureConnection::open(address, None).await;
+    second.raw.send_raw(&sealed).await.unwrap();
+    second
+        .raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
+    assert_eq!(count(address).await, 2);
 }
 
 #[tokio::test]
@@ -304,7 +331,9 @@ async fn a_reordered_frame_is_decrypt_failed_and_not_run() {
     let second = conn.seal(&Bump { by: 10 }, 2);
     conn.raw.send_raw(&second).await.unwrap();
     conn.raw.send_raw(&first).await.unwrap();
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
     assert_eq!(count(address).await, 0);
 }
 
@@ -321,7 +350,9 @@ async fn a_deleted_frame_is_decrypt_failed_and_what_follows_is_not_run() {
     let ack = conn.recv().await.unwrap();
     assert_eq!(ack.header.request_id, 1);
     conn.raw.send_raw(&after).await.unwrap();
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
     assert_eq!(count(address).await, 1);
 }
 
@@ -344,7 +375,9 @@ async fn a_plain_request_injected_into_a_secure_session_is_refused_and_not_run()
                 &Bump { by: 1000 },
             )
             .await;
-        expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+        conn.raw
+            .expect_disconnect(DisconnectReason::DecryptFailed)
+            .await;
         assert_eq!(count(address).await, before + 1, "id {request_id}");
     }
     // A plain PING and a plain DISCONNECT are refused the same way.
@@ -355,7 +388,9 @@ async fn a_plain_request_injected_into_a_secure_session_is_refused_and_not_run()
             &system::Ping { value: 1 },
         )
         .await;
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
     let mut conn = SecureConnection::open(address, None).await;
     conn.raw
         .send(
@@ -363,7 +398,9 @@ async fn a_plain_request_injected_into_a_secure_session_is_refused_and_not_run()
             &Disconnect::new(DisconnectReason::Normal, "forged"),
         )
         .await;
-    expect_disconnect(&mut conn.raw, DisconnectReason::DecryptFailed).await;
+    conn.raw
+        .expect_disconnect(DisconnectReason::DecryptFailed)
+        .await;
 }
 
 /// Everything the server writes after its handshake answer is sealed:
@@ -477,15 +514,8 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
         b.require_encryption(true)
             .handshake_timeout(Duration::from_millis(300))
     });
-    // Before the handshake, a plain request is error 6 and does not run.
+    // (Plain requests before the handshake: the tests below.)
     let mut raw = RawConnection::connect(address).await;
-    raw.request(&Bump { by: 1 }, 1).await;
-    assert_eq!(
-        ErrorBody::parse(&raw.recv().await.unwrap().body)
-            .unwrap()
-            .code,
-        ErrorCode::EncryptionRequired
-    );
     let channel = handshake(&mut raw, None).await.unwrap();
     let mut conn = SecureConnection { raw, channel };
     conn.send_sealed(&Add { a: 1, b: 1 }, 2).await;
@@ -504,7 +534,8 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
     .await;
     assert_eq!(idle.recv().await.unwrap().header.opcode, system::PONG);
     let started = std::time::Instant::now();
-    expect_disconnect(&mut idle, DisconnectReason::HandshakeTimeout).await;
+    idle.expect_disconnect(DisconnectReason::HandshakeTimeout)
+        .await;
     assert!(started.elapsed() < Duration::from_secs(2));
     // A failed handshake ends the connection at once: none can follow.
     let mut failed = RawConnection::connect(address).await;
@@ -512,7 +543,9 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
         .await
         .unwrap_err();
     assert_eq!(error.code, ErrorCode::HandshakeFailed);
-    expect_disconnect(&mut failed, DisconnectReason::HandshakeTimeout).await;
+    failed
+        .expect_disconnect(DisconnectReason::HandshakeTimeout)
+        .await;
     // The secure one is still served after the deadline.
     tokio::time::sleep(Duration::from_millis(300)).await;
     conn.send_sealed(&Add { a: 2, b: 2 }, 3).await;
@@ -520,6 +553,174 @@ async fn required_encryption_refuses_plain_requests_and_times_out_handshakes() {
         Sum::decode_body(&conn.recv().await.unwrap().body).unwrap(),
         Sum(4)
     );
+}
+
+/// Asserts that `answer` refuses the plain request `request_id` of
+/// `opcode` with error 6, in plain.
+fn assert_encryption_required(answer: &Frame, opcode: u16, request_id: u32) {
+    assert_eq!(
+        answer.header,
+        Header::new(opcode, Flags::RESPONSE_ERROR, request_id)
+    );
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::EncryptionRequired
+    );
+}
+
+/// Under `require_encryption`, a plain request (or send) that comes before
+/// any handshake is answered with error 6 and its handler does not run.
+#[tokio::test]
+async fn required_encryption_refuses_plain_requests_before_the_handshake_and_runs_none() {
+    let (address, _server) = start_server(|b| b.require_encryption(true));
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Bump { by: 1 }, 1).await;
+    raw.request(&Bump { by: 10 }, 0).await;
+    raw.request(&GetCount, 2).await;
+    for (opcode, id) in [(Bump::OPCODE, 1), (Bump::OPCODE, 0), (GetCount::OPCODE, 2)] {
+        assert_encryption_required(&raw.recv().await.unwrap(), opcode, id);
+    }
+    // After the handshake, the same connection reads the count: nothing
+    // ran. Then a sealed Bump does.
+    let channel = handshake(&mut raw, None).await.unwrap();
+    let mut conn = SecureConnection { raw, channel };
+    conn.send_sealed(&GetCount, 3).await;
+    assert_eq!(
+        Count::decode_body(&conn.recv().await.unwrap().body).unwrap(),
+        Count(0)
+    );
+    conn.send_sealed(&Bump { by: 100 }, 4).await;
+    assert_eq!(conn.recv().await.unwrap().header.request_id, 4);
+    conn.send_sealed(&GetCount, 5).await;
+    assert_eq!(
+        Count::decode_body(&conn.recv().await.unwrap().body).unwrap(),
+        Count(100)
+    );
+}
+
+/// A WebSocket message holding one frame, plain.
+fn ws_plain<P: Packet>(packet: &P, request_id: u32) -> tokio_tungstenite::tungstenite::Message {
+    let mut out = BytesMut::new();
+    ternio::protocol::frame::write_frame(
+        &mut out,
+        Framing::Message,
+        Header::new(P::OPCODE, Flags::NONE, request_id),
+        packet,
+        usize::MAX,
+    )
+    .unwrap();
+    tokio_tungstenite::tungstenite::Message::Binary(out.freeze())
+}
+
+/// A WebSocket message holding one frame sealed by `channel`.
+fn ws_sealed<P: Packet>(
+    channel: &mut SecureChannel,
+    packet: &P,
+    request_id: u32,
+) -> tokio_tungstenite::tungstenite::Message {
+    let mut out = BytesMut::new();
+    channel
+        .sealer
+        .write_frame_with(
+            &mut out,
+            Framing::Message,
+            Header::new(P::OPCODE, Flags::NONE, request_id),
+            usize::MAX,
+            |out| packet.encode(out),
+        )
+        .unwrap();
+    tokio_tungstenite::tungstenite::Message::Binary(out.freeze())
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next binary message's frame, opened by `channel` when sealed.
+async fn ws_recv(ws: &mut Ws, channel: Option<&mut SecureChannel>) -> Frame {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let message = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("an answer within 5 s");
+    let Some(Ok(Message::Binary(bytes))) = message else {
+        panic!("expected a binary message, got {message:?}")
+    };
+    let frame = Frame::parse(bytes, usize::MAX).unwrap();
+    if !frame.header.flags.is_encrypted() {
+        return frame;
+    }
+    let mut body = BytesMut::from(&frame.body[..]);
+    channel
+        .expect("a secure session for a sealed frame")
+        .opener
+        .open(&frame.header, &mut body)
+        .expect("the server's frame opens");
+    Frame {
+        header: frame.header,
+        body: body.freeze(),
+    }
+}
+
+/// Runs an NN handshake over `ws`.
+async fn ws_handshake(ws: &mut Ws) -> SecureChannel {
+    use futures_util::SinkExt;
+    let mut initiator = Initiator::new(None).unwrap();
+    let mut hello = BytesMut::new();
+    ternio::protocol::frame::write_frame_with(
+        &mut hello,
+        Framing::Message,
+        Header::new(system::HANDSHAKE, Flags::NONE, 1000),
+        usize::MAX,
+        |out| out.extend_from_slice(&initiator.request_body().unwrap()),
+    )
+    .unwrap();
+    ws.send(tokio_tungstenite::tungstenite::Message::Binary(
+        hello.freeze(),
+    ))
+    .await
+    .unwrap();
+    let answer = ws_recv(ws, None).await;
+    assert_eq!(
+        answer.header,
+        Header::new(system::HANDSHAKE, Flags::RESPONSE, 1000)
+    );
+    initiator.finish(&answer.body).unwrap()
+}
+
+/// The same over WebSocket: plain requests before any handshake get error
+/// 6 and run nothing.
+#[tokio::test]
+async fn required_encryption_refuses_plain_websocket_requests_before_the_handshake() {
+    use futures_util::SinkExt;
+    let (_, ws_address, _server) = start_server_with_ws(|b| b.require_encryption(true));
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{ws_address}/ws"))
+        .await
+        .unwrap();
+    ws.send(ws_plain(&Bump { by: 1 }, 1)).await.unwrap();
+    ws.send(ws_plain(&Bump { by: 10 }, 0)).await.unwrap();
+    ws.send(ws_plain(&GetCount, 2)).await.unwrap();
+    for (opcode, id) in [(Bump::OPCODE, 1), (Bump::OPCODE, 0), (GetCount::OPCODE, 2)] {
+        assert_encryption_required(&ws_recv(&mut ws, None).await, opcode, id);
+    }
+    let mut channel = ws_handshake(&mut ws).await;
+    ws.send(ws_sealed(&mut channel, &GetCount, 3))
+        .await
+        .unwrap();
+    let count = ws_recv(&mut ws, Some(&mut channel)).await;
+    assert_eq!(count.header.request_id, 3);
+    assert_eq!(Count::decode_body(&count.body).unwrap(), Count(0));
+    ws.send(ws_sealed(&mut channel, &Bump { by: 100 }, 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        ws_recv(&mut ws, Some(&mut channel)).await.header.request_id,
+        4
+    );
+    ws.send(ws_sealed(&mut channel, &GetCount, 5))
+        .await
+        .unwrap();
+    let count = ws_recv(&mut ws, Some(&mut channel)).await;
+    assert_eq!(Count::decode_body(&count.body).unwrap(), Count(100));
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use ternio::DisconnectReason;
 use ternio::protocol::frame::{self, Flags, Frame, Framing, Header};
 use ternio::protocol::system::{self, Disconnect};
-use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Packet};
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Encode, Packet};
 use ternio_client::Client;
 use ternio_tests::*;
 use tokio::net::TcpStream;
@@ -75,7 +75,9 @@ async fn next_frame(ws: &mut Ws) -> Frame {
 }
 
 /// Reads to the server's Close: returns the DISCONNECT seen before it and
-/// the close code. The stream must then end (the handshake completed).
+/// the close code. Nothing but a DISCONNECT may come first (no answer to
+/// the offending message, and no pong: the tests send no ping), and the
+/// stream must then end (the handshake completed).
 async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
     let mut disconnect = None;
     loop {
@@ -87,9 +89,13 @@ async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
         match message {
             Message::Binary(bytes) => {
                 let frame = Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap();
-                if frame.header.opcode == system::DISCONNECT {
-                    disconnect = Some(Disconnect::decode_body(&frame.body).unwrap());
-                }
+                assert_eq!(
+                    frame.header,
+                    Header::new(system::DISCONNECT, Flags::NONE, 0),
+                    "only a DISCONNECT comes before the Close"
+                );
+                assert!(disconnect.is_none(), "a second DISCONNECT");
+                disconnect = Some(Disconnect::decode_body(&frame.body).unwrap());
             }
             Message::Close(frame) => {
                 let code = frame.expect("a close code").code;
@@ -103,7 +109,7 @@ async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
                 );
                 return (disconnect, code);
             }
-            _ => {}
+            other => panic!("expected a DISCONNECT or the Close, got {other:?}"),
         }
     }
 }
@@ -174,17 +180,32 @@ async fn the_subprotocol_is_selected_when_offered_and_optional() {
 
 #[tokio::test]
 async fn a_text_message_closes_with_1003() {
-    let (_, ws_address, _server) = start_server_with_ws(|b| b);
+    let (tcp, ws_address, _server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
-    ws.send(Message::text("hello")).await.unwrap();
+    // The bytes of a whole Bump frame, valid UTF-8: sent as text, refused,
+    // and not run.
+    let Message::Binary(bump) = request(&Bump { by: 65 }, 0) else {
+        unreachable!()
+    };
+    ws.send(Message::text(String::from_utf8(bump.to_vec()).unwrap()))
+        .await
+        .unwrap();
     let (disconnect, code) = expect_close(&mut ws).await;
     assert_eq!(code, CloseCode::Unsupported);
     assert_eq!(disconnect.unwrap().reason, DisconnectReason::Malformed);
+    assert_eq!(count(tcp).await, 0, "the text message ran");
+}
+
+/// The server-wide count of `Bump`s and `Tally`s, read on a fresh TCP connection.
+async fn count(tcp: std::net::SocketAddr) -> u64 {
+    let client = Client::connect_tcp(tcp).await.unwrap();
+    let count: Count = client.request_async(&GetCount).await.unwrap();
+    count.0
 }
 
 #[tokio::test]
 async fn the_maximum_message_size_is_the_maximum_frame_size() {
-    let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
+    let (tcp, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     // 4096 bytes in all passes: header 7 + varint 2 + 4087.
     ws.send(request(
@@ -196,17 +217,17 @@ async fn the_maximum_message_size_is_the_maximum_frame_size() {
     .await
     .unwrap();
     assert_eq!(next_frame(&mut ws).await.body.len(), 4089);
-    ws.send(request(
-        &Echo {
-            payload: Bytes::from(vec![1; 4088]),
-        },
-        2,
-    ))
-    .await
-    .unwrap();
+    // One byte more is refused, and does not run: a Tally of 4097 bytes.
+    let tally = Tally {
+        by: 1000,
+        padding: Bytes::from(vec![1; 4080]),
+    };
+    assert_eq!(7 + tally.encoded_len(), 4097);
+    ws.send(request(&tally, 2)).await.unwrap();
     let (disconnect, code) = expect_close(&mut ws).await;
     assert_eq!(code, CloseCode::Size);
     assert_eq!(disconnect.unwrap().reason, DisconnectReason::FrameTooLarge);
+    assert_eq!(count(tcp).await, 0, "the oversized Tally ran");
 }
 
 #[tokio::test]

@@ -87,10 +87,14 @@ impl Identity {
     /// then linked into place and the directory synced: a crash leaves no
     /// file at `path` or a complete one, never a partial one.
     pub fn save(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        let mut text = Zeroizing::new(secure::to_hex(self.keypair.private()));
-        text.push('\n');
+        let hex = Zeroizing::new(secure::to_hex(self.keypair.private()));
+        // Its final size from the start: a buffer that grows leaves the
+        // key in the block it was moved out of, which nothing wipes.
+        let mut text = Zeroizing::new(Vec::with_capacity(hex.len() + 1));
+        text.extend_from_slice(hex.as_bytes());
+        text.push(b'\n');
         let path = path.as_ref();
-        write_new(path, text.as_bytes()).map_err(|error| with_path(path, error))
+        write_new(path, &text).map_err(|error| with_path(path, error))
     }
 
     /// As [`save`](Self::save), in the PEM form of

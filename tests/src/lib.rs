@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
-use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Encode, Frame};
+use ternio::protocol::system::{self, Disconnect};
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Encode, Frame};
 use ternio::{
-    Context, HandlerError, Packet, Server, ServerBuilder, ServerHandle, State, packet_controller,
+    Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder, ServerHandle, State,
+    packet_controller,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -96,6 +98,18 @@ pub struct GetCount;
 #[packet(opcode = 0x0042)]
 pub struct Count(pub u64);
 
+/// 0x0043: adds `by` to the shared counter, like [`Bump`], whatever its
+/// padding: a request whose size the test chooses and whose effect it can
+/// read back ([`GetCount`]).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0043)]
+pub struct Tally {
+    /// How much.
+    pub by: u64,
+    /// Ignored bytes.
+    pub padding: Bytes,
+}
+
 /// 0x0050: asks who the server thinks the caller is.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0050)]
@@ -179,6 +193,10 @@ impl TestController {
     }
 
     fn bump(request: Bump, counter: State<Counter>) {
+        counter.total.fetch_add(request.by, Ordering::SeqCst);
+    }
+
+    fn tally(request: Tally, counter: State<Counter>) {
         counter.total.fetch_add(request.by, Ordering::SeqCst);
     }
 
@@ -354,6 +372,27 @@ impl RawConnection {
 }
 
 impl RawConnection {
+    /// Checks that the server's very next frame is a plain `DISCONNECT`
+    /// (request id 0) with `reason`, and that a clean close follows it:
+    /// nothing (no answer, no error) came before it. Returns it.
+    pub async fn expect_disconnect(&mut self, reason: DisconnectReason) -> Disconnect {
+        let frame = self.recv().await.expect("a DISCONNECT before the close");
+        assert_eq!(
+            frame.header,
+            Header::new(system::DISCONNECT, Flags::NONE, 0),
+            "the server's next frame is a plain DISCONNECT, not {:?} (body {:?})",
+            frame.header,
+            frame.body
+        );
+        let disconnect = Disconnect::decode_body(&frame.body).expect("a DISCONNECT body");
+        assert_eq!(disconnect.reason, reason, "{}", disconnect.message);
+        assert!(
+            self.recv().await.is_none(),
+            "the server closes after its DISCONNECT"
+        );
+        disconnect
+    }
+
     /// Closes the writing side (a half-close): the server sees the end of the stream.
     pub async fn shutdown_write(&mut self) {
         self.stream.shutdown().await.expect("shuts down");
