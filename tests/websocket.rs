@@ -300,13 +300,10 @@ async fn a_client_close_completes_the_handshake() {
         rest.is_none() || matches!(rest, Some(Ok(Message::Close(_)))),
         "{rest:?}"
     );
-    for _ in 0..100 {
-        if server.connection_count() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the server still holds the closed connection");
+    eventually("the server lets the closed connection go", || {
+        server.connection_count() == 0
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -316,7 +313,9 @@ async fn a_server_shutdown_closes_with_1001_after_disconnect() {
     ws.send(request(&Sleep { ms: 100, tag: 7 }, 1))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Answered once the sleep was read: the sleep is running.
+    ws.send(request(&Add { a: 1, b: 1 }, 2)).await.unwrap();
+    assert_eq!(next_frame(&mut ws).await.header.request_id, 2);
     server.shutdown();
     // The running request is answered first.
     let slept = next_frame(&mut ws).await;
