@@ -7,6 +7,7 @@ pub mod raw_ws;
 pub mod ternio;
 
 use std::fmt;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -151,6 +152,25 @@ impl fmt::Display for Participant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The listen backlog of every server child that binds its own listener:
+/// the one Ternio's servers get by default (`ServerConfig::listen_backlog`,
+/// 1,024). tokio's `TcpListener::bind` gets mio's 128 (the standard
+/// library's), which a crowd connecting at once overflows: the kernel then
+/// drops SYNs, and each dropped one costs its client a retransmission
+/// timeout (1 s, then 2 s, 4 s…).
+pub fn listen_backlog() -> u32 {
+    ::ternio::ServerConfig::default().listen_backlog
+}
+
+/// A listener on 127.0.0.1 (a free port) with Ternio's default backlog,
+/// for the raw servers and tonic, on the current runtime.
+pub fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    socket.listen(listen_backlog())
 }
 
 /// What a server child serves.
