@@ -21,7 +21,8 @@ use crate::tls::TlsMaterial;
 pub enum Participant {
     /// Hand-written tokio echo with a u32 length prefix: the floor.
     RawTcp,
-    /// Plain tokio-tungstenite binary echo.
+    /// Plain tokio-tungstenite binary echo, configured as Ternio configures
+    /// tungstenite.
     RawWs,
     /// Ternio over TCP, `ternio-client`'s `request_async`.
     TernioTcp,
@@ -117,7 +118,9 @@ impl Participant {
             Participant::RawTcp => {
                 "baseline: hand-written tokio echo, u32 length prefix, one read and one write per batch"
             }
-            Participant::RawWs => "baseline: plain tokio-tungstenite binary echo",
+            Participant::RawWs => {
+                "baseline: plain tokio-tungstenite binary echo, server and client with Ternio's read buffer (8 KiB)"
+            }
             Participant::TernioTcp => {
                 "`#[packet_controller]` echo over `map_tcp`; client `request_async`"
             }
@@ -284,7 +287,7 @@ impl EchoClient {
                 EchoClient::RawTcp(raw_tcp::EchoClient::connect(endpoint.addr).await?)
             }
             Participant::RawWs => {
-                EchoClient::RawWs(raw_ws::EchoClient::connect(endpoint.addr).await?)
+                EchoClient::RawWs(raw_ws::EchoClient::connect(endpoint.addr, None).await?)
             }
             Participant::TernioTcp
             | Participant::TernioWs
@@ -320,8 +323,9 @@ impl EchoClient {
     /// Closes the connection the way its stack does.
     pub async fn close(self) {
         match self {
-            EchoClient::RawTcp(_) | EchoClient::TernioLean(_) | EchoClient::TonicUnary(_) => {}
+            EchoClient::RawTcp(_) | EchoClient::TonicUnary(_) => {}
             EchoClient::RawWs(client) => client.close().await,
+            EchoClient::TernioLean(client) => client.close().await,
             EchoClient::Ternio(client) => client.close().await,
             EchoClient::TonicDuplex(client) => client.close().await,
         }
