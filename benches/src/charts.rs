@@ -30,7 +30,7 @@ fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
 }
 
 fn color(index: usize) -> RGBColor {
-    const COLORS: [RGBColor; 10] = [
+    const COLORS: [RGBColor; 11] = [
         RGBColor(0x33, 0x33, 0x33),
         RGBColor(0x99, 0x99, 0x99),
         RGBColor(0xD6, 0x27, 0x28),
@@ -41,6 +41,7 @@ fn color(index: usize) -> RGBColor {
         RGBColor(0x2C, 0xA0, 0x2C),
         RGBColor(0x17, 0xBE, 0xCF),
         RGBColor(0x94, 0x67, 0xBD),
+        RGBColor(0xBC, 0xBD, 0x22),
     ];
     COLORS[index % COLORS.len()]
 }

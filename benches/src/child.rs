@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result, bail};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 
 use crate::alloc::{AllocDelta, AllocSnapshot};
-use crate::participants::{Endpoint, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio};
+use crate::participants::{self, Endpoint, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio};
 use crate::scenarios::backplane::{REDIS_PREFIX_VAR, REDIS_SECRET_VAR, REDIS_URL_VAR};
 use crate::tls::TlsMaterial;
 use crate::usage::{self, ProcessStatus};
@@ -63,28 +63,27 @@ pub fn serve(kind: ServerKind) -> Result<()> {
 async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
     let raw_count: ConnectionCount =
         Box::new(|| Some(raw_tcp::CONNECTIONS.load(Ordering::Relaxed)));
-    let listener = || async { tokio::net::TcpListener::bind("127.0.0.1:0").await };
     Ok(match kind {
         ServerKind::Echo(Participant::RawTcp) => {
-            let listener = listener().await?;
+            let listener = participants::bind_loopback()?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_tcp::serve_echo(listener));
             (format!("ready addr={addr}"), raw_count)
         }
         ServerKind::Echo(Participant::RawWs) => {
-            let listener = listener().await?;
+            let listener = participants::bind_loopback()?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_ws::serve_echo(listener));
             (format!("ready addr={addr}"), raw_count)
         }
         ServerKind::RawTcpPush => {
-            let listener = listener().await?;
+            let listener = participants::bind_loopback()?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_tcp::serve_push(listener));
             (format!("ready addr={addr}"), raw_count)
         }
         ServerKind::RawTcpFanout => {
-            let listener = listener().await?;
+            let listener = participants::bind_loopback()?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_tcp::serve_fanout(listener));
             (format!("ready addr={addr}"), raw_count)

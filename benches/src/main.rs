@@ -11,9 +11,11 @@
 //! `DIR/results.jsonl`, `DIR/report.md`, `DIR/latency.svg` and
 //! `DIR/throughput.svg`; `report --from DIR/results.jsonl` writes them again.
 //!
-//! `--only ternio-tcp-lean,ternio-ws-lean` adds two diagnostic participants
-//! (Ternio's servers driven by hand-written clients) that split the
-//! server's cost from the SDK client's. `TERNIO_BENCH_SERVER_PREFIX="valgrind
+//! `ternio-ws-lean` (Ternio's WebSocket server driven by raw-ws's own
+//! client) is part of every run: the WebSocket budgets compare it with
+//! raw-ws, one client against both servers. `--only ternio-tcp-lean` adds
+//! a diagnostic participant (Ternio's TCP server driven by a hand-written
+//! client) that splits the server's cost from the SDK client's. `TERNIO_BENCH_SERVER_PREFIX="valgrind
 //! --tool=callgrind"` (or `strace -f -c -o FILE`) runs every server child under
 //! that command, to profile a server in place. The micro-benchmarks are
 //! `cargo bench -p ternio-bench`.

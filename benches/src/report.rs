@@ -629,8 +629,8 @@ fn backplane_section(out: &mut String, rows: &[Row]) {
     }
 }
 
-/// The frameworks (not baselines, not diagnostics) among `names`, each
-/// with its figure, best first.
+/// The frameworks (not baselines, not Ternio's servers behind a baseline's
+/// client) among `names`, each with its figure, best first.
 fn ranked(
     names: &[String],
     figure: impl Fn(&str) -> Option<f64>,
@@ -638,10 +638,7 @@ fn ranked(
 ) -> Vec<(String, f64)> {
     let mut ranked: Vec<(String, f64)> = names
         .iter()
-        .filter(|name| {
-            Participant::parse(name)
-                .is_none_or(|p| !p.is_baseline() && !Participant::DIAGNOSTIC.contains(&p))
-        })
+        .filter(|name| Participant::parse(name).is_none_or(|p| !p.is_baseline() && !p.is_lean()))
         .filter_map(|name| figure(name).map(|value| (name.clone(), value)))
         .collect();
     ranked.sort_by(|a, b| {
@@ -700,7 +697,11 @@ fn ordinal(n: usize) -> String {
 
 fn wins_section(out: &mut String, rows: &[Row], top_clients: Option<usize>) {
     let _ = writeln!(out, "## Who wins where\n");
-    let _ = writeln!(out, "Raw baselines excluded from the ranking.\n");
+    let _ = writeln!(
+        out,
+        "Raw baselines, and Ternio's servers behind a raw client (the `-lean` rows), \
+         excluded from the ranking.\n"
+    );
     let _ = writeln!(
         out,
         "| Scenario | Best framework | Ternio's best position | Next |\n|---|---|---|---|"
@@ -888,7 +889,10 @@ fn caveats_section(out: &mut String, rows: &[Row]) {
     let _ = writeln!(
         out,
         "- **The client counts.** Latency and throughput include each stack's own client \
-         (`ternio-client`, tokio-tungstenite, tonic's `Channel`)."
+         (`ternio-client`, tokio-tungstenite, tonic's `Channel`). ternio-ws-lean runs \
+         raw-ws's client against Ternio's WebSocket server, so ternio-ws-lean against raw-ws \
+         compares the servers alone (the WebSocket budgets do); ternio-ws against raw-ws \
+         compares whole stacks, client included."
     );
     let _ = writeln!(
         out,

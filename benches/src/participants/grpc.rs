@@ -4,7 +4,7 @@
 //! (`tonic::server::Grpc` on the server, `tonic::client::Grpc` on the client).
 //!
 //! Server: `tonic::transport::Server` with its default settings (plus
-//! `TCP_NODELAY`), the router, and for TLS a rustls config from
+//! `TCP_NODELAY`, and the listen backlog Ternio's servers get), the router, and for TLS a rustls config from
 //! `ServerTlsConfig` with the harness's self-signed certificate. Client: one
 //! `Channel` per client, hence one HTTP/2 connection each.
 
@@ -141,7 +141,7 @@ where
 /// Starts the server on the current runtime, on 127.0.0.1 with a free
 /// port, over TLS when `tls` is given.
 pub async fn start(tls: Option<&TlsMaterial>) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listener = crate::participants::bind_loopback()?;
     let addr = listener.local_addr()?;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let mut builder = Server::builder().tcp_nodelay(true);

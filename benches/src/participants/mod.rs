@@ -7,6 +7,7 @@ pub mod raw_ws;
 pub mod ternio;
 
 use std::fmt;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -20,7 +21,8 @@ use crate::tls::TlsMaterial;
 pub enum Participant {
     /// Hand-written tokio echo with a u32 length prefix: the floor.
     RawTcp,
-    /// Plain tokio-tungstenite binary echo.
+    /// Plain tokio-tungstenite binary echo, configured as Ternio configures
+    /// tungstenite.
     RawWs,
     /// Ternio over TCP, `ternio-client`'s `request_async`.
     TernioTcp,
@@ -40,18 +42,19 @@ pub enum Participant {
     TonicDuplexTls,
     /// Diagnostic: Ternio's TCP server with a hand-written client (no SDK).
     TernioTcpLean,
-    /// Diagnostic: Ternio's WebSocket server with a hand-written
-    /// tokio-tungstenite client (no SDK).
+    /// Ternio's WebSocket server driven by raw-ws's own client (no SDK):
+    /// the like-for-like WebSocket comparison, which the budgets use.
     TernioWsLean,
 }
 
 impl Participant {
-    /// Every participant, in the order of the report's tables.
-    pub const ALL: [Participant; 10] = [
+    /// Every participant of the default run, in the order of the report's tables.
+    pub const ALL: [Participant; 11] = [
         Participant::RawTcp,
         Participant::RawWs,
         Participant::TernioTcp,
         Participant::TernioWs,
+        Participant::TernioWsLean,
         Participant::TernioTcpAead,
         Participant::TernioWsAead,
         Participant::TonicUnary,
@@ -62,8 +65,7 @@ impl Participant {
 
     /// Diagnostic participants: not run unless named with `--only`; they
     /// split Ternio's server cost from its client's.
-    pub const DIAGNOSTIC: [Participant; 2] =
-        [Participant::TernioTcpLean, Participant::TernioWsLean];
+    pub const DIAGNOSTIC: [Participant; 1] = [Participant::TernioTcpLean];
 
     /// The participant's name on the command line and in the report.
     pub fn name(self) -> &'static str {
@@ -96,6 +98,12 @@ impl Participant {
         matches!(self, Participant::RawTcp | Participant::RawWs)
     }
 
+    /// Whether this is Ternio's server behind a baseline's client rather
+    /// than a framework's own stack (left out of the rankings).
+    pub fn is_lean(self) -> bool {
+        matches!(self, Participant::TernioTcpLean | Participant::TernioWsLean)
+    }
+
     /// Whether its server needs the harness's TLS certificate.
     pub fn uses_tls(self) -> bool {
         matches!(
@@ -116,7 +124,9 @@ impl Participant {
             Participant::RawTcp => {
                 "baseline: hand-written tokio echo, u32 length prefix, one read and one write per batch"
             }
-            Participant::RawWs => "baseline: plain tokio-tungstenite binary echo",
+            Participant::RawWs => {
+                "baseline: plain tokio-tungstenite binary echo, server and client with Ternio's read buffer (8 KiB)"
+            }
             Participant::TernioTcp => {
                 "`#[packet_controller]` echo over `map_tcp`; client `request_async`"
             }
@@ -141,7 +151,7 @@ impl Participant {
                 "diagnostic: the ternio-tcp server, driven by a hand-written client written like raw-tcp's"
             }
             Participant::TernioWsLean => {
-                "diagnostic: the ternio-ws server, driven by a plain tokio-tungstenite client like raw-ws's"
+                "the ternio-ws server, driven by raw-ws's own client (tokio-tungstenite, the same settings): the WebSocket budgets compare it with raw-ws"
             }
         }
     }
@@ -151,6 +161,25 @@ impl fmt::Display for Participant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The listen backlog of every server child that binds its own listener:
+/// the one Ternio's servers get by default (`ServerConfig::listen_backlog`,
+/// 1,024). tokio's `TcpListener::bind` gets mio's 128 (the standard
+/// library's), which a crowd connecting at once overflows: the kernel then
+/// drops SYNs, and each dropped one costs its client a retransmission
+/// timeout (1 s, then 2 s, 4 s…).
+pub fn listen_backlog() -> u32 {
+    ::ternio::ServerConfig::default().listen_backlog
+}
+
+/// A listener on 127.0.0.1 (a free port) with Ternio's default backlog,
+/// for the raw servers and tonic, on the current runtime.
+pub fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    socket.listen(listen_backlog())
 }
 
 /// What a server child serves.
@@ -264,7 +293,7 @@ impl EchoClient {
                 EchoClient::RawTcp(raw_tcp::EchoClient::connect(endpoint.addr).await?)
             }
             Participant::RawWs => {
-                EchoClient::RawWs(raw_ws::EchoClient::connect(endpoint.addr).await?)
+                EchoClient::RawWs(raw_ws::EchoClient::connect(endpoint.addr, None).await?)
             }
             Participant::TernioTcp
             | Participant::TernioWs
@@ -300,8 +329,9 @@ impl EchoClient {
     /// Closes the connection the way its stack does.
     pub async fn close(self) {
         match self {
-            EchoClient::RawTcp(_) | EchoClient::TernioLean(_) | EchoClient::TonicUnary(_) => {}
+            EchoClient::RawTcp(_) | EchoClient::TonicUnary(_) => {}
             EchoClient::RawWs(client) => client.close().await,
+            EchoClient::TernioLean(client) => client.close().await,
             EchoClient::Ternio(client) => client.close().await,
             EchoClient::TonicDuplex(client) => client.close().await,
         }

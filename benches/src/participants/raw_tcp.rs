@@ -2,7 +2,8 @@
 //! and no framework, written as lean as a competent engineer would: one
 //! read for whatever has arrived, every whole frame answered, one write for
 //! all the answers, buffers kept across requests (no allocation per echo),
-//! and no buffer at all while a connection is idle.
+//! and no buffer at all until a connection first sends (the crowd's idle
+//! connections hold none).
 //!
 //! The same module holds the raw push and fan-out servers of the
 //! scenarios beyond the echo, and the length-prefixed frame counter their
@@ -54,8 +55,14 @@ impl Drop for Counted {
 /// when it has little room left. Returns false at the end of the stream.
 /// (`read_buf` goes through tokio's `AsyncRead`, which takes a read that
 /// leaves room in the buffer as the socket drained: the next call waits for
-/// input instead of spending a syscall that finds none.)
+/// input instead of spending a syscall that finds none.) A buffer with no
+/// room at all (a connection that has not sent yet) waits until a byte has
+/// arrived (a peek) before it takes any: `readable()` alone is not enough,
+/// as a fresh connection reports itself readable at once.
 async fn read_some(stream: &mut TcpStream, input: &mut BytesMut) -> io::Result<bool> {
+    if input.capacity() == 0 && stream.peek(&mut [0u8; 1]).await? == 0 {
+        return Ok(false);
+    }
     if input.capacity() - input.len() < READ_CHUNK / 2 {
         input.reserve(READ_CHUNK);
     }

@@ -1,5 +1,11 @@
 //! `raw-ws`: a plain tokio-tungstenite binary echo, server and client,
-//! with default settings and Nagle off on both sides.
+//! configured the way Ternio configures tungstenite for itself: an 8 KiB
+//! read buffer on both sides ([`READ_BUFFER`]) and Nagle off on both
+//! sides; tungstenite's defaults otherwise.
+//!
+//! The same client drives Ternio's WebSocket server in `ternio-ws-lean`
+//! (with Ternio's subprotocol and frames inside the messages), so that the
+//! WebSocket budgets compare two servers behind one client.
 
 use std::net::SocketAddr;
 
@@ -8,9 +14,27 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::participants::raw_tcp::Counted;
+
+/// Bytes tungstenite reads at a time, on both sides: what Ternio's server
+/// (`framework/src/transport/websocket.rs`) and `ternio-client`
+/// (`sdk-client/src/ws.rs`) set. tungstenite zero-fills the free part of its
+/// read buffer before every read, so its default of 128 KiB costs a 128 KiB
+/// memset per message read (and holds 128 KiB per idle connection); larger
+/// messages still grow the buffer as they need.
+pub const READ_BUFFER: usize = 8 * 1024;
+
+/// tungstenite's configuration for both sides: its defaults, with the read
+/// buffer Ternio uses.
+pub fn config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(READ_BUFFER)
+}
 
 /// Serves WebSocket echo connections (any path) until the process ends.
 pub async fn serve_echo(listener: TcpListener) {
@@ -21,7 +45,9 @@ pub async fn serve_echo(listener: TcpListener) {
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
             let _counted = Counted::new();
-            let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+            let Ok(mut ws) =
+                tokio_tungstenite::accept_async_with_config(stream, Some(config())).await
+            else {
                 return;
             };
             while let Some(Ok(message)) = ws.next().await {
@@ -38,23 +64,41 @@ pub async fn serve_echo(listener: TcpListener) {
     }
 }
 
-/// One WebSocket connection doing echoes.
+/// Opens a WebSocket to `ws://addr/ws` (offering `subprotocol`, if any)
+/// with [`config`], Nagle off.
+pub async fn connect(
+    addr: SocketAddr,
+    subprotocol: Option<&'static str>,
+) -> Result<WebSocketStream<MaybeTlsStream<TcpStream>>> {
+    let mut request = format!("ws://{addr}/ws").into_client_request()?;
+    if let Some(subprotocol) = subprotocol {
+        request.headers_mut().insert(
+            SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(subprotocol),
+        );
+    }
+    let (ws, _) =
+        tokio_tungstenite::connect_async_with_config(request, Some(config()), true).await?;
+    Ok(ws)
+}
+
+/// One WebSocket connection doing echoes: each call sends one binary
+/// message and waits for the next binary message.
 pub struct EchoClient {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
 
 impl EchoClient {
-    /// Connects to `ws://addr/ws`, Nagle off.
-    pub async fn connect(addr: SocketAddr) -> Result<Self> {
-        let (ws, _) =
-            tokio_tungstenite::connect_async_with_config(format!("ws://{addr}/ws"), None, true)
-                .await?;
-        Ok(Self { ws })
+    /// Connects to `ws://addr/ws`, offering `subprotocol` if any (see [`connect`]).
+    pub async fn connect(addr: SocketAddr, subprotocol: Option<&'static str>) -> Result<Self> {
+        Ok(Self {
+            ws: connect(addr, subprotocol).await?,
+        })
     }
 
-    /// Sends `payload` as one binary message and returns the answer.
-    pub async fn echo(&mut self, payload: &Bytes) -> Result<Bytes> {
-        self.ws.send(Message::Binary(payload.clone())).await?;
+    /// Sends `message` as one binary message and returns the answer.
+    pub async fn echo(&mut self, message: &Bytes) -> Result<Bytes> {
+        self.ws.send(Message::Binary(message.clone())).await?;
         loop {
             match self.ws.next().await {
                 Some(Ok(Message::Binary(data))) => return Ok(data),

@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use bytes::{Buf, Bytes, BytesMut};
-use futures_util::{SinkExt, StreamExt};
 use ternio::protocol::Decode;
-use ternio::protocol::frame::{self, Flags, Framing, Header};
+use ternio::protocol::frame::{self, Flags, Framing, Header, WEBSOCKET_SUBPROTOCOL};
 use ternio::{
     ConnectionHandle, Context, Hub, Identity, Packet, Server, ServerHandle, packet_controller,
 };
@@ -23,11 +22,8 @@ use ternio_client::Client;
 use ternio_redis::RedisBackplane;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::participants::{Endpoint, Participant};
+use crate::participants::{Endpoint, Participant, raw_ws};
 
 /// Times a push task found its connection's outbound queue above the high
 /// water mark (it then sleeps 1 ms).
@@ -322,6 +318,8 @@ pub fn request_frame<P: Packet>(packet: &P, request_id: u32) -> Vec<u8> {
 /// A hand-written client of Ternio's echo, written like the raw baselines'
 /// clients (one task, one write and one read per call): it drives Ternio's
 /// server without the SDK, to split the server's cost from the client's.
+/// Over WebSocket it is raw-ws's own client ([`raw_ws::EchoClient`]), so
+/// `ternio-ws-lean` and `raw-ws` differ by their servers alone.
 pub enum LeanClient {
     /// Length-prefixed frames on a TCP stream.
     Tcp {
@@ -336,8 +334,12 @@ pub enum LeanClient {
     },
     /// One frame per binary WebSocket message.
     Ws {
-        /// The connection.
-        ws: Box<WebSocketStream<MaybeTlsStream<TcpStream>>>,
+        /// raw-ws's client, offering Ternio's subprotocol.
+        client: Box<raw_ws::EchoClient>,
+        /// Where requests are encoded: each is split off as the message
+        /// sent, and its room taken back once tungstenite has written it
+        /// (no allocation per request).
+        output: BytesMut,
         /// The last request id.
         id: u32,
     },
@@ -347,13 +349,10 @@ impl LeanClient {
     /// Connects over the participant's transport (WebSocket with `ternio.v2`).
     pub async fn connect(participant: Participant, addr: SocketAddr) -> Result<Self> {
         if participant == Participant::TernioWsLean {
-            let mut request = format!("ws://{addr}/ws").into_client_request()?;
-            request
-                .headers_mut()
-                .insert("Sec-WebSocket-Protocol", "ternio.v2".parse()?);
-            let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
+            let client = raw_ws::EchoClient::connect(addr, Some(WEBSOCKET_SUBPROTOCOL)).await?;
             return Ok(LeanClient::Ws {
-                ws: Box::new(ws),
+                client: Box::new(client),
+                output: BytesMut::with_capacity(8 * 1024),
                 id: 0,
             });
         }
@@ -404,27 +403,28 @@ impl LeanClient {
                     }
                 }
             }
-            LeanClient::Ws { ws, id } => {
+            LeanClient::Ws { client, output, id } => {
                 *id = id.wrapping_add(1).max(1);
-                let mut output = BytesMut::new();
                 frame::write_frame(
-                    &mut output,
+                    output,
                     Framing::Message,
                     Header::new(Echo::OPCODE, Flags::NONE, *id),
                     &request,
                     usize::MAX,
                 )?;
-                ws.send(Message::Binary(output.freeze())).await?;
-                loop {
-                    match ws.next().await {
-                        Some(Ok(Message::Binary(frame))) => return answer(&frame, *id),
-                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                        Some(Ok(other)) => anyhow::bail!("unexpected message {other:?}"),
-                        Some(Err(error)) => return Err(error.into()),
-                        None => anyhow::bail!("the server closed the connection"),
-                    }
-                }
+                let message = output.split().freeze();
+                let frame = client.echo(&message).await?;
+                drop(message);
+                answer(&frame, *id)
             }
+        }
+    }
+
+    /// Closes the connection as raw-ws's client does (the WebSocket close
+    /// handshake); a TCP one is dropped, as raw-tcp's is.
+    pub async fn close(self) {
+        if let LeanClient::Ws { client, .. } = self {
+            client.close().await;
         }
     }
 }

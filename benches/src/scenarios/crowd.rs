@@ -3,7 +3,9 @@
 //! and after), its live heap per connection (the counting allocator), and
 //! its thread count. Each run gets a fresh server child.
 //!
-//! WebSocket connections complete their upgrade; TCP ones only connect.
+//! WebSocket connections complete their upgrade (with raw-ws's client and
+//! its 8 KiB read buffer, which keeps the harness's own memory down); TCP
+//! ones only connect.
 //! The harness waits until the server counts every connection before it
 //! reads the figures.
 
@@ -17,7 +19,7 @@ use tokio::runtime::Runtime;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::child::ServerChild;
-use crate::participants::{Participant, ServerKind};
+use crate::participants::{Participant, ServerKind, raw_ws};
 use crate::results::CrowdFigures;
 use crate::workload::run_on;
 
@@ -43,8 +45,7 @@ enum Held {
 async fn open(participant: Participant, addr: SocketAddr) -> Result<Held> {
     Ok(match participant {
         Participant::RawWs | Participant::TernioWs => {
-            let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws")).await?;
-            Held::Ws(Box::new(ws))
+            Held::Ws(Box::new(raw_ws::connect(addr, None).await?))
         }
         _ => Held::Tcp(TcpStream::connect(addr).await?),
     })
