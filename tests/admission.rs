@@ -91,27 +91,12 @@ async fn ws_served(source: [u8; 4], address: SocketAddr) -> bool {
 
 /// Sends an `Add` over `ws` and says whether the sum comes back.
 async fn ws_request_answered(mut ws: tokio_tungstenite::WebSocketStream<TcpStream>) -> bool {
-    ws.send(request_message(&Add { a: 2, b: 3 }, 9))
-        .await
-        .unwrap();
+    ws.send(ws_request(&Add { a: 2, b: 3 }, 9)).await.unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
     matches!(answer, Ok(Some(Ok(Message::Binary(bytes)))) if {
         let frame = ternio::protocol::Frame::parse(bytes.clone(), usize::MAX).unwrap();
         frame.header.request_id == 9 && Sum::decode_body(&frame.body).unwrap() == Sum(5)
     })
-}
-
-fn request_message<P: Packet>(packet: &P, request_id: u32) -> Message {
-    let mut out = BytesMut::new();
-    frame::write_frame(
-        &mut out,
-        Framing::Message,
-        Header::new(P::OPCODE, Flags::NONE, request_id),
-        packet,
-        usize::MAX,
-    )
-    .unwrap();
-    Message::Binary(out.freeze())
 }
 
 /// A length-prefixed request frame.
@@ -405,7 +390,7 @@ async fn proxy_headers_work_on_the_websocket_listener() {
     };
     let v1 = b"PROXY TCP4 192.0.2.9 127.0.0.1 4100 80\r\n";
     let (mut socket, _) = upgrade(v1).await.expect("upgraded");
-    socket.send(request_message(&WhoAmI, 1)).await.unwrap();
+    socket.send(ws_request(&WhoAmI, 1)).await.unwrap();
     let Some(Ok(Message::Binary(bytes))) = socket.next().await else {
         panic!("no answer");
     };

@@ -196,20 +196,6 @@ async fn ws_connect(address: SocketAddr) -> Result<Ws, WsError> {
         .map(|(ws, _)| ws)
 }
 
-/// A message holding one request frame.
-fn ws_request<P: Packet>(packet: &P, request_id: u32) -> Message {
-    let mut out = BytesMut::new();
-    frame::write_frame(
-        &mut out,
-        Framing::Message,
-        Header::new(P::OPCODE, Flags::NONE, request_id),
-        packet,
-        usize::MAX,
-    )
-    .unwrap();
-    Message::Binary(out.freeze())
-}
-
 /// The server's next message, which must be a binary one: its frame.
 async fn ws_next_frame(ws: &mut Ws) -> Frame {
     let message = tokio::time::timeout(PATIENCE, ws.next())
@@ -552,24 +538,33 @@ async fn a_peer_that_does_not_read_is_closed_after_the_write_timeout() {
                 continue;
             }
         };
-        if frame.header.opcode == system::DISCONNECT {
-            assert_eq!(
-                frame.header,
-                Header::new(system::DISCONNECT, Flags::NONE, 0)
-            );
-            break Disconnect::decode_body(&frame.body).unwrap();
+        if let Some(disconnect) = echo_or_goodbye(&frame, &mut echoes) {
+            break disconnect;
         }
-        assert_eq!(
-            frame.header,
-            Header::new(Echo::OPCODE, Flags::RESPONSE, 2 + echoes)
-        );
-        echoes += 1;
     };
     assert_write_timeout(&disconnect);
     assert!(echoes >= 1, "the first echo was answered");
     assert_eq!(reader.read_buf(&mut buf).await.unwrap(), 0, "then the end");
     drop((reader, writer));
     assert_closed_as_slow_consumer(&server.causes).await;
+}
+
+/// Reads one frame of a stalled peer's backlog: the next echo answer in
+/// order (counted in `echoes`), or the DISCONNECT that ends them.
+fn echo_or_goodbye(frame: &Frame, echoes: &mut u32) -> Option<Disconnect> {
+    if frame.header.opcode == system::DISCONNECT {
+        assert_eq!(
+            frame.header,
+            Header::new(system::DISCONNECT, Flags::NONE, 0)
+        );
+        return Some(Disconnect::decode_body(&frame.body).unwrap());
+    }
+    assert_eq!(
+        frame.header,
+        Header::new(Echo::OPCODE, Flags::RESPONSE, 2 + *echoes)
+    );
+    *echoes += 1;
+    None
 }
 
 /// The same over WebSocket.
@@ -607,18 +602,9 @@ async fn a_websocket_peer_that_does_not_read_is_closed_after_the_write_timeout()
             panic!("expected a frame, got {message:?}")
         };
         let frame = Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap();
-        if frame.header.opcode == system::DISCONNECT {
-            assert_eq!(
-                frame.header,
-                Header::new(system::DISCONNECT, Flags::NONE, 0)
-            );
-            break Disconnect::decode_body(&frame.body).unwrap();
+        if let Some(disconnect) = echo_or_goodbye(&frame, &mut echoes) {
+            break disconnect;
         }
-        assert_eq!(
-            frame.header,
-            Header::new(Echo::OPCODE, Flags::RESPONSE, 2 + echoes)
-        );
-        echoes += 1;
     };
     assert_write_timeout(&disconnect);
     assert!(echoes >= 1, "the first echo was answered");

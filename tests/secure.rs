@@ -598,20 +598,6 @@ async fn required_encryption_refuses_plain_requests_before_the_handshake_and_run
     );
 }
 
-/// A WebSocket message holding one frame, plain.
-fn ws_plain<P: Packet>(packet: &P, request_id: u32) -> tokio_tungstenite::tungstenite::Message {
-    let mut out = BytesMut::new();
-    ternio::protocol::frame::write_frame(
-        &mut out,
-        Framing::Message,
-        Header::new(P::OPCODE, Flags::NONE, request_id),
-        packet,
-        usize::MAX,
-    )
-    .unwrap();
-    tokio_tungstenite::tungstenite::Message::Binary(out.freeze())
-}
-
 /// A WebSocket message holding one frame sealed by `channel`.
 fn ws_sealed<P: Packet>(
     channel: &mut SecureChannel,
@@ -696,9 +682,9 @@ async fn required_encryption_refuses_plain_websocket_requests_before_the_handsha
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{ws_address}/ws"))
         .await
         .unwrap();
-    ws.send(ws_plain(&Bump { by: 1 }, 1)).await.unwrap();
-    ws.send(ws_plain(&Bump { by: 10 }, 0)).await.unwrap();
-    ws.send(ws_plain(&GetCount, 2)).await.unwrap();
+    ws.send(ws_request(&Bump { by: 1 }, 1)).await.unwrap();
+    ws.send(ws_request(&Bump { by: 10 }, 0)).await.unwrap();
+    ws.send(ws_request(&GetCount, 2)).await.unwrap();
     for (opcode, id) in [(Bump::OPCODE, 1), (Bump::OPCODE, 0), (GetCount::OPCODE, 2)] {
         assert_encryption_required(&ws_recv(&mut ws, None).await, opcode, id);
     }

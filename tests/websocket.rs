@@ -45,19 +45,6 @@ async fn connect(
     Ok((ws, selected))
 }
 
-fn request<P: Packet>(packet: &P, request_id: u32) -> Message {
-    let mut out = BytesMut::new();
-    frame::write_frame(
-        &mut out,
-        Framing::Message,
-        Header::new(P::OPCODE, Flags::NONE, request_id),
-        packet,
-        usize::MAX,
-    )
-    .unwrap();
-    Message::Binary(out.freeze())
-}
-
 /// The next binary message as a frame; fails on anything but binary and pongs.
 async fn next_frame(ws: &mut Ws) -> Frame {
     loop {
@@ -118,8 +105,8 @@ async fn expect_close(ws: &mut Ws) -> (Option<Disconnect>, CloseCode) {
 async fn one_frame_per_binary_message_through_the_same_handlers() {
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
-    ws.send(request(&Add { a: 20, b: 22 }, 1)).await.unwrap();
-    ws.send(request(&WhoAmI, 2)).await.unwrap();
+    ws.send(ws_request(&Add { a: 20, b: 22 }, 1)).await.unwrap();
+    ws.send(ws_request(&WhoAmI, 2)).await.unwrap();
     let sum = next_frame(&mut ws).await;
     assert_eq!(sum.header, Header::new(Sum::OPCODE, Flags::RESPONSE, 1));
     assert_eq!(Sum::decode_body(&sum.body).unwrap(), Sum(42));
@@ -131,7 +118,7 @@ async fn one_frame_per_binary_message_through_the_same_handlers() {
 
     // Several frames sent at once each come back in a message of their own.
     for id in 10..20 {
-        ws.feed(request(
+        ws.feed(ws_request(
             &Echo {
                 payload: Bytes::from(vec![id as u8; 3000]),
             },
@@ -162,7 +149,7 @@ async fn the_subprotocol_is_selected_when_offered_and_optional() {
     assert_eq!(selected.as_deref(), Some("ternio.v2"));
     let (mut ws, selected) = connect(ws_address, "/ws", None).await.unwrap();
     assert_eq!(selected, None);
-    ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
+    ws.send(ws_request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
     assert_eq!(
         Sum::decode_body(&next_frame(&mut ws).await.body).unwrap(),
         Sum(2)
@@ -184,7 +171,7 @@ async fn a_text_message_closes_with_1003() {
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     // The bytes of a whole Bump frame, valid UTF-8: sent as text, refused,
     // and not run.
-    let Message::Binary(bump) = request(&Bump { by: 65 }, 0) else {
+    let Message::Binary(bump) = ws_request(&Bump { by: 65 }, 0) else {
         unreachable!()
     };
     ws.send(Message::text(String::from_utf8(bump.to_vec()).unwrap()))
@@ -208,7 +195,7 @@ async fn the_maximum_message_size_is_the_maximum_frame_size() {
     let (tcp, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     // 4096 bytes in all passes: header 7 + varint 2 + 4087.
-    ws.send(request(
+    ws.send(ws_request(
         &Echo {
             payload: Bytes::from(vec![1; 4087]),
         },
@@ -223,7 +210,7 @@ async fn the_maximum_message_size_is_the_maximum_frame_size() {
         padding: Bytes::from(vec![1; 4080]),
     };
     assert_eq!(7 + tally.encoded_len(), 4097);
-    ws.send(request(&tally, 2)).await.unwrap();
+    ws.send(ws_request(&tally, 2)).await.unwrap();
     let (disconnect, code) = expect_close(&mut ws).await;
     assert_eq!(code, CloseCode::Size);
     assert_eq!(disconnect.unwrap().reason, DisconnectReason::FrameTooLarge);
@@ -236,7 +223,7 @@ async fn a_message_far_above_the_limit_still_closes_cleanly() {
     // in its socket when it refuses it; the close must not become a reset.
     let (_, ws_address, _server) = start_server_with_ws(|b| b.max_frame_size(4096));
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
-    ws.send(request(
+    ws.send(ws_request(
         &Echo {
             payload: Bytes::from(vec![1; 256 * 1024]),
         },
@@ -289,7 +276,7 @@ async fn websocket_pings_are_answered() {
 async fn a_client_close_completes_the_handshake() {
     let (_, ws_address, server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
-    ws.send(request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
+    ws.send(ws_request(&Add { a: 1, b: 1 }, 1)).await.unwrap();
     next_frame(&mut ws).await;
     ws.close(None).await.unwrap();
     // The server's reply to our Close ends the stream.
@@ -310,11 +297,11 @@ async fn a_client_close_completes_the_handshake() {
 async fn a_server_shutdown_closes_with_1001_after_disconnect() {
     let (_, ws_address, server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
-    ws.send(request(&Sleep { ms: 100, tag: 7 }, 1))
+    ws.send(ws_request(&Sleep { ms: 100, tag: 7 }, 1))
         .await
         .unwrap();
     // Answered once the sleep was read: the sleep is running.
-    ws.send(request(&Add { a: 1, b: 1 }, 2)).await.unwrap();
+    ws.send(ws_request(&Add { a: 1, b: 1 }, 2)).await.unwrap();
     assert_eq!(next_frame(&mut ws).await.header.request_id, 2);
     server.shutdown();
     // The running request is answered first.
@@ -331,12 +318,12 @@ async fn tcp_and_websocket_clients_share_one_server() {
     let tcp = Client::connect_tcp(tcp_address).await.unwrap();
     let (mut ws, _) = connect(ws_address, "/ws", Some("ternio.v2")).await.unwrap();
     let () = tcp.request_async(&Bump { by: 5 }).await.unwrap();
-    ws.send(request(&Bump { by: 3 }, 1)).await.unwrap();
+    ws.send(ws_request(&Bump { by: 3 }, 1)).await.unwrap();
     assert_eq!(
         next_frame(&mut ws).await.header,
         Header::new(Bump::OPCODE, Flags::RESPONSE, 1)
     );
-    ws.send(request(&GetCount, 2)).await.unwrap();
+    ws.send(ws_request(&GetCount, 2)).await.unwrap();
     assert_eq!(
         Count::decode_body(&next_frame(&mut ws).await.body).unwrap(),
         Count(8)
@@ -438,21 +425,21 @@ async fn a_quiet_spell_after_a_large_message_loses_nothing() {
     const QUIET: Duration = Duration::from_millis(1600);
     let (_, ws_address, _server) = start_server_with_ws(|b| b);
     let (mut ws, _) = connect(ws_address, "/ws", None).await.unwrap();
-    ws.send(request(&echo_of(LARGE, 1), 1)).await.unwrap();
+    ws.send(ws_request(&echo_of(LARGE, 1), 1)).await.unwrap();
     expect_echo(&mut ws, 1, LARGE, 1).await;
     // Quiet: the server renews its buffers; the connection goes on.
     tokio::time::sleep(QUIET).await;
-    ws.send(request(&echo_of(LARGE, 2), 2)).await.unwrap();
+    ws.send(ws_request(&echo_of(LARGE, 2), 2)).await.unwrap();
     expect_echo(&mut ws, 2, LARGE, 2).await;
 
     // Half a frame goes in, the connection goes quiet, the rest follows.
     let MaybeTlsStream::Plain(mut tcp) = ws.into_inner() else {
         unreachable!("a plain ws:// connection")
     };
-    let Message::Binary(third) = request(&echo_of(LARGE, 3), 3) else {
+    let Message::Binary(third) = ws_request(&echo_of(LARGE, 3), 3) else {
         unreachable!()
     };
-    let Message::Binary(fourth) = request(&echo_of(100, 4), 4) else {
+    let Message::Binary(fourth) = ws_request(&echo_of(100, 4), 4) else {
         unreachable!()
     };
     let third = masked_binary(&third);

@@ -435,3 +435,20 @@ pub async fn restart_server(
         }
     }
 }
+
+/// A WebSocket message holding one plain request frame for `packet`.
+pub fn ws_request<P: Packet>(
+    packet: &P,
+    request_id: u32,
+) -> tokio_tungstenite::tungstenite::Message {
+    let mut out = BytesMut::new();
+    frame::write_frame(
+        &mut out,
+        Framing::Message,
+        Header::new(P::OPCODE, Flags::NONE, request_id),
+        packet,
+        usize::MAX,
+    )
+    .unwrap();
+    tokio_tungstenite::tungstenite::Message::Binary(out.freeze())
+}
