@@ -41,6 +41,7 @@ use hdrhistogram::Histogram;
 use ternio::Packet;
 use ternio::protocol::Decode;
 use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
+use ternio_testkit::redis_server::{self, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -53,7 +54,6 @@ use crate::participants::ternio::{
 };
 use crate::participants::{Participant, ServerKind};
 use crate::plan::Plan;
-use crate::redis_server::{self, RedisServer};
 use crate::results::{BackplaneFigures, BackplaneMeasure, LatencyFigures};
 use crate::usage;
 use crate::workload::{ClientMeter, Window, run_on};
