@@ -263,6 +263,17 @@ impl Row {
         self
     }
 
+    /// Fills in a crowd's figures: the connections opened, over the time
+    /// it took to open them all.
+    pub fn with_crowd(mut self, figures: CrowdFigures) -> Self {
+        self.ok = true;
+        self.ops = figures.connections as u64;
+        self.seconds = figures.connect_seconds;
+        self.ops_per_sec = figures.connections as f64 / figures.connect_seconds.max(1e-9);
+        self.crowd = Some(figures);
+        self
+    }
+
     /// Marks the run failed.
     pub fn failed(mut self, error: &anyhow::Error) -> Self {
         self.ok = false;
