@@ -46,6 +46,7 @@ mod scenarios;
 mod soak;
 mod tls;
 mod usage;
+mod window;
 mod workload;
 
 use std::path::PathBuf;

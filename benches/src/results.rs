@@ -253,7 +253,7 @@ impl Row {
     }
 
     /// Fills in a measurement window.
-    pub fn with_window(mut self, window: &crate::workload::Window) -> Self {
+    pub fn with_window(mut self, window: &crate::window::Window) -> Self {
         self.ok = true;
         self.ops = window.ops;
         self.seconds = window.elapsed.as_secs_f64();

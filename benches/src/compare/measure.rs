@@ -18,7 +18,8 @@ use crate::scenarios::backplane::{self, BACKPLANE_SIZE};
 use crate::scenarios::crowd;
 use crate::scenarios::fanout::{self, FANOUT_SIZE};
 use crate::scenarios::push::{self, PUSH_SIZE};
-use crate::workload::{self, Window};
+use crate::window::Window;
+use crate::workload;
 
 /// Runs `cell` once and returns its row (failed, with the error, when it
 /// could not be measured).
