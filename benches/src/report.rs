@@ -2,8 +2,11 @@
 //! message, then push, fan-out, crowd and the Redis backplane, who wins
 //! where, and the budgets.
 
+mod text;
+
 use std::fmt::Write as _;
 
+use self::text::{fill, lines, paragraph};
 use crate::aggregate::{Select, Stat, participants_of, values_of};
 use crate::compare::Outcome;
 use crate::environment::Environment;
@@ -59,17 +62,8 @@ fn size_name(size: usize) -> String {
 pub fn markdown(plan: &Plan, environment: &Environment, outcome: &Outcome) -> String {
     let rows = &outcome.rows;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# Ternio side-by-side benchmark ({} mode)\n",
-        plan.mode.name()
-    );
-    let _ = writeln!(
-        out,
-        "Every figure is end to end over 127.0.0.1: kernel TCP, framing, dispatch, the \
-         runtime and each stack's own client. Each server runs as a child process of the \
-         harness; clients run in the harness.\n"
-    );
+    let mode = plan.mode.name().to_owned();
+    paragraph(&mut out, &fill(text::INTRO, &[("mode", mode)]));
     environment_section(&mut out, environment);
     method_section(&mut out, plan, rows);
     for size in values_of(rows, Scenario::Latency, |row| row.size) {
@@ -123,44 +117,19 @@ fn environment_section(out: &mut String, env: &Environment) {
 }
 
 fn method_section(out: &mut String, plan: &Plan, rows: &[Row]) {
-    let _ = writeln!(out, "## Method\n");
-    let _ = writeln!(
-        out,
-        "- **Latency**: one client, sequential echoes: {} warm-up calls, then {} timed calls, \
-         each timed on its own into an HDR histogram.",
-        thousands(plan.latency_warmup as f64),
-        thousands(plan.latency_calls as f64)
+    let client_counts: Vec<String> = plan.client_counts.iter().map(ToString::to_string).collect();
+    let method = fill(
+        text::METHOD,
+        &[
+            ("latency_warmup", thousands(plan.latency_warmup as f64)),
+            ("latency_calls", thousands(plan.latency_calls as f64)),
+            ("client_counts", client_counts.join(" / ")),
+            ("warmup", format!("{:.1}", plan.warmup.as_secs_f64())),
+            ("window", format!("{:.1}", plan.window.as_secs_f64())),
+            ("runs", plan.runs.to_string()),
+        ],
     );
-    let _ = writeln!(
-        out,
-        "- **Throughput**: {} clients, each on its own connection, closed loop (one call in \
-         flight each): {:.1} s warm-up, then echoes counted over {:.1} s.",
-        plan.client_counts
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" / "),
-        plan.warmup.as_secs_f64(),
-        plan.window.as_secs_f64()
-    );
-    let _ = writeln!(
-        out,
-        "- **Runs**: {} per cell; tables show the median of the runs and ±, half of \
-         (max − min) over the median. Participants are interleaved: each run of a cell goes \
-         through every participant (in a rotated order) before the next run.",
-        plan.runs
-    );
-    let _ = writeln!(
-        out,
-        "- **Cost**: between `reset` and `report` on its stdin, each server child reports \
-         its whole-process CPU time (getrusage) and what a counting global allocator saw; \
-         the harness measures its own the same way over the same window. Per-op figures \
-         divide by the echoes (or messages) of the window."
-    );
-    let _ = writeln!(
-        out,
-        "- Every echo is checked (the answer must hold the bytes sent).\n"
-    );
+    paragraph(out, &method);
     let _ = writeln!(out, "| Participant | What runs |\n|---|---|");
     let diagnostics = Participant::DIAGNOSTIC
         .into_iter()
@@ -278,18 +247,7 @@ fn push_table(out: &mut String, rows: &[Row]) {
     if names.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
-        "## Push — the server pushes 64 B messages to one client as fast as it drains them\n"
-    );
-    let _ = writeln!(
-        out,
-        "`raw-tcp`: the raw server encodes length-prefixed frames into a 64 KiB batch and \
-         writes it, read by a socket that counts frames. `ternio-tcp-socket`: Ternio's push \
-         task (`ConnectionHandle::push`, keeping the outbound queue under 512 KiB) read by the \
-         same kind of socket. `ternio-tcp` / `ternio-ws`: the same server read by \
-         `ternio-client`, counting each decoded push in a `Client::on` callback.\n"
-    );
+    paragraph(out, text::PUSH);
     let _ = writeln!(
         out,
         "| Pusher / reader | messages/s | spread | server CPU/msg (µs) | server alloc/msg (B) | server allocs/msg | client CPU/msg (µs) |"
@@ -323,18 +281,8 @@ fn fanout_table(out: &mut String, rows: &[Row]) {
     }
     let members = values_of(rows, Scenario::Fanout, |row| row.clients);
     let members = members.last().copied().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "## Fan-out — one 64 B broadcast reaching {} group members\n",
-        thousands(members as f64)
-    );
-    let _ = writeln!(
-        out,
-        "One broadcast at a time: the broadcaster sends it, then waits until every member \
-         (a raw socket counting frames) has received it. `raw-tcp`: a subscriber list of \
-         bounded channels, one writer task per member. `ternio-tcp`: `Hub::join` and \
-         `Hub::broadcast_group`, the broadcaster on `ternio-client`.\n"
-    );
+    let members = thousands(members as f64);
+    paragraph(out, &fill(text::FANOUT, &[("members", members)]));
     let _ = writeln!(
         out,
         "| Server | deliveries/s | spread | broadcast → last delivery p50 (µs) | p99 (µs) | server CPU/delivery (µs) | server alloc/delivery (B) |"
@@ -367,19 +315,8 @@ fn crowd_table(out: &mut String, rows: &[Row]) {
     }
     let connections = values_of(rows, Scenario::Crowd, |row| row.clients);
     let connections = connections.last().copied().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "## Crowd — {} idle connections\n",
-        thousands(connections as f64)
-    );
-    let _ = writeln!(
-        out,
-        "A fresh server child per run; the harness opens the connections (WebSocket ones \
-         complete their upgrade), waits until the server counts them all, waits 0.5 s, then \
-         reads the child's VmRSS and thread count from /proc and its live heap from the \
-         counting allocator. tonic is not in it (10,000 HTTP/2 channels would measure the \
-         harness's client more than the server).\n"
-    );
+    let connections = thousands(connections as f64);
+    paragraph(out, &fill(text::CROWD, &[("connections", connections)]));
     let _ = writeln!(
         out,
         "| Server | RSS before (MiB) | RSS after (MiB) | RSS/connection (KiB) | live heap/connection (KiB) | threads before → after | open all (s) |"
@@ -459,37 +396,10 @@ fn backplane_section(out: &mut String, rows: &[Row]) {
                 .filter_map(figure),
         )
     };
-    let _ = writeln!(
-        out,
-        "## Backplane (Redis) — 32 B group broadcasts across two nodes\n"
-    );
-    let _ = writeln!(
-        out,
-        "One `redis-server` for the run (loopback, no persistence); for each cell, fresh \
-         server children: node A and node B, each a Ternio TCP server with its own \
-         `RedisBackplane`. A sender on node A sends `Broadcast` requests (its handler calls \
-         `Hub::broadcast_group`); members are raw sockets that joined the group, decoding \
-         every push. **standalone**: members on a server without a backplane; **local**: \
-         members on node A (which also publishes every broadcast to Redis); \
-         **cross-node**: members on node B, every broadcast through Redis. Node A counts \
-         every member in `Hub::cluster_members` before the first broadcast, and every \
-         broadcast must reach every member. The harness, both nodes and Redis share the \
-         machine's cores.\n"
-    );
+    paragraph(out, text::BACKPLANE);
     let throughput = backplane_members(rows, BackplaneMeasure::Throughput);
     if !throughput.is_empty() {
-        let _ = writeln!(
-            out,
-            "Throughput: the sender broadcasts as fast as the members take them (at most a \
-             fixed number of broadcasts ahead of them); deliveries per second over the \
-             window. Nodes CPU: both children's CPU time over the window (the sender's \
-             node answers every `Broadcast` request too), per delivery. Backplane drops: \
-             messages the nodes' backplanes dropped in the window; in the local case the \
-             sender is held back by the local deliveries only, so when the node broadcasts \
-             faster than its link can publish to Redis, its publish queue (65,536 messages) \
-             fills and the rest is dropped (no node was subscribed to them; with members \
-             elsewhere they would have been lost: at most once).\n"
-        );
+        paragraph(out, text::BACKPLANE_THROUGHPUT);
         let _ = writeln!(
             out,
             "| Members | standalone deliveries/s | local deliveries/s | cross-node deliveries/s | cross-node ÷ local | cross-node broadcasts/s |"
@@ -574,13 +484,11 @@ fn backplane_section(out: &mut String, rows: &[Row]) {
             .filter_map(|row| row.backplane.and_then(|b| b.paced_rate))
             .next()
             .unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "Latency: {} broadcasts per second to {members} members; every delivery of the \
-             window timed from the sender stamping the broadcast (before writing its request \
-             to node A) to the member decoding it.\n",
-            thousands(rate as f64)
-        );
+        let values = [
+            ("rate", thousands(rate as f64)),
+            ("members", members.to_string()),
+        ];
+        paragraph(out, &fill(text::BACKPLANE_LATENCY, &values));
         let _ = writeln!(
             out,
             "| Case | Members | p50 (µs) | p90 (µs) | p99 (µs) | p99.9 (µs) | max (µs) | spread (p50) | deliveries timed |"
@@ -696,12 +604,7 @@ fn ordinal(n: usize) -> String {
 }
 
 fn wins_section(out: &mut String, rows: &[Row], top_clients: Option<usize>) {
-    let _ = writeln!(out, "## Who wins where\n");
-    let _ = writeln!(
-        out,
-        "Raw baselines, and Ternio's servers behind a raw client (the `-lean` rows), \
-         excluded from the ranking.\n"
-    );
+    paragraph(out, text::WINS);
     let _ = writeln!(
         out,
         "| Scenario | Best framework | Ternio's best position | Next |\n|---|---|---|---|"
@@ -806,8 +709,7 @@ fn wins_section(out: &mut String, rows: &[Row], top_clients: Option<usize>) {
 }
 
 fn budget_section(out: &mut String, outcome: &Outcome) {
-    let _ = writeln!(out, "## Budgets\n");
-    let _ = writeln!(out, "All ratios from this run's medians.\n");
+    paragraph(out, text::BUDGETS);
     let _ = writeln!(out, "{}", budget_table(&outcome.budgets));
 }
 
@@ -870,44 +772,130 @@ fn caveats_section(out: &mut String, rows: &[Row]) {
     let loaded = rows.iter().filter(|row| row.load_1m > cores).count();
     if loaded > 0 {
         let highest = rows.iter().map(|row| row.load_1m).fold(0.0, f64::max);
-        let _ = writeln!(
-            out,
-            "- **Load.** {loaded} of {} cells started with a 1-minute load average above the \
-             {cores:.0} cores (highest {highest:.1}). The load average counts this run's own \
-             clients and servers (a many-client cell keeps every core busy), so it flags \
-             other work rather than proves it; the load at the start of the run, before any \
-             cell, is in the environment table.",
-            rows.len()
+        let values = [
+            ("loaded", loaded.to_string()),
+            ("cells", rows.len().to_string()),
+            ("cores", format!("{cores:.0}")),
+            ("highest", format!("{highest:.1}")),
+        ];
+        lines(out, &fill(text::CAVEAT_LOAD, &values));
+    }
+    lines(out, text::CAVEATS);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::budget;
+    use crate::plan::Mode;
+    use crate::results::{BackplaneFigures, CrowdFigures, LatencyFigures};
+    use crate::window::Window;
+
+    fn environment() -> Arc<Environment> {
+        let json = r#"{"date_utc": "2026-01-01 00:00", "cpu": "test", "cores": 2,
+            "memory_gib": 1.0, "os": "test", "kernel": "6", "rustc": "rustc",
+            "profile": "release", "commit": "abc", "mode": "full", "command": "test",
+            "crates": []}"#;
+        Arc::new(serde_json::from_str(json).expect("a valid environment"))
+    }
+
+    fn backplane(measure: BackplaneMeasure, paced_rate: Option<u64>) -> Option<BackplaneFigures> {
+        Some(BackplaneFigures {
+            measure,
+            broadcasts_per_sec: 250.0,
+            paced_rate,
+            redis_cpu_us_per_broadcast: None,
+            backplane_dropped: 0,
+        })
+    }
+
+    /// One row of every scenario, each started on a loaded machine.
+    fn rows(environment: &Arc<Environment>) -> Vec<Row> {
+        let window = Window {
+            ops: 1000,
+            elapsed: Duration::from_secs(1),
+            ..Window::default()
+        };
+        let row = |scenario, participant: &str, clients| {
+            Row::new(scenario, participant, 32, clients, 0, environment).with_window(&window)
+        };
+        let latency = Some(LatencyFigures::default());
+        let crowd = CrowdFigures {
+            connections: 200,
+            connect_seconds: 0.5,
+            ..CrowdFigures::default()
+        };
+        let mut rows = vec![
+            Row {
+                latency,
+                ..row(Scenario::Latency, "raw-tcp", 1)
+            },
+            row(Scenario::Throughput, "raw-tcp", 4),
+            row(Scenario::Push, "raw-tcp", 1),
+            Row {
+                latency,
+                ..row(Scenario::Fanout, "raw-tcp", 20)
+            },
+            Row::new(Scenario::Crowd, "raw-tcp", 0, 200, 0, environment).with_crowd(crowd),
+            Row {
+                backplane: backplane(BackplaneMeasure::Throughput, None),
+                ..row(Scenario::Backplane, "local", 4)
+            },
+            Row {
+                latency,
+                backplane: backplane(BackplaneMeasure::Latency, Some(1000)),
+                ..row(Scenario::Backplane, "local", 4)
+            },
+        ];
+        for row in &mut rows {
+            row.load_1m = 10.0;
+        }
+        rows
+    }
+
+    /// Every section's text comes out, with its placeholders filled.
+    #[test]
+    fn the_report_fills_every_placeholder() {
+        let environment = environment();
+        let rows = rows(&environment);
+        let outcome = Outcome {
+            budgets: budget::evaluate(&rows),
+            rows,
+            skipped: Vec::new(),
+            skipped_scenarios: Vec::new(),
+        };
+        let report = markdown(&Plan::new(Mode::Full), &environment, &outcome);
+        for expected in [
+            "# Ternio side-by-side benchmark (full mode)\n\nEvery figure is end to end",
+            "## Method\n\n- **Latency**: one client, sequential echoes: 20,000 warm-up calls, \
+             then 100,000 timed calls,",
+            "- **Throughput**: 1 / 16 / 64 clients,",
+            ": 2.0 s warm-up, then echoes counted over 8.0 s.",
+            "- **Runs**: 3 per cell;",
+            "## Push — the server pushes 64 B messages",
+            "## Fan-out — one 64 B broadcast reaching 20 group members\n\nOne broadcast",
+            "## Crowd — 200 idle connections\n\nA fresh server child",
+            "## Backplane (Redis) — 32 B group broadcasts across two nodes\n\nOne `redis-server`",
+            "\n\nThroughput: the sender broadcasts",
+            "Latency: 1,000 broadcasts per second to 4 members; every delivery",
+            "## Who wins where\n\nRaw baselines",
+            "## Budgets\n\nAll ratios from this run's medians.\n\n| Budget |",
+            "## Caveats\n\n- **Load.** 7 of 7 cells started with a 1-minute load average \
+             above the 2 cores (highest 10.0).",
+            "- **Quick mode** measures a tenth of the calls with one run per cell: read its \
+             figures as indications, not results.\n",
+        ] {
+            assert!(
+                report.contains(expected),
+                "{expected:?} is missing:\n{report}"
+            );
+        }
+        assert!(
+            !report.contains('{') && !report.contains('}'),
+            "a placeholder is left:\n{report}"
         );
     }
-    let _ = writeln!(
-        out,
-        "- **Loopback on a small shared machine.** The harness's clients and the server child \
-         share the same cores, so high-concurrency figures are CPU-bound and differences of a \
-         few percent are within run-to-run noise (see the ± columns)."
-    );
-    let _ = writeln!(
-        out,
-        "- **The client counts.** Latency and throughput include each stack's own client \
-         (`ternio-client`, tokio-tungstenite, tonic's `Channel`). ternio-ws-lean runs \
-         raw-ws's client against Ternio's WebSocket server, so ternio-ws-lean against raw-ws \
-         compares the servers alone (the WebSocket budgets do); ternio-ws against raw-ws \
-         compares whole stacks, client included."
-    );
-    let _ = writeln!(
-        out,
-        "- **Whole-process costs.** Server CPU and allocations cover the whole child process \
-         (runtime threads, timers, accept loop), spread over the window's messages."
-    );
-    let _ = writeln!(
-        out,
-        "- **Encryption is not like for like.** TLS 1.3 (rustls, AES-GCM with hardware \
-         support) protects the whole stream; Ternio seals each frame with \
-         ChaCha20-Poly1305 after a Noise NK handshake, with no certificate."
-    );
-    let _ = writeln!(
-        out,
-        "- **Quick mode** measures a tenth of the calls with one run per cell: read its \
-         figures as indications, not results."
-    );
 }
