@@ -40,17 +40,13 @@ mod environment;
 mod idle;
 mod participants;
 mod plan;
-// One copy of the code that starts a `redis-server` on a free port: the
-// backplane tests' (`start` and `restart` serve them).
-#[path = "../../redis/tests/support/redis_server.rs"]
-#[allow(dead_code)]
-mod redis_server;
 mod report;
 mod results;
 mod scenarios;
 mod soak;
 mod tls;
 mod usage;
+mod window;
 mod workload;
 
 use std::path::PathBuf;

@@ -253,13 +253,24 @@ impl Row {
     }
 
     /// Fills in a measurement window.
-    pub fn with_window(mut self, window: &crate::workload::Window) -> Self {
+    pub fn with_window(mut self, window: &crate::window::Window) -> Self {
         self.ok = true;
         self.ops = window.ops;
         self.seconds = window.elapsed.as_secs_f64();
         self.ops_per_sec = window.rate();
         self.server = Some(window.server_cost());
         self.client = Some(window.client_cost());
+        self
+    }
+
+    /// Fills in a crowd's figures: the connections opened, over the time
+    /// it took to open them all.
+    pub fn with_crowd(mut self, figures: CrowdFigures) -> Self {
+        self.ok = true;
+        self.ops = figures.connections as u64;
+        self.seconds = figures.connect_seconds;
+        self.ops_per_sec = figures.connections as f64 / figures.connect_seconds.max(1e-9);
+        self.crowd = Some(figures);
         self
     }
 

@@ -11,11 +11,10 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use tokio::runtime::Runtime;
 
-use crate::alloc::{AllocDelta, AllocSnapshot};
-use crate::child::{ServerChild, ServerReport};
+use crate::child::ServerChild;
 use crate::participants::{EchoClient, Participant};
-use crate::results::{Cost, LatencyFigures};
-use crate::usage;
+use crate::results::LatencyFigures;
+use crate::window::{ClientMeter, Load, Window, counted_window};
 
 /// The longest a whole phase of calls may take before the cell fails.
 const PHASE_LIMIT: Duration = Duration::from_secs(300);
@@ -32,70 +31,6 @@ pub fn payload(size: usize, seed: u64) -> Bytes {
         })
         .collect::<Vec<u8>>()
         .into()
-}
-
-/// What one measurement window saw, on both sides.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Window {
-    /// Operations completed in the window (echoes, pushes, deliveries).
-    pub ops: u64,
-    /// The window's length.
-    pub elapsed: Duration,
-    /// The server child's usage.
-    pub server: ServerReport,
-    /// The harness's CPU time (all its client tasks).
-    pub client_cpu: Duration,
-    /// The harness's allocations.
-    pub client_alloc: AllocDelta,
-}
-
-impl Window {
-    /// Operations per second.
-    pub fn rate(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-
-    /// The server's cost per operation.
-    pub fn server_cost(&self) -> Cost {
-        Cost::per_op(self.server.cpu, self.server.alloc, self.ops)
-    }
-
-    /// The client's cost per operation.
-    pub fn client_cost(&self) -> Cost {
-        Cost::per_op(self.client_cpu, self.client_alloc, self.ops)
-    }
-}
-
-/// The harness's own usage at the start of a window.
-pub struct ClientMeter {
-    cpu: Duration,
-    alloc: AllocSnapshot,
-    started: Instant,
-}
-
-impl ClientMeter {
-    /// Starts measuring now.
-    pub fn start() -> Self {
-        Self {
-            cpu: usage::cpu_time(),
-            alloc: AllocSnapshot::now(),
-            started: Instant::now(),
-        }
-    }
-
-    /// Ends the window with `ops` done; `server` is the child's report.
-    pub fn stop(self, ops: u64, server: impl FnOnce() -> Result<ServerReport>) -> Result<Window> {
-        let elapsed = self.started.elapsed();
-        let client_cpu = usage::cpu_time().saturating_sub(self.cpu);
-        let client_alloc = AllocSnapshot::now().since(&self.alloc);
-        Ok(Window {
-            ops,
-            elapsed,
-            server: server()?,
-            client_cpu,
-            client_alloc,
-        })
-    }
 }
 
 /// Runs `future` on the runtime's workers and waits for it, at most `limit`.
@@ -153,6 +88,28 @@ pub fn latency(
 #[derive(Default)]
 struct PaddedCounter(AtomicU64);
 
+/// The clients of a throughput cell, each counting its echoes.
+struct Echoes<'a, T> {
+    tasks: &'a [tokio::task::JoinHandle<T>],
+    counters: &'a [PaddedCounter],
+}
+
+impl<T> Load for Echoes<'_, T> {
+    fn count(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|counter| counter.0.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.tasks.iter().any(|task| task.is_finished()) {
+            return Err(anyhow!("a client stopped during the warm-up"));
+        }
+        Ok(())
+    }
+}
+
 /// `clients` connections in a closed loop (each keeps one call in flight):
 /// `warmup`, then operations counted over `window`.
 pub fn throughput(
@@ -188,24 +145,11 @@ pub fn throughput(
             })
         })
         .collect();
-    let total = || -> u64 {
-        counters
-            .iter()
-            .map(|counter| counter.0.load(Ordering::Relaxed))
-            .sum()
+    let load = Echoes {
+        tasks: &tasks,
+        counters: &counters,
     };
-    let measured = (|| {
-        std::thread::sleep(warmup);
-        if tasks.iter().any(|task| task.is_finished()) {
-            return Err(anyhow!("a client stopped during the warm-up"));
-        }
-        child.reset()?;
-        let before = total();
-        let meter = ClientMeter::start();
-        std::thread::sleep(window);
-        let after = total();
-        meter.stop(after - before, || child.report())
-    })();
+    let measured = counted_window(child, &load, warmup, window);
     stop.store(true, Ordering::Relaxed);
     let finished = runtime.block_on(async move {
         let joined = tokio::time::timeout(PHASE_LIMIT, futures_util::future::join_all(tasks))

@@ -8,15 +8,12 @@
 //! `TERNIO_REDIS_URL` set, the tests that need no restart use that server
 //! instead, each under its own key prefix.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::redis_server::RedisServer;
 use ternio::{
     Backplane, ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder,
     ServerHandle, packet_controller,
@@ -24,6 +21,7 @@ use ternio::{
 use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisBackplaneError, RedisConfig};
+use ternio_testkit::redis_server::RedisServer;
 
 /// 0x0500: asks for the connection's id.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]

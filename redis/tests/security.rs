@@ -9,20 +9,18 @@
 //! attack is published (and acknowledged by Redis) before a genuine
 //! message, and the victim's next push must be the genuine one.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use support::redis_server::{RedisServer, TlsFiles};
 use ternio::protocol::{BytesMut, Encode, Flags, Header, Packet};
 use ternio::{Backplane, ConnectionId, Server, ServerHandle};
 use ternio_client::{Client, ConnectionState, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig, Rejected};
+use ternio_testkit::redis_server::{RedisServer, TlsFiles};
 
 const SECRET: &str = "the security tests' secret, 32 B";
 const ROOM: &str = "lobby";

@@ -41,11 +41,13 @@ use hdrhistogram::Histogram;
 use ternio::Packet;
 use ternio::protocol::Decode;
 use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
+use ternio_testkit::redis_server::{self, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::runtime::Runtime;
 use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
 
 use crate::child::{ServerChild, ServerReport};
 use crate::participants::ternio::{
@@ -53,10 +55,10 @@ use crate::participants::ternio::{
 };
 use crate::participants::{Participant, ServerKind};
 use crate::plan::Plan;
-use crate::redis_server::{self, RedisServer};
 use crate::results::{BackplaneFigures, BackplaneMeasure, LatencyFigures};
 use crate::usage;
-use crate::workload::{ClientMeter, Window, run_on};
+use crate::window::{Load, Servers, Window, counted_window};
+use crate::workload::run_on;
 
 /// Payload bytes of each broadcast (the sender's timestamp, then padding).
 pub const BACKPLANE_SIZE: usize = 32;
@@ -244,6 +246,57 @@ impl Nodes {
             report.backplane_dropped += more.backplane_dropped;
         }
         Ok(report)
+    }
+}
+
+/// A cell's nodes and the run's `redis-server`, as a counted window sees
+/// them: Redis's CPU time is read after the nodes' reset and after their
+/// report.
+struct NodesAndRedis<'a> {
+    nodes: &'a mut Nodes,
+    redis: Option<&'a Redis>,
+    redis_before: Option<Duration>,
+    redis_after: Option<Duration>,
+}
+
+impl Servers for NodesAndRedis<'_> {
+    fn reset(&mut self) -> Result<()> {
+        self.nodes.reset()?;
+        self.redis_before = self.redis.and_then(Redis::cpu);
+        Ok(())
+    }
+
+    fn report(&mut self) -> Result<ServerReport> {
+        let report = self.nodes.report()?;
+        self.redis_after = self.redis.and_then(Redis::cpu);
+        Ok(report)
+    }
+}
+
+/// The sender's broadcasts, as a counted window sees them.
+struct Sending<'a, T> {
+    task: &'a JoinHandle<T>,
+    deliveries: &'a Deliveries,
+    measure: BackplaneMeasure,
+}
+
+impl<T> Load for Sending<'_, T> {
+    /// Deliveries to the members so far.
+    fn count(&self) -> u64 {
+        self.deliveries.count.load(Ordering::Relaxed)
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.task.is_finished() {
+            bail!("the sender stopped during the warm-up");
+        }
+        Ok(())
+    }
+
+    /// The members time deliveries inside the window of a latency cell.
+    fn timing(&self, on: bool) {
+        let on = on && self.measure == BackplaneMeasure::Latency;
+        self.deliveries.timing.store(on, Ordering::Relaxed);
     }
 }
 
@@ -515,8 +568,6 @@ pub fn run(
         bail!("the {} case needs a redis-server", case.name());
     }
     let mut nodes = Nodes::start(case, redis)?;
-    let members_addr = nodes.members_addr(case);
-    let sender_addr = nodes.sender.endpoint.addr;
     let deliveries = Arc::new(Deliveries {
         count: AtomicU64::new(0),
         progress: Notify::new(),
@@ -524,22 +575,77 @@ pub fn run(
         epoch: Instant::now(),
     });
     let (stop_members, stopped) = watch::channel(false);
-    let member_deliveries = Arc::clone(&deliveries);
-    let (receivers, control) = run_on(runtime, SETUP_LIMIT, async move {
-        let mut receivers = Vec::with_capacity(members);
-        for _ in 0..members {
-            let member = join(members_addr).await?;
-            receivers.push(tokio::spawn(receive(
-                member,
-                Arc::clone(&member_deliveries),
-                stopped.clone(),
-            )));
-        }
-        let mut control = Connection::open(sender_addr).await?;
-        await_members(&mut control, members).await?;
-        Ok((receivers, control))
-    })?;
+    let (receivers, control) = open_members(runtime, &nodes, case, members, &deliveries, stopped)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let shape = Shape { measure, members };
+    let (task, reader, replies) = start_sender(runtime, control, &deliveries, shape, plan, &stop);
 
+    let mut servers = NodesAndRedis {
+        nodes: &mut nodes,
+        redis,
+        redis_before: None,
+        redis_after: None,
+    };
+    let load = Sending {
+        task: &task,
+        deliveries: &deliveries,
+        measure,
+    };
+    let measured = counted_window(&mut servers, &load, plan.warmup, plan.window);
+    let redis_cpu = match (servers.redis_before, servers.redis_after) {
+        (Some(before), Some(after)) if case.needs_redis() => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    stop.store(true, Ordering::Relaxed);
+
+    let finished = runtime.block_on(finish(
+        task,
+        Arc::clone(&deliveries),
+        members,
+        receivers,
+        stop_members,
+        reader,
+    ));
+    drop(nodes);
+    let latencies = finished?;
+    let window = measured?;
+    if replies.errors.load(Ordering::Relaxed) > 0 {
+        bail!(
+            "node A answered {} broadcasts with an error",
+            replies.errors.load(Ordering::Relaxed)
+        );
+    }
+    if window.ops == 0 {
+        bail!("no delivery in the window");
+    }
+    let missed = replies.missed.load(Ordering::Relaxed);
+    let redis = redis.filter(|_| case.needs_redis());
+    measured_of(window, redis_cpu, &latencies, redis, missed, shape, plan)
+}
+
+/// What a cell's sender does: throughput or latency, to how many members.
+#[derive(Clone, Copy)]
+struct Shape {
+    measure: BackplaneMeasure,
+    members: usize,
+}
+
+/// Splits the control connection to node A: a task reads node A's
+/// answers, another sends the broadcasts (flooding or paced, as `shape`
+/// says) until `stop`. Returns the sender's task, the reader's, and the
+/// answers it reads.
+fn start_sender(
+    runtime: &Runtime,
+    control: Connection,
+    deliveries: &Arc<Deliveries>,
+    shape: Shape,
+    plan: &Plan,
+    stop: &Arc<AtomicBool>,
+) -> (
+    JoinHandle<Result<u64>>,
+    JoinHandle<Result<()>>,
+    Arc<Replies>,
+) {
     let Connection { stream, input, .. } = control;
     let (read, write) = stream.into_split();
     let replies = Arc::new(Replies::default());
@@ -554,89 +660,108 @@ pub fn run(
         id: 0,
         epoch: deliveries.epoch,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let task = match measure {
+    let task = match shape.measure {
         BackplaneMeasure::Throughput => runtime.spawn(flood(
             sender,
-            Arc::clone(&deliveries),
-            members as u64,
+            Arc::clone(deliveries),
+            shape.members as u64,
             plan.backplane_ahead,
-            Arc::clone(&stop),
+            Arc::clone(stop),
         )),
         BackplaneMeasure::Latency => {
-            runtime.spawn(paced(sender, plan.backplane_rate, Arc::clone(&stop)))
+            runtime.spawn(paced(sender, plan.backplane_rate, Arc::clone(stop)))
         }
     };
+    (task, reader, replies)
+}
 
-    let measured = (|| {
-        std::thread::sleep(plan.warmup);
-        if task.is_finished() {
-            bail!("the sender stopped during the warm-up");
-        }
-        nodes.reset()?;
-        let redis_before = redis.and_then(Redis::cpu);
-        deliveries
-            .timing
-            .store(measure == BackplaneMeasure::Latency, Ordering::Relaxed);
-        let before = deliveries.count.load(Ordering::Relaxed);
-        let meter = ClientMeter::start();
-        std::thread::sleep(plan.window);
-        let after = deliveries.count.load(Ordering::Relaxed);
-        deliveries.timing.store(false, Ordering::Relaxed);
-        let window = meter.stop(after - before, || nodes.report())?;
-        let redis_cpu = match (redis_before, redis.and_then(Redis::cpu)) {
-            (Some(before), Some(after)) if case.needs_redis() => Some(after.saturating_sub(before)),
-            _ => None,
-        };
-        Ok((window, redis_cpu))
-    })();
-    stop.store(true, Ordering::Relaxed);
+/// The members' tasks, each returning the deliveries it timed.
+type Receivers = Vec<JoinHandle<Result<Histogram<u64>>>>;
 
-    // Every broadcast sent must reach every member, once.
-    let finished_deliveries = Arc::clone(&deliveries);
-    let finished = runtime.block_on(async move {
-        let sent = tokio::time::timeout(STALL_LIMIT * 2, task)
-            .await
-            .context("the sender did not stop")?
-            .context("the sender panicked")??;
-        let expected = sent * members as u64;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let count = finished_deliveries.count.load(Ordering::Relaxed);
-            if count == expected {
-                break;
-            }
-            if count > expected {
-                bail!("{count} deliveries of {sent} broadcasts to {members} members: duplicates");
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{count} of {expected} deliveries arrived ({sent} broadcasts to {members} members)"
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+/// Opens `members` members where `case` puts them (each counting into
+/// `deliveries` until `stopped`), then a control connection to node A,
+/// which it returns once node A counts every member.
+fn open_members(
+    runtime: &Runtime,
+    nodes: &Nodes,
+    case: BackplaneCase,
+    members: usize,
+    deliveries: &Arc<Deliveries>,
+    stopped: watch::Receiver<bool>,
+) -> Result<(Receivers, Connection)> {
+    let members_addr = nodes.members_addr(case);
+    let sender_addr = nodes.sender.endpoint.addr;
+    let member_deliveries = Arc::clone(deliveries);
+    run_on(runtime, SETUP_LIMIT, async move {
+        let mut receivers = Vec::with_capacity(members);
+        for _ in 0..members {
+            let member = join(members_addr).await?;
+            receivers.push(tokio::spawn(receive(
+                member,
+                Arc::clone(&member_deliveries),
+                stopped.clone(),
+            )));
         }
-        stop_members.send_replace(true);
-        let mut latencies = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-        for receiver in receivers {
-            latencies.add(receiver.await.context("a member panicked")??)?;
+        let mut control = Connection::open(sender_addr).await?;
+        await_members(&mut control, members).await?;
+        Ok((receivers, control))
+    })
+}
+
+/// Waits for the sender to stop, then until every broadcast it sent has
+/// reached every member, once; stops the members and returns what they
+/// timed.
+async fn finish(
+    task: JoinHandle<Result<u64>>,
+    deliveries: Arc<Deliveries>,
+    members: usize,
+    receivers: Receivers,
+    stop_members: watch::Sender<bool>,
+    reader: JoinHandle<Result<()>>,
+) -> Result<Histogram<u64>> {
+    let sent = tokio::time::timeout(STALL_LIMIT * 2, task)
+        .await
+        .context("the sender did not stop")?
+        .context("the sender panicked")??;
+    let expected = sent * members as u64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let count = deliveries.count.load(Ordering::Relaxed);
+        if count == expected {
+            break;
         }
-        reader.abort();
-        Ok(latencies)
-    });
-    drop(nodes);
-    let latencies = finished?;
-    let (window, redis_cpu) = measured?;
-    if replies.errors.load(Ordering::Relaxed) > 0 {
-        bail!(
-            "node A answered {} broadcasts with an error",
-            replies.errors.load(Ordering::Relaxed)
-        );
+        if count > expected {
+            bail!("{count} deliveries of {sent} broadcasts to {members} members: duplicates");
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{count} of {expected} deliveries arrived ({sent} broadcasts to {members} members)"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    if window.ops == 0 {
-        bail!("no delivery in the window");
+    stop_members.send_replace(true);
+    let mut latencies = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    for receiver in receivers {
+        latencies.add(receiver.await.context("a member panicked")??)?;
     }
+    reader.abort();
+    Ok(latencies)
+}
 
+/// The cell's figures from its window, Redis's CPU time over it, the
+/// members' latencies, the run's Redis (when the case uses it) and the
+/// local members' missed broadcasts.
+fn measured_of(
+    window: Window,
+    redis_cpu: Option<Duration>,
+    latencies: &Histogram<u64>,
+    redis: Option<&Redis>,
+    missed: u64,
+    shape: Shape,
+    plan: &Plan,
+) -> Result<Measured> {
+    let Shape { measure, members } = shape;
     let broadcasts = window.ops as f64 / members as f64;
     let figures = BackplaneFigures {
         measure,
@@ -647,14 +772,13 @@ pub fn run(
     };
     let latency = match measure {
         BackplaneMeasure::Latency if latencies.is_empty() => bail!("no delivery was timed"),
-        BackplaneMeasure::Latency => Some(LatencyFigures::from_histogram(&latencies)),
+        BackplaneMeasure::Latency => Some(LatencyFigures::from_histogram(latencies)),
         BackplaneMeasure::Throughput => None,
     };
     let mut notes = Vec::new();
-    if let Some(redis) = redis.filter(|_| case.needs_redis()) {
+    if let Some(redis) = redis {
         notes.push(format!("redis-server {}", redis.version));
     }
-    let missed = replies.missed.load(Ordering::Relaxed);
     if missed > 0 {
         notes.push(format!("local members that missed a broadcast: {missed}"));
     }

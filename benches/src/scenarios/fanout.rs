@@ -8,6 +8,7 @@
 //! harness's cost per delivery is the same for both servers. The
 //! broadcaster is `ternio-client` for Ternio and a raw socket for raw.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +26,8 @@ use crate::participants::raw_tcp::{self, FrameCounter};
 use crate::participants::ternio::{self, Broadcast, BroadcastReply, JoinGroup};
 use crate::participants::{Participant, ServerKind};
 use crate::results::LatencyFigures;
-use crate::workload::{ClientMeter, Window, payload, run_on};
+use crate::window::{Load, Window, counted_window};
+use crate::workload::{payload, run_on};
 
 /// The group every member joins.
 const GROUP: &str = "bench";
@@ -105,6 +107,32 @@ impl Broadcaster {
     }
 }
 
+/// The broadcasts of a fan-out cell, as a counted window sees them.
+struct Broadcasts<'a, T> {
+    broadcaster: &'a JoinHandle<T>,
+    /// Whether the broadcaster times its rounds.
+    measuring: &'a AtomicBool,
+    deliveries: &'a Deliveries,
+}
+
+impl<T> Load for Broadcasts<'_, T> {
+    /// Deliveries to the members so far.
+    fn count(&self) -> u64 {
+        self.deliveries.count.load(Ordering::Relaxed)
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.broadcaster.is_finished() {
+            bail!("the broadcaster stopped during the warm-up");
+        }
+        Ok(())
+    }
+
+    fn timing(&self, on: bool) {
+        self.measuring.store(on, Ordering::Relaxed);
+    }
+}
+
 /// Opens `members` member connections, then broadcasts one at a time:
 /// `warmup`, then deliveries counted over `window`.
 pub fn run(
@@ -118,85 +146,31 @@ pub fn run(
     let addr = child.endpoint.addr;
     let deliveries = Arc::new(Deliveries::default());
     deliveries.goal.store(u64::MAX, Ordering::Relaxed);
-    let member_deliveries = Arc::clone(&deliveries);
-    let readers: Vec<JoinHandle<Result<()>>> =
-        run_on(runtime, Duration::from_secs(120), async move {
-            let join = match target {
-                FanoutTarget::RawTcp => raw_tcp::frame(b"S"),
-                FanoutTarget::TernioTcp => ternio::request_frame(
-                    &JoinGroup {
-                        group: GROUP.to_owned(),
-                    },
-                    1,
-                ),
-            };
-            let mut readers = Vec::with_capacity(members);
-            for _ in 0..members {
-                let stream = TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                let mut member = FrameCounter::new(stream);
-                member.send(&join).await?;
-                member.next_frame().await.context("no answer to the join")?;
-                let deliveries = Arc::clone(&member_deliveries);
-                readers.push(tokio::spawn(async move {
-                    loop {
-                        let frames = member.count_more().await?;
-                        let total = deliveries.count.fetch_add(frames, Ordering::Relaxed) + frames;
-                        if total >= deliveries.goal.load(Ordering::Relaxed) {
-                            deliveries.reached.notify_one();
-                        }
-                    }
-                }));
-            }
-            Ok(readers)
-        })?;
+    let readers = run_on(
+        runtime,
+        Duration::from_secs(120),
+        join_members(target, addr, members, Arc::clone(&deliveries)),
+    )?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
-    let (task_stop, task_measuring, task_deliveries) = (
+    let message = payload(FANOUT_SIZE, 7);
+    let broadcaster = runtime.spawn(broadcast_rounds(
+        target,
+        addr,
+        members,
+        message,
+        Arc::clone(&deliveries),
         Arc::clone(&stop),
         Arc::clone(&measuring),
-        Arc::clone(&deliveries),
-    );
-    let message = payload(FANOUT_SIZE, 7);
-    let broadcaster = runtime.spawn(async move {
-        let mut broadcaster = connect_broadcaster(target, addr, message).await?;
-        let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-        let mut goal = task_deliveries.count.load(Ordering::Relaxed);
-        while !task_stop.load(Ordering::Relaxed) {
-            goal += members as u64;
-            task_deliveries.goal.store(goal, Ordering::Relaxed);
-            let started = Instant::now();
-            let queued = broadcaster.broadcast().await?;
-            if queued as usize != members {
-                bail!("a broadcast reached {queued} of {members} members");
-            }
-            while task_deliveries.count.load(Ordering::Relaxed) < goal {
-                tokio::time::timeout(ROUND_LIMIT, task_deliveries.reached.notified())
-                    .await
-                    .context("a broadcast did not reach every member in time")?;
-            }
-            if task_measuring.load(Ordering::Relaxed) {
-                histogram.saturating_record(started.elapsed().as_nanos() as u64);
-            }
-        }
-        Ok(histogram)
-    });
+    ));
 
-    let measured = (|| {
-        std::thread::sleep(warmup);
-        if broadcaster.is_finished() {
-            bail!("the broadcaster stopped during the warm-up");
-        }
-        child.reset()?;
-        measuring.store(true, Ordering::Relaxed);
-        let before = deliveries.count.load(Ordering::Relaxed);
-        let meter = ClientMeter::start();
-        std::thread::sleep(window);
-        let after = deliveries.count.load(Ordering::Relaxed);
-        measuring.store(false, Ordering::Relaxed);
-        meter.stop(after - before, || child.report())
-    })();
+    let load = Broadcasts {
+        broadcaster: &broadcaster,
+        measuring: &measuring,
+        deliveries: &deliveries,
+    };
+    let measured = counted_window(child, &load, warmup, window);
     stop.store(true, Ordering::Relaxed);
     let histogram = runtime.block_on(async move {
         let histogram = tokio::time::timeout(ROUND_LIMIT * 2, broadcaster).await;
@@ -211,9 +185,82 @@ pub fn run(
     Ok((measured?, LatencyFigures::from_histogram(&histogram)))
 }
 
+/// Opens `members` members, each joined to the group and then counting
+/// the frames it receives into `deliveries` (waking the broadcaster when a
+/// round's goal is reached).
+async fn join_members(
+    target: FanoutTarget,
+    addr: SocketAddr,
+    members: usize,
+    deliveries: Arc<Deliveries>,
+) -> Result<Vec<JoinHandle<Result<()>>>> {
+    let join = match target {
+        FanoutTarget::RawTcp => raw_tcp::frame(b"S"),
+        FanoutTarget::TernioTcp => ternio::request_frame(
+            &JoinGroup {
+                group: GROUP.to_owned(),
+            },
+            1,
+        ),
+    };
+    let mut readers = Vec::with_capacity(members);
+    for _ in 0..members {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let mut member = FrameCounter::new(stream);
+        member.send(&join).await?;
+        member.next_frame().await.context("no answer to the join")?;
+        let deliveries = Arc::clone(&deliveries);
+        readers.push(tokio::spawn(async move {
+            loop {
+                let frames = member.count_more().await?;
+                let total = deliveries.count.fetch_add(frames, Ordering::Relaxed) + frames;
+                if total >= deliveries.goal.load(Ordering::Relaxed) {
+                    deliveries.reached.notify_one();
+                }
+            }
+        }));
+    }
+    Ok(readers)
+}
+
+/// Broadcasts `message` one at a time until `stop`, each round waiting
+/// until every member has it; returns the rounds timed while `measuring`.
+async fn broadcast_rounds(
+    target: FanoutTarget,
+    addr: SocketAddr,
+    members: usize,
+    message: Bytes,
+    deliveries: Arc<Deliveries>,
+    stop: Arc<AtomicBool>,
+    measuring: Arc<AtomicBool>,
+) -> Result<Histogram<u64>> {
+    let mut broadcaster = connect_broadcaster(target, addr, message).await?;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut goal = deliveries.count.load(Ordering::Relaxed);
+    while !stop.load(Ordering::Relaxed) {
+        goal += members as u64;
+        deliveries.goal.store(goal, Ordering::Relaxed);
+        let started = Instant::now();
+        let queued = broadcaster.broadcast().await?;
+        if queued as usize != members {
+            bail!("a broadcast reached {queued} of {members} members");
+        }
+        while deliveries.count.load(Ordering::Relaxed) < goal {
+            tokio::time::timeout(ROUND_LIMIT, deliveries.reached.notified())
+                .await
+                .context("a broadcast did not reach every member in time")?;
+        }
+        if measuring.load(Ordering::Relaxed) {
+            histogram.saturating_record(started.elapsed().as_nanos() as u64);
+        }
+    }
+    Ok(histogram)
+}
+
 async fn connect_broadcaster(
     target: FanoutTarget,
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
     message: Bytes,
 ) -> Result<Broadcaster> {
     Ok(match target {

@@ -19,7 +19,8 @@ use crate::child::ServerChild;
 use crate::participants::raw_tcp::{self, FrameCounter};
 use crate::participants::ternio::{self, Pushed, StartPush};
 use crate::participants::{Participant, ServerKind};
-use crate::workload::{ClientMeter, Window, run_on};
+use crate::window::{Load, Window, counted_window};
+use crate::workload::run_on;
 
 /// Payload bytes of each pushed message.
 pub const PUSH_SIZE: usize = 64;
@@ -86,8 +87,9 @@ enum Receiver {
     ),
 }
 
-impl Receiver {
-    fn received(&self) -> u64 {
+impl Load for Receiver {
+    /// Messages received so far.
+    fn count(&self) -> u64 {
         match self {
             Receiver::Socket(count) | Receiver::Client(_, _, count) => {
                 count.load(Ordering::Relaxed)
@@ -147,15 +149,7 @@ pub fn run(
         Ok((Receiver::Socket(count), Some(task)))
     });
     let (receiver, task) = receiver?;
-    let measured = (|| {
-        std::thread::sleep(warmup);
-        child.reset()?;
-        let before = receiver.received();
-        let meter = ClientMeter::start();
-        std::thread::sleep(window);
-        let after = receiver.received();
-        meter.stop(after - before, || child.report())
-    })();
+    let measured = counted_window(child, &receiver, warmup, window);
     stop.store(true, Ordering::Relaxed);
     let stopped = run_on(runtime, Duration::from_secs(30), async move {
         match receiver {

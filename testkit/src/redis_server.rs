@@ -1,7 +1,7 @@
 //! A `redis-server` process that a test owns: started on a free loopback
 //! port with no persistence, killed and restarted on demand, killed when
-//! dropped. (Shared by these tests and ternio-bench's backplane scenario,
-//! `benches/src/scenarios/backplane.rs`, which includes this file.)
+//! dropped. Used by the backplane tests (`redis/tests`) and ternio-bench's
+//! backplane scenario (`benches/src/scenarios/backplane.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -11,12 +11,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The program to run: `TERNIO_REDIS_SERVER`, or `redis-server` on the PATH.
-pub(crate) fn program() -> String {
+pub fn program() -> String {
     std::env::var("TERNIO_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
 /// A `redis-server` on 127.0.0.1 that this process started.
-pub(crate) struct RedisServer {
+pub struct RedisServer {
     port: u16,
     tls: Option<TlsFiles>,
     child: Option<Child>,
@@ -24,29 +24,30 @@ pub(crate) struct RedisServer {
 
 /// The PEM files of a TLS `redis-server`: its certificate and key, and the
 /// CA it names for client certificates (which it does not ask for).
-#[allow(dead_code)]
-pub(crate) struct TlsFiles {
-    pub(crate) cert: PathBuf,
-    pub(crate) key: PathBuf,
-    pub(crate) ca: PathBuf,
+pub struct TlsFiles {
+    /// The server's certificate.
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+    /// The CA certificate it names for client certificates.
+    pub ca: PathBuf,
 }
 
 impl RedisServer {
     /// Starts one on a free port. Panics, saying what to install, when the
     /// program is missing.
-    pub(crate) fn start() -> Self {
+    pub fn start() -> Self {
         Self::try_start().unwrap_or_else(|error| panic!("{error}"))
     }
 
     /// Starts one on a free port, or says why it could not (saying what to
     /// install when the program is missing).
-    pub(crate) fn try_start() -> Result<Self, String> {
+    pub fn try_start() -> Result<Self, String> {
         Self::try_start_with(None)
     }
 
     /// Starts one that speaks TLS only (no plain port), with `files`.
-    #[allow(dead_code)]
-    pub(crate) fn start_tls(files: TlsFiles) -> Self {
+    pub fn start_tls(files: TlsFiles) -> Self {
         Self::try_start_with(Some(files)).unwrap_or_else(|error| panic!("{error}"))
     }
 
@@ -74,7 +75,7 @@ impl RedisServer {
     }
 
     /// The URL clients connect to: `rediss://` when it speaks TLS.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() {
             "rediss"
         } else {
@@ -84,14 +85,13 @@ impl RedisServer {
     }
 
     /// The server's process id, while it runs (ternio-bench reads its CPU
-    /// time; the tests do not need it).
-    #[allow(dead_code)]
-    pub(crate) fn pid(&self) -> Option<u32> {
+    /// time).
+    pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// Kills the server at once (SIGKILL: no save, no goodbye).
-    pub(crate) fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -100,7 +100,7 @@ impl RedisServer {
 
     /// Starts it again on the same port, with no data (as after a crash of
     /// a Redis without persistence).
-    pub(crate) fn restart(&mut self) {
+    pub fn restart(&mut self) {
         self.kill();
         self.spawn().unwrap_or_else(|error| panic!("{error}"));
     }
