@@ -184,12 +184,8 @@ fn proxy_v2(source: SocketAddr) -> Vec<u8> {
 }
 
 /// Polls `condition` every 20 ms until it holds, for at most 10 s.
-async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+async fn eventually(condition: impl AsyncFnMut() -> bool, what: &str) {
+    eventually_async(Duration::from_secs(10), what, condition).await;
 }
 
 #[tokio::test]

@@ -28,12 +28,8 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Polls `condition` every 20 ms until it holds, for at most `PATIENCE`.
-async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+async fn eventually(condition: impl AsyncFnMut() -> bool, what: &str) {
+    eventually_async(PATIENCE, what, condition).await;
 }
 
 /// Whether `raw` is served: a request answered.

@@ -21,12 +21,8 @@ struct WideNote {
 }
 
 /// Waits (up to 5 s) until `done` holds.
-async fn eventually(mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(5), "not within 5 s");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+async fn eventually(done: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(5), "the pushes", done).await;
 }
 
 async fn push(client: &Client, count: u32) {

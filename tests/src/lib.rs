@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 mod wait;
-pub use wait::{PATIENCE, eventually, spawn_started};
+pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
 
 /// 0x0001: echoed back.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]

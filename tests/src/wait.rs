@@ -13,11 +13,37 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Waits until `condition` holds, polling every 5 ms; fails the test with
 /// `what` after [`PATIENCE`].
-pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
+pub async fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    eventually_within(PATIENCE, what, condition).await;
+}
+
+/// [`eventually`] with its own patience.
+pub async fn eventually_within(
+    patience: Duration,
+    what: &str,
+    mut condition: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + patience;
     while !condition() {
-        assert!(Instant::now() < deadline, "not within {PATIENCE:?}: {what}");
+        assert!(Instant::now() < deadline, "not within {patience:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until an asynchronous `condition` (a round trip, say) holds,
+/// polling every 20 ms; fails the test with `what` after `patience`.
+pub async fn eventually_async(
+    patience: Duration,
+    what: &str,
+    mut condition: impl AsyncFnMut() -> bool,
+) {
+    let deadline = Instant::now() + patience;
+    while !condition().await {
+        assert!(
+            Instant::now() < deadline,
+            "never within {patience:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
