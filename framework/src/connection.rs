@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::Encode;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::prefix;
 use ternio_protocol::secure::{Responder, Sealer, SecureChannel};
 use ternio_protocol::system::{self, Disconnect, Ping, Pong};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
@@ -1036,7 +1037,7 @@ impl Session {
                     tracing::warn!(connection = %self.connection.id, %error, "push dropped: too large once sealed");
                 }
             }
-            _ => append_prefixed(&mut self.out, frame),
+            _ => prefix::append(&mut self.out, frame),
         }
     }
 
@@ -1058,11 +1059,4 @@ impl Drop for Session {
         self.connection.outbound.finish();
         self.cancel_pending();
     }
-}
-
-/// Appends an encoded frame (no prefix) with its u32 length prefix.
-pub(crate) fn append_prefixed(out: &mut BytesMut, frame: &[u8]) {
-    out.reserve(ternio_protocol::frame::LENGTH_PREFIX_LEN + frame.len());
-    out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    out.extend_from_slice(frame);
 }

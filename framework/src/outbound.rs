@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::Context as TaskContext;
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BytesMut};
 use futures_util::task::AtomicWaker;
 use ternio_protocol::DisconnectReason;
 use ternio_protocol::frame::LENGTH_PREFIX_LEN;
+use ternio_protocol::prefix;
 
 use crate::config::SlowConsumerPolicy;
 use crate::connection::Violation;
@@ -110,16 +111,7 @@ impl OutboundQueue {
             );
             return Err(PushError::SlowConsumer);
         }
-        let written = {
-            let mut frames = lock(&self.frames);
-            frames.reserve(LENGTH_PREFIX_LEN + len);
-            let at = frames.len();
-            frames.put_u32_le(0);
-            write(&mut frames);
-            let written = frames.len() - at - LENGTH_PREFIX_LEN;
-            frames[at..at + LENGTH_PREFIX_LEN].copy_from_slice(&(written as u32).to_le_bytes());
-            written
-        };
+        let written = prefix::append_with(&mut lock(&self.frames), len, write);
         // `len` was the encoder's word; the count keeps what was written.
         if written != len {
             self.queued_bytes.fetch_add(written, Ordering::AcqRel);
@@ -166,10 +158,8 @@ impl OutboundQueue {
         let mut frames = lock(&self.frames);
         let (mut at, mut taken_bytes) = (0, 0);
         while at < frames.len() {
-            let prefix: [u8; LENGTH_PREFIX_LEN] = frames[at..at + LENGTH_PREFIX_LEN]
-                .try_into()
-                .expect("a whole prefix: pushes write whole frames");
-            let len = u32::from_le_bytes(prefix) as usize;
+            let len =
+                prefix::peek(&frames[at..]).expect("a whole prefix: pushes write whole frames");
             let start = at + LENGTH_PREFIX_LEN;
             if !take(&frames[start..start + len]) {
                 break;

@@ -7,6 +7,7 @@
 //!   streams, and frame encoding;
 //! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
 //!   strings, zero-copy [`Bytes`], vectors, options, arrays);
+//! - [`prefix`]: the TCP length prefix, for buffers of whole frames;
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
@@ -24,6 +25,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod packet;
+pub mod prefix;
 pub mod reply;
 pub mod secure;
 pub mod system;

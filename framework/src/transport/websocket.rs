@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use bytes::Buf;
 use futures_util::{Sink, SinkExt, StreamExt};
-use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
+use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
+use ternio_protocol::prefix;
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -510,7 +510,7 @@ impl WsConnection {
 /// Takes the first frame off the outbound buffer, without its length prefix
 /// and without copying it.
 fn next_frame(out: &mut BytesMut) -> Bytes {
-    let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
-    out.advance(LENGTH_PREFIX_LEN);
-    out.split_to(len).freeze()
+    prefix::split(out)
+        .expect("whole frames: the session writes them whole")
+        .freeze()
 }
