@@ -17,7 +17,7 @@ use ternio_protocol::Encode;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
 use ternio_protocol::secure::{Responder, Sealer, SecureChannel};
-use ternio_protocol::system::{self, Disconnect, Ping, Pong};
+use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::time::Sleep;
 
@@ -674,18 +674,18 @@ impl Session {
     fn on_system(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         match header.opcode {
-            system::PING if header.request_id != 0 => match Ping::decode_body(&frame.body) {
-                Ok(ping) => {
-                    self.reply_to(header).packet(&Pong { value: ping.value });
+            system::PING => match Ping::answer(header, &frame.body) {
+                // The reply path writes the same header, sealed if need be.
+                Some(Ok((_, pong))) => {
+                    self.reply_to(header).packet(&pong);
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     self.error(header, ErrorCode::Malformed, &error);
                 }
+                None => {}
             },
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
-                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
-                });
+                let disconnect = Disconnect::decode_lossy(&frame.body);
                 self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
@@ -694,7 +694,7 @@ impl Session {
                 // Sealed ones are taken in `on_sealed_frame`.
                 self.error(header, ErrorCode::Malformed, &"a plain REKEY");
             }
-            system::PING | system::PONG => {}
+            system::PONG => {}
             opcode => {
                 self.error(
                     header,

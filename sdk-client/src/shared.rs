@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::secure::Initiator;
-use ternio_protocol::system::{self, Disconnect, Ping, Pong};
+use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{Decode, DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -703,20 +703,16 @@ impl Shared {
         }
         match header.opcode {
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&body).unwrap_or_else(|_| {
-                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
-                });
+                let disconnect = Disconnect::decode_lossy(&body);
                 Some(CloseReason::Disconnected(disconnect))
             }
             system::PING if header.request_id != 0 => {
-                if let Ok(ping) = Ping::decode_body(&body) {
-                    let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
-                    let pong = Pong { value: ping.value };
-                    if let Err(SendError::Lost(reason)) =
+                // An unreadable PING gets no answer from the client.
+                if let Some(Ok((reply, pong))) = Ping::answer(header, &body)
+                    && let Err(SendError::Lost(reason)) =
                         link.send(reply, &pong, self.config.max_frame_size, false)
-                    {
-                        return Some(reason);
-                    }
+                {
+                    return Some(reason);
                 }
                 None
             }
