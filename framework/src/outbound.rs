@@ -15,6 +15,7 @@ use std::task::Context as TaskContext;
 use bytes::{Buf, BytesMut};
 use futures_util::task::AtomicWaker;
 use ternio_protocol::DisconnectReason;
+use ternio_protocol::buffers;
 use ternio_protocol::frame::LENGTH_PREFIX_LEN;
 use ternio_protocol::prefix;
 
@@ -48,10 +49,6 @@ pub(crate) struct OutboundQueue {
     /// Set once the connection's task has finished.
     closed: AtomicBool,
 }
-
-/// The most an emptied queue keeps of its buffer: a burst larger than this
-/// gives its allocation back once taken.
-const MAX_KEPT_CAPACITY: usize = 64 * 1024;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // No code panics while holding these locks; recover the data if one did.
@@ -171,7 +168,8 @@ impl OutboundQueue {
             self.queued_bytes.fetch_sub(taken_bytes, Ordering::AcqRel);
         }
         if at == frames.len() {
-            empty(&mut frames);
+            // A burst larger than the kept capacity gives its allocation back.
+            buffers::empty(&mut frames);
         } else {
             frames.advance(at);
             // Frames left for later (the socket's buffer is full): the next
@@ -210,15 +208,6 @@ impl OutboundQueue {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
-    }
-}
-
-/// Empties `frames`, giving its allocation back after a large burst.
-fn empty(frames: &mut BytesMut) {
-    if frames.capacity() > MAX_KEPT_CAPACITY {
-        *frames = BytesMut::new();
-    } else {
-        frames.clear();
     }
 }
 
@@ -296,7 +285,9 @@ mod tests {
         queue.release();
         assert_eq!(lock(&queue.frames).capacity(), 0);
 
-        queue.push(&vec![7; MAX_KEPT_CAPACITY + 1], false).unwrap();
+        queue
+            .push(&vec![7; buffers::MAX_KEPT_CAPACITY + 1], false)
+            .unwrap();
         taken(&queue, 9);
         assert_eq!(lock(&queue.frames).capacity(), 0);
     }

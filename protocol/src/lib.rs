@@ -2,6 +2,8 @@
 //!
 //! This crate owns every byte that a Ternio server and client exchange:
 //!
+//! - [`buffers`]: how big a connection's buffers grow (the read size) and
+//!   when they give memory back;
 //! - [`frame`]: the 7-byte [`Header`], its [`Flags`],
 //!   the incremental [`FrameDecoder`] for length-prefixed
 //!   streams, and frame encoding;
@@ -21,6 +23,7 @@
 // Lets `#[derive(Packet)]` name this crate as `::ternio_protocol` from inside it.
 extern crate self as ternio_protocol;
 
+pub mod buffers;
 pub mod codec;
 pub mod error;
 pub mod frame;
