@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::Encode;
+use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
 use ternio_protocol::secure::{Responder, Sealer, SecureChannel};
@@ -227,7 +228,8 @@ pub(crate) struct Session {
     pub(crate) out: BytesMut,
     /// Where sealed bodies that arrived as shared `Bytes` (WebSocket
     /// messages) are copied to be opened in place: reused once the previous
-    /// body is dropped, so opening allocates nothing in steady state.
+    /// body is dropped, so opening allocates nothing in steady state; a body
+    /// above 64 KiB gets a buffer of its own ([`buffers::copy_to_open`]).
     open_buf: BytesMut,
 }
 
@@ -605,8 +607,7 @@ impl Session {
     /// Handles one frame from the peer, writing any reply into `out`.
     pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
         if frame.header.flags.is_encrypted() {
-            self.open_buf.extend_from_slice(&frame.body);
-            let body = self.open_buf.split();
+            let body = buffers::copy_to_open(&mut self.open_buf, &frame.body);
             return self.on_sealed_frame(frame.header, body);
         }
         if matches!(self.security, Security::Secure(_)) {

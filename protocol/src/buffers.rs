@@ -29,6 +29,21 @@ pub fn empty(buf: &mut BytesMut) {
     }
 }
 
+/// Copies a sealed body that arrived as shared bytes (a WebSocket message)
+/// into a buffer of its own, to be opened in place: the room of `reused`,
+/// which comes back once the previous body is dropped (no allocation in
+/// steady state), or, for a body above [`MAX_KEPT_CAPACITY`], an
+/// allocation of its own, which `reused` would otherwise keep alive.
+#[inline]
+pub fn copy_to_open(reused: &mut BytesMut, body: &[u8]) -> BytesMut {
+    if body.len() > MAX_KEPT_CAPACITY {
+        BytesMut::from(body)
+    } else {
+        reused.extend_from_slice(body);
+        reused.split()
+    }
+}
+
 /// The read-size rule of a length-prefixed stream's read buffer, and what
 /// it needs to remember to give the buffer back.
 ///
@@ -136,6 +151,20 @@ mod tests {
         rule.give_back(&mut buf);
         assert_eq!(buf.capacity(), 0);
         assert!(!rule.grown);
+    }
+
+    #[test]
+    fn a_large_body_is_not_opened_in_the_reused_buffer() {
+        let mut reused = BytesMut::new();
+        let body = copy_to_open(&mut reused, &[1; 100]);
+        assert_eq!(&body[..], &[1; 100][..]);
+        drop(body);
+        let body = copy_to_open(&mut reused, &[2; 80]);
+        assert_eq!(&body[..], &[2; 80][..]);
+        let large = vec![3; MAX_KEPT_CAPACITY + 1];
+        let body = copy_to_open(&mut reused, &large);
+        assert_eq!(&body[..], &large[..]);
+        assert!(reused.capacity() < MAX_KEPT_CAPACITY);
     }
 
     #[test]
