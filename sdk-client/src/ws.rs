@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use ternio_protocol::buffers::READ_CHUNK;
+use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
 use ternio_protocol::websocket::{ReadCount, Renewal};
 use ternio_protocol::{BytesMut, Frame};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -43,9 +44,6 @@ use crate::shared::{Shared, lock};
 use crate::socket::{SocketOut, Wire, read_draining, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
-
-/// The subprotocol the client offers and requires the server to select.
-pub(crate) const SUBPROTOCOL: &str = ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL;
 
 /// How long a reader keeps reading after its link is lost, so that the
 /// close handshake completes.

@@ -1,7 +1,8 @@
 //! WebSocket: one frame per binary message (section 1.2), on tokio-tungstenite.
 //!
 //! The upgrade accepts the path given to `map_websocket` only, selects the
-//! subprotocol `ternio.v1` when the client offers it, and accepts a client
+//! subprotocol ([`WEBSOCKET_SUBPROTOCOL`](ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL),
+//! `ternio.v2`) when the client offers it, and accepts a client
 //! that offers none. A text message closes the connection with code 1003; a
 //! message above the maximum frame size, with 1009. WebSocket pings are
 //! answered, and closes complete their handshake both ways. A connection
