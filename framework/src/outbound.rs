@@ -8,8 +8,8 @@
 //! of its own once the buffer has grown to the connection's usual burst. A
 //! connection that goes quiet gives the buffer back.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::task::Context as TaskContext;
 
 use bytes::{Buf, BytesMut};
@@ -22,6 +22,7 @@ use ternio_protocol::prefix;
 use crate::config::SlowConsumerPolicy;
 use crate::connection::Violation;
 use crate::context::PushError;
+use crate::sync::lock;
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
@@ -48,13 +49,6 @@ pub(crate) struct OutboundQueue {
     dropped: AtomicU64,
     /// Set once the connection's task has finished.
     closed: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding these locks; recover the data if one did.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl OutboundQueue {
