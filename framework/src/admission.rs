@@ -16,7 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use governor::clock::DefaultClock;
@@ -24,6 +24,7 @@ use governor::state::keyed::HashMapStateStore;
 use governor::{Quota, RateLimiter};
 
 use crate::config::ServerConfig;
+use crate::sync::lock;
 
 /// Shards of the per-IP state.
 const SHARDS: usize = 16;
@@ -163,13 +164,6 @@ impl Drop for Pending {
     fn drop(&mut self) {
         self.admission.pending.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding the lock; recover the data if one did.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The accept-rate quota: `accepts` per `window`, all of them at once if

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use ternio_protocol::Encode;
+use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::prefix;
 use ternio_protocol::secure::{Responder, Sealer, SecureChannel};
-use ternio_protocol::system::{self, Disconnect, Ping, Pong};
+use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::time::Sleep;
 
@@ -226,7 +228,8 @@ pub(crate) struct Session {
     pub(crate) out: BytesMut,
     /// Where sealed bodies that arrived as shared `Bytes` (WebSocket
     /// messages) are copied to be opened in place: reused once the previous
-    /// body is dropped, so opening allocates nothing in steady state.
+    /// body is dropped, so opening allocates nothing in steady state; a body
+    /// above 64 KiB gets a buffer of its own ([`buffers::copy_to_open`]).
     open_buf: BytesMut,
 }
 
@@ -604,8 +607,7 @@ impl Session {
     /// Handles one frame from the peer, writing any reply into `out`.
     pub(crate) fn on_frame(&mut self, frame: Frame) -> Flow {
         if frame.header.flags.is_encrypted() {
-            self.open_buf.extend_from_slice(&frame.body);
-            let body = self.open_buf.split();
+            let body = buffers::copy_to_open(&mut self.open_buf, &frame.body);
             return self.on_sealed_frame(frame.header, body);
         }
         if matches!(self.security, Security::Secure(_)) {
@@ -673,18 +675,18 @@ impl Session {
     fn on_system(&mut self, frame: Frame) -> Flow {
         let header = frame.header;
         match header.opcode {
-            system::PING if header.request_id != 0 => match Ping::decode_body(&frame.body) {
-                Ok(ping) => {
-                    self.reply_to(header).packet(&Pong { value: ping.value });
+            system::PING => match Ping::answer(header, &frame.body) {
+                // The reply path writes the same header, sealed if need be.
+                Some(Ok((_, pong))) => {
+                    self.reply_to(header).packet(&pong);
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     self.error(header, ErrorCode::Malformed, &error);
                 }
+                None => {}
             },
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&frame.body).unwrap_or_else(|_| {
-                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
-                });
+                let disconnect = Disconnect::decode_lossy(&frame.body);
                 self.closed = Some(disconnect.reason);
                 return Flow::PeerDisconnected(disconnect);
             }
@@ -693,7 +695,7 @@ impl Session {
                 // Sealed ones are taken in `on_sealed_frame`.
                 self.error(header, ErrorCode::Malformed, &"a plain REKEY");
             }
-            system::PING | system::PONG => {}
+            system::PONG => {}
             opcode => {
                 self.error(
                     header,
@@ -1036,7 +1038,7 @@ impl Session {
                     tracing::warn!(connection = %self.connection.id, %error, "push dropped: too large once sealed");
                 }
             }
-            _ => append_prefixed(&mut self.out, frame),
+            _ => prefix::append(&mut self.out, frame),
         }
     }
 
@@ -1058,11 +1060,4 @@ impl Drop for Session {
         self.connection.outbound.finish();
         self.cancel_pending();
     }
-}
-
-/// Appends an encoded frame (no prefix) with its u32 length prefix.
-pub(crate) fn append_prefixed(out: &mut BytesMut, frame: &[u8]) {
-    out.reserve(ternio_protocol::frame::LENGTH_PREFIX_LEN + frame.len());
-    out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    out.extend_from_slice(frame);
 }

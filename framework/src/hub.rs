@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
@@ -16,6 +16,7 @@ use crate::connection::Violation;
 use crate::context::{
     ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push, push,
 };
+use crate::sync::lock;
 
 /// The registry behind every [`Hub`] handle of one server.
 pub(crate) struct HubShared {
@@ -24,13 +25,6 @@ pub(crate) struct HubShared {
     pub(crate) max_frame_size: usize,
     /// What carries broadcasts, sends and kicks to the other nodes, if any.
     backplane: Option<Arc<dyn Backplane>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding these locks; recover the data if one did.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl HubShared {

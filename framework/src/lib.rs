@@ -50,6 +50,7 @@ mod policy;
 mod reply;
 mod server;
 mod store;
+mod sync;
 mod transport;
 
 pub use ternio_protocol as protocol;

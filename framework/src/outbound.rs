@@ -8,18 +8,21 @@
 //! of its own once the buffer has grown to the connection's usual burst. A
 //! connection that goes quiet gives the buffer back.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::task::Context as TaskContext;
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BytesMut};
 use futures_util::task::AtomicWaker;
 use ternio_protocol::DisconnectReason;
+use ternio_protocol::buffers;
 use ternio_protocol::frame::LENGTH_PREFIX_LEN;
+use ternio_protocol::prefix;
 
 use crate::config::SlowConsumerPolicy;
 use crate::connection::Violation;
 use crate::context::PushError;
+use crate::sync::lock;
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
@@ -46,17 +49,6 @@ pub(crate) struct OutboundQueue {
     dropped: AtomicU64,
     /// Set once the connection's task has finished.
     closed: AtomicBool,
-}
-
-/// The most an emptied queue keeps of its buffer: a burst larger than this
-/// gives its allocation back once taken.
-const MAX_KEPT_CAPACITY: usize = 64 * 1024;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding these locks; recover the data if one did.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl OutboundQueue {
@@ -110,16 +102,7 @@ impl OutboundQueue {
             );
             return Err(PushError::SlowConsumer);
         }
-        let written = {
-            let mut frames = lock(&self.frames);
-            frames.reserve(LENGTH_PREFIX_LEN + len);
-            let at = frames.len();
-            frames.put_u32_le(0);
-            write(&mut frames);
-            let written = frames.len() - at - LENGTH_PREFIX_LEN;
-            frames[at..at + LENGTH_PREFIX_LEN].copy_from_slice(&(written as u32).to_le_bytes());
-            written
-        };
+        let written = prefix::append_with(&mut lock(&self.frames), len, write);
         // `len` was the encoder's word; the count keeps what was written.
         if written != len {
             self.queued_bytes.fetch_add(written, Ordering::AcqRel);
@@ -166,10 +149,8 @@ impl OutboundQueue {
         let mut frames = lock(&self.frames);
         let (mut at, mut taken_bytes) = (0, 0);
         while at < frames.len() {
-            let prefix: [u8; LENGTH_PREFIX_LEN] = frames[at..at + LENGTH_PREFIX_LEN]
-                .try_into()
-                .expect("a whole prefix: pushes write whole frames");
-            let len = u32::from_le_bytes(prefix) as usize;
+            let len =
+                prefix::peek(&frames[at..]).expect("a whole prefix: pushes write whole frames");
             let start = at + LENGTH_PREFIX_LEN;
             if !take(&frames[start..start + len]) {
                 break;
@@ -181,7 +162,8 @@ impl OutboundQueue {
             self.queued_bytes.fetch_sub(taken_bytes, Ordering::AcqRel);
         }
         if at == frames.len() {
-            empty(&mut frames);
+            // A burst larger than the kept capacity gives its allocation back.
+            buffers::empty(&mut frames);
         } else {
             frames.advance(at);
             // Frames left for later (the socket's buffer is full): the next
@@ -220,15 +202,6 @@ impl OutboundQueue {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
-    }
-}
-
-/// Empties `frames`, giving its allocation back after a large burst.
-fn empty(frames: &mut BytesMut) {
-    if frames.capacity() > MAX_KEPT_CAPACITY {
-        *frames = BytesMut::new();
-    } else {
-        frames.clear();
     }
 }
 
@@ -306,7 +279,9 @@ mod tests {
         queue.release();
         assert_eq!(lock(&queue.frames).capacity(), 0);
 
-        queue.push(&vec![7; MAX_KEPT_CAPACITY + 1], false).unwrap();
+        queue
+            .push(&vec![7; buffers::MAX_KEPT_CAPACITY + 1], false)
+            .unwrap();
         taken(&queue, 9);
         assert_eq!(lock(&queue.frames).capacity(), 0);
     }

@@ -19,6 +19,7 @@ use ternio_protocol::frame::Header;
 
 use crate::context::{ConnectionId, ConnectionShared, Transport};
 use crate::store::ConnectionStore;
+use crate::sync::lock;
 
 /// The policies a handler declares with `#[handler(...)]`.
 #[derive(Debug, Default)]
@@ -189,11 +190,7 @@ impl Middleware for Policies {
             }
         }
         if let Some(quota) = policy.rate_limit {
-            let allowed = request
-                .connection
-                .rate_limiters
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
+            let allowed = lock(&request.connection.rate_limiters)
                 .entry(request.header.opcode)
                 .or_insert_with(|| RateLimiter::direct(quota))
                 .check()

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::context::{Context, FromContext};
+use crate::sync::lock;
 
 /// Values kept on one connection, one per type. It lives as long as the
 /// connection. Every method takes a short lock; none is held across an `.await`.
@@ -16,10 +17,7 @@ pub struct ConnectionStore {
 
 impl ConnectionStore {
     fn values(&self) -> MutexGuard<'_, HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
-        // No code panics while holding the lock; recover the data if one did.
-        self.values
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.values)
     }
 
     /// Stores `value`, returning the value of the same type it replaces.

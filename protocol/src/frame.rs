@@ -226,7 +226,7 @@ pub fn write_frame_with(
         });
     }
     if prefix > 0 {
-        out[start..start + LENGTH_PREFIX_LEN].copy_from_slice(&(len as u32).to_le_bytes());
+        crate::prefix::set(out, start, len);
     }
     Ok(len)
 }
@@ -309,10 +309,9 @@ impl FrameDecoder {
     }
 
     fn announced_len(&self, buf: &[u8]) -> Result<Option<usize>, FrameError> {
-        let Some(prefix) = buf.get(..LENGTH_PREFIX_LEN) else {
+        let Some(len) = crate::prefix::peek(buf) else {
             return Ok(None);
         };
-        let len = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
         if len < HEADER_LEN {
             return Err(FrameError::TooShort(len));
         }

@@ -2,11 +2,14 @@
 //!
 //! This crate owns every byte that a Ternio server and client exchange:
 //!
+//! - [`buffers`]: how big a connection's buffers grow (the read size) and
+//!   when they give memory back;
 //! - [`frame`]: the 7-byte [`Header`], its [`Flags`],
 //!   the incremental [`FrameDecoder`] for length-prefixed
 //!   streams, and frame encoding;
 //! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
 //!   strings, zero-copy [`Bytes`], vectors, options, arrays);
+//! - [`prefix`]: the TCP length prefix, for buffers of whole frames;
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
@@ -20,10 +23,12 @@
 // Lets `#[derive(Packet)]` name this crate as `::ternio_protocol` from inside it.
 extern crate self as ternio_protocol;
 
+pub mod buffers;
 pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod packet;
+pub mod prefix;
 pub mod reply;
 pub mod secure;
 pub mod system;

@@ -35,7 +35,7 @@ use bytes::{BufMut, BytesMut};
 use zeroize::Zeroizing;
 
 use crate::error::FrameError;
-use crate::frame::{self, Flags, Framing, HEADER_LEN, Header, LENGTH_PREFIX_LEN};
+use crate::frame::{self, Flags, Framing, HEADER_LEN, Header};
 
 /// The Noise prologue of contract v2.
 pub const PROLOGUE: &[u8] = b"ternio/2";
@@ -676,8 +676,7 @@ impl Sealer {
         out.extend_from_slice(tag.as_ref());
         let sealed_len = len + TAG_LEN;
         if framing.prefix_len() > 0 {
-            out[start..start + LENGTH_PREFIX_LEN]
-                .copy_from_slice(&(sealed_len as u32).to_le_bytes());
+            crate::prefix::set(out, start, sealed_len);
         }
         self.next = counter + 1;
         self.under_key += 1;

@@ -10,6 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{Decode, Encode, Reader};
 use crate::error::{DecodeError, DisconnectReason, ErrorCode};
+use crate::frame::{Flags, Header};
 use crate::packet::Packet;
 
 /// Opcode of `HANDSHAKE` (section 5).
@@ -63,6 +64,19 @@ macro_rules! u64_packet {
 u64_packet!(Ping, PING, "PING");
 u64_packet!(Pong, PONG, "PONG");
 
+impl Ping {
+    /// What a received `PING` frame asks for: `None` when nothing (id 0),
+    /// else the `PONG` to send back (its header, `RESPONSE` with the same
+    /// id, and its body, the same value), or why the body is unreadable.
+    pub fn answer(header: Header, body: &Bytes) -> Option<Result<(Header, Pong), DecodeError>> {
+        if header.request_id == 0 {
+            return None;
+        }
+        let pong = Self::decode_body(body).map(|ping| Pong { value: ping.value });
+        Some(pong.map(|pong| (Header::new(PONG, Flags::RESPONSE, header.request_id), pong)))
+    }
+}
+
 /// `DISCONNECT`: sent before closing on purpose, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Disconnect {
@@ -89,6 +103,16 @@ impl Encode for Disconnect {
     }
     fn encoded_len(&self) -> usize {
         2 + self.message.len()
+    }
+}
+
+impl Disconnect {
+    /// Reads a received `DISCONNECT`'s body. The peer closes whatever it
+    /// says, so an unreadable body is no error: it reads as `MALFORMED`,
+    /// "unreadable DISCONNECT".
+    pub fn decode_lossy(body: &Bytes) -> Self {
+        Self::decode_body(body)
+            .unwrap_or_else(|_| Self::new(DisconnectReason::Malformed, "unreadable DISCONNECT"))
     }
 }
 
@@ -150,6 +174,37 @@ mod tests {
         let back = Disconnect::decode_body(&out.freeze()).unwrap();
         assert_eq!(back.reason, DisconnectReason::FrameTooLarge);
         assert_eq!(back.message, "big");
+    }
+
+    #[test]
+    fn a_ping_with_an_id_gets_its_pong() {
+        let mut body = BytesMut::new();
+        Ping { value: 0x0102 }.encode(&mut body);
+        let body = body.freeze();
+        let ping = Header::new(PING, Flags::NONE, 3);
+        assert_eq!(
+            Ping::answer(ping, &body),
+            Some(Ok((
+                Header::new(PONG, Flags::RESPONSE, 3),
+                Pong { value: 0x0102 }
+            )))
+        );
+        assert_eq!(Ping::answer(Header::new(PING, Flags::NONE, 0), &body), None);
+        let short = body.slice(..7);
+        assert!(matches!(Ping::answer(ping, &short), Some(Err(_))));
+    }
+
+    #[test]
+    fn an_unreadable_disconnect_reads_as_malformed() {
+        let mut out = BytesMut::new();
+        Disconnect::new(DisconnectReason::Kicked, "bye").encode(&mut out);
+        let read = Disconnect::decode_lossy(&out.freeze());
+        assert_eq!(read, Disconnect::new(DisconnectReason::Kicked, "bye"));
+        let read = Disconnect::decode_lossy(&Bytes::from_static(&[1]));
+        assert_eq!(
+            read,
+            Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
+        );
     }
 
     #[test]

@@ -1,16 +1,20 @@
 //! Counting WebSocket bytes, to know when a WebSocket library holds no
-//! unread input (section 1.2 carries each frame in one binary message).
+//! unread input (section 1.2 carries each frame in one binary message),
+//! and when its stream may be made anew to give its buffers back.
 //!
 //! tungstenite keeps its read buffer at the size of the largest message
 //! for as long as its stream lives; the server and the client give that
-//! memory back by putting a fresh stream around the same socket, which is
-//! only safe when the old one holds no byte it read and did not return.
-//! They count the bytes read after the HTTP upgrade head ([`ReadCount`])
-//! and, for every message returned, the fewest bytes it can have taken on
-//! the wire ([`min_frame_len`]). A message sent in fragments, or with a
-//! longer length encoding than needed, took more than that: the sum never
-//! exceeds the bytes the messages took, and it equals the bytes read only
-//! when every byte read belongs to a returned message.
+//! memory back by putting a fresh stream around the same socket
+//! ([`Renewal`]), which is only safe when the old one holds no byte it
+//! read and did not return. They count the bytes read after the HTTP
+//! upgrade head ([`ReadCount`]) and, for every message returned, the
+//! fewest bytes it can have taken on the wire ([`min_frame_len`]). A
+//! message sent in fragments, or with a longer length encoding than
+//! needed, took more than that: the sum never exceeds the bytes the
+//! messages took, and it equals the bytes read only when every byte read
+//! belongs to a returned message.
+
+use crate::buffers::{MAX_KEPT_CAPACITY, READ_CHUNK};
 
 /// Counts the bytes read from a socket after the end of the HTTP upgrade
 /// head (its first empty line, ended by `\n\n` or `\n\r\n` as lenient
@@ -73,6 +77,73 @@ pub const fn min_frame_len(payload: usize, masked: bool) -> u64 {
     (2 + length + mask + payload) as u64
 }
 
+/// What a WebSocket stream returned and carried since it was made: whether
+/// it may be made anew around the same socket, which gives back the
+/// buffers it grew.
+///
+/// Only what grew is given back, and only when the stream holds no byte it
+/// read and did not return. Right after a message (the client's moment: it
+/// reads on at once) that is a stream that carried a message above
+/// [`MAX_KEPT_CAPACITY`], the bound every emptied buffer keeps; once the
+/// connection went quiet (the server's moment) it is any stream that
+/// carried a message above the [`READ_CHUNK`] it starts with, as a quiet
+/// connection gives back every buffer that grew.
+#[derive(Debug, Default, Clone)]
+pub struct Renewal {
+    /// The fewest bytes the messages returned took on the wire (since the
+    /// upgrade: it goes on across renewals, as the socket's count does).
+    returned: u64,
+    /// The largest message read or written since the stream was made.
+    largest: usize,
+}
+
+impl Renewal {
+    /// Nothing returned yet.
+    pub const fn new() -> Self {
+        Self {
+            returned: 0,
+            largest: 0,
+        }
+    }
+
+    /// Counts a message the stream returned, of `payload` bytes (a Close
+    /// frame's code included); `masked` when a client sent it.
+    #[inline]
+    pub fn note_returned(&mut self, payload: usize, masked: bool) {
+        self.returned += min_frame_len(payload, masked);
+        self.largest = self.largest.max(payload);
+    }
+
+    /// Counts a message of `len` bytes written through the stream (its
+    /// write buffer grows to the largest one).
+    #[inline]
+    pub fn note_written(&mut self, len: usize) {
+        self.largest = self.largest.max(len);
+    }
+
+    /// Whether the stream holds no byte it read and did not return, by
+    /// `read`, the count of its socket's reads.
+    pub fn holds_nothing_unread(&self, read: &ReadCount) -> bool {
+        read.after_head() == Some(self.returned)
+    }
+
+    /// Whether the stream may be made anew right after a message.
+    pub fn may_renew_now(&self, read: &ReadCount) -> bool {
+        self.largest > MAX_KEPT_CAPACITY && self.holds_nothing_unread(read)
+    }
+
+    /// Whether the stream may be made anew now that its connection went
+    /// quiet.
+    pub fn may_renew_when_quiet(&self, read: &ReadCount) -> bool {
+        self.largest > READ_CHUNK && self.holds_nothing_unread(read)
+    }
+
+    /// The stream was made anew: the sizes count from nothing again.
+    pub fn renewed(&mut self) {
+        self.largest = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +175,32 @@ mod tests {
         assert_eq!(counted(&[b"GET / HTTP/1.1\r\nHost: x\r\n"]), None);
         // A lone `\r` between lines is no empty line.
         assert_eq!(counted(&[b"GET / HTTP/1.1\r\r\nx"]), None);
+    }
+
+    #[test]
+    fn a_stream_is_renewed_when_it_grew_and_holds_nothing_unread() {
+        let head = b"HTTP/1.1 101 Switching Protocols\r\n\r\n";
+        let mut read = ReadCount::new();
+        read.count(head);
+        let mut renewal = Renewal::new();
+        // A 20 KiB message read whole, from the server (unmasked).
+        let large = 20 * 1024;
+        read.count(&vec![0; min_frame_len(large, false) as usize]);
+        renewal.note_returned(large, false);
+        assert!(renewal.may_renew_when_quiet(&read));
+        assert!(!renewal.may_renew_now(&read), "20 KiB is kept");
+        // Half of the next message was read: nothing may be renewed.
+        read.count(&[0x82, 0x02]);
+        assert!(!renewal.may_renew_when_quiet(&read));
+        read.count(&[9, 9]);
+        renewal.note_returned(2, false);
+        assert!(renewal.may_renew_when_quiet(&read));
+        // Above the kept capacity, written: renewed at once too.
+        renewal.note_written(MAX_KEPT_CAPACITY + 1);
+        assert!(renewal.may_renew_now(&read));
+        renewal.renewed();
+        assert!(!renewal.may_renew_when_quiet(&read));
+        assert!(renewal.holds_nothing_unread(&read));
     }
 
     #[test]

@@ -138,9 +138,13 @@ pub enum ClientError {
         "WebSocket upgrade refused: the server answered HTTP {0} instead of switching protocols"
     )]
     UpgradeRefused(u16),
-    /// The server did not select the subprotocol `ternio.v2` that the client
-    /// offered: it speaks something else.
-    #[error("the server did not select the WebSocket subprotocol ternio.v2: {0}")]
+    /// The server did not select the subprotocol `ternio.v2`
+    /// ([`WEBSOCKET_SUBPROTOCOL`](ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL))
+    /// that the client offered: it speaks something else.
+    #[error(
+        "the server did not select the WebSocket subprotocol {subprotocol}: {0}",
+        subprotocol = ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL
+    )]
     Subprotocol(String),
     /// The request does not fit in one frame.
     #[error("request not sent: {0}")]

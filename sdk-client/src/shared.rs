@@ -15,9 +15,10 @@ use std::task::Waker;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use ternio_protocol::buffers;
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::secure::Initiator;
-use ternio_protocol::system::{self, Disconnect, Ping, Pong};
+use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{Decode, DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -592,8 +593,7 @@ impl Shared {
     /// `link`; returns why to stop reading it, if it must. A sealed body is
     /// copied into `open_buf` to be opened in place: the reader keeps that
     /// buffer across messages, so its room is reused once the previous
-    /// body is dropped. A body above [`MAX_REUSED_OPEN`] gets a buffer of
-    /// its own, which `open_buf` would otherwise keep alive.
+    /// body is dropped ([`buffers::copy_to_open`]).
     pub(crate) fn on_frame(
         &self,
         link: &Arc<Link>,
@@ -601,12 +601,7 @@ impl Shared {
         open_buf: &mut BytesMut,
     ) -> Option<CloseReason> {
         if frame.header.flags.is_encrypted() {
-            let body = if frame.body.len() > MAX_REUSED_OPEN {
-                BytesMut::from(&frame.body[..])
-            } else {
-                open_buf.extend_from_slice(&frame.body);
-                open_buf.split()
-            };
+            let body = buffers::copy_to_open(open_buf, &frame.body);
             return self.on_frame_mut(link, frame.header, body);
         }
         self.handle(link, frame.header, frame.body, false)
@@ -703,20 +698,16 @@ impl Shared {
         }
         match header.opcode {
             system::DISCONNECT => {
-                let disconnect = Disconnect::decode_body(&body).unwrap_or_else(|_| {
-                    Disconnect::new(DisconnectReason::Malformed, "unreadable DISCONNECT")
-                });
+                let disconnect = Disconnect::decode_lossy(&body);
                 Some(CloseReason::Disconnected(disconnect))
             }
             system::PING if header.request_id != 0 => {
-                if let Ok(ping) = Ping::decode_body(&body) {
-                    let reply = Header::new(system::PONG, Flags::RESPONSE, header.request_id);
-                    let pong = Pong { value: ping.value };
-                    if let Err(SendError::Lost(reason)) =
+                // An unreadable PING gets no answer from the client.
+                if let Some(Ok((reply, pong))) = Ping::answer(header, &body)
+                    && let Err(SendError::Lost(reason)) =
                         link.send(reply, &pong, self.config.max_frame_size, false)
-                    {
-                        return Some(reason);
-                    }
+                {
+                    return Some(reason);
                 }
                 None
             }
@@ -772,9 +763,6 @@ impl Shared {
         self.finish(CloseReason::Local);
     }
 }
-
-/// The largest sealed WebSocket body opened in the reader's reused buffer.
-const MAX_REUSED_OPEN: usize = 64 * 1024;
 
 /// `timeout` from now; a timeout too long to add counts as about thirty years.
 fn deadline_after(timeout: Duration) -> Instant {

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, BufMut};
+use ternio_protocol::buffers::empty;
 use ternio_protocol::frame::{self, Framing, HEADER_LEN, Header};
 use ternio_protocol::secure::{COUNTER_LEN, Sealer, TAG_LEN};
 use ternio_protocol::{BytesMut, Encode, FrameError};
@@ -28,19 +29,6 @@ pub(crate) enum Wire {
     Tcp,
     /// One masked binary WebSocket message per frame (section 1.2).
     WebSocket,
-}
-
-/// The most an empty outbound buffer keeps: one large frame's allocation
-/// is given back once written.
-const MAX_KEPT_CAPACITY: usize = 64 * 1024;
-
-/// Empties `buf`, giving its allocation back when a large frame grew it.
-fn empty(buf: &mut BytesMut) {
-    if buf.capacity() > MAX_KEPT_CAPACITY {
-        *buf = BytesMut::new();
-    } else {
-        buf.clear();
-    }
 }
 
 /// Frames encoded but not yet written.

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ternio_protocol::BytesMut;
+use ternio_protocol::buffers::ReadSize;
 use ternio_protocol::frame::FrameDecoder;
 use tokio::net::TcpStream;
 
@@ -19,9 +20,6 @@ use crate::shared::Shared;
 use crate::socket::{SocketOut, Wire, io_reason, read_draining, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
-
-const READ_CHUNK: usize = 8 * 1024;
-const MAX_IDLE_READ_CAPACITY: usize = 64 * 1024;
 
 /// Connects to the first of `addresses` that answers and starts the link's
 /// reader and writer tasks. The caller bounds the time it takes.
@@ -65,23 +63,16 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<Link>, out: Arc<SocketOut>) {
 async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -> CloseReason {
     let mut decoder = FrameDecoder::new(shared.config().max_frame_size);
     let mut buf = BytesMut::new();
-    // The buffer grew past the idle bound for a large frame: it is given
-    // back as soon as that frame is out of it.
-    let mut oversized = false;
+    // The buffer grows with the bytes that arrive, and is given back once
+    // a large frame that grew it is out of it.
+    let mut read_size = ReadSize::new();
     loop {
         // The socket's own read-readiness slot (the reader is its only
         // reader): cheaper than `readable()`, which queues a waiter.
         if let Err(error) = poll_fn(|cx| out.stream().poll_read_ready(cx)).await {
             return io_reason(&error);
         }
-        let wanted = match decoder.next_frame_len(&buf) {
-            Ok(Some(len)) => len.saturating_sub(buf.len()),
-            _ => 0,
-        };
-        if buf.capacity() - buf.len() < wanted.max(READ_CHUNK / 2) {
-            buf.reserve(wanted.max(READ_CHUNK));
-            oversized |= buf.capacity() > MAX_IDLE_READ_CAPACITY;
-        }
+        read_size.reserve(&decoder, &mut buf);
         let room = buf.capacity() - buf.len();
         match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
@@ -100,11 +91,6 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
                 Err(error) => return CloseReason::Protocol(error.to_string()),
             }
         }
-        // (Frames split off the front share the allocation, so the
-        // capacity left may be small while the allocation is not.)
-        if oversized && buf.is_empty() {
-            buf = BytesMut::new();
-            oversized = false;
-        }
+        read_size.give_back(&mut buf);
     }
 }

@@ -9,9 +9,9 @@
 //! outbound buffer, so they stay in order with the frames.
 //!
 //! tungstenite's read buffer grows to the largest message and stays so for
-//! its stream's life: after a message above [`MAX_KEPT_MESSAGE`] the reader
-//! puts a fresh stream around the socket, once the old one holds nothing
-//! unread (see [`ternio_protocol::websocket`]).
+//! its stream's life: after a message above 64 KiB the reader puts a fresh
+//! stream around the socket, once the old one holds nothing unread (see
+//! [`Renewal`]).
 
 use std::io;
 use std::net::Shutdown;
@@ -21,7 +21,9 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ternio_protocol::websocket::{ReadCount, min_frame_len};
+use ternio_protocol::buffers::READ_CHUNK;
+use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
+use ternio_protocol::websocket::{ReadCount, Renewal};
 use ternio_protocol::{BytesMut, Frame};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -43,9 +45,6 @@ use crate::socket::{SocketOut, Wire, read_draining, write_loop};
 use crate::supervisor::Opened;
 use crate::tasks::TaskSet;
 
-/// The subprotocol the client offers and requires the server to select.
-pub(crate) const SUBPROTOCOL: &str = ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL;
-
 /// How long a reader keeps reading after its link is lost, so that the
 /// close handshake completes.
 const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
@@ -53,10 +52,6 @@ const CLOSE_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 /// Bytes of tungstenite's own writes (pongs, Close) that may wait unsent
 /// before it has to wait for the socket.
 const MAX_QUEUED_CONTROL: usize = 64 * 1024;
-
-/// After a message larger than this, tungstenite's read buffer is given
-/// back (by a fresh stream) as soon as it holds nothing unread.
-const MAX_KEPT_MESSAGE: usize = 64 * 1024;
 
 type Ws = WebSocketStream<WsSocket>;
 
@@ -109,7 +104,7 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
-        .read_buffer_size(8 * 1024);
+        .read_buffer_size(READ_CHUNK);
     let (ws, response) = tokio_tungstenite::client_async_with_config(
         request,
         WsSocket::new(Arc::clone(&socket)),
@@ -281,8 +276,7 @@ async fn read_loop(
 ) {
     let reader = Reader {
         ws,
-        returned: 0,
-        grown: false,
+        renewal: Renewal::new(),
         pinged: false,
     };
     let (reason, mut ws) = reader
@@ -301,10 +295,8 @@ async fn read_loop(
 /// whether it may be made anew to give its read buffer back.
 struct Reader {
     ws: Ws,
-    /// The fewest bytes the messages `ws` returned took on the wire.
-    returned: u64,
-    /// A message above [`MAX_KEPT_MESSAGE`] went by since `ws` was made.
-    grown: bool,
+    /// What `ws` returned: whether it may be made anew.
+    renewal: Renewal,
     /// A ping came since `ws` was made: its pong may still wait in
     /// tungstenite, so `ws` is kept.
     pinged: bool,
@@ -317,25 +309,24 @@ impl Reader {
             Message::Close(Some(close)) => 2 + close.reason.len(),
             other => other.len(),
         };
-        self.returned += min_frame_len(payload, false);
-        self.grown |= payload > MAX_KEPT_MESSAGE;
+        self.renewal.note_returned(payload, false);
         self.pinged |= matches!(message, Message::Ping(_));
     }
 
     /// Whether a large message went by and tungstenite now holds no byte
     /// it read and did not return (nor a pong to send).
     fn may_give_buffers_back(&self) -> bool {
-        self.grown && !self.pinged && self.ws.get_ref().count.after_head() == Some(self.returned)
+        !self.pinged && self.renewal.may_renew_now(&self.ws.get_ref().count)
     }
 
     /// The reader with a fresh stream around the same socket: the old
     /// stream's buffers are freed. Only when `may_give_buffers_back`.
-    async fn give_buffers_back(self) -> Self {
+    async fn give_buffers_back(mut self) -> Self {
         let config = *self.ws.get_config();
+        self.renewal.renewed();
         let socket = self.ws.into_inner();
         Self {
             ws: WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await,
-            grown: false,
             ..self
         }
     }

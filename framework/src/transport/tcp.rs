@@ -13,6 +13,7 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use bytes::Buf;
+use ternio_protocol::buffers::ReadSize;
 use ternio_protocol::frame::{FrameDecoder, Framing};
 use ternio_protocol::{BytesMut, DisconnectReason, Frame};
 use tokio::io::AsyncWriteExt;
@@ -25,10 +26,6 @@ use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
 
-/// Bytes reserved for a read when the buffer has less room than this.
-const READ_CHUNK: usize = 4 * 1024;
-/// Capacity above which an emptied read buffer is given back.
-const MAX_IDLE_READ_CAPACITY: usize = 64 * 1024;
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
 
@@ -85,6 +82,8 @@ struct TcpConnection {
     stream: TcpStream,
     decoder: FrameDecoder,
     read_buf: BytesMut,
+    /// How `read_buf` grows and gives memory back.
+    read_size: ReadSize,
     session: Session,
     /// False once the peer closed its side.
     reading: bool,
@@ -99,6 +98,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
         stream,
         decoder: FrameDecoder::new(server.config.max_frame_size),
         read_buf: BytesMut::new(),
+        read_size: ReadSize::new(),
         session: Session::new(connection, Arc::clone(&server)),
         reading: true,
     };
@@ -187,19 +187,9 @@ impl TcpConnection {
     /// tokio the socket is drained, so the next poll waits for input
     /// instead of spending a system call that finds none.)
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<Flow>> {
-        // Room for the rest of a frame whose length is known (it passed the
-        // size check), or for a chunk; but never more than what has arrived
-        // already: the buffer grows with the bytes the peer sends, not with
-        // the length it announces.
-        let wanted = match self.decoder.next_frame_len(&self.read_buf) {
-            Ok(Some(frame_len)) => frame_len
-                .saturating_sub(self.read_buf.len())
-                .min(self.read_buf.len().max(READ_CHUNK)),
-            _ => 0,
-        };
-        if self.read_buf.capacity() - self.read_buf.len() < wanted.max(READ_CHUNK / 2) {
-            self.read_buf.reserve(wanted.max(READ_CHUNK));
-        }
+        // The buffer grows with the bytes the peer sends, not with the
+        // length it announces.
+        self.read_size.reserve(&self.decoder, &mut self.read_buf);
         match poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
             Poll::Ready(Ok(0)) => {
                 // The peer closed its side: answer what is running, then close.
@@ -254,9 +244,7 @@ impl TcpConnection {
                 return flow;
             }
         }
-        if self.read_buf.is_empty() && self.read_buf.capacity() > MAX_IDLE_READ_CAPACITY {
-            self.read_buf = BytesMut::new();
-        }
+        self.read_size.give_back(&mut self.read_buf);
         // Frames left whole in the buffer (past the in-flight limit) wait
         // for the server, not for the peer.
         let partial = !self.read_buf.is_empty() && !self.has_buffered_frame();
@@ -297,9 +285,7 @@ impl TcpConnection {
     /// Gives back the buffers of a quiet connection: an idle connection
     /// holds no read or write buffer.
     fn release_buffers(&mut self) {
-        if self.read_buf.is_empty() {
-            self.read_buf = BytesMut::new();
-        }
+        self.read_size.release(&mut self.read_buf);
         if self.session.out.is_empty() {
             self.session.out = BytesMut::new();
         }

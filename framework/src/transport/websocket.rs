@@ -1,7 +1,8 @@
 //! WebSocket: one frame per binary message (section 1.2), on tokio-tungstenite.
 //!
 //! The upgrade accepts the path given to `map_websocket` only, selects the
-//! subprotocol `ternio.v1` when the client offers it, and accepts a client
+//! subprotocol ([`WEBSOCKET_SUBPROTOCOL`](ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL),
+//! `ternio.v2`) when the client offers it, and accepts a client
 //! that offers none. A text message closes the connection with code 1003; a
 //! message above the maximum frame size, with 1009. WebSocket pings are
 //! answered, and closes complete their handshake both ways. A connection
@@ -16,9 +17,11 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use bytes::Buf;
 use futures_util::{Sink, SinkExt, StreamExt};
-use ternio_protocol::frame::{LENGTH_PREFIX_LEN, WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL};
+use ternio_protocol::buffers::READ_CHUNK;
+use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
+use ternio_protocol::prefix;
+use ternio_protocol::websocket::Renewal;
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Frame};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -33,7 +36,7 @@ use crate::admission::Refusal;
 use crate::connection::{Flow, Session, Violation};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::ws_buffers::{CountingStream, wire_len};
+use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
 use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
 
 /// A WebSocket over a socket that counts what it reads.
@@ -41,9 +44,6 @@ type Ws = WebSocketStream<CountingStream<TcpStream>>;
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
-/// Bytes tungstenite reads at a time. It zero-fills this much before every
-/// read, so its default (128 KiB) cost more than the rest of an echo.
-const READ_BUFFER: usize = 8 * 1024;
 
 /// Serves WebSocket connections at `path` from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(
@@ -170,10 +170,8 @@ struct WsConnection {
     close_code: Option<CloseCode>,
     /// True once the peer's Close frame arrived.
     close_received: bool,
-    /// The fewest bytes the messages tungstenite returned took on the wire.
-    returned: u64,
-    /// The largest message read or written since `ws` was made.
-    largest: usize,
+    /// What `ws` returned and carried: whether it may be made anew.
+    renewal: Renewal,
     /// Bytes read that belong to whole messages, for the frame timeout:
     /// set to all bytes read when a data message is whole, moved on by the
     /// exact size of each control frame. More bytes read than this means a
@@ -200,10 +198,12 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
     let max = server.config.max_frame_size;
     // tungstenite's own write buffer is bounded too: beyond it, sending
     // waits (and the write timeout applies), it never grows without end.
+    // tungstenite zero-fills its read buffer before every read: its
+    // default size (128 KiB) cost more than the rest of an echo.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
-        .read_buffer_size(READ_BUFFER)
+        .read_buffer_size(READ_CHUNK)
         .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024);
     #[allow(
         clippy::result_large_err,
@@ -236,8 +236,7 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
         needs_flush: false,
         close_code: None,
         close_received: false,
-        returned: 0,
-        largest: 0,
+        renewal: Renewal::new(),
         settled: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
@@ -270,8 +269,7 @@ impl WsConnection {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
                         self.note_message(&message);
-                        self.returned += wire_len(&message);
-                        self.largest = self.largest.max(message.len());
+                        self.renewal.note_returned(payload_len(&message), true);
                         if let (Message::Binary(bytes), Some(metrics)) =
                             (&message, self.session.metrics())
                         {
@@ -340,24 +338,22 @@ impl WsConnection {
     fn release_buffers(&mut self) -> bool {
         self.session.out = BytesMut::new();
         // (`reading` is false once the peer's Close arrived.)
-        self.largest > READ_BUFFER
-            && self.reading
+        self.reading
             && self.session.closed().is_none()
-            && self.ws.get_ref().read_after_request() == Some(self.returned)
+            && self
+                .renewal
+                .may_renew_when_quiet(self.ws.get_ref().read_count())
     }
 
     /// The connection around a fresh tungstenite stream on the same socket;
     /// the old stream's buffers are freed. Only once `release_buffers` said so.
-    async fn with_fresh_buffers(self) -> Self {
+    async fn with_fresh_buffers(mut self) -> Self {
         let config = *self.ws.get_config();
+        self.renewal.renewed();
         let stream = self.ws.into_inner();
         let ws = WebSocketStream::from_raw_socket(stream, Role::Server, Some(config)).await;
         tracing::trace!("websocket buffers given back");
-        Self {
-            ws,
-            largest: 0,
-            ..self
-        }
+        Self { ws, ..self }
     }
 
     /// Tells the session what a message that tungstenite returned means for
@@ -431,7 +427,7 @@ impl WsConnection {
             }
             let frame = next_frame(&mut self.session.out);
             bytes += frame.len();
-            self.largest = self.largest.max(frame.len());
+            self.renewal.note_written(frame.len());
             if let Some(metrics) = self.session.metrics() {
                 metrics.bytes_out.increment(frame.len() as u64);
             }
@@ -510,7 +506,7 @@ impl WsConnection {
 /// Takes the first frame off the outbound buffer, without its length prefix
 /// and without copying it.
 fn next_frame(out: &mut BytesMut) -> Bytes {
-    let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
-    out.advance(LENGTH_PREFIX_LEN);
-    out.split_to(len).freeze()
+    prefix::split(out)
+        .expect("whole frames: the session writes them whole")
+        .freeze()
 }

@@ -32,15 +32,24 @@ impl<S> CountingStream<S> {
     pub(crate) fn read_after_request(&self) -> Option<u64> {
         self.count.after_head()
     }
+
+    /// The count of what was read, for [`Renewal`](ternio_protocol::websocket::Renewal).
+    pub(crate) fn read_count(&self) -> &ReadCount {
+        &self.count
+    }
+}
+
+/// The payload of `message` as it travelled: a Close frame's code included.
+pub(crate) fn payload_len(message: &Message) -> usize {
+    match message {
+        Message::Close(Some(close)) => 2 + close.reason.len(),
+        other => other.len(),
+    }
 }
 
 /// The fewest bytes `message` can have taken on the wire from a client.
 pub(crate) fn wire_len(message: &Message) -> u64 {
-    let payload = match message {
-        Message::Close(Some(close)) => 2 + close.reason.len(),
-        other => other.len(),
-    };
-    min_frame_len(payload, true)
+    min_frame_len(payload_len(message), true)
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {

@@ -1,0 +1,180 @@
+//! How big a connection's buffers grow and when they give memory back: the
+//! same rules for the server and the client.
+//!
+//! A buffer grows for a large frame; one that grew past
+//! [`MAX_KEPT_CAPACITY`] is given back as soon as it holds nothing, so no
+//! buffer stays at the largest frame's size for a connection's life.
+
+use bytes::BytesMut;
+
+use crate::frame::FrameDecoder;
+
+/// Bytes read at a time: the room made in a stream's read buffer when it
+/// has less than half of this free, and the read size a WebSocket library
+/// is given.
+pub const READ_CHUNK: usize = 8 * 1024;
+
+/// The most an emptied buffer keeps: one that grew past this for a large
+/// frame is given back.
+pub const MAX_KEPT_CAPACITY: usize = 64 * 1024;
+
+/// Empties `buf`, keeping its allocation unless it grew past
+/// [`MAX_KEPT_CAPACITY`].
+#[inline]
+pub fn empty(buf: &mut BytesMut) {
+    if buf.capacity() > MAX_KEPT_CAPACITY {
+        *buf = BytesMut::new();
+    } else {
+        buf.clear();
+    }
+}
+
+/// Copies a sealed body that arrived as shared bytes (a WebSocket message)
+/// into a buffer of its own, to be opened in place: the room of `reused`,
+/// which comes back once the previous body is dropped (no allocation in
+/// steady state), or, for a body above [`MAX_KEPT_CAPACITY`], an
+/// allocation of its own, which `reused` would otherwise keep alive.
+#[inline]
+pub fn copy_to_open(reused: &mut BytesMut, body: &[u8]) -> BytesMut {
+    if body.len() > MAX_KEPT_CAPACITY {
+        BytesMut::from(body)
+    } else {
+        reused.extend_from_slice(body);
+        reused.split()
+    }
+}
+
+/// The read-size rule of a length-prefixed stream's read buffer, and what
+/// it needs to remember to give the buffer back.
+///
+/// Before each read, [`reserve`](Self::reserve) makes room for the rest of
+/// a frame whose length is known (it passed the decoder's size check), or
+/// for a chunk, but never more than what has arrived already: the buffer
+/// grows with the bytes the peer sends, at most doubling, never to the
+/// length it announces. Once the whole frames are out,
+/// [`give_back`](Self::give_back) drops the buffer if a large frame grew
+/// it past [`MAX_KEPT_CAPACITY`]. (Frames split off the front share its
+/// allocation, so the capacity left says nothing about the allocation's
+/// size: the growth is remembered when it happens.)
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadSize {
+    /// A reservation took the buffer past [`MAX_KEPT_CAPACITY`].
+    grown: bool,
+}
+
+impl ReadSize {
+    /// The rule for a buffer that has not grown yet.
+    pub const fn new() -> Self {
+        Self { grown: false }
+    }
+
+    /// Makes room in `buf` before the next read, by the rule above.
+    #[inline]
+    pub fn reserve(&mut self, decoder: &FrameDecoder, buf: &mut BytesMut) {
+        let len = buf.len();
+        let wanted = match decoder.next_frame_len(buf) {
+            Ok(Some(frame_len)) => frame_len.saturating_sub(len).min(len.max(READ_CHUNK)),
+            _ => 0,
+        };
+        if buf.capacity() - len < wanted.max(READ_CHUNK / 2) {
+            buf.reserve(wanted.max(READ_CHUNK));
+            self.grown |= buf.capacity() > MAX_KEPT_CAPACITY;
+        }
+    }
+
+    /// Called once the whole frames were taken out of `buf`: gives its
+    /// allocation back if a large frame grew it and nothing is left in it.
+    #[inline]
+    pub fn give_back(&mut self, buf: &mut BytesMut) {
+        if self.grown && buf.is_empty() {
+            *buf = BytesMut::new();
+            self.grown = false;
+        }
+    }
+
+    /// Called when the connection went quiet: gives `buf`'s allocation
+    /// back whatever its size, if nothing is in it.
+    pub fn release(&mut self, buf: &mut BytesMut) {
+        if buf.is_empty() {
+            *buf = BytesMut::new();
+            self.grown = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BufMut;
+
+    use super::*;
+    use crate::frame::LENGTH_PREFIX_LEN;
+
+    #[test]
+    fn room_follows_what_arrived_not_what_is_announced() {
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::new();
+        let mut buf = BytesMut::new();
+        rule.reserve(&decoder, &mut buf);
+        assert!(buf.capacity() >= READ_CHUNK);
+        // A frame of 1 MiB announced, 100 bytes of it here.
+        buf.put_u32_le(1 << 20);
+        buf.put_slice(&[0; 96]);
+        let before = buf.capacity();
+        for _ in 0..3 {
+            // Reserving again without reading adds nothing.
+            rule.reserve(&decoder, &mut buf);
+        }
+        // A chunk or two, not the megabyte announced.
+        assert!(buf.capacity() <= before.max(2 * READ_CHUNK));
+        assert!(!rule.grown);
+    }
+
+    #[test]
+    fn a_buffer_grown_for_a_large_frame_is_given_back_once_empty() {
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::new();
+        let mut buf = BytesMut::new();
+        let frame_len = 200 * 1024;
+        buf.put_u32_le(frame_len as u32);
+        buf.put_slice(&[0; 7]);
+        while buf.len() < LENGTH_PREFIX_LEN + frame_len {
+            rule.reserve(&decoder, &mut buf);
+            let room = buf.capacity() - buf.len();
+            let take = room.min(LENGTH_PREFIX_LEN + frame_len - buf.len());
+            buf.put_bytes(1, take);
+        }
+        assert!(rule.grown);
+        let mut kept = buf.clone();
+        rule.give_back(&mut kept);
+        assert_eq!(kept.len(), buf.len(), "not while bytes are in it");
+        buf.clear();
+        rule.give_back(&mut buf);
+        assert_eq!(buf.capacity(), 0);
+        assert!(!rule.grown);
+    }
+
+    #[test]
+    fn a_large_body_is_not_opened_in_the_reused_buffer() {
+        let mut reused = BytesMut::new();
+        let body = copy_to_open(&mut reused, &[1; 100]);
+        assert_eq!(&body[..], &[1; 100][..]);
+        drop(body);
+        let body = copy_to_open(&mut reused, &[2; 80]);
+        assert_eq!(&body[..], &[2; 80][..]);
+        let large = vec![3; MAX_KEPT_CAPACITY + 1];
+        let body = copy_to_open(&mut reused, &large);
+        assert_eq!(&body[..], &large[..]);
+        assert!(reused.capacity() < MAX_KEPT_CAPACITY);
+    }
+
+    #[test]
+    fn emptying_keeps_a_small_allocation_only() {
+        let mut small = BytesMut::with_capacity(1024);
+        small.put_slice(b"abc");
+        empty(&mut small);
+        assert!(small.is_empty() && small.capacity() >= 1024);
+        let mut large = BytesMut::with_capacity(MAX_KEPT_CAPACITY + 1);
+        empty(&mut large);
+        assert_eq!(large.capacity(), 0);
+    }
+}
