@@ -33,7 +33,7 @@ use std::sync::{Arc, Weak};
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 use ternio_protocol::{Bytes, DisconnectReason};
 
-use crate::connection::Violation;
+use crate::close::CloseNotice;
 use crate::context::ConnectionId;
 use crate::hub::{Delivery, HubShared, deliver};
 
@@ -227,7 +227,7 @@ impl LocalHub {
             BackplaneMessage::Kick { id, reason } => match shared.get(*id) {
                 Some(connection) => {
                     connection.outbound.close(
-                        Violation::new(DisconnectReason::Kicked, reason.as_str()),
+                        CloseNotice::new(DisconnectReason::Kicked, reason.as_str()),
                         false,
                     );
                     Delivery {

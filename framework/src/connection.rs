@@ -22,6 +22,7 @@ use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::time::Sleep;
 
+use crate::close::CloseNotice;
 use crate::context::{ConnectionShared, Context};
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::metrics::TransportMetrics;
@@ -30,43 +31,6 @@ use crate::policy::{Outcome, RequestInfo};
 use crate::reply::{DeferredReply, FrameReply, ReplyMetrics};
 use crate::server::ServerShared;
 use tracing::Instrument;
-
-/// Why a connection must close now, and what to tell its peer.
-#[derive(Debug)]
-pub(crate) struct Violation {
-    pub(crate) reason: DisconnectReason,
-    pub(crate) message: String,
-}
-
-impl Violation {
-    pub(crate) fn new(reason: DisconnectReason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
-    }
-
-    /// Appends the `DISCONNECT` frame that announces this violation,
-    /// sealed with `sealer` when one is given.
-    pub(crate) fn write_disconnect(
-        &self,
-        out: &mut BytesMut,
-        framing: Framing,
-        max_frame_size: usize,
-        sealer: Option<&mut Sealer>,
-    ) {
-        let packet = Disconnect::new(self.reason, self.message.clone());
-        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
-        // The message is ours and short: it always fits (a sealer whose
-        // counter is exhausted writes nothing, and the connection closes).
-        let _ = match sealer {
-            Some(sealer) => sealer.write_frame_with(out, framing, header, max_frame_size, |out| {
-                packet.encode(out)
-            }),
-            None => frame::write_frame(out, framing, header, &packet, max_frame_size),
-        };
-    }
-}
 
 /// What the transport does after a frame.
 pub(crate) enum Flow {
@@ -118,7 +82,7 @@ impl Future for Pending {
 /// A close the session was asked for: it waits for the running requests
 /// (until the deadline), then writes its `DISCONNECT`.
 struct Closing {
-    violation: Violation,
+    notice: CloseNotice,
     deadline: Pin<Box<Sleep>>,
 }
 
@@ -388,7 +352,7 @@ impl Session {
             "{} bytes read in {:?} while more waited: the peer does not keep up",
             stall.drained, config.write_timeout
         );
-        self.close_now(&Violation::new(DisconnectReason::SlowConsumer, message));
+        self.close_now(&CloseNotice::new(DisconnectReason::SlowConsumer, message));
         true
     }
 
@@ -416,7 +380,7 @@ impl Session {
             && idle >= timeout
         {
             let message = format!("nothing received for {timeout:?}");
-            self.close_now(&Violation::new(DisconnectReason::IdleTimeout, message));
+            self.close_now(&CloseNotice::new(DisconnectReason::IdleTimeout, message));
             return true;
         }
         if idle >= QUIET_AFTER && !keepalive.released {
@@ -533,24 +497,24 @@ impl Session {
         self.reply_to(request).error(code.to_u16(), message)
     }
 
-    /// Writes the `DISCONNECT` of `violation` and stops the session. It is
+    /// Writes the `DISCONNECT` of `notice` and stops the session. It is
     /// sealed on a secure session, except `DECRYPT_FAILED` (section 5.1).
-    pub(crate) fn close_now(&mut self, violation: &Violation) -> Flow {
-        tracing::debug!(connection = %self.connection.id, reason = %violation.reason, message = %violation.message, "closing");
-        if violation.reason != DisconnectReason::DecryptFailed {
+    pub(crate) fn close_now(&mut self, notice: &CloseNotice) -> Flow {
+        tracing::debug!(connection = %self.connection.id, reason = %notice.reason, message = %notice.message, "closing");
+        if notice.reason != DisconnectReason::DecryptFailed {
             self.rekey_if_due();
         }
-        let sealer = match violation.reason {
+        let sealer = match notice.reason {
             DisconnectReason::DecryptFailed => None,
             _ => self.security.sealer(),
         };
-        violation.write_disconnect(
+        notice.write_disconnect(
             &mut self.out,
             Framing::LengthPrefixed,
             self.server.config.max_frame_size,
             sealer,
         );
-        self.closed = Some(violation.reason);
+        self.closed = Some(notice.reason);
         self.closing = None;
         self.cancel_pending();
         Flow::Close
@@ -576,13 +540,13 @@ impl Session {
     /// comes before the handshake) closes the connection with `DECRYPT_FAILED`.
     pub(crate) fn on_sealed_frame(&mut self, header: Header, mut body: BytesMut) -> Flow {
         let Security::Secure(channel) = &mut self.security else {
-            return self.close_now(&Violation::new(
+            return self.close_now(&CloseNotice::new(
                 DisconnectReason::DecryptFailed,
                 "sealed frame before a completed handshake",
             ));
         };
         if let Err(error) = channel.opener.open(&header, &mut body) {
-            return self.close_now(&Violation::new(
+            return self.close_now(&CloseNotice::new(
                 DisconnectReason::DecryptFailed,
                 error.to_string(),
             ));
@@ -590,7 +554,7 @@ impl Session {
         if header.opcode == system::REKEY {
             // The opener moved to the next key; the frame carries nothing else.
             if header.request_id != 0 || !body.is_empty() || header.flags != Flags::ENCRYPTED {
-                return self.close_now(&Violation::new(
+                return self.close_now(&CloseNotice::new(
                     DisconnectReason::Malformed,
                     "a REKEY with an id, a body or other flags",
                 ));
@@ -628,7 +592,7 @@ impl Session {
             self.closed = Some(disconnect.reason);
             return Flow::PeerDisconnected(disconnect);
         }
-        self.close_now(&Violation::new(
+        self.close_now(&CloseNotice::new(
             DisconnectReason::DecryptFailed,
             format!(
                 "a plain frame (opcode {:#06X}) on a secure session",
@@ -773,7 +737,7 @@ impl Session {
         }
         self.error(header, code, error);
         if self.server.config.require_encryption {
-            return self.close_now(&Violation::new(
+            return self.close_now(&CloseNotice::new(
                 DisconnectReason::HandshakeTimeout,
                 "the handshake failed, and this server requires encryption",
             ));
@@ -964,13 +928,13 @@ impl Session {
                 "a frame was not whole within {:?} of its first byte",
                 self.server.config.frame_timeout
             );
-            self.close_now(&Violation::new(DisconnectReason::IdleTimeout, message));
+            self.close_now(&CloseNotice::new(DisconnectReason::IdleTimeout, message));
             return true;
         }
         if let Some(deadline) = self.security.deadline()
             && deadline.as_mut().poll(cx).is_ready()
         {
-            self.close_now(&Violation::new(
+            self.close_now(&CloseNotice::new(
                 DisconnectReason::HandshakeTimeout,
                 "no handshake within the handshake timeout",
             ));
@@ -979,8 +943,8 @@ impl Session {
         if let Some(closing) = &mut self.closing {
             let expired = closing.deadline.as_mut().poll(cx).is_ready();
             if self.pending.is_empty() || expired {
-                let violation = self.closing.take().expect("closing").violation;
-                self.close_now(&violation);
+                let notice = self.closing.take().expect("closing").notice;
+                self.close_now(&notice);
                 return true;
             }
         }
@@ -994,16 +958,13 @@ impl Session {
         let outbound = &connection.outbound;
         let mut progress = false;
         if self.closed.is_none()
-            && let Some(CloseOrder {
-                violation,
-                graceful,
-            }) = outbound.take_close()
+            && let Some(CloseOrder { notice, graceful }) = outbound.take_close()
         {
             progress = true;
             if graceful {
-                self.begin_close(violation);
+                self.begin_close(notice);
             } else {
-                self.close_now(&violation);
+                self.close_now(&notice);
             }
         }
         if self.closed.is_none() {
@@ -1044,12 +1005,12 @@ impl Session {
 
     /// Stops reading and lets the running requests finish (for at most the
     /// server's shutdown grace) before the `DISCONNECT`.
-    fn begin_close(&mut self, violation: Violation) {
+    fn begin_close(&mut self, notice: CloseNotice) {
         if self.closing.is_some() {
             return;
         }
         self.closing = Some(Closing {
-            violation,
+            notice,
             deadline: Box::pin(tokio::time::sleep(self.server.config.shutdown_grace)),
         });
     }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Packet};
 
-use crate::connection::Violation;
+use crate::close::CloseNotice;
 use crate::hub::{Hub, HubShared};
 use crate::outbound::OutboundQueue;
 use crate::policy::RateLimiters;
@@ -264,7 +264,7 @@ impl ConnectionHandle {
     pub fn kick(&self, reason: &str) {
         self.connection
             .outbound
-            .close(Violation::new(DisconnectReason::Kicked, reason), false);
+            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
     }
 
     /// Bytes of pushed frames waiting for the connection to take them.

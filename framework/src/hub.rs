@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
-use crate::connection::Violation;
+use crate::close::CloseNotice;
 use crate::context::{
     ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push, push,
 };
@@ -374,7 +374,7 @@ impl Hub {
         };
         connection
             .outbound
-            .close(Violation::new(DisconnectReason::Kicked, reason), false);
+            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
         true
     }
 }

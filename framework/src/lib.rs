@@ -38,6 +38,7 @@ extern crate self as ternio;
 
 mod admission;
 mod backplane;
+mod close;
 mod config;
 mod connection;
 mod context;
@@ -63,6 +64,7 @@ pub use ternio_macros::{Codec, Packet, packet_controller};
 pub use backplane::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
 };
+pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{
     ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
@@ -71,7 +73,7 @@ pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
 pub use hub::{Delivery, Hub};
 pub use identity::Identity;
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
-pub use server::{BuildError, CloseCause, Server, ServerBuilder, ServerHandle};
+pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
 pub use store::{ConnectionStore, Stored};
 pub use ternio_protocol::secure::RekeyPolicy;
 

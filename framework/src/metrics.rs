@@ -17,8 +17,8 @@
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use ternio_protocol::{DisconnectReason, ErrorCode};
 
+use crate::close::CloseCause;
 use crate::context::Transport;
-use crate::server::CloseCause;
 
 /// Counters of one transport.
 pub(crate) struct TransportMetrics {

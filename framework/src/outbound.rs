@@ -19,14 +19,14 @@ use ternio_protocol::buffers;
 use ternio_protocol::frame::LENGTH_PREFIX_LEN;
 use ternio_protocol::prefix;
 
+use crate::close::CloseNotice;
 use crate::config::SlowConsumerPolicy;
-use crate::connection::Violation;
 use crate::context::PushError;
 use crate::sync::lock;
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
-    pub(crate) violation: Violation,
+    pub(crate) notice: CloseNotice,
     /// Let running requests finish first (shutdown), or not (kick, slow consumer).
     pub(crate) graceful: bool,
 }
@@ -94,7 +94,7 @@ impl OutboundQueue {
                 return Err(PushError::Dropped);
             }
             self.close(
-                Violation::new(
+                CloseNotice::new(
                     DisconnectReason::SlowConsumer,
                     "the outbound queue is full: read faster",
                 ),
@@ -113,14 +113,11 @@ impl OutboundQueue {
         Ok(())
     }
 
-    /// Asks the connection to close with `violation`'s `DISCONNECT`.
-    pub(crate) fn close(&self, violation: Violation, graceful: bool) {
+    /// Asks the connection to close with `notice`'s `DISCONNECT`.
+    pub(crate) fn close(&self, notice: CloseNotice, graceful: bool) {
         let mut close = lock(&self.close);
         if close.is_none() {
-            *close = Some(CloseOrder {
-                violation,
-                graceful,
-            });
+            *close = Some(CloseOrder { notice, graceful });
         }
         drop(close);
         self.signal.store(true, Ordering::Release);

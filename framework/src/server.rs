@@ -12,8 +12,8 @@ use tokio::sync::watch;
 
 use crate::admission::Admission;
 use crate::backplane::{Backplane, BackplaneError};
+use crate::close::{CloseCause, CloseNotice};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::connection::Violation;
 use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
 use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
@@ -110,20 +110,6 @@ type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
 pub(crate) struct Hooks {
     connect: Vec<ConnectHook>,
     disconnect: Vec<DisconnectHook>,
-}
-
-/// Why a connection closed, as the disconnect hooks see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CloseCause {
-    /// The peer sent `DISCONNECT` with this reason.
-    PeerDisconnected(DisconnectReason),
-    /// The peer closed the connection without a `DISCONNECT`.
-    PeerClosed,
-    /// The server sent `DISCONNECT` with this reason (a malformed frame,
-    /// a kick, a slow consumer, the shutdown…).
-    Disconnected(DisconnectReason),
-    /// The socket failed.
-    Failed(String),
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -555,7 +541,7 @@ impl ServerShared {
         }
         self.hub.insert(Arc::clone(&connection), |connection| {
             if *self.shutdown.borrow() {
-                connection.outbound.close(shutdown_violation(), true);
+                connection.outbound.close(shutdown_notice(), true);
             }
         });
         if !self.hooks.connect.is_empty() {
@@ -603,7 +589,7 @@ impl ServerShared {
             return;
         }
         for connection in self.hub.all() {
-            connection.outbound.close(shutdown_violation(), true);
+            connection.outbound.close(shutdown_notice(), true);
         }
     }
 
@@ -612,8 +598,8 @@ impl ServerShared {
     }
 }
 
-fn shutdown_violation() -> Violation {
-    Violation::new(DisconnectReason::Shutdown, "the server is shutting down")
+fn shutdown_notice() -> CloseNotice {
+    CloseNotice::new(DisconnectReason::Shutdown, "the server is shutting down")
 }
 
 /// A built server with its listeners bound. [`run`](Self::run) serves.

@@ -13,8 +13,9 @@ use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 use crate::admission::{Pending, Permit, Refusal, normalize_addr};
+use crate::close::CloseCause;
 use crate::context::Transport;
-use crate::server::{CloseCause, ServerShared};
+use crate::server::ServerShared;
 use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;

@@ -21,7 +21,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::io::poll_read_buf;
 
 use crate::admission::{Permit, Refusal};
-use crate::connection::{Flow, Session, Violation};
+use crate::close::CloseNotice;
+use crate::connection::{Flow, Session};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
@@ -58,7 +59,7 @@ impl Accept for TcpAccept {
 /// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`) and closes.
 async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
     let mut out = BytesMut::new();
-    Violation::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
+    CloseNotice::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
         &mut out,
         Framing::LengthPrefixed,
         usize::MAX,
@@ -195,9 +196,11 @@ impl TcpConnection {
                 // The peer closed its side: answer what is running, then close.
                 self.reading = false;
                 if !self.read_buf.is_empty() {
-                    let violation =
-                        Violation::new(DisconnectReason::Malformed, "stream ended inside a frame");
-                    return Poll::Ready(Ok(self.session.close_now(&violation)));
+                    let notice = CloseNotice::new(
+                        DisconnectReason::Malformed,
+                        "stream ended inside a frame",
+                    );
+                    return Poll::Ready(Ok(self.session.close_now(&notice)));
                 }
                 return Poll::Ready(Ok(Flow::Continue));
             }
@@ -236,8 +239,8 @@ impl TcpConnection {
                 }),
                 Ok(None) => break,
                 Err(error) => {
-                    let violation = Violation::new(error.disconnect_reason(), error.to_string());
-                    return self.session.close_now(&violation);
+                    let notice = CloseNotice::new(error.disconnect_reason(), error.to_string());
+                    return self.session.close_now(&notice);
                 }
             };
             if !matches!(flow, Flow::Continue) {

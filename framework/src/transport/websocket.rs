@@ -33,7 +33,8 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::admission::Refusal;
-use crate::connection::{Flow, Session, Violation};
+use crate::close::CloseNotice;
+use crate::connection::{Flow, Session};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
@@ -283,9 +284,9 @@ impl WsConnection {
                     }
                     Poll::Ready(Some(Err(WsError::Capacity(error)))) => {
                         progress = true;
-                        let violation =
-                            Violation::new(DisconnectReason::FrameTooLarge, error.to_string());
-                        self.session.close_now(&violation);
+                        let notice =
+                            CloseNotice::new(DisconnectReason::FrameTooLarge, error.to_string());
+                        self.session.close_now(&notice);
                     }
                     Poll::Ready(Some(Err(error))) => {
                         return Poll::Ready(Turn::Exit(Exit::Io(io::Error::other(error))));
@@ -386,14 +387,14 @@ impl WsConnection {
         match message {
             Message::Binary(bytes) => match Frame::parse(bytes, self.session.frame_limit()) {
                 Ok(frame) => self.session.on_frame(frame),
-                Err(error) => self.session.close_now(&Violation::new(
+                Err(error) => self.session.close_now(&CloseNotice::new(
                     error.disconnect_reason(),
                     error.to_string(),
                 )),
             },
             Message::Text(_) => {
                 self.close_code = Some(CloseCode::Unsupported);
-                self.session.close_now(&Violation::new(
+                self.session.close_now(&CloseNotice::new(
                     DisconnectReason::Malformed,
                     "text messages are not part of the protocol",
                 ))
