@@ -22,7 +22,7 @@ use tokio_util::io::poll_read_buf;
 
 use crate::admission::{Permit, Refusal};
 use crate::close::CloseNotice;
-use crate::connection::{Flow, Session};
+use crate::connection::{AfterFrame, Engine};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
@@ -85,7 +85,7 @@ struct TcpConnection {
     read_buf: BytesMut,
     /// How `read_buf` grows and gives memory back.
     read_size: ReadSize,
-    session: Session,
+    engine: Engine,
     /// False once the peer closed its side.
     reading: bool,
 }
@@ -100,14 +100,14 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
         decoder: FrameDecoder::new(server.config.max_frame_size),
         read_buf: BytesMut::new(),
         read_size: ReadSize::new(),
-        session: Session::new(connection, Arc::clone(&server)),
+        engine: Engine::new(connection, Arc::clone(&server)),
         reading: true,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");
-    let connection = Arc::clone(conn.session.connection());
+    let connection = Arc::clone(conn.engine.connection());
     let cause = in_span(span, async move {
         let exit = poll_fn(|cx| conn.poll_run(cx)).await;
-        let cause = exit.cause(conn.session.closed());
+        let cause = exit.cause(conn.engine.closed());
         conn.close(exit, linger).await;
         cause
     })
@@ -120,21 +120,21 @@ impl TcpConnection {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
         // Pushes and close orders wake this task from now on (the waker
         // is the same for every round).
-        self.session.register_waker(cx);
+        self.engine.register_waker(cx);
         for _ in 0..BUDGET {
             let mut progress = false;
-            if self.session.wants_input() && self.has_buffered_frame() {
+            if self.engine.wants_input() && self.has_buffered_frame() {
                 // Frames left over when the in-flight limit was reached.
                 progress = true;
                 match self.handle_buffered() {
-                    Flow::Continue | Flow::Close => {}
-                    Flow::PeerDisconnected(_) => return Poll::Ready(Exit::PeerDisconnected),
+                    AfterFrame::Continue | AfterFrame::Close => {}
+                    AfterFrame::PeerDisconnected(_) => return Poll::Ready(Exit::PeerDisconnected),
                 }
-            } else if self.reading && self.session.wants_input() {
+            } else if self.reading && self.engine.wants_input() {
                 match self.read(cx) {
                     Poll::Ready(Ok(flow)) => {
                         progress = true;
-                        if let Flow::PeerDisconnected(disconnect) = flow {
+                        if let AfterFrame::PeerDisconnected(disconnect) = flow {
                             tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
                             return Poll::Ready(Exit::PeerDisconnected);
                         }
@@ -143,11 +143,11 @@ impl TcpConnection {
                     Poll::Pending => {}
                 }
             }
-            progress |= self.session.poll_work(cx);
-            if self.session.closed().is_some() {
+            progress |= self.engine.poll_work(cx);
+            if self.engine.closed().is_some() {
                 return Poll::Ready(Exit::Closed);
             }
-            if !self.session.out.is_empty() {
+            if !self.engine.out.is_empty() {
                 let mut wrote = 0;
                 match self.stream.poll_write_ready(cx) {
                     Poll::Ready(Ok(())) => {
@@ -160,18 +160,16 @@ impl TcpConnection {
                     Poll::Ready(Err(error)) => return Poll::Ready(Exit::Io(error)),
                     Poll::Pending => {}
                 }
-                let waiting = !self.session.out.is_empty();
-                if self.session.poll_write_stall(cx, waiting, wrote) {
-                    return Poll::Ready(Exit::Closed);
-                }
-            } else if self.session.write_stall_armed() {
-                // The span ends (and is not judged) if nothing waits then.
-                self.session.poll_write_stall(cx, false, 0);
+                let waiting = !self.engine.out.is_empty();
+                self.engine.note_writes(cx, waiting, wrote);
+            } else {
+                // A span of the write timeout ends unjudged if nothing waits then.
+                self.engine.note_writes(cx, false, 0);
             }
-            if self.session.out.is_empty() && self.session.take_idle_hint() {
+            if self.engine.out.is_empty() && self.engine.take_went_quiet() {
                 self.release_buffers();
             }
-            if !self.reading && self.session.is_idle() && self.session.out.is_empty() {
+            if !self.reading && self.engine.no_requests_running() && self.engine.out.is_empty() {
                 return Poll::Ready(Exit::PeerClosed);
             }
             if !progress {
@@ -187,7 +185,7 @@ impl TcpConnection {
     /// (Through `AsyncRead`: a read that leaves room in the buffer tells
     /// tokio the socket is drained, so the next poll waits for input
     /// instead of spending a system call that finds none.)
-    fn read(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<Flow>> {
+    fn read(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<AfterFrame>> {
         // The buffer grows with the bytes the peer sends, not with the
         // length it announces.
         self.read_size.reserve(&self.decoder, &mut self.read_buf);
@@ -200,12 +198,12 @@ impl TcpConnection {
                         DisconnectReason::Malformed,
                         "stream ended inside a frame",
                     );
-                    return Poll::Ready(Ok(self.session.close_now(&notice)));
+                    return Poll::Ready(Ok(self.engine.close_now(&notice)));
                 }
-                return Poll::Ready(Ok(Flow::Continue));
+                return Poll::Ready(Ok(AfterFrame::Continue));
             }
             Poll::Ready(Ok(read)) => {
-                if let Some(metrics) = self.session.metrics() {
+                if let Some(metrics) = self.engine.metrics() {
                     metrics.bytes_in.increment(read as u64);
                 }
             }
@@ -216,34 +214,34 @@ impl TcpConnection {
     }
 
     /// Handles the whole frames waiting in the read buffer, as long as the
-    /// session takes requests (past the in-flight limit they wait there).
-    fn handle_buffered(&mut self) -> Flow {
+    /// engine takes requests (past the in-flight limit they wait there).
+    fn handle_buffered(&mut self) -> AfterFrame {
         let mut completed = false;
-        while self.session.wants_input() {
-            let limit = self.session.frame_limit();
+        while self.engine.wants_input() {
+            let limit = self.engine.frame_limit();
             if self.decoder.max_frame_size() != limit {
                 self.decoder = FrameDecoder::new(limit);
             }
             let decoded = self.decoder.decode_mut(&mut self.read_buf);
             completed |= matches!(decoded, Ok(Some(_)));
-            if let (Ok(Some(_)), Some(metrics)) = (&decoded, self.session.metrics()) {
+            if let (Ok(Some(_)), Some(metrics)) = (&decoded, self.engine.metrics()) {
                 metrics.frames_in.increment(1);
             }
             let flow = match decoded {
                 Ok(Some((header, body))) if header.flags.is_encrypted() => {
-                    self.session.on_sealed_frame(header, body)
+                    self.engine.on_sealed_frame(header, body)
                 }
-                Ok(Some((header, body))) => self.session.on_frame(Frame {
+                Ok(Some((header, body))) => self.engine.on_frame(Frame {
                     header,
                     body: body.freeze(),
                 }),
                 Ok(None) => break,
                 Err(error) => {
                     let notice = CloseNotice::new(error.disconnect_reason(), error.to_string());
-                    return self.session.close_now(&notice);
+                    return self.engine.close_now(&notice);
                 }
             };
-            if !matches!(flow, Flow::Continue) {
+            if !matches!(flow, AfterFrame::Continue) {
                 return flow;
             }
         }
@@ -251,8 +249,8 @@ impl TcpConnection {
         // Frames left whole in the buffer (past the in-flight limit) wait
         // for the server, not for the peer.
         let partial = !self.read_buf.is_empty() && !self.has_buffered_frame();
-        self.session.note_frames(completed, partial);
-        Flow::Continue
+        self.engine.note_frames(completed, partial);
+        AfterFrame::Continue
     }
 
     /// Whether the read buffer holds a whole frame already.
@@ -263,14 +261,14 @@ impl TcpConnection {
     /// One write of everything ready; returns the bytes written.
     fn write(&mut self) -> io::Result<usize> {
         let written = self.try_write()?;
-        if let (true, Some(metrics)) = (written > 0, self.session.metrics()) {
+        if let (true, Some(metrics)) = (written > 0, self.engine.metrics()) {
             metrics.bytes_out.increment(written as u64);
         }
         Ok(written)
     }
 
     fn try_write(&mut self) -> io::Result<usize> {
-        let out = &mut self.session.out;
+        let out = &mut self.engine.out;
         match self.stream.try_write(out) {
             Ok(n) if n == out.len() => {
                 out.clear();
@@ -289,19 +287,19 @@ impl TcpConnection {
     /// holds no read or write buffer.
     fn release_buffers(&mut self) {
         self.read_size.release(&mut self.read_buf);
-        if self.session.out.is_empty() {
-            self.session.out = BytesMut::new();
+        if self.engine.out.is_empty() {
+            self.engine.out = BytesMut::new();
         }
     }
 
     /// Ends the connection: the last frames (with the `DISCONNECT`, if the
-    /// session wrote one) flushed, then a clean close: the peer sees FIN, not
+    /// engine wrote one) flushed, then a clean close: the peer sees FIN, not
     /// a reset, because its unread input is drained first.
     async fn close(mut self, exit: Exit, linger: Duration) {
         if let Exit::Io(error) = exit {
             tracing::debug!(%error, "connection failed");
             return;
         }
-        write_and_close(&mut self.stream, &self.session.out, linger).await;
+        write_and_close(&mut self.stream, &self.engine.out, linger).await;
     }
 }

@@ -34,7 +34,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::admission::Refusal;
 use crate::close::CloseNotice;
-use crate::connection::{Flow, Session};
+use crate::connection::{AfterFrame, Engine};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
@@ -162,7 +162,7 @@ fn close_code(reason: DisconnectReason) -> CloseCode {
 
 struct WsConnection {
     ws: Ws,
-    session: Session,
+    engine: Engine,
     /// False once the peer's close arrived or the stream ended.
     reading: bool,
     /// Messages (or an automatic pong or close reply) wait in tungstenite's buffer.
@@ -180,13 +180,13 @@ struct WsConnection {
     settled: u64,
 }
 
-/// What one run of a connection's loop ended with.
-enum Turn {
+/// Why the connection's loop stopped.
+enum Stop {
     /// The connection is done.
-    Exit(Exit),
-    /// The connection went quiet after a large message: give the buffers
-    /// back, then go on.
-    FreshBuffers,
+    Done(Exit),
+    /// The connection went quiet after a large message: its buffers go
+    /// back, then the loop goes on.
+    RenewBuffers,
 }
 
 async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
@@ -232,7 +232,7 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
     tracing::debug!(connection = %id, %peer, "websocket connection open");
     let mut conn = WsConnection {
         ws,
-        session: Session::new(connection, Arc::clone(&server)),
+        engine: Engine::new(connection, Arc::clone(&server)),
         reading: true,
         needs_flush: false,
         close_code: None,
@@ -241,15 +241,15 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
         settled: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
-    let connection = Arc::clone(conn.session.connection());
+    let connection = Arc::clone(conn.engine.connection());
     let cause = in_span(span, async move {
         let exit = loop {
             match poll_fn(|cx| conn.poll_run(cx)).await {
-                Turn::Exit(exit) => break exit,
-                Turn::FreshBuffers => conn = conn.with_fresh_buffers().await,
+                Stop::Done(exit) => break exit,
+                Stop::RenewBuffers => conn = conn.with_fresh_buffers().await,
             }
         };
-        let cause = exit.cause(conn.session.closed());
+        let cause = exit.cause(conn.engine.closed());
         conn.close(exit, linger).await;
         cause
     })
@@ -259,37 +259,37 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
 }
 
 impl WsConnection {
-    fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Turn> {
+    fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Stop> {
         // Pushes and close orders wake this task from now on (the waker
         // is the same for every round).
-        self.session.register_waker(cx);
+        self.engine.register_waker(cx);
         for _ in 0..BUDGET {
             let mut progress = false;
-            if self.reading && self.session.wants_input() {
+            if self.reading && self.engine.wants_input() {
                 match self.ws.poll_next_unpin(cx) {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
                         self.note_message(&message);
                         self.renewal.note_returned(payload_len(&message), true);
                         if let (Message::Binary(bytes), Some(metrics)) =
-                            (&message, self.session.metrics())
+                            (&message, self.engine.metrics())
                         {
                             metrics.frames_in.increment(1);
                             metrics.bytes_in.increment(bytes.len() as u64);
                         }
-                        if let Flow::PeerDisconnected(disconnect) = self.on_message(message) {
+                        if let AfterFrame::PeerDisconnected(disconnect) = self.on_message(message) {
                             tracing::debug!(reason = %disconnect.reason, message = %disconnect.message, "peer disconnected");
-                            return Poll::Ready(Turn::Exit(Exit::PeerDisconnected));
+                            return Poll::Ready(Stop::Done(Exit::PeerDisconnected));
                         }
                     }
                     Poll::Ready(Some(Err(WsError::Capacity(error)))) => {
                         progress = true;
                         let notice =
                             CloseNotice::new(DisconnectReason::FrameTooLarge, error.to_string());
-                        self.session.close_now(&notice);
+                        self.engine.close_now(&notice);
                     }
                     Poll::Ready(Some(Err(error))) => {
-                        return Poll::Ready(Turn::Exit(Exit::Io(io::Error::other(error))));
+                        return Poll::Ready(Stop::Done(Exit::Io(io::Error::other(error))));
                     }
                     Poll::Ready(None) => {
                         progress = true;
@@ -298,31 +298,27 @@ impl WsConnection {
                     Poll::Pending => self.note_message_bytes(false),
                 }
             }
-            progress |= self.session.poll_work(cx);
+            progress |= self.engine.poll_work(cx);
             let written = match self.poll_write(cx) {
                 Ok(written) => written,
-                Err(error) => return Poll::Ready(Turn::Exit(Exit::Io(error))),
+                Err(error) => return Poll::Ready(Stop::Done(Exit::Io(error))),
             };
             progress |= written.is_some();
-            let waiting = !self.session.out.is_empty() || self.needs_flush;
-            if self
-                .session
-                .poll_write_stall(cx, waiting, written.unwrap_or(0))
-            {
-                return Poll::Ready(Turn::Exit(Exit::Closed));
-            }
-            if self.session.closed().is_some() && self.session.out.is_empty() {
-                return Poll::Ready(Turn::Exit(Exit::Closed));
+            let waiting = !self.engine.out.is_empty() || self.needs_flush;
+            self.engine.note_writes(cx, waiting, written.unwrap_or(0));
+            if self.engine.closed().is_some() {
+                // The `DISCONNECT` and what is before it go out in `close`.
+                return Poll::Ready(Stop::Done(Exit::Closed));
             }
             if !self.reading
-                && self.session.is_idle()
-                && self.session.out.is_empty()
+                && self.engine.no_requests_running()
+                && self.engine.out.is_empty()
                 && !self.needs_flush
             {
-                return Poll::Ready(Turn::Exit(Exit::PeerClosed));
+                return Poll::Ready(Stop::Done(Exit::PeerClosed));
             }
-            if !waiting && self.session.take_idle_hint() && self.release_buffers() {
-                return Poll::Ready(Turn::FreshBuffers);
+            if !waiting && self.engine.take_went_quiet() && self.release_buffers() {
+                return Poll::Ready(Stop::RenewBuffers);
             }
             if !progress {
                 return Poll::Pending;
@@ -337,10 +333,10 @@ impl WsConnection {
     /// should go too (they grew for a message larger than its read size and
     /// hold nothing now: every byte read belongs to a message it returned).
     fn release_buffers(&mut self) -> bool {
-        self.session.out = BytesMut::new();
+        self.engine.out = BytesMut::new();
         // (`reading` is false once the peer's Close arrived.)
         self.reading
-            && self.session.closed().is_none()
+            && self.engine.closed().is_none()
             && self
                 .renewal
                 .may_renew_when_quiet(self.ws.get_ref().read_count())
@@ -357,7 +353,7 @@ impl WsConnection {
         Self { ws, ..self }
     }
 
-    /// Tells the session what a message that tungstenite returned means for
+    /// Tells the engine what a message that tungstenite returned means for
     /// its timers: a data message is a whole frame; a control frame (ping,
     /// pong, close) is not, and does not extend an unfinished message's
     /// deadline either.
@@ -380,21 +376,21 @@ impl WsConnection {
         if completed {
             self.settled = read;
         }
-        self.session.note_frames(completed, read > self.settled);
+        self.engine.note_frames(completed, read > self.settled);
     }
 
-    fn on_message(&mut self, message: Message) -> Flow {
+    fn on_message(&mut self, message: Message) -> AfterFrame {
         match message {
-            Message::Binary(bytes) => match Frame::parse(bytes, self.session.frame_limit()) {
-                Ok(frame) => self.session.on_frame(frame),
-                Err(error) => self.session.close_now(&CloseNotice::new(
+            Message::Binary(bytes) => match Frame::parse(bytes, self.engine.frame_limit()) {
+                Ok(frame) => self.engine.on_frame(frame),
+                Err(error) => self.engine.close_now(&CloseNotice::new(
                     error.disconnect_reason(),
                     error.to_string(),
                 )),
             },
             Message::Text(_) => {
                 self.close_code = Some(CloseCode::Unsupported);
-                self.session.close_now(&CloseNotice::new(
+                self.engine.close_now(&CloseNotice::new(
                     DisconnectReason::Malformed,
                     "text messages are not part of the protocol",
                 ))
@@ -402,14 +398,14 @@ impl WsConnection {
             Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
                 // tungstenite queued the pong: send it.
                 self.needs_flush = true;
-                Flow::Continue
+                AfterFrame::Continue
             }
             Message::Close(_) => {
                 // tungstenite queued the close reply; the stream ends next.
                 self.close_received = true;
                 self.needs_flush = true;
                 self.reading = false;
-                Flow::Continue
+                AfterFrame::Continue
             }
         }
     }
@@ -420,16 +416,16 @@ impl WsConnection {
     fn poll_write(&mut self, cx: &mut TaskContext<'_>) -> io::Result<Option<usize>> {
         let mut moved = false;
         let mut bytes = 0;
-        while !self.session.out.is_empty() {
+        while !self.engine.out.is_empty() {
             match Pin::new(&mut self.ws).poll_ready(cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(error)) => return Err(io::Error::other(error)),
                 Poll::Pending => break,
             }
-            let frame = next_frame(&mut self.session.out);
+            let frame = next_frame(&mut self.engine.out);
             bytes += frame.len();
             self.renewal.note_written(frame.len());
-            if let Some(metrics) = self.session.metrics() {
+            if let Some(metrics) = self.engine.metrics() {
                 metrics.bytes_out.increment(frame.len() as u64);
             }
             Pin::new(&mut self.ws)
@@ -462,13 +458,13 @@ impl WsConnection {
             }
             Exit::Closed => self
                 .close_code
-                .or_else(|| self.session.closed().map(close_code))
+                .or_else(|| self.engine.closed().map(close_code))
                 .unwrap_or(CloseCode::Normal),
             Exit::PeerClosed | Exit::PeerDisconnected => CloseCode::Normal,
         };
         let mut close_received = self.close_received;
         let ws = &mut self.ws;
-        let out = &mut self.session.out;
+        let out = &mut self.engine.out;
         let _ = tokio::time::timeout(linger, async move {
             let handshake = async {
                 while !out.is_empty() {
@@ -508,6 +504,6 @@ impl WsConnection {
 /// and without copying it.
 fn next_frame(out: &mut BytesMut) -> Bytes {
     prefix::split(out)
-        .expect("whole frames: the session writes them whole")
+        .expect("whole frames: the engine writes them whole")
         .freeze()
 }

@@ -1,0 +1,449 @@
+//! One connection's protocol engine, whatever its transport: frames in,
+//! replies and pushes out into one outbound buffer, deadlines kept.
+//!
+//! The transport reads and writes the socket and hands the engine what it
+//! read ([`Engine::on_frame`], [`Engine::note_frames`]) and how its writes
+//! went ([`Engine::note_writes`]); the engine does the rest in
+//! [`Engine::poll_work`]. By concern:
+//! - [`requests`]: dispatch through the middleware chain, running requests;
+//! - [`security`]: the handshake and sealed frames;
+//! - [`timers`]: every deadline as plain times, and [`alarm`] the one tokio
+//!   timer set to the next of them.
+
+mod alarm;
+mod requests;
+mod security;
+mod timers;
+
+use std::sync::Arc;
+use std::task::Context as TaskContext;
+
+use futures_util::stream::FuturesUnordered;
+use ternio_protocol::Encode;
+use ternio_protocol::buffers;
+use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::prefix;
+use ternio_protocol::system::{self, Disconnect, Ping};
+use ternio_protocol::{BytesMut, DisconnectReason, ErrorCode, Frame, ReplySink};
+use tokio::time::Instant;
+
+use self::alarm::Alarm;
+use self::requests::Pending;
+use self::security::Security;
+use self::timers::{Due, Timers};
+use crate::close::CloseNotice;
+use crate::context::ConnectionShared;
+use crate::outbound::CloseOrder;
+use crate::policy::Outcome;
+use crate::reply::{FrameReply, ReplyMetrics};
+use crate::server::ServerShared;
+
+/// What the transport does after a frame.
+pub(crate) enum AfterFrame {
+    Continue,
+    /// The peer said `DISCONNECT`: stop reading, flush what is ready, close.
+    PeerDisconnected(Disconnect),
+    /// The engine wrote its `DISCONNECT` into the outbound buffer: stop
+    /// reading, flush, close.
+    Close,
+}
+
+/// The transport-independent state of one connection: the running requests,
+/// the outbound buffer, the secure session, the deadlines, and what other
+/// tasks send it.
+///
+/// Frames in `out` always carry a u32 length prefix, whatever the transport:
+/// TCP writes the buffer as it is, WebSocket cuts it into one message per frame.
+pub(crate) struct Engine {
+    connection: Arc<ConnectionShared>,
+    server: Arc<ServerShared>,
+    pending: FuturesUnordered<Pending>,
+    security: Security,
+    /// A graceful close waiting for the running requests (within the
+    /// shutdown grace) before its `DISCONNECT`.
+    closing: Option<CloseNotice>,
+    /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
+    closed: Option<DisconnectReason>,
+    timers: Timers,
+    alarm: Alarm,
+    next_ping_id: u32,
+    /// Set when the connection went quiet: the transport may free its buffers.
+    went_quiet: bool,
+    /// Frames ready to be written, each with its length prefix.
+    pub(crate) out: BytesMut,
+    /// Where sealed bodies that arrived as shared `Bytes` (WebSocket
+    /// messages) are copied to be opened in place: reused once the previous
+    /// body is dropped, so opening allocates nothing in steady state; a body
+    /// above 64 KiB gets a buffer of its own ([`buffers::copy_to_open`]).
+    open_buf: BytesMut,
+}
+
+impl Engine {
+    pub(crate) fn new(connection: Arc<ConnectionShared>, server: Arc<ServerShared>) -> Self {
+        let timers = Timers::new(&server.config, Instant::now());
+        let alarm = Alarm::new(timers.next_deadline());
+        Self {
+            connection,
+            server,
+            pending: FuturesUnordered::new(),
+            security: Security::Plain,
+            closing: None,
+            closed: None,
+            timers,
+            alarm,
+            next_ping_id: 1,
+            went_quiet: false,
+            open_buf: BytesMut::new(),
+            out: BytesMut::new(),
+        }
+    }
+
+    /// Called by the transport after it read from the peer: `completed`
+    /// when whole frames (on WebSocket, data messages) arrived, `partial`
+    /// when an unfinished one waits (see [`Timers::note_frames`]).
+    pub(crate) fn note_frames(&mut self, completed: bool, partial: bool) {
+        if !completed && !partial {
+            self.timers.note_frames_none();
+            return;
+        }
+        if self.timers.note_frames(Instant::now(), completed, partial) {
+            self.alarm.set_if_sooner(self.timers.next_deadline());
+        }
+    }
+
+    /// Called by the transport after each write attempt: `written` bytes
+    /// went out, and bytes still wait (`waiting`). While bytes wait, the
+    /// write timeout's spans judge whether the peer keeps up (see
+    /// [`Timers::note_writes`]); a peer that does not is closed with
+    /// `SLOW_CONSUMER` by [`poll_work`](Self::poll_work).
+    pub(crate) fn note_writes(&mut self, cx: &mut TaskContext<'_>, waiting: bool, written: usize) {
+        if self.closed.is_some() || !(waiting || self.timers.span_open()) {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .timers
+            .note_writes(now, waiting, written, self.out.len())
+        {
+            self.alarm.set_if_sooner(self.timers.next_deadline());
+            if self.alarm.poll_due(cx) {
+                // Due already (a write timeout of zero): run it next round.
+                cx.waker().wake_by_ref();
+            }
+        }
+    }
+
+    /// Whether the connection went quiet since the last call: the transport
+    /// may give its empty buffers back.
+    pub(crate) fn take_went_quiet(&mut self) -> bool {
+        std::mem::take(&mut self.went_quiet)
+    }
+
+    pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
+        &self.connection
+    }
+
+    /// Whether to read more: not closing, fewer requests running than the
+    /// limit, and the peer keeping up with what is already written.
+    pub(crate) fn wants_input(&self) -> bool {
+        self.closing.is_none()
+            && self.closed.is_none()
+            && self.pending.len() < self.server.config.max_requests_in_flight
+            && self.out.len() < self.server.config.outbound_high_water
+    }
+
+    /// Whether no asynchronous request is running.
+    pub(crate) fn no_requests_running(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Why the connection closed, once its `DISCONNECT` is written into `out`
+    /// (or the peer's `DISCONNECT` arrived).
+    pub(crate) fn closed(&self) -> Option<DisconnectReason> {
+        self.closed
+    }
+
+    /// Appends a frame of the server's own (a `PING`), sealed once the
+    /// session is up.
+    fn write_own<E: Encode>(&mut self, header: Header, body: &E) {
+        self.rekey_if_due();
+        let max = self.server.config.max_frame_size;
+        let _ = match self.security.sealer() {
+            Some(sealer) => sealer.write_frame_with(
+                &mut self.out,
+                Framing::LengthPrefixed,
+                header,
+                max,
+                |out| body.encode(out),
+            ),
+            None => frame::write_frame(&mut self.out, Framing::LengthPrefixed, header, body, max),
+        };
+    }
+
+    /// Where the reply to `request` goes: the end of `out`, sealed once the
+    /// session is up (after a `REKEY`, when one is due).
+    fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
+        self.rekey_if_due();
+        self.reply_to_prepared(request)
+    }
+
+    /// [`reply_to`](Self::reply_to) without the rekey check: the caller
+    /// made it, and nothing is written before the reply.
+    fn reply_to_prepared(&mut self, request: Header) -> FrameReply<'_> {
+        let sealer = self.security.sealer();
+        let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
+            server,
+            transport: self.connection.transport,
+        });
+        FrameReply::new(
+            &mut self.out,
+            request,
+            self.server.config.max_frame_size,
+            sealer,
+            metrics,
+        )
+    }
+
+    fn error(
+        &mut self,
+        request: Header,
+        code: ErrorCode,
+        message: &dyn std::fmt::Display,
+    ) -> Outcome {
+        self.reply_to(request).error(code.to_u16(), message)
+    }
+
+    /// Writes the `DISCONNECT` of `notice` and stops the engine. It is
+    /// sealed on a secure session, except `DECRYPT_FAILED` (section 5.1).
+    pub(crate) fn close_now(&mut self, notice: &CloseNotice) -> AfterFrame {
+        tracing::debug!(connection = %self.connection.id, reason = %notice.reason, message = %notice.message, "closing");
+        if notice.reason != DisconnectReason::DecryptFailed {
+            self.rekey_if_due();
+        }
+        let sealer = match notice.reason {
+            DisconnectReason::DecryptFailed => None,
+            _ => self.security.sealer(),
+        };
+        notice.write_disconnect(
+            &mut self.out,
+            Framing::LengthPrefixed,
+            self.server.config.max_frame_size,
+            sealer,
+        );
+        self.closed = Some(notice.reason);
+        self.closing = None;
+        self.cancel_pending();
+        AfterFrame::Close
+    }
+
+    /// Handles one frame from the peer, writing any reply into `out`.
+    pub(crate) fn on_frame(&mut self, frame: Frame) -> AfterFrame {
+        if frame.header.flags.is_encrypted() {
+            let body = buffers::copy_to_open(&mut self.open_buf, &frame.body);
+            return self.on_sealed_frame(frame.header, body);
+        }
+        if matches!(self.security, Security::Secure(_)) {
+            return self.on_plain_when_secure(frame);
+        }
+        self.handle(frame)
+    }
+
+    fn handle(&mut self, frame: Frame) -> AfterFrame {
+        let header = frame.header;
+        if header.flags.is_response() {
+            // Replies to our own requests (a PONG); nothing else is expected.
+            return AfterFrame::Continue;
+        }
+        if header.flags.is_error() {
+            self.error(
+                header,
+                ErrorCode::Malformed,
+                &"ERROR flag on a frame that is not a response",
+            );
+            return AfterFrame::Continue;
+        }
+        if header.is_system() {
+            return self.on_system(frame);
+        }
+        self.dispatch(frame);
+        AfterFrame::Continue
+    }
+
+    fn on_system(&mut self, frame: Frame) -> AfterFrame {
+        let header = frame.header;
+        match header.opcode {
+            system::PING => match Ping::answer(header, &frame.body) {
+                // The reply path writes the same header, sealed if need be.
+                Some(Ok((_, pong))) => {
+                    self.reply_to(header).packet(&pong);
+                }
+                Some(Err(error)) => {
+                    self.error(header, ErrorCode::Malformed, &error);
+                }
+                None => {}
+            },
+            system::DISCONNECT => {
+                let disconnect = Disconnect::decode_lossy(&frame.body);
+                self.closed = Some(disconnect.reason);
+                return AfterFrame::PeerDisconnected(disconnect);
+            }
+            system::HANDSHAKE => return self.handshake(frame),
+            system::REKEY => {
+                // Sealed ones are taken in `on_sealed_frame`.
+                self.error(header, ErrorCode::Malformed, &"a plain REKEY");
+            }
+            system::PONG => {}
+            opcode => {
+                self.error(
+                    header,
+                    ErrorCode::UnknownOpcode,
+                    &format_args!("unknown system opcode {opcode:#06X}"),
+                );
+            }
+        }
+        AfterFrame::Continue
+    }
+
+    /// Registers the connection task's waker for pushes and close orders:
+    /// once per poll of the task, before its first [`poll_work`](Self::poll_work).
+    pub(crate) fn register_waker(&self, cx: &TaskContext<'_>) {
+        self.connection.outbound.register(cx);
+    }
+
+    /// Does whatever is ready besides input: writes the replies of finished
+    /// requests, takes close orders and pushed frames (sealing them on a
+    /// secure session), runs the deadlines that came due, and ends a
+    /// graceful close. Returns whether anything happened; once the engine
+    /// has written its `DISCONNECT`, [`closed`](Self::closed) says so. The
+    /// task registered its waker first ([`register_waker`](Self::register_waker)).
+    pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        let mut progress = self.poll_replies(cx);
+        if self.connection.outbound.take_signal() {
+            progress |= self.take_outbox();
+        }
+        progress |= self.poll_timers(cx);
+        if self.closing.is_some() && self.pending.is_empty() {
+            let notice = self.closing.take().expect("closing");
+            self.close_now(&notice);
+            return true;
+        }
+        progress
+    }
+
+    /// Runs the deadlines that came due, then sets the alarm for the next.
+    fn poll_timers(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        if self.closed.is_some() || !self.alarm.poll_due(cx) {
+            return false;
+        }
+        let now = Instant::now();
+        let mut progress = false;
+        while self.closed.is_none()
+            && let Some(due) = self.timers.on_timeout(now, self.out.len())
+        {
+            progress = true;
+            match due {
+                Due::Quiet => {
+                    self.went_quiet = true;
+                    self.open_buf = BytesMut::new();
+                    self.connection.outbound.release();
+                }
+                Due::Ping(quiet_for) => self.ping(quiet_for),
+                Due::Close(notice) => {
+                    self.close_now(&notice);
+                }
+                Due::GraceOver => {
+                    if let Some(notice) = self.closing.take() {
+                        self.close_now(&notice);
+                    }
+                }
+            }
+        }
+        if self.closed.is_none() {
+            self.alarm.set(self.timers.next_deadline());
+            // Polled once more so that its waker is registered.
+            let _ = self.alarm.poll_due(cx);
+        }
+        progress
+    }
+
+    /// Sends a `PING` (halfway through the idle timeout) carrying how long
+    /// the peer has been quiet.
+    fn ping(&mut self, quiet_for: std::time::Duration) {
+        let id = self.next_ping_id;
+        self.next_ping_id = self.next_ping_id.wrapping_add(1).max(1);
+        let ping = Ping {
+            value: quiet_for.as_nanos() as u64,
+        };
+        self.write_own(Header::new(system::PING, Flags::NONE, id), &ping);
+    }
+
+    /// Takes what other tasks sent: an order to close, pushed frames (up to
+    /// the outbound high-water mark). Returns whether it took anything.
+    fn take_outbox(&mut self) -> bool {
+        let connection = Arc::clone(&self.connection);
+        let outbound = &connection.outbound;
+        let mut progress = false;
+        if self.closed.is_none()
+            && let Some(CloseOrder { notice, graceful }) = outbound.take_close()
+        {
+            progress = true;
+            if graceful {
+                self.begin_close(notice);
+            } else {
+                self.close_now(&notice);
+            }
+        }
+        if self.closed.is_none() {
+            let high_water = self.server.config.outbound_high_water;
+            progress |= outbound.take_frames(|frame| {
+                if self.out.len() >= high_water {
+                    return false;
+                }
+                self.append_push(frame);
+                true
+            });
+        }
+        progress
+    }
+
+    /// Appends a pushed frame (header + body, no prefix), sealed when the
+    /// session is secure.
+    fn append_push(&mut self, frame: &[u8]) {
+        if let Some(metrics) = self.metrics() {
+            metrics.frames_out.increment(1);
+        }
+        self.rekey_if_due();
+        match &mut self.security {
+            Security::Secure(channel) => {
+                let sealed = channel.sealer.seal_encoded(
+                    &mut self.out,
+                    Framing::LengthPrefixed,
+                    frame,
+                    self.server.config.max_frame_size,
+                );
+                if let Err(error) = sealed {
+                    tracing::warn!(connection = %self.connection.id, %error, "push dropped: too large once sealed");
+                }
+            }
+            _ => prefix::append(&mut self.out, frame),
+        }
+    }
+
+    /// Stops reading and lets the running requests finish (for at most the
+    /// server's shutdown grace) before the `DISCONNECT`.
+    fn begin_close(&mut self, notice: CloseNotice) {
+        if self.closing.is_some() {
+            return;
+        }
+        self.closing = Some(notice);
+        self.timers.begin_grace(Instant::now());
+        self.alarm.set_if_sooner(self.timers.next_deadline());
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.connection.outbound.finish();
+        self.cancel_pending();
+    }
+}

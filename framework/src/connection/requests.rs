@@ -1,0 +1,237 @@
+//! Requests: each frame dispatched to its handler through the middleware
+//! chain. Synchronous handlers run inline and write their reply in place;
+//! asynchronous ones are polled on the connection's own task (no spawn, no
+//! hop between tasks), at most `max_requests_in_flight` at a time.
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use futures_util::stream::StreamExt;
+use ternio_protocol::frame::Header;
+use ternio_protocol::{ErrorCode, Frame};
+use tokio::time::Sleep;
+use tracing::Instrument;
+
+use super::Engine;
+use crate::context::Context;
+use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
+use crate::metrics::TransportMetrics;
+use crate::policy::{Outcome, RequestInfo};
+use crate::reply::DeferredReply;
+
+/// When a request started, read from the clock only when the time it takes
+/// is observed (middleware, metrics or a debug trace).
+type Started = Option<Instant>;
+
+/// An asynchronous request still running.
+pub(super) struct Pending {
+    header: Header,
+    /// The handler's index in the dispatch table.
+    handler: usize,
+    started: Started,
+    future: ReplyFuture,
+    /// The handler's time limit, if it has one.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl Future for Pending {
+    type Output = (Header, usize, Started, DeferredReply);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let reply = match self.future.as_mut().poll(cx) {
+            Poll::Ready(reply) => reply,
+            Poll::Pending => {
+                let expired = self
+                    .deadline
+                    .as_mut()
+                    .is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready());
+                if !expired {
+                    return Poll::Pending;
+                }
+                // Past its limit: this request ends now and its future is dropped.
+                DeferredReply::TimedOut
+            }
+        };
+        Poll::Ready((self.header, self.handler, self.started, reply))
+    }
+}
+
+impl Engine {
+    /// Writes the replies of the asynchronous requests that finished,
+    /// while the outbound buffer is below its high-water mark: a peer that
+    /// does not read holds back the handlers' replies (until the write
+    /// timeout closes it), not memory. Returns whether any finished.
+    pub(super) fn poll_replies(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        let high_water = self.server.config.outbound_high_water;
+        let mut progress = false;
+        // (An empty set has nothing to poll and no waker to keep.)
+        if !self.pending.is_empty() && self.out.len() < high_water {
+            let server = Arc::clone(&self.server);
+            while self.out.len() < high_water
+                && let Poll::Ready(Some((header, index, started, reply))) =
+                    self.pending.poll_next_unpin(cx)
+            {
+                let handler = server.table.handler(index);
+                let outcome = reply.write(self.reply_to(header), handler.name);
+                self.after(header, handler, server.middleware.len(), outcome, started);
+                progress = true;
+            }
+        }
+        progress
+    }
+
+    /// Drops every running request, telling middleware they were cancelled.
+    pub(super) fn cancel_pending(&mut self) {
+        let server = Arc::clone(&self.server);
+        for pending in std::mem::take(&mut self.pending) {
+            let handler = server.table.handler(pending.handler);
+            self.after(
+                pending.header,
+                handler,
+                server.middleware.len(),
+                Outcome::Cancelled,
+                pending.started,
+            );
+        }
+    }
+
+    /// The request as middleware sees it.
+    fn info<'a>(&'a self, header: Header, handler: &'a HandlerSpec) -> RequestInfo<'a> {
+        RequestInfo {
+            header,
+            handler: handler.name,
+            policy: &handler.policy,
+            require_encryption: self.server.config.require_encryption,
+            connection: &self.connection,
+        }
+    }
+
+    /// The transport's metric handles, when metrics are on.
+    pub(crate) fn metrics(&self) -> Option<&TransportMetrics> {
+        self.server
+            .metrics
+            .as_ref()
+            .map(|metrics| metrics.transport(self.connection.transport))
+    }
+
+    /// Runs the `after` hooks of the first `through` middleware, innermost
+    /// first, and records the request (metrics, trace event).
+    pub(super) fn after(
+        &self,
+        header: Header,
+        handler: &HandlerSpec,
+        through: usize,
+        outcome: Outcome,
+        started: Started,
+    ) {
+        let elapsed = started.map_or(Duration::ZERO, |started| started.elapsed());
+        let info = self.info(header, handler);
+        for middleware in self.server.middleware[..through].iter().rev() {
+            middleware.after(&info, outcome, elapsed);
+        }
+        tracing::debug!(
+            connection = %self.connection.id,
+            opcode = header.opcode,
+            request_id = header.request_id,
+            handler = handler.name,
+            ?outcome,
+            elapsed_us = elapsed.as_micros() as u64,
+            "request"
+        );
+        // Present only when metrics are on; error replies count themselves.
+        if let Some(handler) = &handler.metrics {
+            handler.requests.increment(1);
+            handler.duration.record(elapsed.as_secs_f64());
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, frame: Frame) {
+        let header = frame.header;
+        let server = Arc::clone(&self.server);
+        let Some((index, handler)) = server.table.get(header.opcode) else {
+            self.error(
+                header,
+                ErrorCode::UnknownOpcode,
+                &format_args!("no handler for opcode {:#06X}", header.opcode),
+            );
+            return;
+        };
+        let chain = &server.middleware;
+        // The clock is read only when someone looks at the duration.
+        let timed = server.middleware_times
+            || handler.metrics.is_some()
+            || tracing::enabled!(tracing::Level::DEBUG);
+        let started = timed.then(Instant::now);
+        for (position, middleware) in chain.iter().enumerate() {
+            if let Err(rejection) = middleware.before(&self.info(header, handler)) {
+                let code = rejection.code.to_u16();
+                self.error(header, rejection.code, &rejection.message);
+                self.after(header, handler, position, Outcome::Rejected(code), started);
+                return;
+            }
+        }
+        let ctx = Context::new(Arc::clone(&self.connection), header);
+        let span = tracing::debug_span!(
+            "request",
+            connection = self.connection.id.0,
+            opcode = header.opcode,
+            request_id = header.request_id,
+            handler = handler.name
+        );
+        match &handler.kind {
+            HandlerKind::Sync(call) => {
+                let _entered = span.enter();
+                // A due REKEY goes before the mark: a panic drops only the
+                // half-written reply, which used no counter.
+                self.rekey_if_due();
+                let mark = self.out.len();
+                let sink = self.reply_to_prepared(header);
+                let outcome = match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink)))
+                {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
+                    Err(panic) => {
+                        // Drop whatever the handler half-wrote: a sealed
+                        // frame takes its counter only once written whole.
+                        self.out.truncate(mark);
+                        DeferredReply::Panicked(panic_message(&*panic))
+                            .write(self.reply_to(header), handler.name)
+                    }
+                };
+                self.after(header, handler, chain.len(), outcome, started);
+            }
+            HandlerKind::Async(call) => {
+                match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
+                    Ok(Ok(future)) => self.pending.push(Pending {
+                        header,
+                        handler: index,
+                        started,
+                        // Only a span that a subscriber records costs a wrapper.
+                        future: if span.is_disabled() {
+                            future
+                        } else {
+                            Box::pin(future.instrument(span))
+                        },
+                        deadline: handler
+                            .policy
+                            .timeout
+                            .map(|limit| Box::pin(tokio::time::sleep(limit))),
+                    }),
+                    Ok(Err(error)) => {
+                        let outcome = self.error(header, ErrorCode::Malformed, &error);
+                        self.after(header, handler, chain.len(), outcome, started);
+                    }
+                    Err(panic) => {
+                        let outcome = DeferredReply::Panicked(panic_message(&*panic))
+                            .write(self.reply_to(header), handler.name);
+                        self.after(header, handler, chain.len(), outcome, started);
+                    }
+                }
+            }
+        }
+    }
+}
