@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use ternio::protocol::Decode;
 use ternio::protocol::system::{self, Disconnect};
-use ternio::{DisconnectReason, Server, ServerConfig};
+use ternio::{DisconnectReason, Server};
 use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
 
@@ -71,38 +71,6 @@ async fn running_requests_finish_before_the_disconnect() {
     assert!(
         Client::connect_tcp(address).await.is_err(),
         "the listener is closed"
-    );
-}
-
-#[tokio::test]
-async fn a_request_past_the_grace_is_cut_off() {
-    let config = ServerConfig {
-        shutdown_grace: Duration::from_millis(200),
-        ..ServerConfig::default()
-    };
-    let (address, handle) = start_server(|b| b.config(config));
-    let mut raw = RawConnection::connect(address).await;
-    raw.request(&Sleep { ms: 10_000, tag: 1 }, 1).await;
-    raw.request(&Add { a: 1, b: 2 }, 2).await;
-    assert_eq!(
-        raw.recv().await.unwrap().header.request_id,
-        2,
-        "the sleep runs"
-    );
-    let started = Instant::now();
-    handle.shutdown();
-    let goodbye = raw.recv().await.unwrap();
-    assert_eq!(
-        goodbye.header.opcode,
-        system::DISCONNECT,
-        "no answer to the cut-off request"
-    );
-    assert!(raw.recv().await.is_none());
-    let waited = started.elapsed();
-    assert!(
-        // The grace (200 ms) and not the request's 10 s.
-        waited >= Duration::from_millis(150) && waited < Duration::from_secs(5),
-        "{waited:?}"
     );
 }
 

@@ -76,11 +76,17 @@ pub struct ServerConfig {
     /// `DISCONNECT IDLE_TIMEOUT`. Halfway there, the server sends a PING: a
     /// peer that answers stays. Only whole frames (on WebSocket, whole data
     /// messages) count: bytes of an unfinished one, and WebSocket pings, do
-    /// not. `None` disables it. Default 60 s.
+    /// not. While frames wait for the peer, the idle clock stops (a PING
+    /// would wait behind them; the write timeout judges the peer then) and
+    /// starts again once the peer has read them. `None` disables it.
+    /// Default 60 s.
     pub idle_timeout: Option<Duration>,
     /// How long a frame (on WebSocket, a message, whatever its fragments)
     /// may take to arrive whole, counted from its first byte; later bytes
-    /// and pings do not extend it. Past it: `DISCONNECT IDLE_TIMEOUT`.
+    /// and pings do not extend it. It runs only while the server reads: a
+    /// frame held back by the server's own backpressure (requests in
+    /// flight at their limit, replies at the outbound high-water mark) is
+    /// not late. Past it: `DISCONNECT IDLE_TIMEOUT`.
     /// Default 10 s: a 1 MiB frame then needs about 100 KB/s, and a peer
     /// that trickles a frame holds its slot for 10 s at most.
     pub frame_timeout: Duration,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ternio_protocol::DisconnectReason;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
@@ -69,9 +70,6 @@ pub enum BuildError {
         /// The socket error.
         source: io::Error,
     },
-    /// No `map_tcp` or `map_websocket` was given.
-    #[error("the server has no listener: call map_tcp or map_websocket")]
-    NoListener,
     /// The backplane refused the server (it serves another one already).
     #[error("the backplane cannot serve this server: {0}")]
     Backplane(BackplaneError),
@@ -420,9 +418,6 @@ impl ServerBuilder {
             Metrics::new()
         });
         tracing::debug!(handlers = table.len(), "dispatch table built");
-        if self.listeners.is_empty() {
-            return Err(BuildError::NoListener);
-        }
         let mut listeners = Vec::with_capacity(self.listeners.len());
         for spec in self.listeners {
             let ListenerSpec { address, kind } = spec?;
@@ -685,6 +680,9 @@ impl Server {
                 }
             });
         }
+        // (A server without listeners serves the streams handed to its
+        // handle until it shuts down.)
+        let _ = self.shared.shutdown_signal().wait_for(|stop| *stop).await;
         for accept_loop in loops {
             let _ = accept_loop.await;
         }
@@ -720,5 +718,38 @@ impl ServerHandle {
     /// The server's hub: connections by id, groups, broadcasts.
     pub fn hub(&self) -> Hub {
         Hub::new(Arc::clone(&self.shared.hub))
+    }
+
+    /// Serves one connection over `stream`, a byte stream the application
+    /// accepted itself (a TLS stream, a PROXY-protocol stream it parsed,
+    /// an in-memory pipe) from `peer`, with length-prefixed frames as on a
+    /// TCP listener (it counts as [`Transport::Tcp`]). The connection
+    /// limits apply: a refused peer gets `DISCONNECT TOO_MANY_CONNECTIONS`.
+    /// Returns once the connection has closed; spawn it to serve many.
+    ///
+    /// ```no_run
+    /// # async fn run(server: ternio::ServerHandle) {
+    /// let (client_side, server_side) = tokio::io::duplex(64 * 1024);
+    /// let peer = "127.0.0.1:9".parse().unwrap();
+    /// tokio::spawn(async move { server.serve_stream(server_side, peer).await });
+    /// # drop(client_side);
+    /// # }
+    /// ```
+    pub async fn serve_stream<S>(&self, stream: S, peer: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        transport::serve_stream(stream, peer, Arc::clone(&self.shared), None).await;
+    }
+
+    /// Serves one connection over `stream` as [`serve_stream`](Self::serve_stream)
+    /// does, as a WebSocket: the HTTP upgrade at `path` first, then one
+    /// frame per binary message. A refused peer gets HTTP 503.
+    pub async fn serve_websocket_stream<S>(&self, stream: S, peer: SocketAddr, path: &str)
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let path = Arc::from(path);
+        transport::serve_stream(stream, peer, Arc::clone(&self.shared), Some(path)).await;
     }
 }

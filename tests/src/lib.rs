@@ -13,7 +13,7 @@ use ternio::{
     Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder, ServerHandle, State,
     packet_controller,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 
 mod wait;
@@ -274,12 +274,43 @@ pub fn start_server_with_ws(
     (tcp, ws, handle)
 }
 
-/// A TCP connection that speaks frames by hand, for what a well-behaved
-/// client would never send.
-pub struct RawConnection {
-    stream: TcpStream,
+/// A test server like [`start_server`]'s, with no listener: its clients
+/// come through [`connect_in_memory`].
+pub fn start_in_memory_server(
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> ServerHandle {
+    let builder = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default());
+    let server = configure(builder).build().expect("the test server builds");
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    handle
+}
+
+/// The address in-memory connections come from.
+pub const IN_MEMORY_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
+
+/// A raw connection to `server` through an in-memory pipe whose each
+/// direction holds `capacity` bytes (no socket, no port).
+pub fn connect_in_memory(server: &ServerHandle, capacity: usize) -> RawConnection<DuplexStream> {
+    let (ours, theirs) = tokio::io::duplex(capacity);
+    let server = server.clone();
+    tokio::spawn(async move { server.serve_stream(theirs, IN_MEMORY_PEER).await });
+    RawConnection::over(ours)
+}
+
+/// A connection that speaks length-prefixed frames by hand, for what a
+/// well-behaved client would never send: over TCP, or over any stream
+/// (an in-memory pipe to [`ServerHandle::serve_stream`]).
+pub struct RawConnection<S = TcpStream> {
+    stream: S,
     decoder: FrameDecoder,
     buf: BytesMut,
+    /// How long [`recv`](Self::recv) waits before it fails the test.
+    patience: Duration,
 }
 
 impl RawConnection {
@@ -287,11 +318,7 @@ impl RawConnection {
     pub async fn connect(address: SocketAddr) -> Self {
         let stream = TcpStream::connect(address).await.expect("connects");
         stream.set_nodelay(true).unwrap();
-        Self {
-            stream,
-            decoder: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE),
-            buf: BytesMut::new(),
-        }
+        Self::over(stream)
     }
 
     /// Connects to `address` with a small, fixed receive buffer (no kernel
@@ -302,13 +329,31 @@ impl RawConnection {
         socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
         let stream = socket.connect(address).await.expect("connects");
         stream.set_nodelay(true).unwrap();
+        Self::over(stream)
+    }
+}
+
+impl<S> RawConnection<S> {
+    /// Speaks frames over `stream` (or, over one half of a split stream,
+    /// only sends or only receives).
+    pub fn over(stream: S) -> Self {
         Self {
             stream,
             decoder: FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE),
             buf: BytesMut::new(),
+            patience: Duration::from_secs(5),
         }
     }
 
+    /// Lets [`recv`](Self::recv) wait up to `patience` (on paused time,
+    /// as long as the server's timers need).
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
+    }
+}
+
+impl<S: AsyncWrite + Unpin> RawConnection<S> {
     /// Writes `bytes` as they are.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await
@@ -341,12 +386,20 @@ impl RawConnection {
             .await;
     }
 
+    /// Closes the writing side (a half-close): the server sees the end of the stream.
+    pub async fn shutdown_write(&mut self) {
+        self.stream.shutdown().await.expect("shuts down");
+    }
+}
+
+impl<S: AsyncRead + Unpin> RawConnection<S> {
     /// The next frame, or `None` when the server closed the connection.
-    /// Fails the test after 5 s of silence.
+    /// Fails the test after 5 s of silence (see [`with_patience`](Self::with_patience)).
     pub async fn recv(&mut self) -> Option<Frame> {
-        tokio::time::timeout(Duration::from_secs(5), self.recv_inner())
+        let patience = self.patience;
+        tokio::time::timeout(patience, self.recv_inner())
             .await
-            .expect("the server answers within 5 s")
+            .unwrap_or_else(|_| panic!("the server answers within {patience:?}"))
     }
 
     async fn recv_inner(&mut self) -> Option<Frame> {
@@ -369,9 +422,7 @@ impl RawConnection {
             }
         }
     }
-}
 
-impl RawConnection {
     /// Checks that the server's very next frame is a plain `DISCONNECT`
     /// (request id 0) with `reason`, and that a clean close follows it:
     /// nothing (no answer, no error) came before it. Returns it.
@@ -391,11 +442,6 @@ impl RawConnection {
             "the server closes after its DISCONNECT"
         );
         disconnect
-    }
-
-    /// Closes the writing side (a half-close): the server sees the end of the stream.
-    pub async fn shutdown_write(&mut self) {
-        self.stream.shutdown().await.expect("shuts down");
     }
 }
 

@@ -100,11 +100,19 @@ impl Engine {
 
     /// Called by the transport after it read from the peer: `completed`
     /// when whole frames (on WebSocket, data messages) arrived, `partial`
-    /// when an unfinished one waits (see [`Timers::note_frames`]).
+    /// when an unfinished one waits (see [`Timers::note_frames`]). While the
+    /// transport does not read (the engine wants no input), it reports
+    /// neither: the wait is the server's, and the frame timeout is off.
     pub(crate) fn note_frames(&mut self, completed: bool, partial: bool) {
-        if !completed && !partial {
-            self.timers.note_frames_none();
-            return;
+        if !completed {
+            if !partial {
+                self.timers.note_frames_none();
+                return;
+            }
+            if self.timers.frame_pending() {
+                // Its deadline runs from its first byte already.
+                return;
+            }
         }
         if self.timers.note_frames(Instant::now(), completed, partial) {
             self.alarm.set_if_sooner(self.timers.next_deadline());

@@ -101,15 +101,12 @@ impl Timers {
     /// deadline that comes due after input finds nothing to do, and the
     /// next one is asked for then.)
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let limits = &self.limits;
         let quiet = (!self.quiet).then(|| self.last_inbound + QUIET_AFTER);
-        let ping = limits
-            .idle_timeout
+        let idle_timeout = self.idle_timeout();
+        let ping = idle_timeout
             .filter(|_| !self.pinged)
             .map(|timeout| self.last_inbound + timeout / 2);
-        let idle = limits
-            .idle_timeout
-            .map(|timeout| self.last_inbound + timeout);
+        let idle = idle_timeout.map(|timeout| self.last_inbound + timeout);
         let stall = self.stall.as_ref().map(|span| span.ends);
         [
             quiet,
@@ -128,8 +125,12 @@ impl Timers {
     /// Takes what is due at `now`, one thing per call (call again until
     /// `None`); `queued` is the bytes waiting in the outbound buffer.
     pub(crate) fn on_timeout(&mut self, now: Instant, queued: usize) -> Option<Due> {
+        // First: a span that ends may start the idle clock again.
+        if let Some(due) = self.end_span_if_due(now, queued) {
+            return Some(due);
+        }
         let quiet_for = now.saturating_duration_since(self.last_inbound);
-        if let Some(timeout) = self.limits.idle_timeout
+        if let Some(timeout) = self.idle_timeout()
             && quiet_for >= timeout
         {
             let message = format!("nothing received for {timeout:?}");
@@ -156,14 +157,11 @@ impl Timers {
                 "no handshake within the handshake timeout",
             )));
         }
-        if let Some(due) = self.end_span_if_due(now, queued) {
-            return Some(due);
-        }
         if quiet_for >= QUIET_AFTER && !self.quiet {
             self.quiet = true;
             return Some(Due::Quiet);
         }
-        if let Some(timeout) = self.limits.idle_timeout
+        if let Some(timeout) = self.idle_timeout()
             && quiet_for >= timeout / 2
             && !self.pinged
         {
@@ -175,6 +173,13 @@ impl Timers {
             return Some(Due::GraceOver);
         }
         None
+    }
+
+    /// The idle timeout, while it runs: not while frames wait for the peer
+    /// (a PING would wait behind them, and the write timeout judges the
+    /// peer then).
+    fn idle_timeout(&self) -> Option<Duration> {
+        self.limits.idle_timeout.filter(|_| self.stall.is_none())
     }
 
     /// Whole frames arrived at `now`: the idle clock starts again. Returns
@@ -208,6 +213,11 @@ impl Timers {
     /// control messages, or nothing): no frame waits to be finished.
     pub(crate) fn note_frames_none(&mut self) {
         self.frame = None;
+    }
+
+    /// Whether an unfinished frame's deadline runs.
+    pub(crate) fn frame_pending(&self) -> bool {
+        self.frame.is_some()
     }
 
     /// Whether a span of the write timeout is open.
@@ -257,7 +267,11 @@ impl Timers {
     fn end_span_if_due(&mut self, now: Instant, queued: usize) -> Option<Due> {
         let span = self.stall.take_if(|span| span.ends <= now)?;
         if !span.waiting {
-            // The peer took all there was.
+            // The peer took all there was: the idle clock starts again.
+            if span.ends > self.last_inbound {
+                self.last_inbound = span.ends;
+                self.pinged = false;
+            }
             return None;
         }
         let limits = &self.limits;
@@ -433,6 +447,31 @@ mod tests {
         timers.note_inbound(start + 4 * SECOND);
         assert!(due(&mut timers, start + 4 * SECOND, 0).is_empty());
         assert!(!timers.span_open());
+    }
+
+    #[test]
+    fn the_idle_clock_stops_while_frames_wait_for_the_peer() {
+        let start = Instant::now();
+        let mut timers = Timers::new(&config(), start);
+        assert_eq!(due(&mut timers, start + SECOND, 0), ["Quiet"]);
+        // Replies wait from 1 s to past the idle timeout; the peer reads
+        // enough of them: no PING (it would wait behind them), no close.
+        timers.note_writes(start + SECOND, true, 0, 100_000);
+        for second in 2..=14 {
+            let now = start + second * SECOND;
+            timers.note_writes(now, true, 1_000, 100_000);
+            assert!(due(&mut timers, now, 100_000).is_empty(), "at {second} s");
+        }
+        // Everything went out by 15 s; the span that ends at 17 s starts
+        // the idle clock again from there.
+        timers.note_writes(start + 15 * SECOND, false, 1_000, 0);
+        assert!(due(&mut timers, start + 17 * SECOND, 0).is_empty());
+        assert_eq!(timers.next_deadline(), Some(start + 22 * SECOND));
+        assert_eq!(due(&mut timers, start + 22 * SECOND, 0), ["Ping(5s)"]);
+        assert_eq!(
+            due(&mut timers, start + 27 * SECOND, 0),
+            ["close IDLE_TIMEOUT (5)"]
+        );
     }
 
     #[test]

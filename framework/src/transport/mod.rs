@@ -1,5 +1,7 @@
-//! Transports: sockets in, frames out. Each drives a
-//! [`Session`](crate::connection::Session) and knows nothing of handlers.
+//! Transports: bytes in, frames out. Each drives an
+//! [`Engine`](crate::connection::Engine) and knows nothing of handlers.
+//! A transport serves any stream ([`Io`]): a socket its listener accepted,
+//! or one the application hands to [`ServerHandle`](crate::ServerHandle).
 
 use std::io;
 use std::net::SocketAddr;
@@ -7,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::Either;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
@@ -33,6 +35,12 @@ pub(crate) fn in_span<F: Future>(span: Span, future: F) -> Either<F, Instrumente
     }
 }
 
+/// What a connection can be served over: a TCP socket, a TLS stream, an
+/// in-memory pipe.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for S {}
+
 /// The most bytes a closing connection reads and discards.
 const MAX_DRAIN: usize = 1024 * 1024;
 
@@ -41,7 +49,7 @@ const MAX_DRAIN: usize = 1024 * 1024;
 /// unread when the socket is dropped turns the close into a reset, and the
 /// peer would lose the last frames it had not read yet. The caller bounds
 /// the time.
-pub(crate) async fn shutdown_and_drain(stream: &mut TcpStream) -> io::Result<()> {
+pub(crate) async fn shutdown_and_drain<S: Io>(stream: &mut S) -> io::Result<()> {
     stream.shutdown().await?;
     let mut scratch = [0u8; 4096];
     let mut drained = 0;
@@ -194,6 +202,48 @@ fn refused<A: Accept>(
         metrics.transport(A::TRANSPORT).refused(refusal.name());
     }
     accept.refuse(stream, refusal, server);
+}
+
+/// Serves a stream the application accepted itself, as a listener serves
+/// an accepted socket: length-prefixed frames, or a WebSocket upgrade at
+/// `websocket_path`. The connection limits apply; a refused peer is told
+/// why. Returns once the connection has closed.
+pub(crate) async fn serve_stream<S: Io>(
+    stream: S,
+    peer: SocketAddr,
+    server: Arc<ServerShared>,
+    websocket_path: Option<Arc<str>>,
+) {
+    let peer = normalize_addr(peer);
+    let transport = match websocket_path {
+        Some(_) => Transport::WebSocket,
+        None => Transport::Tcp,
+    };
+    let admitted = server.admission.admit(peer.ip()).and_then(|permit| {
+        let pending = match websocket_path {
+            Some(_) => Some(server.admission.begin_pending()?),
+            None => None,
+        };
+        Ok((permit, pending))
+    });
+    let (permit, pending) = match admitted {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            tracing::debug!(%peer, %refusal, "connection refused");
+            if let Some(metrics) = &server.metrics {
+                metrics.transport(transport).refused(refusal.name());
+            }
+            let linger = server.config.close_linger.min(Duration::from_millis(500));
+            return match websocket_path {
+                Some(_) => websocket::refuse(stream, refusal, linger).await,
+                None => tcp::refuse(stream, refusal, linger).await,
+            };
+        }
+    };
+    match websocket_path {
+        Some(path) => websocket::serve(stream, peer, permit, pending, server, path).await,
+        None => tcp::serve(stream, peer, server, permit).await,
+    }
 }
 
 /// Reads a trusted proxy's PROXY header, then admits the connection under

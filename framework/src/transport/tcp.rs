@@ -9,7 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
 use bytes::Buf;
@@ -25,7 +25,7 @@ use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
 use crate::context::Transport;
 use crate::server::ServerShared;
-use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
+use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
@@ -52,12 +52,14 @@ impl Accept for TcpAccept {
     }
 
     fn refuse(&self, stream: TcpStream, refusal: Refusal, server: &Arc<ServerShared>) {
-        tokio::spawn(refuse(stream, refusal, server.config.close_linger));
+        let linger = server.config.close_linger.min(Duration::from_millis(500));
+        tokio::spawn(refuse(stream, refusal, linger));
     }
 }
 
 /// Tells a refused peer why (`DISCONNECT TOO_MANY_CONNECTIONS`) and closes.
-async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
+/// (The linger is bounded by the caller.)
+pub(crate) async fn refuse<S: Io>(mut stream: S, refusal: Refusal, linger: Duration) {
     let mut out = BytesMut::new();
     CloseNotice::new(DisconnectReason::TooManyConnections, refusal.to_string()).write_disconnect(
         &mut out,
@@ -65,13 +67,13 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal, linger: Duration) {
         usize::MAX,
         None,
     );
-    write_and_close(&mut stream, &out, linger.min(Duration::from_millis(500))).await;
+    write_and_close(&mut stream, &out, linger).await;
 }
 
 /// Writes `last` (the final frames), closes the writing side, and reads
 /// away what the peer still sends until it closes too
 /// ([`shutdown_and_drain`]). All within `linger`.
-async fn write_and_close(stream: &mut TcpStream, last: &[u8], linger: Duration) {
+async fn write_and_close<S: Io>(stream: &mut S, last: &[u8], linger: Duration) {
     let _ = tokio::time::timeout(linger, async move {
         stream.write_all(last).await?;
         shutdown_and_drain(stream).await
@@ -79,8 +81,8 @@ async fn write_and_close(stream: &mut TcpStream, last: &[u8], linger: Duration) 
     .await;
 }
 
-struct TcpConnection {
-    stream: TcpStream,
+struct TcpConnection<S> {
+    stream: S,
     decoder: FrameDecoder,
     read_buf: BytesMut,
     /// How `read_buf` grows and gives memory back.
@@ -90,7 +92,13 @@ struct TcpConnection {
     reading: bool,
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _permit: Permit) {
+/// Serves one connection over `stream` (length-prefixed frames) until it closes.
+pub(crate) async fn serve<S: Io>(
+    stream: S,
+    peer: SocketAddr,
+    server: Arc<ServerShared>,
+    _permit: Permit,
+) {
     let linger = server.config.close_linger;
     let connection = server.open_connection(peer, Transport::Tcp);
     let id = connection.id;
@@ -116,7 +124,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, server: Arc<ServerShared>, _
     tracing::debug!(connection = %id, "tcp connection closed");
 }
 
-impl TcpConnection {
+impl<S: Io> TcpConnection<S> {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Exit> {
         // Pushes and close orders wake this task from now on (the waker
         // is the same for every round).
@@ -142,6 +150,10 @@ impl TcpConnection {
                     Poll::Ready(Err(error)) => return Poll::Ready(Exit::Io(error)),
                     Poll::Pending => {}
                 }
+            } else {
+                // Not reading: an unfinished frame waits for the server
+                // (or never comes), not for the peer.
+                self.engine.note_frames(false, false);
             }
             progress |= self.engine.poll_work(cx);
             if self.engine.closed().is_some() {
@@ -149,13 +161,10 @@ impl TcpConnection {
             }
             if !self.engine.out.is_empty() {
                 let mut wrote = 0;
-                match self.stream.poll_write_ready(cx) {
-                    Poll::Ready(Ok(())) => {
+                match self.poll_write(cx) {
+                    Poll::Ready(Ok(written)) => {
                         progress = true;
-                        match self.write() {
-                            Ok(written) => wrote = written,
-                            Err(error) => return Poll::Ready(Exit::Io(error)),
-                        }
+                        wrote = written;
                     }
                     Poll::Ready(Err(error)) => return Poll::Ready(Exit::Io(error)),
                     Poll::Pending => {}
@@ -208,7 +217,14 @@ impl TcpConnection {
                 }
             }
             Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                // Reading again after a pause: an unfinished frame left in
+                // the buffer is the peer's to finish from now on.
+                if !self.read_buf.is_empty() && !self.has_buffered_frame() {
+                    self.engine.note_frames(false, true);
+                }
+                return Poll::Pending;
+            }
         }
         Poll::Ready(Ok(self.handle_buffered()))
     }
@@ -259,28 +275,18 @@ impl TcpConnection {
     }
 
     /// One write of everything ready; returns the bytes written.
-    fn write(&mut self) -> io::Result<usize> {
-        let written = self.try_write()?;
+    fn poll_write(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<usize>> {
+        let out = &mut self.engine.out;
+        let written = ready!(Pin::new(&mut self.stream).poll_write(cx, out))?;
+        if written == out.len() {
+            out.clear();
+        } else {
+            out.advance(written);
+        }
         if let (true, Some(metrics)) = (written > 0, self.engine.metrics()) {
             metrics.bytes_out.increment(written as u64);
         }
-        Ok(written)
-    }
-
-    fn try_write(&mut self) -> io::Result<usize> {
-        let out = &mut self.engine.out;
-        match self.stream.try_write(out) {
-            Ok(n) if n == out.len() => {
-                out.clear();
-                Ok(n)
-            }
-            Ok(n) => {
-                out.advance(n);
-                Ok(n)
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            Err(error) => Err(error),
-        }
+        Poll::Ready(Ok(written))
     }
 
     /// Gives back the buffers of a quiet connection: an idle connection

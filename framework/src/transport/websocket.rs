@@ -12,6 +12,7 @@
 
 use std::future::poll_fn;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -32,16 +33,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use crate::admission::Refusal;
+use crate::admission::{Pending, Permit, Refusal};
 use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
 use crate::context::Transport;
 use crate::server::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
-use crate::transport::{Accept, Admitted, Exit, accept_loop, in_span, shutdown_and_drain};
+use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
-/// A WebSocket over a socket that counts what it reads.
-type Ws = WebSocketStream<CountingStream<TcpStream>>;
+/// A WebSocket over a stream that counts what it reads.
+type Ws<S> = WebSocketStream<CountingStream<S>>;
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
@@ -66,7 +67,14 @@ impl Accept for WsAccept {
     const SETS_UP: bool = true;
 
     fn serve(&self, admitted: Admitted, server: Arc<ServerShared>) {
-        tokio::spawn(serve(admitted, server, Arc::clone(&self.path)));
+        let Admitted {
+            stream,
+            peer,
+            permit,
+            pending,
+        } = admitted;
+        let path = Arc::clone(&self.path);
+        tokio::spawn(serve(stream, peer, permit, pending, server, path));
     }
 
     fn refuse(&self, stream: TcpStream, refusal: Refusal, _server: &Arc<ServerShared>) {
@@ -78,12 +86,7 @@ impl Accept for WsAccept {
 /// upgrade, nothing kept. What the peer sent already is read away first
 /// (a few KiB at most), so that the close is a FIN rather than a reset.
 fn refuse_upgrade_now(stream: TcpStream, refusal: Refusal) {
-    let reason = refusal.to_string();
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n\
-         Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{reason}",
-        reason.len()
-    );
+    let response = refusal_response(&refusal);
     let mut scratch = [0u8; 1024];
     for _ in 0..8 {
         match stream.try_read(&mut scratch) {
@@ -93,6 +96,27 @@ fn refuse_upgrade_now(stream: TcpStream, refusal: Refusal) {
     }
     // A fresh socket's send buffer holds the whole answer.
     let _ = stream.try_write(response.as_bytes());
+}
+
+/// Answers a refused peer of a stream handed to the server with HTTP 503,
+/// then closes (all within `linger`).
+pub(crate) async fn refuse<S: Io>(mut stream: S, refusal: Refusal, linger: Duration) {
+    let response = refusal_response(&refusal);
+    let _ = tokio::time::timeout(linger, async move {
+        stream.write_all(response.as_bytes()).await?;
+        shutdown_and_drain(&mut stream).await
+    })
+    .await;
+}
+
+/// The HTTP 503 that tells a refused peer why, before any upgrade.
+fn refusal_response(refusal: &Refusal) -> String {
+    let reason = refusal.to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n\
+         Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{reason}",
+        reason.len()
+    )
 }
 
 /// Accepts the upgrade when the path matches and the subprotocols allow it.
@@ -160,8 +184,8 @@ fn close_code(reason: DisconnectReason) -> CloseCode {
     }
 }
 
-struct WsConnection {
-    ws: Ws,
+struct WsConnection<S> {
+    ws: Ws<S>,
     engine: Engine,
     /// False once the peer's close arrived or the stream ended.
     reading: bool,
@@ -189,13 +213,16 @@ enum Stop {
     RenewBuffers,
 }
 
-async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
-    let Admitted {
-        stream,
-        peer,
-        permit: _permit,
-        pending,
-    } = admitted;
+/// Upgrades `stream` to a WebSocket at `path` and serves it until it
+/// closes. `pending` is its place among the upgrades under way.
+pub(crate) async fn serve<S: Io>(
+    stream: S,
+    peer: SocketAddr,
+    _permit: Permit,
+    pending: Option<Pending>,
+    server: Arc<ServerShared>,
+    path: Arc<str>,
+) {
     let max = server.config.max_frame_size;
     // tungstenite's own write buffer is bounded too: beyond it, sending
     // waits (and the write timeout applies), it never grows without end.
@@ -258,7 +285,7 @@ async fn serve(admitted: Admitted, server: Arc<ServerShared>, path: Arc<str>) {
     tracing::debug!(connection = %id, "websocket connection closed");
 }
 
-impl WsConnection {
+impl<S: Io> WsConnection<S> {
     fn poll_run(&mut self, cx: &mut TaskContext<'_>) -> Poll<Stop> {
         // Pushes and close orders wake this task from now on (the waker
         // is the same for every round).
@@ -297,6 +324,10 @@ impl WsConnection {
                     }
                     Poll::Pending => self.note_message_bytes(false),
                 }
+            } else {
+                // Not reading: an unfinished message waits for the server
+                // (or never comes), not for the peer.
+                self.engine.note_frames(false, false);
             }
             progress |= self.engine.poll_work(cx);
             let written = match self.poll_write(cx) {
