@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::StreamExt;
 use ternio_protocol::frame::Header;
-use ternio_protocol::{ErrorCode, Frame};
+use ternio_protocol::{DecodeError, ErrorCode, Frame};
 use tokio::time::Sleep;
 use tracing::Instrument;
 
@@ -21,7 +21,7 @@ use crate::context::Context;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::metrics::TransportMetrics;
 use crate::policy::{Outcome, RequestInfo};
-use crate::reply::DeferredReply;
+use crate::reply::{DeferredReply, FrameReply};
 
 /// When a request started, read from the clock only when the time it takes
 /// is observed (middleware, metrics or a debug trace).
@@ -149,6 +149,8 @@ impl Engine {
         }
     }
 
+    /// Routes a request to its handler through the middleware chain: run
+    /// inline if synchronous, started on this task if asynchronous.
     pub(super) fn dispatch(&mut self, frame: Frame) {
         let header = frame.header;
         let server = Arc::clone(&self.server);
@@ -160,17 +162,27 @@ impl Engine {
             );
             return;
         };
-        let chain = &server.middleware;
         // The clock is read only when someone looks at the duration.
         let timed = server.middleware_times
             || handler.metrics.is_some()
             || tracing::enabled!(tracing::Level::DEBUG);
-        let started = timed.then(Instant::now);
-        for (position, middleware) in chain.iter().enumerate() {
+        let call = Call {
+            header,
+            index,
+            handler,
+            started: timed.then(Instant::now),
+        };
+        for (position, middleware) in server.middleware.iter().enumerate() {
             if let Err(rejection) = middleware.before(&self.info(header, handler)) {
                 let code = rejection.code.to_u16();
                 self.error(header, rejection.code, &rejection.message);
-                self.after(header, handler, position, Outcome::Rejected(code), started);
+                self.after(
+                    header,
+                    handler,
+                    position,
+                    Outcome::Rejected(code),
+                    call.started,
+                );
                 return;
             }
         }
@@ -183,55 +195,93 @@ impl Engine {
             handler = handler.name
         );
         match &handler.kind {
-            HandlerKind::Sync(call) => {
+            HandlerKind::Sync(run) => {
                 let _entered = span.enter();
-                // A due REKEY goes before the mark: a panic drops only the
-                // half-written reply, which used no counter.
-                self.rekey_if_due();
-                let mark = self.out.len();
-                let sink = self.reply_to_prepared(header);
-                let outcome = match catch_unwind(AssertUnwindSafe(|| call(&frame.body, &ctx, sink)))
-                {
-                    Ok(Ok(outcome)) => outcome,
-                    Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
-                    Err(panic) => {
-                        // Drop whatever the handler half-wrote: a sealed
-                        // frame takes its counter only once written whole.
-                        self.out.truncate(mark);
-                        DeferredReply::Panicked(panic_message(&*panic))
-                            .write(self.reply_to(header), handler.name)
-                    }
-                };
-                self.after(header, handler, chain.len(), outcome, started);
+                self.run_inline(&call, |sink| run(&frame.body, &ctx, sink));
             }
-            HandlerKind::Async(call) => {
-                match catch_unwind(AssertUnwindSafe(|| call(&frame.body, ctx))) {
-                    Ok(Ok(future)) => self.pending.push(Pending {
-                        header,
-                        handler: index,
-                        started,
-                        // Only a span that a subscriber records costs a wrapper.
-                        future: if span.is_disabled() {
-                            future
-                        } else {
-                            Box::pin(future.instrument(span))
-                        },
-                        deadline: handler
-                            .policy
-                            .timeout
-                            .map(|limit| Box::pin(tokio::time::sleep(limit))),
-                    }),
-                    Ok(Err(error)) => {
-                        let outcome = self.error(header, ErrorCode::Malformed, &error);
-                        self.after(header, handler, chain.len(), outcome, started);
-                    }
-                    Err(panic) => {
-                        let outcome = DeferredReply::Panicked(panic_message(&*panic))
-                            .write(self.reply_to(header), handler.name);
-                        self.after(header, handler, chain.len(), outcome, started);
-                    }
-                }
+            HandlerKind::Async(start) => {
+                let started = catch_unwind(AssertUnwindSafe(|| start(&frame.body, ctx)));
+                self.start(call, started, span);
             }
         }
     }
+
+    /// Runs a synchronous handler, which writes its reply in place.
+    fn run_inline(
+        &mut self,
+        call: &Call<'_>,
+        run: impl FnOnce(FrameReply<'_>) -> Result<Outcome, DecodeError>,
+    ) {
+        let Call {
+            header, handler, ..
+        } = *call;
+        // A due REKEY goes before the mark: a panic drops only the
+        // half-written reply, which used no counter.
+        self.rekey_if_due();
+        let mark = self.out.len();
+        let sink = self.reply_to_prepared(header);
+        let outcome = match catch_unwind(AssertUnwindSafe(|| run(sink))) {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
+            Err(panic) => {
+                // Drop whatever the handler half-wrote: a sealed frame
+                // takes its counter only once written whole.
+                self.out.truncate(mark);
+                DeferredReply::Panicked(panic_message(&*panic))
+                    .write(self.reply_to(header), handler.name)
+            }
+        };
+        let through = self.server.middleware.len();
+        self.after(header, handler, through, outcome, call.started);
+    }
+
+    /// Adds an asynchronous handler's future to the running requests (or
+    /// answers at once when it could not start).
+    fn start(
+        &mut self,
+        call: Call<'_>,
+        started: std::thread::Result<Result<ReplyFuture, DecodeError>>,
+        span: tracing::Span,
+    ) {
+        let Call {
+            header,
+            index,
+            handler,
+            started: at,
+        } = call;
+        let outcome = match started {
+            Ok(Ok(future)) => {
+                self.pending.push(Pending {
+                    header,
+                    handler: index,
+                    started: at,
+                    // Only a span that a subscriber records costs a wrapper.
+                    future: if span.is_disabled() {
+                        future
+                    } else {
+                        Box::pin(future.instrument(span))
+                    },
+                    deadline: handler
+                        .policy
+                        .timeout
+                        .map(|limit| Box::pin(tokio::time::sleep(limit))),
+                });
+                return;
+            }
+            Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
+            Err(panic) => DeferredReply::Panicked(panic_message(&*panic))
+                .write(self.reply_to(header), handler.name),
+        };
+        let through = self.server.middleware.len();
+        self.after(header, handler, through, outcome, at);
+    }
+}
+
+/// A request on its way to its handler.
+struct Call<'a> {
+    header: Header,
+    /// The handler's index in the dispatch table.
+    index: usize,
+    handler: &'a HandlerSpec,
+    started: Started,
 }
