@@ -147,6 +147,7 @@ mod shared;
 mod socket;
 mod state;
 mod supervisor;
+mod sync;
 mod tasks;
 mod tcp;
 mod ws;

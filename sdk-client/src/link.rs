@@ -17,7 +17,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
-use crate::shared::lock;
+use crate::sync::lock;
 use crate::socket::{Mode, SocketOut};
 use crate::ws::WsOut;
 
@@ -88,7 +88,7 @@ impl Link {
         max_frame_size: usize,
         require_seal: bool,
     ) -> Result<(), SendError> {
-        let mode = Mode::Session {
+        let mode = Mode::Sealable {
             required: require_seal,
         };
         self.send_as(mode, header, body, max_frame_size)

@@ -10,7 +10,7 @@
 //! the new [`ConnectionState`].
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 
@@ -32,14 +32,7 @@ use crate::requests::{Answer, Failure, Requests};
 use crate::secure::{PendingHandshake, RawBody, Seal};
 use crate::socket::Mode;
 use crate::state::ConnectionState;
-
-/// Locks `mutex`. No code panics while holding the client's locks; the data
-/// is recovered if one did.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::sync::lock;
 
 /// Where requests go now.
 enum Current {
@@ -91,11 +84,11 @@ pub(crate) struct Shared {
     deadline_moved: Notify,
     /// The push subscriptions, which outlive connections.
     pushes: Arc<Registry>,
-    /// The secure session every new connection sets up before it carries
+    /// The secure channel every new connection sets up before it carries
     /// requests: from the config, or recorded when the application asks for
     /// a handshake.
-    session: Mutex<Option<SecureConfig>>,
-    /// Whether `session` is set: from then on nothing goes out plain
+    secure_config: Mutex<Option<SecureConfig>>,
+    /// Whether `secure_config` is set: from then on nothing goes out plain
     /// (requests without a session fail with `NotSecure`).
     secure_wanted: AtomicBool,
 }
@@ -114,7 +107,7 @@ impl Shared {
             next_id: AtomicU32::new(1),
             deadline_moved: Notify::new(),
             pushes: Arc::new(Registry::default()),
-            session: Mutex::new(config.secure),
+            secure_config: Mutex::new(config.secure),
             secure_wanted: AtomicBool::new(config.secure.is_some()),
             config,
         }
@@ -128,9 +121,9 @@ impl Shared {
         &self.pushes
     }
 
-    /// The secure session new connections set up, if the client has one.
-    pub(crate) fn session(&self) -> Option<SecureConfig> {
-        *lock(&self.session)
+    /// The secure channel new connections set up, if the client has one.
+    pub(crate) fn secure_config(&self) -> Option<SecureConfig> {
+        *lock(&self.secure_config)
     }
 
     /// Whether the current connection's secure session is up.
@@ -288,9 +281,9 @@ impl Shared {
     /// Records that the application wants the secure session `pin` names:
     /// every later connection runs it, and nothing goes out plain.
     fn want_secure(&self, pin: Option<[u8; 32]>) {
-        let mut session = lock(&self.session);
-        if session.is_none() {
-            *session = Some(SecureConfig { pin });
+        let mut wanted = lock(&self.secure_config);
+        if wanted.is_none() {
+            *wanted = Some(SecureConfig { pin });
         }
         self.secure_wanted.store(true, Ordering::Release);
     }
@@ -490,7 +483,7 @@ impl Shared {
     /// client reconnects), for [`Client::handshake`](crate::Client::handshake).
     /// Once it completes, every later connection runs it again.
     pub(crate) async fn handshake(&self, pin: Option<[u8; 32]>) -> Result<(), ClientError> {
-        if self.session().is_some() {
+        if self.secure_config().is_some() {
             return Err(ClientError::HandshakeAlreadyRan(
                 "this client's session is secure already",
             ));
@@ -509,7 +502,7 @@ impl Shared {
     /// is not installed yet (a first connection or a reconnection), within
     /// the connect timeout.
     pub(crate) async fn secure_new_link(&self, link: &Arc<Link>) -> Result<(), ClientError> {
-        let Some(session) = self.session() else {
+        let Some(secure) = self.secure_config() else {
             return Ok(());
         };
         let timeout = self.config.connect_timeout;
@@ -520,7 +513,7 @@ impl Shared {
                 break id;
             }
         };
-        self.run_handshake(link, id, session.pin, deadline_after(timeout), timeout)
+        self.run_handshake(link, id, secure.pin, deadline_after(timeout), timeout)
             .await
     }
 

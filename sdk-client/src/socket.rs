@@ -20,7 +20,8 @@ use tokio::sync::Notify;
 use crate::config::MAX_FRAMING;
 use crate::error::CloseReason;
 use crate::link::{Link, SendError};
-use crate::shared::{Shared, lock};
+use crate::shared::Shared;
+use crate::sync::lock;
 
 /// How frames are wrapped on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,9 +53,9 @@ struct Outbound {
 /// How one frame goes out.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Sealed once the session is up, plain before; with `required`,
-    /// refused before.
-    Session { required: bool },
+    /// Sealed once the link's secure channel is up, plain before; with
+    /// `required`, refused before.
+    Sealable { required: bool },
     /// The `HANDSHAKE` request: plain, and nothing else goes out after it
     /// until the answer is read.
     Handshake,
@@ -137,8 +138,8 @@ impl SocketOut {
             Wire::WebSocket => Framing::Message,
         };
         let sealer = match (mode, outbound.sealer.as_mut()) {
-            (Mode::Session { .. }, Some(sealer)) => Some(sealer),
-            (Mode::Session { required: true }, None) => return Err(SendError::NotSecure),
+            (Mode::Sealable { .. }, Some(sealer)) => Some(sealer),
+            (Mode::Sealable { required: true }, None) => return Err(SendError::NotSecure),
             (Mode::Handshake, Some(_)) => return Err(SendError::NotSecure),
             _ => None,
         };
@@ -419,7 +420,7 @@ mod tests {
             let limit = 100_000;
             let out = SocketOut::new(stream, wire, limit);
             let body = Bytes::from(vec![1u8; 9_000]);
-            let mode = Mode::Session { required: false };
+            let mode = Mode::Sealable { required: false };
             let header = Header::new(1, Flags::NONE, 0);
             let mut frames = 0;
             let reason = loop {
@@ -454,7 +455,7 @@ mod tests {
         let out = SocketOut::new(stream, Wire::Tcp, 1 << 20);
         let body = Bytes::from(vec![1u8; 1000]);
         let header = Header::new(1, Flags::NONE, 0);
-        match out.send_as(Mode::Session { required: false }, header, &body, 1000) {
+        match out.send_as(Mode::Sealable { required: false }, header, &body, 1000) {
             Err(SendError::TooLarge(FrameError::TooLarge { len, max })) => {
                 assert_eq!((len, max), (HEADER_LEN + body.encoded_len(), 1000));
             }
@@ -463,7 +464,7 @@ mod tests {
         assert_eq!(out.queued(), 0);
         // The link is not harmed: a frame that fits goes out.
         assert!(
-            out.send_as(Mode::Session { required: false }, header, &body, 2000)
+            out.send_as(Mode::Sealable { required: false }, header, &body, 2000)
                 .is_ok()
         );
     }

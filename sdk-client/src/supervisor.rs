@@ -128,7 +128,7 @@ async fn reconnect(
         };
         // A close while the session is set up stops the attempt too.
         let resumed = tokio::select! {
-            resumed = resume_session(shared, &opened.link) => resumed,
+            resumed = resume_secure_channel(shared, &opened.link) => resumed,
             _ = changes.wait_for(ConnectionState::is_closed) => return None,
         };
         match resumed {
@@ -174,6 +174,6 @@ async fn reconnect(
 ///
 /// [`ClientConfig::secure`]: crate::ClientConfig::secure
 /// [`Client::handshake`]: crate::Client::handshake
-async fn resume_session(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
+async fn resume_secure_channel(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
     shared.secure_new_link(link).await
 }
