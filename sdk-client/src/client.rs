@@ -10,12 +10,13 @@ use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 
 use crate::config::ClientConfig;
+use crate::endpoint::Endpoint;
 use crate::error::{ClientError, CloseReason};
 use crate::push::{Subscription, SubscriptionGuard};
 use crate::secure::Seal;
 use crate::shared::Shared;
 use crate::state::ConnectionState;
-use crate::supervisor::{Endpoint, supervise};
+use crate::supervisor::supervise;
 use crate::tasks::TaskSet;
 use crate::ws;
 

@@ -17,7 +17,8 @@ use tokio::time::Instant;
 
 use crate::config::Keepalive;
 use crate::error::CloseReason;
-use crate::link::{Link, SendError};
+use crate::link::Link;
+use crate::send::SendError;
 use crate::shared::Shared;
 
 /// Starts `link`'s keepalive task, if the client has a keepalive.

@@ -136,13 +136,18 @@
 
 mod client;
 mod config;
+mod endpoint;
 mod error;
+mod events;
+mod inbound;
 mod keepalive;
 mod link;
+mod outbound;
 mod push;
 mod reconnect;
 mod requests;
 mod secure;
+mod send;
 mod shared;
 mod socket;
 mod state;

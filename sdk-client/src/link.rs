@@ -2,39 +2,25 @@
 //! on it, how it is shut, and why it ended.
 //!
 //! A [`Link`] knows nothing of requests: the transport-independent side
-//! ([`Shared`](crate::shared::Shared)) registers them, and each transport's
-//! reader task hands it the frames that arrive.
+//! registers them, and each transport's reader task hands it the frames
+//! that arrive (through the `LinkEvents` of the `events` module).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::{Initiator, RekeyPolicy, SecureChannel};
-use ternio_protocol::{Encode, FrameError};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
+use crate::send::{Mode, SendError};
+use crate::socket::SocketOut;
 use crate::sync::lock;
-use crate::socket::{Mode, SocketOut};
 use crate::ws::WsOut;
-
-/// Why a frame did not go out.
-pub(crate) enum SendError {
-    /// It does not fit in one frame; nothing was sent.
-    TooLarge(FrameError),
-    /// The link is lost already (for [`Link::lost_reason`]).
-    Gone,
-    /// Writing failed, or the frame would have taken the outbound buffer
-    /// past its bound: the link must be declared lost for this reason.
-    Lost(CloseReason),
-    /// Sealing was asked for and the link has no secure session.
-    NotSecure,
-    /// A handshake waits for its answer: nothing else goes out meanwhile.
-    Handshaking,
-}
 
 /// The sending half of a link, per transport.
 pub(crate) enum Out {

@@ -25,12 +25,12 @@ use tokio::time::Instant;
 
 use crate::config::{ClientConfig, SecureConfig};
 use crate::error::{ClientError, CloseReason};
-use crate::link::{Link, SendError};
+use crate::link::Link;
 use crate::push::Registry;
 use crate::reconnect::should_reconnect;
 use crate::requests::{Answer, Failure, Requests};
 use crate::secure::{PendingHandshake, RawBody, Seal};
-use crate::socket::Mode;
+use crate::send::{Mode, SendError};
 use crate::state::ConnectionState;
 use crate::sync::lock;
 

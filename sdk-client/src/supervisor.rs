@@ -2,42 +2,16 @@
 //! lost, retires that link's tasks, and (when a reconnect policy allows)
 //! opens new links until one is installed or the attempts run out.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::endpoint::{Endpoint, Opened};
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, RETIRE_GRACE};
 use crate::reconnect::{Backoff, is_busy};
 use crate::shared::Shared;
 use crate::state::ConnectionState;
-use crate::tasks::TaskSet;
-use crate::{tcp, ws};
-
-/// Where the client connects, kept for reconnecting.
-pub(crate) enum Endpoint {
-    /// The addresses a TCP address resolved to when the client first connected.
-    Tcp(Vec<SocketAddr>),
-    /// A `ws://` URL.
-    Ws(String),
-}
-
-/// A link just opened, with its reader and writer tasks.
-pub(crate) struct Opened {
-    pub(crate) link: Arc<Link>,
-    pub(crate) tasks: TaskSet,
-}
-
-impl Endpoint {
-    /// Opens a new link. The caller bounds the time it takes.
-    pub(crate) async fn open(&self, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
-        match self {
-            Self::Tcp(addresses) => tcp::open(addresses, shared).await,
-            Self::Ws(url) => ws::open(url, shared).await,
-        }
-    }
-}
 
 /// Supervises the client's links, starting with the installed one, until
 /// the client closes for good.
