@@ -211,6 +211,12 @@ impl Link {
         self.lost.get()
     }
 
+    /// Why the link ended, for a caller that saw it go: [`CloseReason::Local`]
+    /// when no reason was recorded.
+    pub(crate) fn end_reason(&self) -> CloseReason {
+        self.lost.get().cloned().unwrap_or(CloseReason::Local)
+    }
+
     /// Stops the link's traffic: a TCP socket is shut down at once; a
     /// WebSocket takes no more frames, and its reader closes the socket once
     /// the close handshake is over (or its time is up).
