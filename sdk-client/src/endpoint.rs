@@ -12,6 +12,7 @@ use crate::keepalive;
 use crate::link::{Link, Out};
 use crate::shared::Shared;
 use crate::socket;
+use crate::stream::{self, DynConnector};
 use crate::tasks::TaskSet;
 use crate::tcp;
 use crate::ws;
@@ -22,6 +23,8 @@ pub(crate) enum Endpoint {
     Tcp(Vec<SocketAddr>),
     /// A `ws://` URL.
     Ws(String),
+    /// What opens a stream that carries length-prefixed frames.
+    Stream(Box<dyn DynConnector>),
 }
 
 /// A link just opened, with its reader, writer and keepalive tasks.
@@ -51,6 +54,15 @@ impl Endpoint {
                 let inbound = Inbound::new(shared, &link);
                 let writer = socket::write_loop(inbound.clone(), socket);
                 let reader = reader.run(inbound);
+                (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
+            }
+            Self::Stream(connector) => {
+                let stream = connector.connect().await.map_err(ClientError::Connect)?;
+                let (out, read) = stream::open(stream, limit);
+                let link = Arc::new(Link::new(Out::Stream(Arc::clone(&out))));
+                let inbound = Inbound::new(shared, &link);
+                let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);
+                let writer = stream::write_loop(inbound, out);
                 (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
             }
         };

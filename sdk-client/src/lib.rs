@@ -1,7 +1,8 @@
 //! The Ternio client SDK.
 //!
-//! Connect over TCP or WebSocket, then call the server's handlers with
-//! typed requests:
+//! Connect over TCP or WebSocket (or any byte stream a [`Connector`] opens:
+//! [`Client::connect_stream`]), then call the server's handlers with typed
+//! requests:
 //!
 //! ```no_run
 //! use ternio_client::{Bytes, Client, Packet};
@@ -153,6 +154,7 @@ mod send;
 mod shared;
 mod socket;
 mod state;
+mod stream;
 mod supervisor;
 mod sync;
 mod tasks;
@@ -170,3 +172,4 @@ pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
 pub use state::ConnectionState;
+pub use stream::Connector;

@@ -6,28 +6,37 @@
 //! that arrive (through the `LinkEvents` of the `events` module).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
-use ternio_protocol::secure::{Initiator, RekeyPolicy, SecureChannel};
+use ternio_protocol::secure::{Initiator, RekeyPolicy, Sealer, SecureChannel};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
 use crate::send::{Mode, SendError};
 use crate::socket::SocketOut;
+use crate::stream::StreamOut;
 use crate::sync::lock;
 use crate::ws::WsOut;
 
 /// The sending half of a link, per transport.
 pub(crate) enum Out {
     /// Length-prefixed frames on a TCP stream.
-    Tcp(std::sync::Arc<SocketOut>),
+    Tcp(Arc<SocketOut>),
     /// One binary WebSocket message per frame.
     Ws(WsOut),
+    /// Length-prefixed frames on any other stream.
+    Stream(Arc<StreamOut>),
+}
+
+/// Where a link's frames are encoded and written.
+enum Sender<'a> {
+    Socket(&'a SocketOut),
+    Stream(&'a StreamOut),
 }
 
 /// One connection.
@@ -94,13 +103,19 @@ impl Link {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        self.socket().send_as(mode, header, body, max_frame_size)
+        match self.sender() {
+            Sender::Socket(out) => out.send_as(mode, header, body, max_frame_size),
+            Sender::Stream(out) => out.send_as(mode, header, body, max_frame_size),
+        }
     }
 
     /// How many reads brought bytes from the server on this link: when it
     /// changes, the server sent something.
     pub(crate) fn reads(&self) -> u64 {
-        self.socket().reads()
+        match self.sender() {
+            Sender::Socket(out) => out.reads(),
+            Sender::Stream(out) => out.reads(),
+        }
     }
 
     /// Whether a handshake waits for its answer on this link.
@@ -176,14 +191,14 @@ impl Link {
         sealer.set_rekey_policy(rekey);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
-        self.socket().end_handshake(Some(sealer));
+        self.end_handshake(Some(sealer));
         self.handshaking.send_replace(false);
     }
 
     /// Ends the wait for a handshake that failed: frames go out plain again
     /// (requests that need a session fail with `NotSecure`).
     pub(crate) fn fail_handshake(&self) {
-        self.socket().end_handshake(None);
+        self.end_handshake(None);
         self.handshaking.send_replace(false);
     }
 
@@ -224,24 +239,35 @@ impl Link {
         match &self.out {
             Out::Tcp(out) => out.shutdown(),
             Out::Ws(out) => out.socket().stop(),
+            Out::Stream(out) => out.shutdown(),
         }
     }
 
-    fn socket(&self) -> &SocketOut {
+    fn sender(&self) -> Sender<'_> {
         match &self.out {
-            Out::Tcp(out) => out,
-            Out::Ws(out) => out.socket(),
+            Out::Tcp(out) => Sender::Socket(out),
+            Out::Ws(out) => Sender::Socket(out.socket()),
+            Out::Stream(out) => Sender::Stream(out),
+        }
+    }
+
+    fn end_handshake(&self, sealer: Option<Sealer>) {
+        match self.sender() {
+            Sender::Socket(out) => out.end_handshake(sealer),
+            Sender::Stream(out) => out.end_handshake(sealer),
         }
     }
 
     /// The transport's part of an intentional close, after `DISCONNECT` was
-    /// queued: TCP writes what is queued; WebSocket also sends its Close
-    /// frame and waits for the server's. The caller bounds the wait.
+    /// queued: TCP writes what is queued; another stream also shuts its
+    /// writing down; WebSocket sends its Close frame and waits for the
+    /// server's. The caller bounds the wait.
     pub(crate) async fn close_gracefully(&self) {
         match &self.out {
             Out::Tcp(out) => {
                 let _ = out.flush().await;
             }
+            Out::Stream(out) => out.close_gracefully().await,
             Out::Ws(out) => {
                 if out.send_close_normal() {
                     self.wait_reader_done().await;
