@@ -128,6 +128,12 @@ impl Peer {
     }
 }
 
+/// A pipe: the client's end, and the peer at the other.
+pub fn pipe() -> (DuplexStream, Peer) {
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    (client, Peer::new(server))
+}
+
 /// A connector that gives the client a fresh pipe on each call and hands
 /// the other end, as a [`Peer`], to the test; and how many calls it had.
 pub fn pipes() -> (
@@ -142,9 +148,9 @@ pub fn pipes() -> (
         let peers = peers.clone();
         counted.fetch_add(1, Ordering::SeqCst);
         async move {
-            let (client, server) = tokio::io::duplex(64 * 1024);
+            let (client, peer) = pipe();
             peers
-                .send(Peer::new(server))
+                .send(peer)
                 .map_err(|_| io::Error::other("the test stopped accepting"))?;
             Ok(client)
         }
