@@ -1,5 +1,6 @@
 //! The client SDK against a real server, and against hand-written servers
-//! that close or disconnect on purpose.
+//! that close or disconnect on purpose. (Request timeouts run on tokio's
+//! paused clock over in-memory pipes: `sdk-client/tests/timers.rs`.)
 
 use std::time::{Duration, Instant};
 
@@ -11,71 +12,6 @@ use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-#[tokio::test]
-async fn a_request_times_out_by_default_or_per_call() {
-    let (address, _server) = start_server(|b| b);
-    let config = ClientConfig {
-        request_timeout: Duration::from_millis(100),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(address, config).await.unwrap();
-    let result = client
-        .request_async::<_, Slept>(&Sleep { ms: 2000, tag: 1 })
-        .await;
-    assert!(
-        matches!(result, Err(ClientError::Timeout(t)) if t == Duration::from_millis(100)),
-        "{result:?}"
-    );
-    let result = client
-        .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 2 }, Duration::from_millis(30))
-        .await;
-    assert!(
-        matches!(result, Err(ClientError::Timeout(t)) if t == Duration::from_millis(30)),
-        "{result:?}"
-    );
-    // A longer per-call timeout lets a slow request through.
-    let slept: Slept = client
-        .request_with_timeout(&Sleep { ms: 300, tag: 3 }, Duration::from_secs(5))
-        .await
-        .unwrap();
-    assert_eq!(slept.tag, 3);
-}
-
-#[tokio::test]
-async fn a_short_timeout_fires_on_time_behind_a_long_one() {
-    let (address, _server) = start_server(|b| b);
-    let client = Client::connect_tcp(address).await.unwrap();
-    // One timer serves every request: it must move earlier for this one.
-    let long = spawn_started({
-        let client = client.clone();
-        async move {
-            client
-                .request_with_timeout::<_, Slept>(
-                    &Sleep { ms: 1500, tag: 1 },
-                    Duration::from_secs(5),
-                )
-                .await
-        }
-    })
-    .await;
-    let started = Instant::now();
-    let short = client
-        .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 2 }, Duration::from_millis(80))
-        .await;
-    let waited = started.elapsed();
-    assert!(
-        matches!(short, Err(ClientError::Timeout(t)) if t == Duration::from_millis(80)),
-        "{short:?}"
-    );
-    assert!(
-        // Before the long request's answer (1.5 s) could have woken anything.
-        waited >= Duration::from_millis(80) && waited < Duration::from_millis(1400),
-        "timed out after {waited:?}"
-    );
-    // The long request is still answered.
-    assert_eq!(long.await.unwrap().unwrap().tag, 1);
-}
 
 #[tokio::test]
 async fn thousands_of_requests_in_flight_on_one_connection() {

@@ -1,30 +1,30 @@
 //! The Rust client's resilience over real loopback sockets (issue 21, item
-//! 5): the keepalive that notices a server gone silent, the backoff that
-//! does not hammer a server which accepts and then refuses, and the bound
-//! on what the client holds for a server that does not read.
+//! 5): the keepalive that notices a path gone dead, over TCP and WebSocket,
+//! plain and secure, and the bound on what the client holds for a server
+//! that does not read.
 //!
 //! The misbehaving servers are scripted here on a `TcpListener`; the
-//! well-behaved one is the test server of `ternio_tests`.
+//! well-behaved one is the test server of `ternio_tests`. The timers' own
+//! rules (a silent server, the delays between attempts, the count of
+//! attempts) run on tokio's paused clock over in-memory pipes, in
+//! `sdk-client/tests/timers.rs`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use ternio::DisconnectReason;
-use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
-use ternio::protocol::system::{self, Disconnect};
-use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Encode};
+use bytes::Bytes;
+use ternio::protocol::Encode;
 use ternio_client::{
     Client, ClientConfig, ClientError, CloseReason, ConnectionState, Keepalive, ReconnectPolicy,
     SecureConfig,
 };
 use ternio_tests::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Waits up to `limit` for a state that `accept` accepts; returns it.
@@ -42,20 +42,6 @@ async fn wait_for_state(
         .clone()
 }
 
-/// The plain, length-prefixed bytes of `DISCONNECT reason`.
-fn disconnect_frame(reason: DisconnectReason) -> BytesMut {
-    let mut out = BytesMut::new();
-    frame::write_frame(
-        &mut out,
-        Framing::LengthPrefixed,
-        Header::new(system::DISCONNECT, Flags::NONE, 0),
-        &Disconnect::new(reason, "scripted"),
-        usize::MAX,
-    )
-    .unwrap();
-    out
-}
-
 /// Reads `stream` to its end (or an error), returning how many bytes came.
 async fn drain(stream: &mut TcpStream) -> u64 {
     let mut buf = vec![0u8; 64 * 1024];
@@ -67,32 +53,6 @@ async fn drain(stream: &mut TcpStream) -> u64 {
 }
 
 // ---------------------------------------------------------------- keepalive
-
-/// A server that accepts and then never sends a byte (a half-open
-/// connection, as after a crash of the server's host): it reads and
-/// decodes what the client sends, and reports each frame's opcode and id.
-async fn silent_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<(u16, u32)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (frames, received) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let frames = frames.clone();
-            tokio::spawn(async move {
-                let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE);
-                let mut buf = BytesMut::new();
-                while matches!(stream.read_buf(&mut buf).await, Ok(1..)) {
-                    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
-                        let _ = frames.send((frame.header.opcode, frame.header.request_id));
-                    }
-                }
-                // Held open, silent, until the client goes.
-            });
-        }
-    });
-    (address, received)
-}
 
 fn keepalive(interval_ms: u64, timeout_ms: u64) -> Option<Keepalive> {
     Some(Keepalive {
@@ -107,36 +67,6 @@ async fn the_keepalive_is_on_by_default() {
     let keepalive = config.keepalive.expect("on by default");
     assert!(keepalive.interval > Duration::ZERO && keepalive.interval < Duration::from_secs(60));
     assert!(keepalive.timeout > Duration::ZERO);
-}
-
-/// On the code before the keepalive, the client stays `Connected` to this
-/// server forever.
-#[tokio::test]
-async fn a_silent_server_is_noticed_within_interval_and_timeout() {
-    let (address, mut frames) = silent_server().await;
-    let config = ClientConfig {
-        keepalive: keepalive(300, 500),
-        ..ClientConfig::default()
-    };
-    let started = Instant::now();
-    let client = Client::connect_tcp_with(address, config).await.unwrap();
-    assert_eq!(client.state(), ConnectionState::Connected);
-
-    // 800 ms are due; the rest is room for a loaded machine.
-    let state = wait_for_state(&client, Duration::from_secs(5), ConnectionState::is_closed).await;
-    let elapsed = started.elapsed();
-    match state {
-        ConnectionState::Closed(CloseReason::KeepaliveTimeout { interval, timeout }) => {
-            assert_eq!(interval, Duration::from_millis(300));
-            assert_eq!(timeout, Duration::from_millis(500));
-        }
-        other => panic!("expected a keepalive timeout, got {other:?}"),
-    }
-    assert!(elapsed >= Duration::from_millis(800), "{elapsed:?}");
-    // The client sent a PING as a request (a non-zero id: it wants a PONG).
-    let (opcode, id) = frames.recv().await.expect("the PING arrived");
-    assert_eq!(opcode, system::PING);
-    assert_ne!(id, 0);
 }
 
 /// A proxy on loopback in front of `target` that forwards both ways until
@@ -289,190 +219,6 @@ async fn an_idle_healthy_connection_stays_up() {
         assert!(changed.is_err(), "the state changed: {:?}", client.state());
         assert_eq!(client.state(), ConnectionState::Connected);
         assert_echoed(&client, Bytes::from_static(b"still here")).await;
-    }
-}
-
-// ------------------------------------------------------------------ backoff
-
-/// A server whose first connection works until `refuse` is notified and is
-/// then told `reason`; every later connection is told `reason` at once
-/// (a full server). Records when each connection was accepted.
-struct RefusingServer {
-    address: SocketAddr,
-    refuse: Arc<Notify>,
-    accepted: Arc<Mutex<Vec<Instant>>>,
-}
-
-impl RefusingServer {
-    async fn start(reason: DisconnectReason, after: Duration) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let refuse = Arc::new(Notify::new());
-        let accepted = Arc::new(Mutex::new(Vec::new()));
-        let (told, times) = (Arc::clone(&refuse), Arc::clone(&accepted));
-        tokio::spawn(async move {
-            loop {
-                let (mut stream, _) = listener.accept().await.unwrap();
-                let first = {
-                    let mut times = times.lock().unwrap();
-                    times.push(Instant::now());
-                    times.len() == 1
-                };
-                let told = Arc::clone(&told);
-                tokio::spawn(async move {
-                    if first {
-                        told.notified().await;
-                    } else {
-                        tokio::time::sleep(after).await;
-                    }
-                    let _ = stream.write_all(&disconnect_frame(reason)).await;
-                    let _ = stream.shutdown().await;
-                    drain(&mut stream).await;
-                });
-            }
-        });
-        Self {
-            address,
-            refuse,
-            accepted,
-        }
-    }
-
-    fn accepted(&self) -> Vec<Instant> {
-        self.accepted.lock().unwrap().clone()
-    }
-}
-
-/// On the code before the fix, each connection that was installed started
-/// the attempts again at 1: about ten connections a second, forever.
-#[tokio::test]
-async fn a_server_that_refuses_every_connection_is_not_hammered() {
-    let server = RefusingServer::start(DisconnectReason::TooManyConnections, Duration::ZERO).await;
-    let config = ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            max_attempts: None,
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(server.address, config)
-        .await
-        .unwrap();
-    let started = Instant::now();
-    server.refuse.notify_one();
-    // Real time must pass: the window over which connections are counted.
-    let window = Duration::from_secs(6);
-    tokio::time::sleep(window).await;
-    let times: Vec<_> = server
-        .accepted()
-        .into_iter()
-        .filter(|time| *time >= started && *time <= started + window)
-        .collect();
-    // After TOO_MANY_CONNECTIONS each attempt waits at least busy_delay
-    // (1 s): at most 6 in 6 s. The old code made about 60.
-    assert!(
-        (2..=6).contains(&times.len()),
-        "{} connections in {window:?}",
-        times.len()
-    );
-    for pair in times.windows(2) {
-        let gap = pair[1] - pair[0];
-        assert!(gap >= Duration::from_secs(1), "{gap:?} between attempts");
-    }
-    assert!(matches!(
-        client.state(),
-        ConnectionState::Reconnecting { attempt } if attempt >= 2
-    ));
-}
-
-/// Without the floor and the jitter, the delays between connections that
-/// are refused at once grow as the policy says, and the attempts run out:
-/// installed connections that did not last do not start the count again.
-#[tokio::test]
-async fn delays_grow_across_connections_that_do_not_last() {
-    let server = RefusingServer::start(DisconnectReason::TooManyConnections, Duration::ZERO).await;
-    let policy = ReconnectPolicy {
-        initial_delay: Duration::from_millis(50),
-        max_delay: Duration::from_secs(2),
-        multiplier: 2.0,
-        jitter: 0.0,
-        max_attempts: Some(5),
-        healthy_after: Duration::from_secs(10),
-        busy_delay: Duration::ZERO,
-    };
-    let config = ClientConfig {
-        reconnect: Some(policy.clone()),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(server.address, config)
-        .await
-        .unwrap();
-    server.refuse.notify_one();
-    let state = wait_for_state(&client, Duration::from_secs(10), ConnectionState::is_closed).await;
-    match state {
-        ConnectionState::Closed(CloseReason::ReconnectFailed { attempts, .. }) => {
-            assert_eq!(attempts, 5)
-        }
-        other => panic!("expected the attempts to run out, got {other:?}"),
-    }
-    let times = server.accepted();
-    assert_eq!(times.len(), 6, "the first connection and 5 attempts");
-    // Attempt n waited 50 ms * 2^(n-1) before connecting.
-    for (n, pair) in (1..).zip(times[1..].windows(2)) {
-        let gap = pair[1] - pair[0];
-        let (shortest, _) = policy.delay_range(n + 1, false);
-        assert!(gap >= shortest, "attempt {}: {gap:?} < {shortest:?}", n + 1);
-    }
-}
-
-/// Connections that stay up for `healthy_after` start the count again:
-/// the client keeps coming back to a server that works for a while each
-/// time. With a `healthy_after` they do not reach, the same server makes
-/// the client give up after `max_attempts`.
-#[tokio::test]
-async fn only_a_connection_that_stayed_up_starts_the_count_again() {
-    for (healthy_after, gives_up) in [
-        (Duration::from_millis(100), false),
-        (Duration::from_secs(30), true),
-    ] {
-        // Every connection is told IDLE_TIMEOUT after 400 ms.
-        let server =
-            RefusingServer::start(DisconnectReason::IdleTimeout, Duration::from_millis(400)).await;
-        let config = ClientConfig {
-            reconnect: Some(ReconnectPolicy {
-                initial_delay: Duration::from_millis(20),
-                multiplier: 1.0,
-                jitter: 0.0,
-                max_attempts: Some(2),
-                healthy_after,
-                ..ReconnectPolicy::default()
-            }),
-            ..ClientConfig::default()
-        };
-        let client = Client::connect_tcp_with(server.address, config)
-            .await
-            .unwrap();
-        server.refuse.notify_one();
-        if gives_up {
-            let state =
-                wait_for_state(&client, Duration::from_secs(10), ConnectionState::is_closed).await;
-            assert!(
-                matches!(
-                    state,
-                    ConnectionState::Closed(CloseReason::ReconnectFailed { attempts: 2, .. })
-                ),
-                "{state:?}"
-            );
-            assert_eq!(server.accepted().len(), 3);
-        } else {
-            // Five connections in a row, each lost after 400 ms.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while server.accepted().len() < 6 {
-                assert!(Instant::now() < deadline, "{:?}", client.state());
-                assert!(!client.state().is_closed(), "{:?}", client.state());
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
     }
 }
 

@@ -10,12 +10,14 @@ use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 
 use crate::config::ClientConfig;
+use crate::endpoint::Endpoint;
 use crate::error::{ClientError, CloseReason};
 use crate::push::{Subscription, SubscriptionGuard};
 use crate::secure::Seal;
 use crate::shared::Shared;
 use crate::state::ConnectionState;
-use crate::supervisor::{Endpoint, supervise};
+use crate::stream::Connector;
+use crate::supervisor::supervise;
 use crate::tasks::TaskSet;
 use crate::ws;
 
@@ -23,8 +25,8 @@ use crate::ws;
 /// WebSocket, for the server's Close frame).
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
-/// A connection to a Ternio server, over TCP or WebSocket: the same API for
-/// both. Cheap to clone; every clone shares the connection, which closes
+/// A connection to a Ternio server, over TCP, WebSocket or any byte stream
+/// ([`connect_stream`](Self::connect_stream)): the same API for all. Cheap to clone; every clone shares the connection, which closes
 /// when the last clone is dropped or on [`close`](Self::close).
 ///
 /// With [`ClientConfig::reconnect`] set, a lost connection is re-established
@@ -101,6 +103,62 @@ impl Client {
         // A bad URL is reported as such, not as a failed connection.
         ws::request_for(url)?;
         Self::connect(Endpoint::Ws(url.to_owned()), config).await
+    }
+
+    /// Connects over a byte stream that `connector` opens, with the default
+    /// [`ClientConfig`]. See [`connect_stream_with`](Self::connect_stream_with).
+    pub async fn connect_stream(connector: impl Connector) -> Result<Self, ClientError> {
+        Self::connect_stream_with(connector, ClientConfig::default()).await
+    }
+
+    /// Connects over a byte stream that `connector` opens (any
+    /// `AsyncRead + AsyncWrite + Send + Unpin + 'static`: a Unix socket, a
+    /// TLS stream, an in-memory pipe), with `config`.
+    ///
+    /// Frames travel as over TCP, each behind its length (contract section
+    /// 1.1); whatever the stream does underneath (encryption, tunnelling)
+    /// is its own business. Everything else is as over TCP: requests,
+    /// pushes, secure sessions, the keepalive. `connector` is called for
+    /// the first connection and again for every reconnection (with
+    /// [`ClientConfig::reconnect`]), each call bounded by
+    /// [`ClientConfig::connect_timeout`]; its error fails the connection
+    /// (or the attempt) with [`ClientError::Connect`]. When the link ends,
+    /// the client drops the stream (after shutting its writing down, on
+    /// [`close`](Self::close)).
+    ///
+    /// For plain TCP, [`connect_tcp_with`](Self::connect_tcp_with) reads
+    /// and writes the socket directly; this is for the other streams. Any
+    /// closure that returns a future of `io::Result<stream>` is a
+    /// [`Connector`]:
+    ///
+    /// ```no_run
+    /// use std::net::SocketAddr;
+    ///
+    /// use ternio_client::{Client, ClientConfig, ReconnectPolicy};
+    /// use tokio::net::TcpSocket;
+    ///
+    /// # async fn run() -> Result<(), ternio_client::ClientError> {
+    /// let server: SocketAddr = "10.0.0.7:7001".parse().unwrap();
+    /// let local: SocketAddr = "10.0.0.2:0".parse().unwrap();
+    /// // Every connection, the first and each reconnection, leaves from `local`.
+    /// let connector = move || async move {
+    ///     let socket = TcpSocket::new_v4()?;
+    ///     socket.bind(local)?;
+    ///     socket.connect(server).await
+    /// };
+    /// let config = ClientConfig {
+    ///     reconnect: Some(ReconnectPolicy::default()),
+    ///     ..ClientConfig::default()
+    /// };
+    /// let client = Client::connect_stream_with(connector, config).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_stream_with(
+        connector: impl Connector,
+        config: ClientConfig,
+    ) -> Result<Self, ClientError> {
+        Self::connect(Endpoint::Stream(Box::new(connector)), config).await
     }
 
     async fn connect(endpoint: Endpoint, config: ClientConfig) -> Result<Self, ClientError> {

@@ -1,7 +1,8 @@
 //! The Ternio client SDK.
 //!
-//! Connect over TCP or WebSocket, then call the server's handlers with
-//! typed requests:
+//! Connect over TCP or WebSocket (or any byte stream a [`Connector`] opens:
+//! [`Client::connect_stream`]), then call the server's handlers with typed
+//! requests:
 //!
 //! ```no_run
 //! use ternio_client::{Bytes, Client, Packet};
@@ -136,17 +137,26 @@
 
 mod client;
 mod config;
+mod endpoint;
 mod error;
+mod events;
+mod handshake;
+mod inbound;
 mod keepalive;
 mod link;
+mod links;
+mod outbound;
 mod push;
 mod reconnect;
 mod requests;
 mod secure;
+mod send;
 mod shared;
 mod socket;
 mod state;
+mod stream;
 mod supervisor;
+mod sync;
 mod tasks;
 mod tcp;
 mod ws;
@@ -162,3 +172,4 @@ pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
 pub use state::ConnectionState;
+pub use stream::Connector;

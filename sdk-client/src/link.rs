@@ -2,46 +2,41 @@
 //! on it, how it is shut, and why it ended.
 //!
 //! A [`Link`] knows nothing of requests: the transport-independent side
-//! ([`Shared`](crate::shared::Shared)) registers them, and each transport's
-//! reader task hands it the frames that arrive.
+//! registers them, and each transport's reader task hands it the frames
+//! that arrive (through the `LinkEvents` of the `events` module).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
-use ternio_protocol::secure::{Initiator, RekeyPolicy, SecureChannel};
-use ternio_protocol::{Encode, FrameError};
+use ternio_protocol::secure::{Initiator, RekeyPolicy, Sealer, SecureChannel};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{ClientError, CloseReason};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
-use crate::shared::lock;
-use crate::socket::{Mode, SocketOut};
+use crate::send::{Mode, SendError};
+use crate::socket::SocketOut;
+use crate::stream::StreamOut;
+use crate::sync::lock;
 use crate::ws::WsOut;
-
-/// Why a frame did not go out.
-pub(crate) enum SendError {
-    /// It does not fit in one frame; nothing was sent.
-    TooLarge(FrameError),
-    /// The link is lost already (for [`Link::lost_reason`]).
-    Gone,
-    /// Writing failed, or the frame would have taken the outbound buffer
-    /// past its bound: the link must be declared lost for this reason.
-    Lost(CloseReason),
-    /// Sealing was asked for and the link has no secure session.
-    NotSecure,
-    /// A handshake waits for its answer: nothing else goes out meanwhile.
-    Handshaking,
-}
 
 /// The sending half of a link, per transport.
 pub(crate) enum Out {
     /// Length-prefixed frames on a TCP stream.
-    Tcp(std::sync::Arc<SocketOut>),
+    Tcp(Arc<SocketOut>),
     /// One binary WebSocket message per frame.
     Ws(WsOut),
+    /// Length-prefixed frames on any other stream.
+    Stream(Arc<StreamOut>),
+}
+
+/// Where a link's frames are encoded and written.
+enum Sender<'a> {
+    Socket(&'a SocketOut),
+    Stream(&'a StreamOut),
 }
 
 /// One connection.
@@ -88,7 +83,7 @@ impl Link {
         max_frame_size: usize,
         require_seal: bool,
     ) -> Result<(), SendError> {
-        let mode = Mode::Session {
+        let mode = Mode::Sealable {
             required: require_seal,
         };
         self.send_as(mode, header, body, max_frame_size)
@@ -108,13 +103,19 @@ impl Link {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        self.socket().send_as(mode, header, body, max_frame_size)
+        match self.sender() {
+            Sender::Socket(out) => out.send_as(mode, header, body, max_frame_size),
+            Sender::Stream(out) => out.send_as(mode, header, body, max_frame_size),
+        }
     }
 
     /// How many reads brought bytes from the server on this link: when it
     /// changes, the server sent something.
     pub(crate) fn reads(&self) -> u64 {
-        self.socket().reads()
+        match self.sender() {
+            Sender::Socket(out) => out.reads(),
+            Sender::Stream(out) => out.reads(),
+        }
     }
 
     /// Whether a handshake waits for its answer on this link.
@@ -190,14 +191,14 @@ impl Link {
         sealer.set_rekey_policy(rekey);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
-        self.socket().end_handshake(Some(sealer));
+        self.end_handshake(Some(sealer));
         self.handshaking.send_replace(false);
     }
 
     /// Ends the wait for a handshake that failed: frames go out plain again
     /// (requests that need a session fail with `NotSecure`).
     pub(crate) fn fail_handshake(&self) {
-        self.socket().end_handshake(None);
+        self.end_handshake(None);
         self.handshaking.send_replace(false);
     }
 
@@ -225,6 +226,12 @@ impl Link {
         self.lost.get()
     }
 
+    /// Why the link ended, for a caller that saw it go: [`CloseReason::Local`]
+    /// when no reason was recorded.
+    pub(crate) fn end_reason(&self) -> CloseReason {
+        self.lost.get().cloned().unwrap_or(CloseReason::Local)
+    }
+
     /// Stops the link's traffic: a TCP socket is shut down at once; a
     /// WebSocket takes no more frames, and its reader closes the socket once
     /// the close handshake is over (or its time is up).
@@ -232,24 +239,35 @@ impl Link {
         match &self.out {
             Out::Tcp(out) => out.shutdown(),
             Out::Ws(out) => out.socket().stop(),
+            Out::Stream(out) => out.shutdown(),
         }
     }
 
-    fn socket(&self) -> &SocketOut {
+    fn sender(&self) -> Sender<'_> {
         match &self.out {
-            Out::Tcp(out) => out,
-            Out::Ws(out) => out.socket(),
+            Out::Tcp(out) => Sender::Socket(out),
+            Out::Ws(out) => Sender::Socket(out.socket()),
+            Out::Stream(out) => Sender::Stream(out),
+        }
+    }
+
+    fn end_handshake(&self, sealer: Option<Sealer>) {
+        match self.sender() {
+            Sender::Socket(out) => out.end_handshake(sealer),
+            Sender::Stream(out) => out.end_handshake(sealer),
         }
     }
 
     /// The transport's part of an intentional close, after `DISCONNECT` was
-    /// queued: TCP writes what is queued; WebSocket also sends its Close
-    /// frame and waits for the server's. The caller bounds the wait.
+    /// queued: TCP writes what is queued; another stream also shuts its
+    /// writing down; WebSocket sends its Close frame and waits for the
+    /// server's. The caller bounds the wait.
     pub(crate) async fn close_gracefully(&self) {
         match &self.out {
             Out::Tcp(out) => {
                 let _ = out.flush().await;
             }
+            Out::Stream(out) => out.close_gracefully().await,
             Out::Ws(out) => {
                 if out.send_close_normal() {
                     self.wait_reader_done().await;

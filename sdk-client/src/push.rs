@@ -20,7 +20,7 @@ use futures_util::Stream;
 use ternio_protocol::Packet;
 use tokio::sync::mpsc;
 
-use crate::shared::lock;
+use crate::sync::lock;
 
 /// One subscriber's way of taking a push's body.
 trait Sink: Send + Sync {

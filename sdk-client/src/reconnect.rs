@@ -2,11 +2,16 @@
 //! delays between attempts (exponential backoff with full jitter, a floor
 //! when the server says it is full or going away, and a count of attempts
 //! that starts again only after a connection stayed up).
+//!
+//! One run of attempts is a state machine, [`Retry`], driven by the time
+//! passed in: the supervisor task owns the one sleep, until
+//! [`Retry::next_deadline`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ternio_protocol::DisconnectReason;
+use tokio::time::Instant;
 
 use crate::error::CloseReason;
 
@@ -245,6 +250,76 @@ impl Backoff {
     }
 }
 
+/// One run of reconnect attempts after a lost link: which attempt comes
+/// next, when, and why the last one failed; or that the attempts ran out.
+pub(crate) struct Retry {
+    backoff: Backoff,
+    /// The attempt scheduled next (or under way).
+    attempt: u32,
+    /// The server said it is full or going away: the next delay has a floor.
+    busy: bool,
+    last_error: String,
+    /// When the scheduled attempt may start.
+    due: Option<Instant>,
+}
+
+impl Retry {
+    /// Attempts under `policy` after a link lost for `lost`, from attempt
+    /// `attempt` (which the loss chose: see
+    /// [`healthy_after`](ReconnectPolicy::healthy_after)).
+    pub(crate) fn new(policy: ReconnectPolicy, attempt: u32, lost: &CloseReason) -> Self {
+        Self {
+            backoff: Backoff::new(policy),
+            attempt,
+            busy: is_busy(lost),
+            last_error: format!("the connection was lost: {lost}"),
+            due: None,
+        }
+    }
+
+    /// Schedules the next attempt at `now` plus its delay, and returns its
+    /// number; or, when the attempts ran out, the reason to close with
+    /// ([`CloseReason::ReconnectFailed`]).
+    pub(crate) fn schedule(&mut self, now: Instant) -> Result<u32, CloseReason> {
+        let attempt = self.attempt;
+        if (self.backoff.policy().max_attempts).is_some_and(|max| attempt > max) {
+            return Err(CloseReason::ReconnectFailed {
+                attempts: attempt - 1,
+                last_error: self.last_error.clone(),
+            });
+        }
+        let delay = self.backoff.delay(attempt, self.busy);
+        self.busy = false;
+        self.due = Some(now.checked_add(delay).unwrap_or(now));
+        Ok(attempt)
+    }
+
+    /// When the scheduled attempt may start (`None` once it may).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// At `now`: the scheduled attempt's number once its delay is over
+    /// (it may start), `None` before.
+    pub(crate) fn on_timeout(&mut self, now: Instant) -> Option<u32> {
+        match self.due {
+            Some(due) if now < due => None,
+            _ => {
+                self.due = None;
+                Some(self.attempt)
+            }
+        }
+    }
+
+    /// The attempt under way failed with `error`; `busy` when the server
+    /// said it is full or going away (the next delay then has a floor).
+    pub(crate) fn failed(&mut self, error: String, busy: bool) {
+        self.last_error = error;
+        self.busy = busy;
+        self.attempt = self.attempt.saturating_add(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ternio_protocol::system::Disconnect;
@@ -335,6 +410,53 @@ mod tests {
         assert!(is_busy(&by(DisconnectReason::Shutdown)));
         assert!(!is_busy(&by(DisconnectReason::IdleTimeout)));
         assert!(!is_busy(&CloseReason::PeerClosed));
+    }
+
+    #[test]
+    fn a_retry_waits_each_delay_and_gives_up_after_the_last_attempt() {
+        let policy = ReconnectPolicy {
+            jitter: 0.0,
+            max_attempts: Some(3),
+            ..ReconnectPolicy::default()
+        };
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let mut retry = Retry::new(policy, 2, &CloseReason::PeerClosed);
+        assert_eq!(retry.schedule(start), Ok(2));
+        assert_eq!(retry.next_deadline(), Some(start + ms(200)));
+        assert_eq!(retry.on_timeout(start + ms(199)), None);
+        assert_eq!(retry.on_timeout(start + ms(200)), Some(2));
+        assert_eq!(retry.next_deadline(), None);
+
+        let busy = true;
+        retry.failed("refused".to_owned(), busy);
+        let now = start + ms(300);
+        assert_eq!(retry.schedule(now), Ok(3));
+        // The busy floor (1 s), then a base of at least the floor.
+        assert_eq!(retry.next_deadline(), Some(now + ms(2000)));
+        assert_eq!(retry.on_timeout(now + ms(2000)), Some(3));
+
+        retry.failed("refused again".to_owned(), false);
+        assert_eq!(
+            retry.schedule(now),
+            Err(CloseReason::ReconnectFailed {
+                attempts: 3,
+                last_error: "refused again".to_owned(),
+            })
+        );
+    }
+
+    #[test]
+    fn the_first_delay_after_a_busy_server_has_the_floor() {
+        let by = |reason| CloseReason::Disconnected(Disconnect::new(reason, ""));
+        let start = Instant::now();
+        let policy = ReconnectPolicy {
+            jitter: 0.0,
+            ..ReconnectPolicy::default()
+        };
+        let mut retry = Retry::new(policy, 1, &by(DisconnectReason::Shutdown));
+        assert_eq!(retry.schedule(start), Ok(1));
+        assert_eq!(retry.next_deadline(), Some(start + Duration::from_secs(2)));
     }
 
     #[test]

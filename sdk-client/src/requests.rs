@@ -1,16 +1,17 @@
-//! The requests waiting for an answer: one slot per request id, holding the
-//! waiting task's waker and then the request's outcome, and the deadlines
-//! of them all, which one task ([`Shared::expire_requests`]) watches with
-//! one timer instead of one timer per request.
+//! The requests waiting for an answer: their ids, one slot per id holding
+//! the waiting task's waker and then the request's outcome, and the
+//! deadlines of them all. One task watches the deadlines with one timer
+//! instead of one timer per request: it sleeps until
+//! [`Requests::next_deadline`] and then calls [`Requests::on_timeout`] with
+//! the time, so the expiry is tested with time passed in.
 //!
 //! Every method runs with the client's connection state locked; wakers are
 //! handed back to be woken after the lock is released.
-//!
-//! [`Shared::expire_requests`]: crate::shared::Shared::expire_requests
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use ternio_protocol::Frame;
 use tokio::time::Instant;
@@ -59,16 +60,38 @@ pub(crate) struct Requests {
     slots: HashMap<u32, Slot, BuildHasherDefault<IdHasher>>,
     /// When the expiry task wakes next (`None`: when told to).
     wake_at: Option<Instant>,
+    /// The next request id to try.
+    next_id: u32,
+}
+
+/// `timeout` after `now`; a timeout too long to add counts as about thirty
+/// years.
+pub(crate) fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
 }
 
 impl Requests {
+    /// An id that no waiting request uses (0 means "no reply": never).
+    pub(crate) fn free_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = id.wrapping_add(1);
+            // An id still waiting since the last wrap is skipped.
+            if id != 0 && !self.slots.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     /// How many requests hold a slot.
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
     /// Whether request id `id` holds a slot.
-    pub(crate) fn contains(&self, id: u32) -> bool {
+    #[cfg(test)]
+    fn contains(&self, id: u32) -> bool {
         self.slots.contains_key(&id)
     }
 
@@ -138,10 +161,16 @@ impl Requests {
             .collect()
     }
 
-    /// Times out the waiting requests whose deadline is `now` or earlier.
-    /// Returns their wakers and the next deadline, which the expiry task
-    /// then sleeps until.
-    pub(crate) fn expire(&mut self, now: Instant) -> (Vec<Waker>, Option<Instant>) {
+    /// When the expiry task must call [`on_timeout`](Self::on_timeout)
+    /// next: the earliest deadline it knows of (`None`: none waits).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.wake_at
+    }
+
+    /// Times out the waiting requests whose deadline is `now` or earlier,
+    /// returns their wakers, and moves [`next_deadline`](Self::next_deadline)
+    /// to the earliest deadline left.
+    pub(crate) fn on_timeout(&mut self, now: Instant) -> Vec<Waker> {
         let mut wakers = Vec::new();
         let mut next: Option<Instant> = None;
         for slot in self.slots.values_mut() {
@@ -155,7 +184,7 @@ impl Requests {
             }
         }
         self.wake_at = next;
-        (wakers, next)
+        wakers
     }
 }
 
@@ -201,7 +230,6 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
-    use std::time::Duration;
 
     use super::*;
 
@@ -275,11 +303,25 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         assert!(requests.poll(1, &mut cx).is_pending());
 
-        let (wakers, next) = requests.expire(start + Duration::from_secs(1));
+        assert_eq!(
+            requests.next_deadline(),
+            Some(start + Duration::from_millis(500))
+        );
+        // Called early, it times nothing out.
+        assert!(requests.on_timeout(start).is_empty());
+        assert_eq!(
+            requests.next_deadline(),
+            Some(start + Duration::from_millis(500))
+        );
+
+        let wakers = requests.on_timeout(start + Duration::from_secs(1));
         assert_eq!(wakers.len(), 1, "request 1 had polled, request 3 had not");
         wakers.into_iter().for_each(Waker::wake);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert_eq!(next, Some(start + Duration::from_secs(5)));
+        assert_eq!(
+            requests.next_deadline(),
+            Some(start + Duration::from_secs(5))
+        );
         assert!(matches!(
             requests.poll(1, &mut cx),
             Poll::Ready(Err(Failure::TimedOut))
@@ -290,6 +332,20 @@ mod tests {
         ));
         assert_eq!(requests.len(), 1);
         assert!(requests.contains(2));
+    }
+
+    #[test]
+    fn ids_skip_zero_and_the_ids_still_waiting() {
+        let mut requests = Requests::default();
+        let deadline = Instant::now();
+        assert_eq!(requests.free_id(), 1);
+        requests.insert(2, false, deadline);
+        assert_eq!(requests.free_id(), 3);
+        requests.next_id = u32::MAX;
+        requests.insert(1, false, deadline);
+        assert_eq!(requests.free_id(), u32::MAX);
+        // Past the wrap: not 0, not 1 nor 2 (waiting).
+        assert_eq!(requests.free_id(), 3);
     }
 
     #[test]

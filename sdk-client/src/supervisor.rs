@@ -1,43 +1,19 @@
 //! The supervisor task: one per client. It waits for the current link to be
 //! lost, retires that link's tasks, and (when a reconnect policy allows)
-//! opens new links until one is installed or the attempts run out.
+//! opens new links until one is installed or the attempts run out. The
+//! delays between attempts are [`Retry`]'s; this task owns their one sleep.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
+use crate::endpoint::{Endpoint, Opened};
 use crate::error::{ClientError, CloseReason};
 use crate::link::{Link, RETIRE_GRACE};
-use crate::reconnect::{Backoff, is_busy};
+use crate::reconnect::{Retry, is_busy};
 use crate::shared::Shared;
 use crate::state::ConnectionState;
-use crate::tasks::TaskSet;
-use crate::{tcp, ws};
-
-/// Where the client connects, kept for reconnecting.
-pub(crate) enum Endpoint {
-    /// The addresses a TCP address resolved to when the client first connected.
-    Tcp(Vec<SocketAddr>),
-    /// A `ws://` URL.
-    Ws(String),
-}
-
-/// A link just opened, with its reader and writer tasks.
-pub(crate) struct Opened {
-    pub(crate) link: Arc<Link>,
-    pub(crate) tasks: TaskSet,
-}
-
-impl Endpoint {
-    /// Opens a new link. The caller bounds the time it takes.
-    pub(crate) async fn open(&self, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
-        match self {
-            Self::Tcp(addresses) => tcp::open(addresses, shared).await,
-            Self::Ws(url) => ws::open(url, shared).await,
-        }
-    }
-}
 
 /// Supervises the client's links, starting with the installed one, until
 /// the client closes for good.
@@ -53,7 +29,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, installed
             Err(_) => return,
         };
         tasks.retire(RETIRE_GRACE);
-        // The loss chose the attempt to start with (see `Shared::lose`).
+        // The loss chose the attempt to start with (see `Links::lose`).
         let ConnectionState::Reconnecting { attempt } = state else {
             return;
         };
@@ -68,6 +44,16 @@ pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, installed
     }
 }
 
+/// How one attempt ended.
+enum Attempted {
+    /// Its link is installed.
+    Installed(Opened),
+    /// The client was closed meanwhile.
+    Closed,
+    /// It failed: why, and whether the server said it is full or going away.
+    Failed { error: String, busy: bool },
+}
+
 /// Runs attempts under the policy, from attempt `attempt`, until a new link
 /// is installed (and returned), the client is closed, or the attempts run
 /// out (the client is then closed with [`CloseReason::ReconnectFailed`]).
@@ -76,87 +62,102 @@ async fn reconnect(
     shared: &Arc<Shared>,
     endpoint: &Endpoint,
     changes: &mut watch::Receiver<ConnectionState>,
-    mut attempt: u32,
+    attempt: u32,
     lost: &CloseReason,
 ) -> Option<Opened> {
     // The state only becomes Reconnecting when a policy is set.
-    let mut backoff = Backoff::new(shared.config().reconnect.clone()?);
-    let mut last_error = format!("the connection was lost: {lost}");
-    // The server said it is full or going away: the next delay has a floor.
-    let mut busy = is_busy(lost);
+    let mut retry = Retry::new(shared.config().reconnect.clone()?, attempt, lost);
     loop {
-        if backoff
-            .policy()
-            .max_attempts
-            .is_some_and(|max| attempt > max)
-        {
-            shared.give_up(CloseReason::ReconnectFailed {
-                attempts: attempt - 1,
-                last_error,
-            });
-            return None;
-        }
+        let attempt = match retry.schedule(Instant::now()) {
+            Ok(attempt) => attempt,
+            Err(reason) => {
+                shared.give_up(reason);
+                return None;
+            }
+        };
         if !shared.set_attempt(attempt) {
             return None;
         }
-        let delay = backoff.delay(attempt, busy);
-        busy = false;
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            _ = changes.wait_for(ConnectionState::is_closed) => return None,
-        }
-        let timeout = shared.config().connect_timeout;
-        // A close while connecting stops the attempt (and drops its tasks).
-        let opened = tokio::select! {
-            opened = tokio::time::timeout(timeout, endpoint.open(shared)) => match opened {
-                Ok(opened) => opened,
-                Err(_) => Err(ClientError::Timeout(timeout)),
-            },
-            _ = changes.wait_for(ConnectionState::is_closed) => return None,
-        };
-        let opened = match opened {
-            Ok(opened) => opened,
-            Err(error) => {
-                // A WebSocket upgrade refused with 503 is the server's
-                // connection limits: as busy as `TOO_MANY_CONNECTIONS`.
-                busy = matches!(error, ClientError::UpgradeRefused(503));
-                last_error = error.to_string();
-                tracing::debug!(attempt, error = %last_error, "reconnect attempt failed");
-                attempt = attempt.saturating_add(1);
-                continue;
+        // The one sleep: until the attempt may start.
+        while retry.on_timeout(Instant::now()).is_none() {
+            let Some(due) = retry.next_deadline() else {
+                break;
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                _ = changes.wait_for(ConnectionState::is_closed) => return None,
             }
-        };
-        // A close while the session is set up stops the attempt too.
-        let resumed = tokio::select! {
-            resumed = resume_session(shared, &opened.link) => resumed,
-            _ = changes.wait_for(ConnectionState::is_closed) => return None,
-        };
-        match resumed {
-            Ok(()) if shared.install(&opened.link, attempt) => {
+        }
+        match attempt_once(shared, endpoint, changes, attempt).await {
+            Attempted::Installed(opened) => {
                 tracing::debug!(attempt, "client reconnected");
                 return Some(opened);
             }
-            Ok(()) => {
-                opened.link.shutdown();
-                if shared.state().is_closed() {
-                    return None;
-                }
-                last_error = match opened.link.lost_reason() {
-                    Some(reason) => {
-                        busy = is_busy(reason);
-                        format!("the new connection ended at once: {reason}")
-                    }
-                    None => "the new connection ended at once".to_owned(),
-                };
-            }
-            Err(error) => {
-                opened.link.shutdown();
-                busy = opened.link.lost_reason().is_some_and(is_busy);
-                last_error = error.to_string();
+            Attempted::Closed => return None,
+            Attempted::Failed { error, busy } => {
+                tracing::debug!(attempt, %error, "reconnect attempt failed");
+                retry.failed(error, busy);
             }
         }
-        tracing::debug!(attempt, error = %last_error, "reconnect attempt failed");
-        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// Runs attempt `attempt`: opens a link (within the connect timeout), sets
+/// up the secure channel on it if the client has one, and installs it.
+/// Stops when the client is closed meanwhile (dropping the attempt's tasks).
+async fn attempt_once(
+    shared: &Arc<Shared>,
+    endpoint: &Endpoint,
+    changes: &mut watch::Receiver<ConnectionState>,
+    attempt: u32,
+) -> Attempted {
+    let timeout = shared.config().connect_timeout;
+    let opened = tokio::select! {
+        opened = tokio::time::timeout(timeout, endpoint.open(shared)) => match opened {
+            Ok(opened) => opened,
+            Err(_) => Err(ClientError::Timeout(timeout)),
+        },
+        _ = changes.wait_for(ConnectionState::is_closed) => return Attempted::Closed,
+    };
+    let opened = match opened {
+        Ok(opened) => opened,
+        // A WebSocket upgrade refused with 503 is the server's connection
+        // limits: as busy as `TOO_MANY_CONNECTIONS`.
+        Err(error) => {
+            let busy = matches!(error, ClientError::UpgradeRefused(503));
+            let error = error.to_string();
+            return Attempted::Failed { error, busy };
+        }
+    };
+    let resumed = tokio::select! {
+        resumed = resume_secure_channel(shared, &opened.link) => resumed,
+        _ = changes.wait_for(ConnectionState::is_closed) => return Attempted::Closed,
+    };
+    match resumed {
+        Ok(()) if shared.install(&opened.link, attempt) => Attempted::Installed(opened),
+        Ok(()) => {
+            opened.link.shutdown();
+            if shared.state().is_closed() {
+                return Attempted::Closed;
+            }
+            match opened.link.lost_reason() {
+                Some(reason) => Attempted::Failed {
+                    error: format!("the new connection ended at once: {reason}"),
+                    busy: is_busy(reason),
+                },
+                None => Attempted::Failed {
+                    error: "the new connection ended at once".to_owned(),
+                    busy: false,
+                },
+            }
+        }
+        Err(error) => {
+            opened.link.shutdown();
+            Attempted::Failed {
+                error: error.to_string(),
+                busy: opened.link.lost_reason().is_some_and(is_busy),
+            }
+        }
     }
 }
 
@@ -166,14 +167,15 @@ async fn reconnect(
 ///
 /// A client whose session was secure (by [`ClientConfig::secure`] or a
 /// completed [`Client::handshake`]) runs the same handshake again here
-/// (same pattern, same pinned key): the new connection has no session, and
-/// the server would reject sealed frames on it (`DECRYPT_FAILED`); the new
-/// session has fresh keys, and both directions' counters start at 0. The
-/// link's reader processes the answer, as it would on an installed link. An
-/// error here (the server's key changed, say) counts as a failed attempt.
+/// (same pattern, same pinned key): the new connection has no secure
+/// channel, and the server would reject sealed frames on it
+/// (`DECRYPT_FAILED`); the new channel has fresh keys, and both directions'
+/// counters start at 0. The link's reader processes the answer, as it would
+/// on an installed link. An error here (the server's key changed, say)
+/// counts as a failed attempt.
 ///
 /// [`ClientConfig::secure`]: crate::ClientConfig::secure
 /// [`Client::handshake`]: crate::Client::handshake
-async fn resume_session(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
+async fn resume_secure_channel(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
     shared.secure_new_link(link).await
 }

@@ -1,7 +1,7 @@
 //! The TCP transport (contract section 1.1): length-prefixed frames.
 //!
 //! Frames go out through [`SocketOut`]; the reader task hands every frame
-//! to [`Shared::on_frame`].
+//! to the connection through [`LinkEvents`].
 
 use std::future::poll_fn;
 use std::io;
@@ -14,54 +14,37 @@ use ternio_protocol::frame::FrameDecoder;
 use tokio::net::TcpStream;
 
 use crate::error::{ClientError, CloseReason};
-use crate::keepalive;
-use crate::link::{Link, Out};
-use crate::shared::Shared;
-use crate::socket::{SocketOut, Wire, io_reason, read_draining, write_loop};
-use crate::supervisor::Opened;
-use crate::tasks::TaskSet;
+use crate::events::LinkEvents;
+use crate::outbound::Wire;
+use crate::socket::{SocketOut, io_reason, read_draining};
 
-/// Connects to the first of `addresses` that answers and starts the link's
-/// reader and writer tasks. The caller bounds the time it takes.
-pub(crate) async fn open(
+/// Connects to the first of `addresses` that answers; the socket's
+/// outbound buffer holds at most `limit` bytes. The caller bounds the time
+/// it takes.
+pub(crate) async fn connect(
     addresses: &[SocketAddr],
-    shared: &Arc<Shared>,
-) -> Result<Opened, ClientError> {
+    limit: usize,
+) -> Result<Arc<SocketOut>, ClientError> {
     let stream = TcpStream::connect(addresses)
         .await
         .map_err(ClientError::Connect)?;
     stream.set_nodelay(true).map_err(ClientError::Connect)?;
-    let limit = shared.config().outbound_limit();
-    let out = Arc::new(SocketOut::new(stream, Wire::Tcp, limit));
-    let link = Arc::new(Link::new(Out::Tcp(Arc::clone(&out))));
-    let mut tasks = vec![
-        tokio::spawn(read_loop(
-            Arc::clone(shared),
-            Arc::clone(&link),
-            Arc::clone(&out),
-        )),
-        tokio::spawn(write_loop(
-            Arc::clone(shared),
-            Arc::clone(&link),
-            Arc::clone(&out),
-        )),
-    ];
-    tasks.extend(keepalive::spawn(shared, &link));
-    Ok(Opened {
-        link,
-        tasks: TaskSet::new(tasks),
-    })
+    Ok(Arc::new(SocketOut::new(stream, Wire::Tcp, limit)))
 }
 
-/// The reader task: hands frames to [`Shared::on_frame`] until the link ends.
-async fn read_loop(shared: Arc<Shared>, link: Arc<Link>, out: Arc<SocketOut>) {
-    let reason = read_until_closed(&shared, &link, &out).await;
-    shared.lose(&link, reason);
-    link.set_reader_done();
+/// The reader task: hands frames to `events` until the link ends.
+pub(crate) async fn read_loop(events: impl LinkEvents, out: Arc<SocketOut>, max_frame_size: usize) {
+    let reason = read_until_closed(&events, &out, max_frame_size).await;
+    events.lost(reason);
+    events.reader_done();
 }
 
-async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -> CloseReason {
-    let mut decoder = FrameDecoder::new(shared.config().max_frame_size);
+async fn read_until_closed(
+    events: &impl LinkEvents,
+    out: &SocketOut,
+    max_frame_size: usize,
+) -> CloseReason {
+    let mut decoder = FrameDecoder::new(max_frame_size);
     let mut buf = BytesMut::new();
     // The buffer grows with the bytes that arrive, and is given back once
     // a large frame that grew it is out of it.
@@ -80,17 +63,29 @@ async fn read_until_closed(shared: &Shared, link: &Arc<Link>, out: &SocketOut) -
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
             Err(error) => return io_reason(&error),
         }
-        loop {
-            match decoder.decode_mut(&mut buf) {
-                Ok(Some((header, body))) => {
-                    if let Some(reason) = shared.on_frame_mut(link, header, body) {
-                        return reason;
-                    }
-                }
-                Ok(None) => break,
-                Err(error) => return CloseReason::Protocol(error.to_string()),
-            }
+        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
+            return reason;
         }
         read_size.give_back(&mut buf);
+    }
+}
+
+/// Hands every whole frame in `buf` to `events`; returns why to stop
+/// reading, if it must.
+pub(crate) fn hand_over_frames(
+    decoder: &mut FrameDecoder,
+    buf: &mut BytesMut,
+    events: &impl LinkEvents,
+) -> Option<CloseReason> {
+    loop {
+        match decoder.decode_mut(buf) {
+            Ok(Some((header, body))) => {
+                if let Some(reason) = events.on_frame_mut(header, body) {
+                    return Some(reason);
+                }
+            }
+            Ok(None) => return None,
+            Err(error) => return Some(CloseReason::Protocol(error.to_string())),
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! Callers encode each frame as one masked binary message and write it
 //! straight to the socket ([`SocketOut`]), as on TCP: no hop through a task.
 //! tungstenite runs the upgrade and reads: the reader task parses each binary
-//! message as a frame and hands it to [`Shared::on_frame`]. tungstenite's own
+//! message as a frame and hands it to [`LinkEvents::on_frame`]. tungstenite's own
 //! writes (the upgrade request, pongs, Close frames) go through the same
 //! outbound buffer, so they stay in order with the frames.
 //!
@@ -38,12 +38,10 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::error::{ClientError, CloseReason};
-use crate::keepalive;
-use crate::link::{Link, Out};
-use crate::shared::{Shared, lock};
-use crate::socket::{SocketOut, Wire, read_draining, write_loop};
-use crate::supervisor::Opened;
-use crate::tasks::TaskSet;
+use crate::events::LinkEvents;
+use crate::outbound::Wire;
+use crate::socket::{SocketOut, read_draining};
+use crate::sync::lock;
 
 /// How long a reader keeps reading after its link is lost, so that the
 /// close handshake completes.
@@ -85,9 +83,16 @@ pub(crate) fn request_for(
     Ok(request)
 }
 
-/// Connects to `url`, upgrades with subprotocol `ternio.v2`, and starts the
-/// link's reader and writer tasks. The caller bounds the time it takes.
-pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
+/// Connects to `url` and upgrades with subprotocol `ternio.v2`; the
+/// socket's outbound buffer holds at most `limit` bytes, and messages of up
+/// to `max_frame_size` are read. Returns the sending side of the link and
+/// its reader, to be run as the link's reader task. The caller bounds the
+/// time it takes.
+pub(crate) async fn connect(
+    url: &str,
+    limit: usize,
+    max_frame_size: usize,
+) -> Result<(WsOut, WsReader), ClientError> {
     let request = request_for(url)?;
     let host = request.uri().host().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -96,14 +101,12 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         .await
         .map_err(ClientError::Connect)?;
     stream.set_nodelay(true).map_err(ClientError::Connect)?;
-    let limit = shared.config().outbound_limit();
     let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket, limit));
-    let max = shared.config().max_frame_size;
     // tungstenite zero-fills its whole read buffer before every read: a
     // small one (larger messages grow it) saves a 128 KiB memset per message.
     let config = WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max))
+        .max_message_size(Some(max_frame_size))
+        .max_frame_size(Some(max_frame_size))
         .read_buffer_size(READ_CHUNK);
     let (ws, response) = tokio_tungstenite::client_async_with_config(
         request,
@@ -121,24 +124,16 @@ pub(crate) async fn open(url: &str, shared: &Arc<Shared>) -> Result<Opened, Clie
         }));
     }
     let (close, close_request) = oneshot::channel();
-    let link = Arc::new(Link::new(Out::Ws(WsOut {
-        socket: Arc::clone(&socket),
+    let out = WsOut {
+        socket,
         close: Mutex::new(Some(close)),
-    })));
-    let mut tasks = vec![
-        tokio::spawn(read_loop(
-            Arc::clone(shared),
-            Arc::clone(&link),
-            ws,
-            close_request,
-        )),
-        tokio::spawn(write_loop(Arc::clone(shared), Arc::clone(&link), socket)),
-    ];
-    tasks.extend(keepalive::spawn(shared, &link));
-    Ok(Opened {
-        link,
-        tasks: TaskSet::new(tasks),
-    })
+    };
+    let reader = WsReader {
+        ws,
+        close_request,
+        max_frame_size,
+    };
+    Ok((out, reader))
 }
 
 fn upgrade_error(error: WsError) -> ClientError {
@@ -167,7 +162,7 @@ fn ws_reason(error: WsError) -> CloseReason {
 
 impl WsOut {
     /// The socket frames are written to.
-    pub(crate) fn socket(&self) -> &SocketOut {
+    pub(crate) fn socket(&self) -> &Arc<SocketOut> {
         &self.socket
     }
 
@@ -266,29 +261,34 @@ impl Drop for WsSocket {
     }
 }
 
-/// The reader task: hands frames to [`Shared::on_frame`] until the link
-/// ends, then keeps reading briefly so that the close handshake completes.
-async fn read_loop(
-    shared: Arc<Shared>,
-    link: Arc<Link>,
+/// A link's reader, before its task runs: tungstenite's stream and the way
+/// [`WsOut::send_close_normal`] asks it to send a Close frame.
+pub(crate) struct WsReader {
     ws: Ws,
     close_request: oneshot::Receiver<CloseFrame>,
-) {
-    let reader = Reader {
-        ws,
-        renewal: Renewal::new(),
-        pinged: false,
-    };
-    let (reason, mut ws) = reader
-        .read_until_closed(&shared, &link, close_request)
+    max_frame_size: usize,
+}
+
+impl WsReader {
+    /// The reader task: hands frames to `events` until the link ends, then
+    /// keeps reading briefly so that the close handshake completes.
+    pub(crate) async fn run(self, events: impl LinkEvents) {
+        let reader = Reader {
+            ws: self.ws,
+            renewal: Renewal::new(),
+            pinged: false,
+        };
+        let (reason, mut ws) = reader
+            .read_until_closed(&events, self.max_frame_size, self.close_request)
+            .await;
+        events.lost(reason);
+        let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIME, async {
+            while let Some(Ok(_)) = ws.next().await {}
+        })
         .await;
-    shared.lose(&link, reason);
-    let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIME, async {
-        while let Some(Ok(_)) = ws.next().await {}
-    })
-    .await;
-    drop(ws);
-    link.set_reader_done();
+        drop(ws);
+        events.reader_done();
+    }
 }
 
 /// The reading side of a link: tungstenite's stream, and what tells
@@ -335,13 +335,12 @@ impl Reader {
     /// on while the close handshake completes).
     async fn read_until_closed(
         mut self,
-        shared: &Shared,
-        link: &Arc<Link>,
+        events: &impl LinkEvents,
+        max: usize,
         close_request: oneshot::Receiver<CloseFrame>,
     ) -> (CloseReason, Ws) {
-        let max = shared.config().max_frame_size;
         let mut close_request = Some(close_request);
-        // Where sealed bodies are opened (see `Shared::on_frame`).
+        // Where sealed bodies are opened (see `LinkEvents::on_frame`).
         let mut open_buf = BytesMut::new();
         let reason = loop {
             let message = match close_request.as_mut() {
@@ -369,7 +368,7 @@ impl Reader {
             self.note(&message);
             let refusal = match message {
                 Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                    Ok(frame) => match shared.on_frame(link, frame, &mut open_buf) {
+                    Ok(frame) => match events.on_frame(frame, &mut open_buf) {
                         // The server's own choice for this case (docs/PROTOCOL.md).
                         Some(reason @ CloseReason::DecryptFailed(_)) => {
                             (CloseCode::Policy, "decrypt failed", reason)

@@ -1,0 +1,75 @@
+//! Where the client connects, and how a new link is opened there: the
+//! transport connects, the [`Link`] is made around it, and its tasks start
+//! (reader, writer and keepalive), reporting to the client through
+//! [`Inbound`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::error::ClientError;
+use crate::inbound::Inbound;
+use crate::keepalive;
+use crate::link::{Link, Out};
+use crate::shared::Shared;
+use crate::socket;
+use crate::stream::{self, DynConnector};
+use crate::tasks::TaskSet;
+use crate::tcp;
+use crate::ws;
+
+/// Where the client connects, kept for reconnecting.
+pub(crate) enum Endpoint {
+    /// The addresses a TCP address resolved to when the client first connected.
+    Tcp(Vec<SocketAddr>),
+    /// A `ws://` URL.
+    Ws(String),
+    /// What opens a stream that carries length-prefixed frames.
+    Stream(Box<dyn DynConnector>),
+}
+
+/// A link just opened, with its reader, writer and keepalive tasks.
+pub(crate) struct Opened {
+    pub(crate) link: Arc<Link>,
+    pub(crate) tasks: TaskSet,
+}
+
+impl Endpoint {
+    /// Opens a new link. The caller bounds the time it takes.
+    pub(crate) async fn open(&self, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
+        let config = shared.config();
+        let (limit, max) = (config.outbound_limit(), config.max_frame_size);
+        let (link, mut tasks) = match self {
+            Self::Tcp(addresses) => {
+                let out = tcp::connect(addresses, limit).await?;
+                let link = Arc::new(Link::new(Out::Tcp(Arc::clone(&out))));
+                let inbound = Inbound::new(shared, &link);
+                let reader = tcp::read_loop(inbound.clone(), Arc::clone(&out), max);
+                let writer = socket::write_loop(inbound, out);
+                (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
+            }
+            Self::Ws(url) => {
+                let (out, reader) = ws::connect(url, limit, max).await?;
+                let socket = Arc::clone(out.socket());
+                let link = Arc::new(Link::new(Out::Ws(out)));
+                let inbound = Inbound::new(shared, &link);
+                let writer = socket::write_loop(inbound.clone(), socket);
+                let reader = reader.run(inbound);
+                (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
+            }
+            Self::Stream(connector) => {
+                let stream = connector.connect().await.map_err(ClientError::Connect)?;
+                let (out, read) = stream::open(stream, limit);
+                let link = Arc::new(Link::new(Out::Stream(Arc::clone(&out))));
+                let inbound = Inbound::new(shared, &link);
+                let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);
+                let writer = stream::write_loop(inbound, out);
+                (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
+            }
+        };
+        tasks.extend(keepalive::spawn(shared, &link));
+        Ok(Opened {
+            link,
+            tasks: TaskSet::new(tasks),
+        })
+    }
+}

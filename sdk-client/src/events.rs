@@ -1,0 +1,31 @@
+//! What a transport's tasks tell the connection above them: the frames that
+//! arrive and that the link ended. The transports know this trait only, not
+//! what implements it (the client's inbound side), so they sit below it.
+
+use bytes::BytesMut;
+use ternio_protocol::Frame;
+use ternio_protocol::frame::Header;
+
+use crate::error::CloseReason;
+
+/// The connection, as one link's reader and writer tasks see it.
+pub(crate) trait LinkEvents: Send + Sync + 'static {
+    /// Handles one frame whose body can be opened in place (from a stream
+    /// of length-prefixed frames); returns why to stop reading, if it must.
+    fn on_frame_mut(&self, header: Header, body: BytesMut) -> Option<CloseReason>;
+
+    /// Handles one frame that arrived whole (a WebSocket message); returns
+    /// why to stop reading, if it must. A sealed body is copied into
+    /// `open_buf` to be opened in place: the reader keeps that buffer
+    /// across messages, so its room is reused.
+    fn on_frame(&self, frame: Frame, open_buf: &mut BytesMut) -> Option<CloseReason>;
+
+    /// Declares the link lost for `reason` (only the first reason counts).
+    fn lost(&self, reason: CloseReason);
+
+    /// Whether the link was declared lost.
+    fn is_lost(&self) -> bool;
+
+    /// Called by the reader task as it ends.
+    fn reader_done(&self);
+}

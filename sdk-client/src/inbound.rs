@@ -1,0 +1,184 @@
+//! What arrives on a link: every frame the reader hands over (answers to
+//! requests and to the handshake, pushes, `PING`, `DISCONNECT`, `REKEY`),
+//! opened when it came sealed, and the end of the link. [`Inbound`] is the
+//! [`LinkEvents`] of one link.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use ternio_protocol::buffers;
+use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::system::{self, Disconnect, Ping};
+use ternio_protocol::{Decode, DisconnectReason, Frame};
+
+use crate::error::CloseReason;
+use crate::events::LinkEvents;
+use crate::handshake;
+use crate::link::Link;
+use crate::requests::Answer;
+use crate::send::{Mode, SendError};
+use crate::shared::Shared;
+
+/// One link's reader and writer tasks, reporting to the client.
+#[derive(Clone)]
+pub(crate) struct Inbound {
+    shared: Arc<Shared>,
+    link: Arc<Link>,
+}
+
+impl LinkEvents for Inbound {
+    /// A sealed body is opened in place.
+    fn on_frame_mut(&self, header: Header, mut body: BytesMut) -> Option<CloseReason> {
+        if !header.flags.is_encrypted() {
+            return self.handle(header, body.freeze(), false);
+        }
+        if let Err(error) = self.link.open(&header, &mut body) {
+            return Some(self.decrypt_failed(error));
+        }
+        self.handle(header, body.freeze(), true)
+    }
+
+    /// A sealed body is copied into `open_buf` first ([`buffers::copy_to_open`]).
+    fn on_frame(&self, frame: Frame, open_buf: &mut BytesMut) -> Option<CloseReason> {
+        if frame.header.flags.is_encrypted() {
+            let body = buffers::copy_to_open(open_buf, &frame.body);
+            return self.on_frame_mut(frame.header, body);
+        }
+        self.handle(frame.header, frame.body, false)
+    }
+
+    fn lost(&self, reason: CloseReason) {
+        self.shared.lose(&self.link, reason);
+    }
+
+    fn is_lost(&self) -> bool {
+        self.link.lost_reason().is_some()
+    }
+
+    fn reader_done(&self) {
+        self.link.set_reader_done();
+    }
+}
+
+impl Inbound {
+    pub(crate) fn new(shared: &Arc<Shared>, link: &Arc<Link>) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+            link: Arc::clone(link),
+        }
+    }
+
+    fn max_frame_size(&self) -> usize {
+        self.shared.config().max_frame_size
+    }
+
+    /// Handles one frame, opened if it was sealed (`sealed`).
+    fn handle(&self, header: Header, body: Bytes, sealed: bool) -> Option<CloseReason> {
+        if !sealed && self.link.is_secure() {
+            return Some(self.plain_when_secure(header, &body));
+        }
+        if header.opcode == system::REKEY {
+            // A sealed one already moved the opener to the next key.
+            let valid = sealed
+                && header.request_id == 0
+                && body.is_empty()
+                && header.flags == Flags::ENCRYPTED;
+            return (!valid).then(|| {
+                CloseReason::Protocol("a REKEY that is not sealed, empty and without id".into())
+            });
+        }
+        if header.flags.is_response() {
+            return self.on_answer(header, body, sealed);
+        }
+        match header.opcode {
+            system::DISCONNECT => {
+                let disconnect = Disconnect::decode_lossy(&body);
+                Some(CloseReason::Disconnected(disconnect))
+            }
+            system::PING if header.request_id != 0 => {
+                // An unreadable PING gets no answer from the client.
+                if let Some(Ok((reply, pong))) = Ping::answer(header, &body)
+                    && let Err(SendError::Lost(reason)) =
+                        self.link.send(reply, &pong, self.max_frame_size(), false)
+                {
+                    return Some(reason);
+                }
+                None
+            }
+            _ if header.is_system() => {
+                self.shared.pushes().count_unhandled();
+                None
+            }
+            opcode => {
+                self.shared.pushes().deliver(opcode, &body);
+                None
+            }
+        }
+    }
+
+    /// Handles an answer: to the handshake under way, or to a request.
+    /// Matched by id alone: the contract does not say which opcode an
+    /// error answer carries.
+    fn on_answer(&self, header: Header, body: Bytes, sealed: bool) -> Option<CloseReason> {
+        if let Some(pending) = self.link.take_handshake(header.request_id) {
+            let rekey = self.shared.config().rekey;
+            return handshake::answer(&self.link, *pending, (header, &body, sealed), rekey);
+        }
+        if header.request_id == 0 {
+            // An error about a fire-and-forget send: nobody waits for it.
+            tracing::warn!(
+                opcode = header.opcode,
+                "the server reported an error for a send"
+            );
+            return None;
+        }
+        let id = header.request_id;
+        let answer = self
+            .shared
+            .links()
+            .answer(&self.link, Frame { header, body }, sealed);
+        match answer {
+            Answer::Taken(Some(waker)) => waker.wake(),
+            Answer::Taken(None) | Answer::NotWaiting => {}
+            Answer::PlainToSealed => {
+                // Losing the link fails the request with this reason.
+                let message = format!("a plain answer to sealed request {id}");
+                return Some(self.decrypt_failed(message));
+            }
+        }
+        None
+    }
+
+    /// Tells the server `DECRYPT_FAILED` (in plain) and returns the reason
+    /// to close the link with.
+    fn decrypt_failed(&self, message: String) -> CloseReason {
+        tracing::warn!(%message, "a frame from the server failed the secure session's checks");
+        let disconnect = Disconnect::new(DisconnectReason::DecryptFailed, message.clone());
+        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+        // The one frame a secure channel sends plain (contract section 5.1).
+        let max = self.max_frame_size();
+        let _ = self
+            .link
+            .send_as(Mode::PlainFinal, header, &disconnect, max);
+        CloseReason::DecryptFailed(message)
+    }
+
+    /// A plain frame on a secure channel (contract section 5.1): the server
+    /// seals everything once the channel is up, so someone on the path
+    /// wrote it. Even a `DISCONNECT` (a forged `KICKED` would otherwise end
+    /// the client for good) only loses the link, and the reconnect policy
+    /// applies.
+    fn plain_when_secure(&self, header: Header, body: &Bytes) -> CloseReason {
+        let message = match header.opcode {
+            system::DISCONNECT => match Disconnect::decode_body(body) {
+                Ok(disconnect) => format!(
+                    "a plain DISCONNECT on a secure session, treated as a lost connection: {}: {}",
+                    disconnect.reason, disconnect.message
+                ),
+                Err(_) => "an unreadable plain DISCONNECT on a secure session".to_owned(),
+            },
+            opcode => format!("a plain frame (opcode {opcode:#06X}) on a secure session"),
+        };
+        self.decrypt_failed(message)
+    }
+}

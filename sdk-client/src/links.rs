@@ -1,0 +1,353 @@
+//! The link state machine: which link carries requests now (or which
+//! reconnect attempt is under way, or why the client closed for good), the
+//! requests waiting for an answer on it, and the published
+//! [`ConnectionState`].
+//!
+//! A request registers its id and takes the current link in one step under
+//! one lock, so that a connection lost at the same moment either fails it
+//! (it was in flight) or was gone before (it waits for the next one). Every
+//! change of the current link happens under that lock too, and publishes
+//! the new state. Transitions that depend on time take it as an argument.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::{ClientError, CloseReason};
+use crate::link::Link;
+use crate::reconnect::{ReconnectPolicy, should_reconnect};
+use crate::requests::{Answer, Requests};
+use crate::state::ConnectionState;
+use crate::sync::lock;
+
+/// Where requests go now.
+enum Current {
+    /// This link carries requests.
+    Connected(Arc<Link>),
+    /// No link: attempt `n` to get one is under way (0 before the first
+    /// connection, which nobody observes: the client is not handed out yet).
+    Reconnecting(u32),
+    /// Closed for good.
+    Closed(CloseReason),
+}
+
+impl Current {
+    fn is(&self, link: &Arc<Link>) -> bool {
+        matches!(self, Self::Connected(current) if Arc::ptr_eq(current, link))
+    }
+
+    fn state(&self) -> ConnectionState {
+        match self {
+            Self::Connected(_) => ConnectionState::Connected,
+            Self::Reconnecting(attempt) => ConnectionState::Reconnecting { attempt: *attempt },
+            Self::Closed(reason) => ConnectionState::Closed(reason.clone()),
+        }
+    }
+}
+
+/// The current link and the requests waiting for an answer on it.
+struct Conn {
+    current: Current,
+    requests: Requests,
+    /// When the current (or last) link was installed, and by which
+    /// reconnect attempt (0 for the first connection): a link lost before
+    /// [`healthy_after`](crate::ReconnectPolicy::healthy_after) has the
+    /// count of attempts go on from there.
+    installed: (Instant, u32),
+}
+
+/// The client's links over time, and the requests on the current one.
+pub(crate) struct Links {
+    conn: Mutex<Conn>,
+    /// The published state; changed only with `conn` locked.
+    state: watch::Sender<ConnectionState>,
+    /// Set when the client closes: nothing is installed or reconnects after it.
+    closing: AtomicBool,
+}
+
+impl Links {
+    /// No link yet: the first connection is under way (since `now`).
+    pub(crate) fn new(now: Instant) -> Self {
+        let current = Current::Reconnecting(0);
+        Self {
+            state: watch::Sender::new(current.state()),
+            conn: Mutex::new(Conn {
+                current,
+                requests: Requests::default(),
+                installed: (now, 0),
+            }),
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn state(&self) -> ConnectionState {
+        self.state.borrow().clone()
+    }
+
+    pub(crate) fn state_changes(&self) -> watch::Receiver<ConnectionState> {
+        self.state.subscribe()
+    }
+
+    pub(crate) fn close_reason(&self) -> Option<CloseReason> {
+        match &lock(&self.conn).current {
+            Current::Closed(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the current link's secure channel is up.
+    pub(crate) fn is_secure(&self) -> bool {
+        matches!(&lock(&self.conn).current, Current::Connected(link) if link.is_secure())
+    }
+
+    /// Marks the client closing: from now on no link is installed, no
+    /// attempt starts, and a lost link is lost as [`CloseReason::Local`].
+    pub(crate) fn set_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Runs `with` on the requests, under the lock.
+    pub(crate) fn with_requests<R>(&self, with: impl FnOnce(&mut Requests) -> R) -> R {
+        with(&mut lock(&self.conn).requests)
+    }
+
+    /// The current link, for a frame that expects no answer: an error while
+    /// the client reconnects or once it is closed.
+    pub(crate) fn current(&self) -> Result<Arc<Link>, ClientError> {
+        match &lock(&self.conn).current {
+            Current::Connected(link) => Ok(Arc::clone(link)),
+            Current::Reconnecting(attempt) => Err(ClientError::Reconnecting { attempt: *attempt }),
+            Current::Closed(reason) => Err(ClientError::Closed(reason.clone())),
+        }
+    }
+
+    /// Hands the answer `frame` (which came `sealed` or not) to the
+    /// request that waits for it, if `link` is still the current link.
+    pub(crate) fn answer(
+        &self,
+        link: &Arc<Link>,
+        frame: ternio_protocol::Frame,
+        sealed: bool,
+    ) -> Answer {
+        let mut conn = lock(&self.conn);
+        // Only the current link answers the waiting requests.
+        if !conn.current.is(link) {
+            return Answer::NotWaiting;
+        }
+        let id = frame.header.request_id;
+        conn.requests.answer(id, frame, sealed)
+    }
+
+    fn set_current(&self, conn: &mut Conn, current: Current) {
+        let state = current.state();
+        // Observers are woken by changes only (attempt 1 is published twice).
+        self.state.send_if_modified(|published| {
+            let changed = *published != state;
+            *published = state;
+            changed
+        });
+        conn.current = current;
+    }
+
+    /// Makes `link`, opened by reconnect attempt `attempt` (0 for the first
+    /// connection), the current link at `now`. Fails when the client was
+    /// closed or the link was lost before it could be installed.
+    pub(crate) fn install(&self, link: &Arc<Link>, attempt: u32, now: Instant) -> bool {
+        let mut conn = lock(&self.conn);
+        let ready = matches!(conn.current, Current::Reconnecting(_))
+            && !self.is_closing()
+            && link.lost_reason().is_none();
+        if ready {
+            conn.installed = (now, attempt);
+            self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
+        }
+        ready
+    }
+
+    /// Publishes that reconnect attempt `attempt` is under way; `false`
+    /// when the client is no longer reconnecting (it was closed).
+    pub(crate) fn set_attempt(&self, attempt: u32) -> bool {
+        let mut conn = lock(&self.conn);
+        if !matches!(conn.current, Current::Reconnecting(_)) || self.is_closing() {
+            return false;
+        }
+        self.set_current(&mut conn, Current::Reconnecting(attempt));
+        true
+    }
+
+    /// Declares `link` lost for `reason` at `now`. When it is the current
+    /// link, the requests in flight on it fail with `reason`, and the client
+    /// either starts reconnecting (under `policy`, when it allows) or closes
+    /// for good: then this returns `true`. Only the first call counts. The
+    /// caller shuts the link down.
+    pub(crate) fn lose(
+        &self,
+        link: &Arc<Link>,
+        reason: CloseReason,
+        policy: Option<&ReconnectPolicy>,
+        now: Instant,
+    ) -> bool {
+        let reason = if self.is_closing() {
+            CloseReason::Local
+        } else {
+            reason
+        };
+        let (wakers, closed) = {
+            let mut conn = lock(&self.conn);
+            link.mark_lost(reason.clone());
+            if !conn.current.is(link) {
+                return false;
+            }
+            let reconnect = policy.is_some() && should_reconnect(&reason);
+            let next = match policy.filter(|_| reconnect) {
+                Some(policy) => {
+                    let (since, attempt) = conn.installed;
+                    Current::Reconnecting(next_attempt(since, attempt, policy.healthy_after, now))
+                }
+                None => Current::Closed(reason.clone()),
+            };
+            self.set_current(&mut conn, next);
+            (conn.requests.fail_all(&reason), !reconnect)
+        };
+        tracing::debug!(%reason, in_flight = wakers.len(), "client connection lost");
+        wakers.into_iter().for_each(Waker::wake);
+        closed
+    }
+
+    /// Closes for good with `reason`, whatever the client was doing:
+    /// waiting requests fail, the current link is shut down. `false` when
+    /// it was closed already.
+    pub(crate) fn finish(&self, reason: CloseReason) -> bool {
+        self.set_closing();
+        let (wakers, link) = {
+            let mut conn = lock(&self.conn);
+            if matches!(conn.current, Current::Closed(_)) {
+                return false;
+            }
+            let link = match &conn.current {
+                Current::Connected(link) => Some(Arc::clone(link)),
+                _ => None,
+            };
+            self.set_current(&mut conn, Current::Closed(reason.clone()));
+            (conn.requests.fail_all(&reason), link)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+        if let Some(link) = link {
+            link.mark_lost(reason);
+            link.shutdown();
+        }
+        true
+    }
+
+    /// Ends reconnecting for good: attempts are exhausted. `false` when the
+    /// client was not reconnecting (it was closed).
+    pub(crate) fn give_up(&self, reason: CloseReason) -> bool {
+        let wakers = {
+            let mut conn = lock(&self.conn);
+            if !matches!(conn.current, Current::Reconnecting(_)) {
+                return false;
+            }
+            self.set_current(&mut conn, Current::Closed(reason.clone()));
+            conn.requests.fail_all(&reason)
+        };
+        tracing::debug!(%reason, "client gave up reconnecting");
+        wakers.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// The current link, if the client has one now.
+    pub(crate) fn connected(&self) -> Option<Arc<Link>> {
+        match &lock(&self.conn).current {
+            Current::Connected(link) => Some(Arc::clone(link)),
+            _ => None,
+        }
+    }
+
+    /// Runs `with` on the current link and the requests under the lock,
+    /// waiting (until `deadline`) for a link while the client reconnects or
+    /// a handshake waits for its answer. `timeout` is what the caller was
+    /// given, for the error.
+    pub(crate) async fn with_link<R>(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+        mut with: impl FnMut(&mut Requests, &Arc<Link>) -> Result<R, ClientError>,
+    ) -> Result<R, ClientError> {
+        let mut changes: Option<watch::Receiver<ConnectionState>> = None;
+        loop {
+            let mut handshaking = None;
+            {
+                let mut conn = lock(&self.conn);
+                let conn = &mut *conn;
+                match &conn.current {
+                    // Nothing goes out while a handshake waits for its answer.
+                    Current::Connected(link) if link.is_handshaking() => {
+                        handshaking = Some(link.handshaking());
+                    }
+                    Current::Connected(link) => return with(&mut conn.requests, link),
+                    Current::Closed(reason) => return Err(ClientError::Closed(reason.clone())),
+                    Current::Reconnecting(_) => {}
+                }
+                // The state only changes with `conn` locked: marking it seen
+                // here cannot miss the change that ends this wait.
+                match &mut changes {
+                    Some(changes) => {
+                        changes.borrow_and_update();
+                    }
+                    None => changes = Some(self.state.subscribe()),
+                }
+            }
+            if let Some(mut handshaking) = handshaking {
+                let ended = handshaking.wait_for(|waiting| !*waiting);
+                if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                    return Err(ClientError::Timeout(timeout));
+                }
+                continue;
+            }
+            let Some(changes) = changes.as_mut() else {
+                continue;
+            };
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Err(_) => return Err(ClientError::Timeout(timeout)),
+                // The sender lives as long as `self`.
+                Ok(Err(_)) => return Err(ClientError::Closed(CloseReason::Local)),
+                Ok(Ok(())) => {}
+            }
+        }
+    }
+}
+
+/// The reconnect attempt that follows the loss at `now` of a link installed
+/// at `since` by attempt `attempt`: the count goes on unless the link
+/// stayed up for `healthy_after`.
+fn next_attempt(since: Instant, attempt: u32, healthy_after: Duration, now: Instant) -> u32 {
+    if now.saturating_duration_since(since) >= healthy_after {
+        1
+    } else {
+        attempt.saturating_add(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_of_attempts_starts_again_only_after_a_healthy_link() {
+        let since = Instant::now();
+        let healthy = Duration::from_secs(10);
+        let at = |secs| since + Duration::from_secs(secs);
+        assert_eq!(next_attempt(since, 0, healthy, at(1)), 1);
+        assert_eq!(next_attempt(since, 3, healthy, at(9)), 4);
+        assert_eq!(next_attempt(since, 3, healthy, at(10)), 1);
+        assert_eq!(next_attempt(since, u32::MAX, healthy, at(0)), u32::MAX);
+    }
+}
