@@ -392,3 +392,53 @@ async fn a_peer_held_back_by_the_servers_backpressure_is_neither_late_nor_idle()
     sending.await.unwrap().unwrap();
     assert!(causes.lock().unwrap().is_empty(), "{causes:?}");
 }
+
+/// A client of `server` through in-memory pipes: each connection, the
+/// first and every reconnection, is a fresh pipe.
+async fn client_in_memory(
+    server: &ServerHandle,
+    config: ternio_client::ClientConfig,
+) -> ternio_client::Client {
+    let server = server.clone();
+    let connector = move || {
+        let server = server.clone();
+        async move {
+            let (ours, theirs) = tokio::io::duplex(PIPE);
+            tokio::spawn(async move { server.serve_stream(theirs, IN_MEMORY_PEER).await });
+            Ok(ours)
+        }
+    };
+    ternio_client::Client::connect_stream_with(connector, config)
+        .await
+        .expect("the client connects through a pipe")
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_answers_the_servers_pings_and_an_idle_connection_stays_for_hours() {
+    let server = start_in_memory_server(|b| b.idle_timeout(Some(Duration::from_secs(60))));
+    let config = ternio_client::ClientConfig {
+        // Only the server's PINGs keep this connection alive.
+        keepalive: None,
+        ..ternio_client::ClientConfig::default()
+    };
+    let client = client_in_memory(&server, config).await;
+    tokio::time::sleep(Duration::from_secs(4 * 3600)).await;
+    let sum: Sum = client.request_async(&Add { a: 2, b: 2 }).await.unwrap();
+    assert_eq!(sum, Sum(4));
+    assert_eq!(server.connection_count(), 1, "never reconnected");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_secure_session_runs_over_an_in_memory_pipe() {
+    let server = start_in_memory_server(|b| b.require_encryption(true));
+    let config = ternio_client::ClientConfig {
+        secure: Some(ternio_client::SecureConfig::default()),
+        ..ternio_client::ClientConfig::default()
+    };
+    let client = client_in_memory(&server, config).await;
+    let echo = Echo {
+        payload: Bytes::from_static(b"sealed in memory"),
+    };
+    let answer: Echo = client.request_async(&echo).await.unwrap();
+    assert_eq!(answer, echo);
+}

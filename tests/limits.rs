@@ -146,45 +146,6 @@ async fn the_accept_rate_per_ip_is_limited_per_window() {
     );
 }
 
-#[tokio::test]
-async fn an_idle_peer_is_pinged_then_closed_and_one_that_answers_stays() {
-    let (address, _server) = start_server(|b| b.idle_timeout(Some(Duration::from_millis(400))));
-    let mut silent = RawConnection::connect(address).await;
-    let started = Instant::now();
-    let ping = silent.recv().await.expect("a keepalive PING");
-    assert_eq!(ping.header.opcode, system::PING);
-    assert_ne!(ping.header.request_id, 0, "a PING is a request");
-    let pinged_after = started.elapsed();
-    assert!(
-        pinged_after >= Duration::from_millis(150),
-        "{pinged_after:?}"
-    );
-    silent
-        .expect_disconnect(DisconnectReason::IdleTimeout)
-        .await;
-
-    // The SDK answers PINGs: an idle client stays connected.
-    let client = Client::connect_tcp(address).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let sum: Sum = client.request_async(&Add { a: 2, b: 2 }).await.unwrap();
-    assert_eq!(sum, Sum(4));
-
-    // A raw peer that answers the PING by hand stays too.
-    let mut polite = RawConnection::connect(address).await;
-    for _ in 0..3 {
-        let ping = polite.recv().await.unwrap();
-        assert_eq!(ping.header.opcode, system::PING);
-        let value = Ping::decode_body(&ping.body).unwrap();
-        polite
-            .send(
-                Header::new(system::PONG, Flags::RESPONSE, ping.header.request_id),
-                &Pong { value: value.value },
-            )
-            .await;
-    }
-    assert!(served(&mut polite).await);
-}
-
 /// Connects a WebSocket to the test server's `/ws`.
 async fn ws_connect(address: SocketAddr) -> Result<Ws, WsError> {
     tokio_tungstenite::connect_async(format!("ws://{address}/ws"))
