@@ -11,7 +11,7 @@
 //! **Encode once.** What crosses the backplane is the push frame the hub
 //! encoded (header + body, no length prefix, never sealed): one encoding for
 //! the whole cluster. Each receiving node copies that one frame into its
-//! members' queues, and each secure connection seals its copy on its own
+//! members' outboxes, and each secure connection seals its copy on its own
 //! task, as for a local broadcast.
 //!
 //! **Connection ids** carry the node: the high 16 bits are the node id (see
@@ -226,7 +226,7 @@ impl LocalHub {
             }
             BackplaneMessage::Kick { id, reason } => match shared.get(*id) {
                 Some(connection) => {
-                    connection.outbound.close(
+                    connection.outbox.close(
                         CloseNotice::new(DisconnectReason::Kicked, reason.as_str()),
                         false,
                     );

@@ -14,7 +14,7 @@ use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Packet};
 
 use crate::close::CloseNotice;
 use crate::hub::{Hub, HubShared};
-use crate::outbound::OutboundQueue;
+use crate::outbox::Outbox;
 use crate::policy::RateLimiters;
 use crate::store::ConnectionStore;
 
@@ -96,7 +96,7 @@ pub(crate) struct ConnectionShared {
     pub(crate) id: ConnectionId,
     pub(crate) peer: SocketAddr,
     pub(crate) transport: Transport,
-    pub(crate) outbound: OutboundQueue,
+    pub(crate) outbox: Outbox,
     pub(crate) state: Arc<AppState>,
     pub(crate) hub: Arc<HubShared>,
     pub(crate) permission: AtomicU32,
@@ -263,23 +263,23 @@ impl ConnectionHandle {
     /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
     pub fn kick(&self, reason: &str) {
         self.connection
-            .outbound
+            .outbox
             .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
     }
 
     /// Bytes of pushed frames waiting for the connection to take them.
     pub fn queued_bytes(&self) -> usize {
-        self.connection.outbound.queued_bytes()
+        self.connection.outbox.queued_bytes()
     }
 
     /// Droppable pushes dropped because the connection fell behind.
     pub fn dropped_pushes(&self) -> u64 {
-        self.connection.outbound.dropped()
+        self.connection.outbox.dropped()
     }
 
     /// Whether the connection is still open.
     pub fn is_open(&self) -> bool {
-        !self.connection.outbound.is_closed()
+        !self.connection.outbox.is_closed()
     }
 }
 
@@ -291,14 +291,14 @@ impl fmt::Debug for ConnectionHandle {
     }
 }
 
-/// Pushes `packet` to `connection`, encoded straight into its queue.
+/// Pushes `packet` to `connection`, encoded straight into its outbox.
 pub(crate) fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
     let len = ternio_protocol::HEADER_LEN + packet.encoded_len();
     if len > connection.hub.max_frame_size {
         return Err(PushError::TooLarge);
     }
     let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    connection.outbound.push_with(len, P::DROPPABLE, |out| {
+    connection.outbox.push_with(len, P::DROPPABLE, |out| {
         out.extend_from_slice(&header.to_bytes());
         packet.encode(out);
     })
@@ -324,11 +324,11 @@ pub enum PushError {
     /// The connection is closed (or no connection has that id).
     #[error("the connection is closed")]
     Closed,
-    /// The connection's outbound queue was full: it is being disconnected
+    /// The connection's outbox was full: it is being disconnected
     /// with `SLOW_CONSUMER`.
     #[error("the connection does not read fast enough and is being disconnected")]
     SlowConsumer,
-    /// The connection's outbound queue was full and the packet is droppable:
+    /// The connection's outbox was full and the packet is droppable:
     /// this one was dropped, the connection stays.
     #[error("the connection is behind; the droppable packet was dropped")]
     Dropped,
@@ -336,7 +336,7 @@ pub enum PushError {
     #[error("the packet exceeds the maximum frame size")]
     TooLarge,
     /// The connection is on another node and the backplane that reaches it
-    /// is down (or its queue is full): the packet was not sent.
+    /// is down (or its outgoing queue is full): the packet was not sent.
     #[error("the connection is on another node and the backplane is unavailable")]
     Unavailable,
 }

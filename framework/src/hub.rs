@@ -163,7 +163,7 @@ impl fmt::Debug for Hub {
 /// How many connections a broadcast reached, and how many it missed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Delivery {
-    /// Connections whose queue took the frame.
+    /// Connections whose outbox took the frame.
     pub queued: usize,
     /// Connections that were behind: the droppable frame was dropped for them.
     pub dropped: usize,
@@ -373,14 +373,14 @@ impl Hub {
             return false;
         };
         connection
-            .outbound
+            .outbox
             .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
         true
     }
 }
 
-/// Queues a copy of one encoded frame for each connection; a slow one never holds up
-/// the others (queues are bounded, and a full one is dropped or disconnected).
+/// Puts a copy of one encoded frame in each connection's outbox; a slow one never holds up
+/// the others (outboxes are bounded, and a full one drops or disconnects).
 pub(crate) fn deliver(
     connections: &[Arc<ConnectionShared>],
     frame: &Bytes,
@@ -388,7 +388,7 @@ pub(crate) fn deliver(
 ) -> Delivery {
     let mut delivery = Delivery::default();
     for connection in connections {
-        match connection.outbound.push(frame, droppable) {
+        match connection.outbox.push(frame, droppable) {
             Ok(()) => delivery.queued += 1,
             Err(PushError::Dropped) => delivery.dropped += 1,
             Err(_) => delivery.failed += 1,

@@ -46,7 +46,7 @@ mod dispatch;
 mod hub;
 mod identity;
 mod metrics;
-mod outbound;
+mod outbox;
 mod policy;
 mod reply;
 mod server;

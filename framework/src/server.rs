@@ -20,7 +20,7 @@ use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
-use crate::outbound::OutboundQueue;
+use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
 use crate::store::ConnectionStore;
 use crate::transport;
@@ -254,7 +254,7 @@ impl ServerBuilder {
         self
     }
 
-    /// What a push to a connection whose outbound queue is full does
+    /// What a push to a connection whose outbox is full does
     /// (default: disconnect it with `SLOW_CONSUMER`).
     pub fn slow_consumer(mut self, policy: SlowConsumerPolicy) -> Self {
         self.config.slow_consumer = policy;
@@ -326,8 +326,8 @@ impl ServerBuilder {
     }
 
     /// Bytes of pushed frames that may wait for one connection (default 1 MiB).
-    pub fn max_outbound_queue_bytes(mut self, bytes: usize) -> Self {
-        self.config.max_outbound_queue_bytes = bytes;
+    pub fn max_outbox_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_outbox_bytes = bytes;
         self
     }
 
@@ -515,15 +515,15 @@ impl ServerShared {
         peer: SocketAddr,
         transport: Transport,
     ) -> Arc<ConnectionShared> {
-        let outbound = OutboundQueue::new(
-            self.config.max_outbound_queue_bytes,
+        let outbox = Outbox::new(
+            self.config.max_outbox_bytes,
             self.config.slow_consumer,
         );
         let connection = Arc::new(ConnectionShared {
             id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
             peer,
             transport,
-            outbound,
+            outbox,
             state: Arc::clone(&self.state),
             hub: Arc::clone(&self.hub),
             permission: AtomicU32::new(0),
@@ -536,7 +536,7 @@ impl ServerShared {
         }
         self.hub.insert(Arc::clone(&connection), |connection| {
             if *self.shutdown.borrow() {
-                connection.outbound.close(shutdown_notice(), true);
+                connection.outbox.close(shutdown_notice(), true);
             }
         });
         if !self.hooks.connect.is_empty() {
@@ -584,7 +584,7 @@ impl ServerShared {
             return;
         }
         for connection in self.hub.all() {
-            connection.outbound.close(shutdown_notice(), true);
+            connection.outbox.close(shutdown_notice(), true);
         }
     }
 

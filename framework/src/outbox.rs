@@ -1,5 +1,5 @@
-//! What other tasks send to one connection: pushed frames, bounded in
-//! bytes, and an order to close. The connection's task takes them when its
+//! A connection's outbox: what other tasks send to it, pushed frames
+//! (bounded in bytes) and an order to close. The connection's task takes them when its
 //! waker fires, beside its socket, so a push costs that task nothing until
 //! it arrives.
 //!
@@ -31,8 +31,8 @@ pub(crate) struct CloseOrder {
     pub(crate) graceful: bool,
 }
 
-/// A connection's inbox, kept in its shared state.
-pub(crate) struct OutboundQueue {
+/// A connection's outbox, kept in its shared state.
+pub(crate) struct Outbox {
     /// Encoded frames (header + body) in the order pushed, each behind its
     /// u32 little-endian length.
     frames: Mutex<BytesMut>,
@@ -51,7 +51,7 @@ pub(crate) struct OutboundQueue {
     closed: AtomicBool,
 }
 
-impl OutboundQueue {
+impl Outbox {
     pub(crate) fn new(limit: usize, policy: SlowConsumerPolicy) -> Self {
         Self {
             frames: Mutex::default(),
@@ -96,6 +96,7 @@ impl OutboundQueue {
             self.close(
                 CloseNotice::new(
                     DisconnectReason::SlowConsumer,
+                    // The wire text predates the name `outbox`: kept as sent.
                     "the outbound queue is full: read faster",
                 ),
                 false,
@@ -206,7 +207,7 @@ impl OutboundQueue {
 mod tests {
     use super::*;
 
-    fn taken(queue: &OutboundQueue, max: usize) -> Vec<Vec<u8>> {
+    fn taken(queue: &Outbox, max: usize) -> Vec<Vec<u8>> {
         let mut frames = Vec::new();
         queue.take_frames(|frame| {
             if frames.len() == max {
@@ -220,7 +221,7 @@ mod tests {
 
     #[test]
     fn frames_come_out_whole_in_order_and_what_is_left_stays_signalled() {
-        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1024, SlowConsumerPolicy::Disconnect);
         assert!(!queue.take_signal());
         queue.push(b"first", false).unwrap();
         queue
@@ -242,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_writer_that_writes_other_than_it_said_is_counted_as_written() {
-        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1024, SlowConsumerPolicy::Disconnect);
         queue
             .push_with(2, false, |out| out.extend_from_slice(b"longer"))
             .unwrap();
@@ -253,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_drops_droppable_frames_or_orders_a_close() {
-        let queue = OutboundQueue::new(8, SlowConsumerPolicy::DropDroppable);
+        let queue = Outbox::new(8, SlowConsumerPolicy::DropDroppable);
         queue.push(b"12345678", false).unwrap();
         assert_eq!(queue.push(b"x", true), Err(PushError::Dropped));
         assert_eq!(queue.dropped(), 1);
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn an_emptied_queue_gives_a_large_buffer_back() {
-        let queue = OutboundQueue::new(1 << 20, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1 << 20, SlowConsumerPolicy::Disconnect);
         queue.push(&[7; 100], false).unwrap();
         taken(&queue, 9);
         assert!(lock(&queue.frames).capacity() > 0, "a small buffer is kept");
