@@ -34,8 +34,8 @@ use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 use ternio_protocol::{Bytes, DisconnectReason};
 
 use crate::close::CloseNotice;
-use crate::context::ConnectionId;
 use crate::hub::{Delivery, HubShared, deliver};
+use crate::ids::ConnectionId;
 
 /// A boxed future that can be sent between threads, as a backplane returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -13,9 +13,8 @@ use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
 use crate::close::CloseNotice;
-use crate::context::{
-    ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push, push,
-};
+use crate::context::{ConnectionHandle, ConnectionShared, PushError, encode_push, push};
+use crate::ids::ConnectionId;
 use crate::sync::lock;
 
 /// The registry behind every [`Hub`] handle of one server.

@@ -45,6 +45,7 @@ mod context;
 mod dispatch;
 mod hub;
 mod identity;
+mod ids;
 mod metrics;
 mod outbox;
 mod policy;
@@ -66,12 +67,11 @@ pub use backplane::{
 };
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{
-    ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
-};
+pub use context::{ConnectionHandle, Context, FromContext, PushError, State};
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
 pub use hub::{Delivery, Hub};
 pub use identity::Identity;
+pub use ids::{ConnectionId, Transport};
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
 pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
 pub use store::{ConnectionStore, Stored};

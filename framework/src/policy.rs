@@ -17,7 +17,8 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use ternio_protocol::ErrorCode;
 use ternio_protocol::frame::Header;
 
-use crate::context::{ConnectionId, ConnectionShared, Transport};
+use crate::context::ConnectionShared;
+use crate::ids::{ConnectionId, Transport};
 use crate::store::ConnectionStore;
 use crate::sync::lock;
 

@@ -8,7 +8,7 @@ use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
-use crate::context::Transport;
+use crate::ids::Transport;
 use crate::metrics::Metrics;
 use crate::policy::Outcome;
 

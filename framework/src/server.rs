@@ -15,10 +15,11 @@ use crate::admission::Admission;
 use crate::backplane::{Backplane, BackplaneError};
 use crate::close::{CloseCause, CloseNotice};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
+use crate::context::{AppState, ConnectionHandle, ConnectionShared};
 use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
+use crate::ids::{ConnectionId, Transport};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
@@ -515,10 +516,7 @@ impl ServerShared {
         peer: SocketAddr,
         transport: Transport,
     ) -> Arc<ConnectionShared> {
-        let outbox = Outbox::new(
-            self.config.max_outbox_bytes,
-            self.config.slow_consumer,
-        );
+        let outbox = Outbox::new(self.config.max_outbox_bytes, self.config.slow_consumer);
         let connection = Arc::new(ConnectionShared {
             id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
             peer,

@@ -16,7 +16,7 @@ use tracing::{Instrument, Span};
 
 use crate::admission::{Pending, Permit, Refusal, normalize_addr};
 use crate::close::CloseCause;
-use crate::context::Transport;
+use crate::ids::Transport;
 use crate::server::ServerShared;
 use ternio_protocol::DisconnectReason;
 

@@ -23,7 +23,7 @@ use tokio_util::io::poll_read_buf;
 use crate::admission::{Permit, Refusal};
 use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
-use crate::context::Transport;
+use crate::ids::Transport;
 use crate::server::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
