@@ -34,8 +34,9 @@ use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 use ternio_protocol::{Bytes, DisconnectReason};
 
 use crate::close::CloseNotice;
-use crate::hub::{Delivery, HubShared, deliver};
+use crate::hub::{HubShared, deliver};
 use crate::ids::ConnectionId;
+use crate::outbox::Delivery;
 
 /// A boxed future that can be sent between threads, as a backplane returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -9,13 +9,13 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ternio_protocol::frame::{self, Flags, Framing, Header};
-use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Packet};
+use ternio_protocol::frame::Header;
+use ternio_protocol::{DisconnectReason, Packet};
 
 use crate::close::CloseNotice;
 use crate::hub::{Hub, HubShared};
 use crate::ids::{ConnectionId, Transport};
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, PushError};
 use crate::policy::RateLimiters;
 use crate::store::ConnectionStore;
 
@@ -59,6 +59,11 @@ pub(crate) struct ConnectionShared {
 impl ConnectionShared {
     pub(crate) fn permission(&self) -> u32 {
         self.permission.load(Ordering::Acquire)
+    }
+
+    /// Pushes `packet` to this connection, encoded straight into its outbox.
+    pub(crate) fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        self.outbox.push_packet(packet, self.hub.max_frame_size)
     }
 }
 
@@ -116,7 +121,7 @@ impl Context {
 
     /// Pushes `packet` to this connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        push(&self.connection, packet)
+        self.connection.push(packet)
     }
 
     /// The connection's permission level (0 when it opens).
@@ -181,7 +186,7 @@ impl ConnectionHandle {
 
     /// Pushes `packet` to the connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        push(&self.connection, packet)
+        self.connection.push(packet)
     }
 
     /// The connection's permission level.
@@ -238,56 +243,6 @@ impl fmt::Debug for ConnectionHandle {
             .field(&self.connection.id)
             .finish()
     }
-}
-
-/// Pushes `packet` to `connection`, encoded straight into its outbox.
-pub(crate) fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
-    let len = ternio_protocol::HEADER_LEN + packet.encoded_len();
-    if len > connection.hub.max_frame_size {
-        return Err(PushError::TooLarge);
-    }
-    let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    connection.outbox.push_with(len, P::DROPPABLE, |out| {
-        out.extend_from_slice(&header.to_bytes());
-        packet.encode(out);
-    })
-}
-
-/// Encodes `packet` once as a push frame (header + body, no prefix), to be
-/// shared by every connection it goes to.
-pub(crate) fn encode_push<P: Packet>(
-    packet: &P,
-    max_frame_size: usize,
-) -> Result<Bytes, PushError> {
-    // One allocation of the exact size: the header and the body.
-    let mut frame = BytesMut::with_capacity(ternio_protocol::HEADER_LEN + packet.encoded_len());
-    let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
-        .map_err(|_| PushError::TooLarge)?;
-    Ok(frame.freeze())
-}
-
-/// Why a push was not queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PushError {
-    /// The connection is closed (or no connection has that id).
-    #[error("the connection is closed")]
-    Closed,
-    /// The connection's outbox was full: it is being disconnected
-    /// with `SLOW_CONSUMER`.
-    #[error("the connection does not read fast enough and is being disconnected")]
-    SlowConsumer,
-    /// The connection's outbox was full and the packet is droppable:
-    /// this one was dropped, the connection stays.
-    #[error("the connection is behind; the droppable packet was dropped")]
-    Dropped,
-    /// The packet encodes to more than the maximum frame size.
-    #[error("the packet exceeds the maximum frame size")]
-    TooLarge,
-    /// The connection is on another node and the backplane that reaches it
-    /// is down (or its outgoing queue is full): the packet was not sent.
-    #[error("the connection is on another node and the backplane is unavailable")]
-    Unavailable,
 }
 
 /// A value a handler takes as a parameter besides its request, built from

@@ -13,8 +13,9 @@ use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
 use crate::close::CloseNotice;
-use crate::context::{ConnectionHandle, ConnectionShared, PushError, encode_push, push};
+use crate::context::{ConnectionHandle, ConnectionShared};
 use crate::ids::ConnectionId;
+use crate::outbox::{Delivery, PushError, encode_push};
 use crate::sync::lock;
 
 /// The registry behind every [`Hub`] handle of one server.
@@ -159,18 +160,6 @@ impl fmt::Debug for Hub {
     }
 }
 
-/// How many connections a broadcast reached, and how many it missed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Delivery {
-    /// Connections whose outbox took the frame.
-    pub queued: usize,
-    /// Connections that were behind: the droppable frame was dropped for them.
-    pub dropped: usize,
-    /// Connections that were too far behind and are being disconnected
-    /// (`SLOW_CONSUMER`), or had just closed.
-    pub failed: usize,
-}
-
 impl Hub {
     pub(crate) fn new(shared: Arc<HubShared>) -> Self {
         Self { shared }
@@ -217,7 +206,7 @@ impl Hub {
                 .map_err(|_| PushError::Unavailable);
         }
         let connection = self.shared.get(id).ok_or(PushError::Closed)?;
-        push(&connection, packet)
+        connection.push(packet)
     }
 
     /// Pushes `packet` to every open connection. With a backplane, to those
@@ -387,11 +376,7 @@ pub(crate) fn deliver(
 ) -> Delivery {
     let mut delivery = Delivery::default();
     for connection in connections {
-        match connection.outbox.push(frame, droppable) {
-            Ok(()) => delivery.queued += 1,
-            Err(PushError::Dropped) => delivery.dropped += 1,
-            Err(_) => delivery.failed += 1,
-        }
+        delivery.count(connection.outbox.push(frame, droppable));
     }
     delivery
 }

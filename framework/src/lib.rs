@@ -67,11 +67,12 @@ pub use backplane::{
 };
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{ConnectionHandle, Context, FromContext, PushError, State};
+pub use context::{ConnectionHandle, Context, FromContext, State};
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
-pub use hub::{Delivery, Hub};
+pub use hub::Hub;
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
+pub use outbox::{Delivery, PushError};
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
 pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
 pub use store::{ConnectionStore, Stored};

@@ -1,5 +1,6 @@
 //! A connection's outbox: what other tasks send to it, pushed frames
-//! (bounded in bytes) and an order to close. The connection's task takes them when its
+//! (bounded in bytes) and an order to close, and what a push answers
+//! ([`PushError`], [`Delivery`]). The connection's task takes them when its
 //! waker fires, beside its socket, so a push costs that task nothing until
 //! it arrives.
 //!
@@ -12,17 +13,60 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Context as TaskContext;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::task::AtomicWaker;
-use ternio_protocol::DisconnectReason;
-use ternio_protocol::buffers;
-use ternio_protocol::frame::LENGTH_PREFIX_LEN;
-use ternio_protocol::prefix;
+use ternio_protocol::frame::{self, Flags, Framing, HEADER_LEN, Header, LENGTH_PREFIX_LEN};
+use ternio_protocol::{DisconnectReason, Packet, buffers, prefix};
 
 use crate::close::CloseNotice;
 use crate::config::SlowConsumerPolicy;
-use crate::context::PushError;
 use crate::sync::lock;
+
+/// Why a push was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The connection is closed (or no connection has that id).
+    #[error("the connection is closed")]
+    Closed,
+    /// The connection's outbox was full: it is being disconnected
+    /// with `SLOW_CONSUMER`.
+    #[error("the connection does not read fast enough and is being disconnected")]
+    SlowConsumer,
+    /// The connection's outbox was full and the packet is droppable:
+    /// this one was dropped, the connection stays.
+    #[error("the connection is behind; the droppable packet was dropped")]
+    Dropped,
+    /// The packet encodes to more than the maximum frame size.
+    #[error("the packet exceeds the maximum frame size")]
+    TooLarge,
+    /// The connection is on another node and the backplane that reaches it
+    /// is down (or its outgoing queue is full): the packet was not sent.
+    #[error("the connection is on another node and the backplane is unavailable")]
+    Unavailable,
+}
+
+/// How many connections a broadcast reached, and how many it missed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Connections whose outbox took the frame.
+    pub queued: usize,
+    /// Connections that were behind: the droppable frame was dropped for them.
+    pub dropped: usize,
+    /// Connections that were too far behind and are being disconnected
+    /// (`SLOW_CONSUMER`), or had just closed.
+    pub failed: usize,
+}
+
+impl Delivery {
+    /// Counts one outbox's answer to a push.
+    pub(crate) fn count(&mut self, pushed: Result<(), PushError>) {
+        match pushed {
+            Ok(()) => self.queued += 1,
+            Err(PushError::Dropped) => self.dropped += 1,
+            Err(_) => self.failed += 1,
+        }
+    }
+}
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
@@ -64,6 +108,24 @@ impl Outbox {
             dropped: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Queues `packet` as a push frame (request id 0), encoded straight
+    /// into the buffer; one above `max_frame_size` is refused.
+    pub(crate) fn push_packet<P: Packet>(
+        &self,
+        packet: &P,
+        max_frame_size: usize,
+    ) -> Result<(), PushError> {
+        let len = HEADER_LEN + packet.encoded_len();
+        if len > max_frame_size {
+            return Err(PushError::TooLarge);
+        }
+        let header = Header::new(P::OPCODE, Flags::NONE, 0);
+        self.push_with(len, P::DROPPABLE, |out| {
+            out.extend_from_slice(&header.to_bytes());
+            packet.encode(out);
+        })
     }
 
     /// Queues a copy of one encoded frame (header + body, no prefix), such
@@ -201,6 +263,20 @@ impl Outbox {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+}
+
+/// Encodes `packet` once as a push frame (header + body, no prefix), to be
+/// shared by every connection it goes to.
+pub(crate) fn encode_push<P: Packet>(
+    packet: &P,
+    max_frame_size: usize,
+) -> Result<Bytes, PushError> {
+    // One allocation of the exact size: the header and the body.
+    let mut frame = BytesMut::with_capacity(HEADER_LEN + packet.encoded_len());
+    let header = Header::new(P::OPCODE, Flags::NONE, 0);
+    frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
+        .map_err(|_| PushError::TooLarge)?;
+    Ok(frame.freeze())
 }
 
 #[cfg(test)]
