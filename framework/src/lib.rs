@@ -38,6 +38,7 @@ extern crate self as ternio;
 
 mod admission;
 mod backplane;
+mod build_error;
 mod close;
 mod config;
 mod connection;
@@ -65,6 +66,7 @@ pub use ternio_macros::{Codec, Packet, packet_controller};
 pub use backplane::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
 };
+pub use build_error::BuildError;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{ConnectionHandle, Context, FromContext, State};
@@ -74,7 +76,7 @@ pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
 pub use outbox::{Delivery, PushError};
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
-pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
+pub use server::{Server, ServerBuilder, ServerHandle};
 pub use store::{ConnectionStore, Stored};
 pub use ternio_protocol::secure::RekeyPolicy;
 

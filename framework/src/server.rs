@@ -12,7 +12,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
-use crate::backplane::{Backplane, BackplaneError};
+use crate::backplane::Backplane;
+use crate::build_error::BuildError;
 use crate::close::{CloseCause, CloseNotice};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::context::{AppState, ConnectionHandle, ConnectionShared};
@@ -25,62 +26,6 @@ use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
 use crate::store::ConnectionStore;
 use crate::transport;
-
-/// Why a server could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// Two handlers answer the same opcode.
-    #[error("opcode {opcode:#06X} is handled twice: by {first} and by {second}")]
-    DuplicateOpcode {
-        /// The opcode.
-        opcode: u16,
-        /// The handler registered first.
-        first: &'static str,
-        /// The handler registered second.
-        second: &'static str,
-    },
-    /// A handler for an opcode of the system range.
-    #[error("{handler} handles opcode {opcode:#06X}, in the system range 0xFF00..=0xFFFF")]
-    SystemOpcode {
-        /// The opcode.
-        opcode: u16,
-        /// The handler.
-        handler: &'static str,
-    },
-    /// A handler that cannot run as configured (say, missing state).
-    #[error("handler {handler} cannot run: {reason}")]
-    Handler {
-        /// The handler.
-        handler: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// An address that does not resolve.
-    #[error("cannot resolve listener address {address}: {source}")]
-    Resolve {
-        /// The address as given.
-        address: String,
-        /// The resolver's error.
-        source: io::Error,
-    },
-    /// A listener that could not bind.
-    #[error("cannot listen on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// The socket error.
-        source: io::Error,
-    },
-    /// The backplane refused the server (it serves another one already).
-    #[error("the backplane cannot serve this server: {0}")]
-    Backplane(BackplaneError),
-    /// The metrics recorder could not be installed.
-    #[error("cannot install the metrics recorder: {0}")]
-    Metrics(String),
-    /// A WebSocket path that does not start with `/`.
-    #[error("WebSocket path {0:?} must start with '/'")]
-    WebSocketPath(String),
-}
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
 pub struct ServerBuilder {
