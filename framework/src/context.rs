@@ -1,8 +1,7 @@
 //! What a handler can know and do besides its request: the connection it
 //! came from, a handle to push to it, and the application's shared state.
 
-use std::any::{Any, TypeId, type_name};
-use std::collections::HashMap;
+use std::any::type_name;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -17,28 +16,7 @@ use crate::hub::{Hub, HubShared};
 use crate::ids::{ConnectionId, Transport};
 use crate::outbox::{Outbox, PushError};
 use crate::policy::RateLimiters;
-use crate::store::ConnectionStore;
-
-/// Values shared by every handler, by type: what `.state(value)` stored.
-#[derive(Default)]
-pub(crate) struct AppState {
-    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-}
-
-impl AppState {
-    pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
-        self.values.insert(TypeId::of::<T>(), value);
-    }
-
-    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        let value = self.values.get(&TypeId::of::<T>())?;
-        Arc::clone(value).downcast().ok()
-    }
-
-    pub(crate) fn contains<T: 'static>(&self) -> bool {
-        self.values.contains_key(&TypeId::of::<T>())
-    }
-}
+use crate::store::{AppState, ConnectionStore};
 
 /// What every request of one connection shares.
 pub(crate) struct ConnectionShared {
@@ -323,5 +301,47 @@ impl<T: Send + Sync + 'static> FromContext for State<T> {
 impl FromContext for Hub {
     fn from_context(ctx: &Context) -> Self {
         ctx.hub()
+    }
+}
+
+/// A handler parameter: a copy of the connection's stored `T`, if any.
+///
+/// ```
+/// use ternio::{Packet, Stored, packet_controller};
+///
+/// #[derive(Clone)]
+/// struct Nickname(String);
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0010)]
+/// struct WhoAmI;
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0011)]
+/// struct YouAre(Option<String>);
+///
+/// #[derive(Default)]
+/// struct Names;
+///
+/// #[packet_controller]
+/// impl Names {
+///     fn who_am_i(_request: WhoAmI, nick: Stored<Nickname>) -> YouAre {
+///         YouAre(nick.0.map(|nick| nick.0))
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored<T>(pub Option<T>);
+
+impl<T> Deref for Stored<T> {
+    type Target = Option<T>;
+    fn deref(&self) -> &Option<T> {
+        &self.0
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> FromContext for Stored<T> {
+    fn from_context(ctx: &Context) -> Self {
+        Self(ctx.store().get())
     }
 }

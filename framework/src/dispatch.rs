@@ -14,10 +14,11 @@ use ternio_protocol::frame::SYSTEM_OPCODE_START;
 use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
 
 use crate::build_error::BuildError;
-use crate::context::{AppState, CheckState, Context, FromContext};
+use crate::context::{CheckState, Context, FromContext};
 use crate::metrics::HandlerMetrics;
 use crate::policy::{self, Concurrency, HandlerPolicy, Outcome};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
+use crate::store::AppState;
 
 /// A type whose methods handle packets. `#[packet_controller]` implements it.
 pub trait Controller: Send + Sync + 'static {

@@ -69,7 +69,7 @@ pub use backplane::{
 pub use build_error::BuildError;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{ConnectionHandle, Context, FromContext, State};
+pub use context::{ConnectionHandle, Context, FromContext, State, Stored};
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
 pub use hub::Hub;
 pub use identity::Identity;
@@ -77,7 +77,7 @@ pub use ids::{ConnectionId, Transport};
 pub use outbox::{Delivery, PushError};
 pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
 pub use server::{Server, ServerBuilder, ServerHandle};
-pub use store::{ConnectionStore, Stored};
+pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;
 
 #[doc(hidden)]

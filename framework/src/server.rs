@@ -16,7 +16,7 @@ use crate::backplane::Backplane;
 use crate::build_error::BuildError;
 use crate::close::{CloseCause, CloseNotice};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::context::{AppState, ConnectionHandle, ConnectionShared};
+use crate::context::{ConnectionHandle, ConnectionShared};
 use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{Hub, HubShared};
 use crate::identity::Identity;
@@ -24,7 +24,7 @@ use crate::ids::{ConnectionId, Transport};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
-use crate::store::ConnectionStore;
+use crate::store::{AppState, ConnectionStore};
 use crate::transport;
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
