@@ -30,10 +30,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
+use ternio_protocol::Bytes;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
-use ternio_protocol::{Bytes, DisconnectReason};
 
-use crate::close::CloseNotice;
 use crate::hub::{HubShared, deliver};
 use crate::ids::ConnectionId;
 use crate::outbox::Delivery;
@@ -227,10 +226,7 @@ impl LocalHub {
             }
             BackplaneMessage::Kick { id, reason } => match shared.get(*id) {
                 Some(connection) => {
-                    connection.outbox.close(
-                        CloseNotice::new(DisconnectReason::Kicked, reason.as_str()),
-                        false,
-                    );
+                    connection.kick(reason);
                     Delivery {
                         queued: 1,
                         ..Delivery::default()

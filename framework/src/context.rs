@@ -43,6 +43,13 @@ impl ConnectionShared {
     pub(crate) fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
         self.outbox.push_packet(packet, self.hub.max_frame_size)
     }
+
+    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`:
+    /// the one kick, whether it came from a handle, the hub or another node.
+    pub(crate) fn kick(&self, reason: &str) {
+        self.outbox
+            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
+    }
 }
 
 /// The context of one request: its connection and the server's state.
@@ -194,9 +201,7 @@ impl ConnectionHandle {
 
     /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
     pub fn kick(&self, reason: &str) {
-        self.connection
-            .outbox
-            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
+        self.connection.kick(reason);
     }
 
     /// Bytes of pushed frames waiting for the connection to take them.

@@ -9,10 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use ternio_protocol::{Bytes, DisconnectReason, Packet};
+use ternio_protocol::{Bytes, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
-use crate::close::CloseNotice;
 use crate::context::{ConnectionHandle, ConnectionShared};
 use crate::ids::ConnectionId;
 use crate::outbox::{Delivery, PushError, encode_push};
@@ -360,9 +359,7 @@ impl Hub {
         let Some(connection) = self.shared.get(id) else {
             return false;
         };
-        connection
-            .outbox
-            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
+        connection.kick(reason);
         true
     }
 }
