@@ -52,33 +52,31 @@ impl ConnectionShared {
     }
 }
 
-/// The context of one request: its connection and the server's state.
+/// The context of one request: its header, and the connection it came
+/// from. A `Context` dereferences to that connection's
+/// [`ConnectionHandle`], so every method of the handle is one of the
+/// context's too: `ctx.push(&packet)`, `ctx.hub()`, `ctx.state::<T>()`,
+/// `ctx.set_permission(1)`…
 ///
 /// Cloning it is cheap (one reference count).
 #[derive(Clone)]
 pub struct Context {
-    connection: Arc<ConnectionShared>,
+    connection: ConnectionHandle,
     header: Header,
 }
 
 impl Context {
     pub(crate) fn new(connection: Arc<ConnectionShared>, header: Header) -> Self {
-        Self { connection, header }
+        Self {
+            connection: ConnectionHandle::new(connection),
+            header,
+        }
     }
 
-    /// The id of the connection the request came from.
+    /// The id of the connection the request came from (its handle's
+    /// [`id`](ConnectionHandle::id)).
     pub fn connection_id(&self) -> ConnectionId {
-        self.connection.id
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
-    }
-
-    /// The transport the request came over.
-    pub fn transport(&self) -> Transport {
-        self.connection.transport
+        self.connection.id()
     }
 
     /// The request's header.
@@ -99,12 +97,59 @@ impl Context {
     /// A handle to this connection, which may be kept and used from
     /// anywhere after the handler returns.
     pub fn connection(&self) -> ConnectionHandle {
-        ConnectionHandle {
-            connection: Arc::clone(&self.connection),
-        }
+        self.connection.clone()
+    }
+}
+
+impl Deref for Context {
+    type Target = ConnectionHandle;
+
+    /// The handle of the connection the request came from.
+    fn deref(&self) -> &ConnectionHandle {
+        &self.connection
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("connection", &self.connection.id())
+            .field("peer", &self.connection.peer_addr())
+            .field("transport", &self.connection.transport())
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+/// A handle to one connection, for pushing to it from anywhere. Get it
+/// from [`Context::connection`] or [`Hub::connection`]; a handler's
+/// [`Context`] dereferences to the handle of its request's connection.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    connection: Arc<ConnectionShared>,
+}
+
+impl ConnectionHandle {
+    pub(crate) fn new(connection: Arc<ConnectionShared>) -> Self {
+        Self { connection }
     }
 
-    /// Pushes `packet` to this connection (a frame with request id 0).
+    /// The connection's id.
+    pub fn id(&self) -> ConnectionId {
+        self.connection.id
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.connection.peer
+    }
+
+    /// The transport the connection arrived on.
+    pub fn transport(&self) -> Transport {
+        self.connection.transport
+    }
+
+    /// Pushes `packet` to the connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
         self.connection.push(packet)
     }
@@ -125,71 +170,8 @@ impl Context {
         &self.connection.store
     }
 
-    /// The hub: every connection by id, groups, broadcasts.
-    pub fn hub(&self) -> Hub {
-        Hub::new(Arc::clone(&self.connection.hub))
-    }
-
-    /// The shared value of type `T` given to the server with `.state(...)`.
-    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        self.connection.state.get()
-    }
-}
-
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("connection", &self.connection.id)
-            .field("peer", &self.connection.peer)
-            .field("transport", &self.connection.transport)
-            .field("header", &self.header)
-            .finish()
-    }
-}
-
-/// A handle to one connection, for pushing to it from anywhere.
-#[derive(Clone)]
-pub struct ConnectionHandle {
-    pub(crate) connection: Arc<ConnectionShared>,
-}
-
-impl ConnectionHandle {
-    /// The connection's id.
-    pub fn id(&self) -> ConnectionId {
-        self.connection.id
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
-    }
-
-    /// The transport.
-    pub fn transport(&self) -> Transport {
-        self.connection.transport
-    }
-
-    /// Pushes `packet` to the connection (a frame with request id 0).
-    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        self.connection.push(packet)
-    }
-
-    /// The connection's permission level.
-    pub fn permission(&self) -> u32 {
-        self.connection.permission()
-    }
-
-    /// Sets the connection's permission level.
-    pub fn set_permission(&self, level: u32) {
-        self.connection.permission.store(level, Ordering::Release);
-    }
-
-    /// The connection's typed store.
-    pub fn store(&self) -> &ConnectionStore {
-        &self.connection.store
-    }
-
-    /// The hub of the connection's server.
+    /// The hub of the connection's server: every connection by id, groups,
+    /// broadcasts.
     pub fn hub(&self) -> Hub {
         Hub::new(Arc::clone(&self.connection.hub))
     }

@@ -181,9 +181,7 @@ impl Hub {
 
     /// A handle to the connection `id`, if it is open on this node.
     pub fn connection(&self, id: ConnectionId) -> Option<ConnectionHandle> {
-        self.shared
-            .get(id)
-            .map(|connection| ConnectionHandle { connection })
+        self.shared.get(id).map(ConnectionHandle::new)
     }
 
     /// Pushes `packet` to the connection `id`.

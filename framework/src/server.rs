@@ -483,9 +483,7 @@ impl ServerShared {
             }
         });
         if !self.hooks.connect.is_empty() {
-            let handle = ConnectionHandle {
-                connection: Arc::clone(&connection),
-            };
+            let handle = ConnectionHandle::new(Arc::clone(&connection));
             for hook in &self.hooks.connect {
                 hook(&handle);
             }
@@ -506,9 +504,7 @@ impl ServerShared {
             metrics.disconnect(&cause);
         }
         if !self.hooks.disconnect.is_empty() {
-            let handle = ConnectionHandle {
-                connection: Arc::clone(connection),
-            };
+            let handle = ConnectionHandle::new(Arc::clone(connection));
             for hook in &self.hooks.disconnect {
                 hook(&handle, &cause);
             }
