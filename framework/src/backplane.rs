@@ -33,9 +33,9 @@ use std::sync::{Arc, Weak};
 use ternio_protocol::Bytes;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 
-use crate::hub::{HubShared, deliver};
 use crate::ids::ConnectionId;
 use crate::outbox::Delivery;
+use crate::registry::{HubShared, deliver};
 
 /// A boxed future that can be sent between threads, as a backplane returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

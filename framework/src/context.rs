@@ -5,52 +5,17 @@ use std::any::type_name;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use ternio_protocol::Packet;
 use ternio_protocol::frame::Header;
-use ternio_protocol::{DisconnectReason, Packet};
 
-use crate::close::CloseNotice;
-use crate::hub::{Hub, HubShared};
+use crate::hub::Hub;
 use crate::ids::{ConnectionId, Transport};
-use crate::outbox::{Outbox, PushError};
-use crate::policy::RateLimiters;
+use crate::outbox::PushError;
+use crate::registry::ConnectionShared;
 use crate::store::{AppState, ConnectionStore};
-
-/// What every request of one connection shares.
-pub(crate) struct ConnectionShared {
-    pub(crate) id: ConnectionId,
-    pub(crate) peer: SocketAddr,
-    pub(crate) transport: Transport,
-    pub(crate) outbox: Outbox,
-    pub(crate) state: Arc<AppState>,
-    pub(crate) hub: Arc<HubShared>,
-    pub(crate) permission: AtomicU32,
-    pub(crate) store: ConnectionStore,
-    /// Rate limiters of the handlers this connection called that have one.
-    pub(crate) rate_limiters: Mutex<RateLimiters>,
-    /// The groups the connection is in, to leave them when it closes.
-    pub(crate) groups: Mutex<Vec<Arc<str>>>,
-}
-
-impl ConnectionShared {
-    pub(crate) fn permission(&self) -> u32 {
-        self.permission.load(Ordering::Acquire)
-    }
-
-    /// Pushes `packet` to this connection, encoded straight into its outbox.
-    pub(crate) fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        self.outbox.push_packet(packet, self.hub.max_frame_size)
-    }
-
-    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`:
-    /// the one kick, whether it came from a handle, the hub or another node.
-    pub(crate) fn kick(&self, reason: &str) {
-        self.outbox
-            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
-    }
-}
 
 /// The context of one request: its header, and the connection it came
 /// from. A `Context` dereferences to that connection's

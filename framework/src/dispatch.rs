@@ -147,7 +147,9 @@ impl HandlerSpec {
     }
 
     /// Requires the connection's permission level to be at least `level`
-    /// (set with [`Context::set_permission`]); below it, error 3 `UNAUTHORIZED`.
+    /// (set with `ctx.set_permission(level)`, see
+    /// [`ConnectionHandle::set_permission`](crate::ConnectionHandle::set_permission));
+    /// below it, error 3 `UNAUTHORIZED`.
     pub fn permission(mut self, level: u32) -> Self {
         self.policy.permission = Some(level);
         self

@@ -50,6 +50,7 @@ mod ids;
 mod metrics;
 mod outbox;
 mod policy;
+mod registry;
 mod reply;
 mod server;
 mod store;

@@ -16,14 +16,15 @@ use crate::backplane::Backplane;
 use crate::build_error::BuildError;
 use crate::close::{CloseCause, CloseNotice};
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::context::{ConnectionHandle, ConnectionShared};
+use crate::context::ConnectionHandle;
 use crate::dispatch::{Controller, DispatchTable};
-use crate::hub::{Hub, HubShared};
+use crate::hub::Hub;
 use crate::identity::Identity;
 use crate::ids::{ConnectionId, Transport};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
+use crate::registry::{ConnectionShared, HubShared};
 use crate::store::{AppState, ConnectionStore};
 use crate::transport;
 

@@ -32,9 +32,9 @@ use self::requests::Pending;
 use self::security::Security;
 use self::timers::{Due, Timers};
 use crate::close::CloseNotice;
-use crate::context::ConnectionShared;
 use crate::outbox::CloseOrder;
 use crate::policy::Outcome;
+use crate::registry::ConnectionShared;
 use crate::reply::{FrameReply, ReplyMetrics};
 use crate::server::ServerShared;
 
