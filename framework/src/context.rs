@@ -1,21 +1,18 @@
-//! What a handler can know and do besides its request: the connection it
-//! came from, a handle to push to it, and the application's shared state.
+//! What a handler takes besides its request: its [`Context`] (the request's
+//! header and its connection's handle), and the other extractors
+//! ([`FromContext`]: `State<T>`, `Stored<T>`, `Hub`, `ConnectionHandle`).
 
 use std::any::type_name;
 use std::fmt;
-use std::net::SocketAddr;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use ternio_protocol::Packet;
 use ternio_protocol::frame::Header;
 
-use crate::hub::Hub;
-use crate::ids::{ConnectionId, Transport};
-use crate::outbox::PushError;
+use crate::hub::{ConnectionHandle, Hub};
+use crate::ids::ConnectionId;
 use crate::registry::ConnectionShared;
-use crate::store::{AppState, ConnectionStore};
+use crate::store::AppState;
 
 /// The context of one request: its header, and the connection it came
 /// from. A `Context` dereferences to that connection's
@@ -82,95 +79,6 @@ impl fmt::Debug for Context {
             .field("peer", &self.connection.peer_addr())
             .field("transport", &self.connection.transport())
             .field("header", &self.header)
-            .finish()
-    }
-}
-
-/// A handle to one connection, for pushing to it from anywhere. Get it
-/// from [`Context::connection`] or [`Hub::connection`]; a handler's
-/// [`Context`] dereferences to the handle of its request's connection.
-#[derive(Clone)]
-pub struct ConnectionHandle {
-    connection: Arc<ConnectionShared>,
-}
-
-impl ConnectionHandle {
-    pub(crate) fn new(connection: Arc<ConnectionShared>) -> Self {
-        Self { connection }
-    }
-
-    /// The connection's id.
-    pub fn id(&self) -> ConnectionId {
-        self.connection.id
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
-    }
-
-    /// The transport the connection arrived on.
-    pub fn transport(&self) -> Transport {
-        self.connection.transport
-    }
-
-    /// Pushes `packet` to the connection (a frame with request id 0).
-    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        self.connection.push(packet)
-    }
-
-    /// The connection's permission level (0 when it opens).
-    pub fn permission(&self) -> u32 {
-        self.connection.permission()
-    }
-
-    /// Sets the connection's permission level, as after a login; handlers
-    /// marked `#[handler(permission = N)]` need at least `N`.
-    pub fn set_permission(&self, level: u32) {
-        self.connection.permission.store(level, Ordering::Release);
-    }
-
-    /// The connection's typed store.
-    pub fn store(&self) -> &ConnectionStore {
-        &self.connection.store
-    }
-
-    /// The hub of the connection's server: every connection by id, groups,
-    /// broadcasts.
-    pub fn hub(&self) -> Hub {
-        Hub::new(Arc::clone(&self.connection.hub))
-    }
-
-    /// The shared value of type `T` given to the server with `.state(...)`.
-    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        self.connection.state.get()
-    }
-
-    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
-    pub fn kick(&self, reason: &str) {
-        self.connection.kick(reason);
-    }
-
-    /// Bytes of pushed frames waiting for the connection to take them.
-    pub fn queued_bytes(&self) -> usize {
-        self.connection.outbox.queued_bytes()
-    }
-
-    /// Droppable pushes dropped because the connection fell behind.
-    pub fn dropped_pushes(&self) -> u64 {
-        self.connection.outbox.dropped()
-    }
-
-    /// Whether the connection is still open.
-    pub fn is_open(&self) -> bool {
-        !self.connection.outbox.is_closed()
-    }
-}
-
-impl fmt::Debug for ConnectionHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ConnectionHandle")
-            .field(&self.connection.id)
             .finish()
     }
 }

@@ -1,5 +1,6 @@
-//! The hub, the application's handle onto every open connection of the
-//! server (by id, in groups): sends, broadcasts, kicks. A broadcast encodes
+//! The application's handles onto the server's open connections: the
+//! [`Hub`] (every connection, by id and in groups: sends, broadcasts,
+//! kicks) and a [`ConnectionHandle`] (one connection). A broadcast encodes
 //! its packet once and shares the bytes; each secure connection seals its
 //! copy on its own task. The connections themselves are in the registry.
 //!
@@ -8,15 +9,107 @@
 //! connections.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use ternio_protocol::Packet;
 
 use crate::backplane::{BackplaneError, BackplaneMessage, BackplaneStats};
-use crate::context::ConnectionHandle;
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, Transport};
 use crate::outbox::{Delivery, PushError, encode_push};
-use crate::registry::{HubShared, deliver};
+use crate::registry::{ConnectionShared, HubShared, deliver};
+use crate::store::ConnectionStore;
+
+/// A handle to one connection, for pushing to it from anywhere. Get it
+/// from [`Context::connection`](crate::Context::connection) or
+/// [`Hub::connection`]; a handler's [`Context`](crate::Context)
+/// dereferences to the handle of its request's connection.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    connection: Arc<ConnectionShared>,
+}
+
+impl ConnectionHandle {
+    pub(crate) fn new(connection: Arc<ConnectionShared>) -> Self {
+        Self { connection }
+    }
+
+    /// The connection's id.
+    pub fn id(&self) -> ConnectionId {
+        self.connection.id
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.connection.peer
+    }
+
+    /// The transport the connection arrived on.
+    pub fn transport(&self) -> Transport {
+        self.connection.transport
+    }
+
+    /// Pushes `packet` to the connection (a frame with request id 0).
+    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        self.connection.push(packet)
+    }
+
+    /// The connection's permission level (0 when it opens).
+    pub fn permission(&self) -> u32 {
+        self.connection.permission()
+    }
+
+    /// Sets the connection's permission level, as after a login; handlers
+    /// marked `#[handler(permission = N)]` need at least `N`.
+    pub fn set_permission(&self, level: u32) {
+        self.connection.permission.store(level, Ordering::Release);
+    }
+
+    /// The connection's typed store.
+    pub fn store(&self) -> &ConnectionStore {
+        &self.connection.store
+    }
+
+    /// The hub of the connection's server: every connection by id, groups,
+    /// broadcasts.
+    pub fn hub(&self) -> Hub {
+        Hub::new(Arc::clone(&self.connection.hub))
+    }
+
+    /// The shared value of type `T` given to the server with `.state(...)`.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.connection.state.get()
+    }
+
+    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
+    pub fn kick(&self, reason: &str) {
+        self.connection.kick(reason);
+    }
+
+    /// Bytes of pushed frames waiting for the connection to take them.
+    pub fn queued_bytes(&self) -> usize {
+        self.connection.outbox.queued_bytes()
+    }
+
+    /// Droppable pushes dropped because the connection fell behind.
+    pub fn dropped_pushes(&self) -> u64 {
+        self.connection.outbox.dropped()
+    }
+
+    /// Whether the connection is still open.
+    pub fn is_open(&self) -> bool {
+        !self.connection.outbox.is_closed()
+    }
+}
+
+impl fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ConnectionHandle")
+            .field(&self.connection.id)
+            .finish()
+    }
+}
 
 /// A handle to the server's connections and groups. Cheap to clone; get it
 /// from a connection's [`ConnectionHandle::hub`] (which a handler's

@@ -70,9 +70,9 @@ pub use backplane::{
 pub use build_error::BuildError;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{ConnectionHandle, Context, FromContext, State, Stored};
+pub use context::{Context, FromContext, State, Stored};
 pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
-pub use hub::Hub;
+pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
 pub use outbox::{Delivery, PushError};
