@@ -8,12 +8,12 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use governor::DefaultDirectRateLimiter;
 use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
-use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, LocalHub};
+use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, LocalHub, LocalSide};
 use crate::close::CloseNotice;
 use crate::ids::{ConnectionId, Transport};
 use crate::outbox::{Delivery, Outbox, PushError};
@@ -78,10 +78,11 @@ impl HubShared {
 
     /// Gives the backplane, if any, this hub's local side.
     pub(crate) fn attach_backplane(self: &Arc<Self>) -> Result<(), BackplaneError> {
-        match &self.backplane {
-            Some(backplane) => backplane.attach(LocalHub::new(self)),
-            None => Ok(()),
-        }
+        let Some(backplane) = &self.backplane else {
+            return Ok(());
+        };
+        let hub: Weak<Self> = Arc::downgrade(self);
+        backplane.attach(LocalHub::new(hub))
     }
 
     /// The backplane, if the server has one.
@@ -256,6 +257,37 @@ impl HubShared {
         };
         connection.kick(reason);
         true
+    }
+}
+
+impl LocalSide for HubShared {
+    fn max_frame_size(&self) -> usize {
+        self.max_frame_size
+    }
+
+    fn deliver_to_group(&self, group: &str, frame: &Bytes, droppable: bool) -> Delivery {
+        deliver(&self.members_of(group), frame, droppable)
+    }
+
+    fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery {
+        deliver(&self.all(), frame, droppable)
+    }
+
+    fn deliver_to(&self, id: ConnectionId, frame: &Bytes, droppable: bool) -> Option<Delivery> {
+        let connection = self.get(id)?;
+        Some(deliver(&[connection], frame, droppable))
+    }
+
+    fn kick(&self, id: ConnectionId, reason: &str) -> bool {
+        self.kick_local(id, reason)
+    }
+
+    fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
+        HubShared::memberships(self)
+    }
+
+    fn members(&self, group: &str) -> Vec<ConnectionId> {
+        self.member_ids(group)
     }
 }
 
