@@ -53,6 +53,7 @@ mod policy;
 mod registry;
 mod reply;
 mod server;
+mod shared;
 mod store;
 mod sync;
 mod transport;

@@ -1,30 +1,29 @@
-//! The server: its builder, its listeners, and the state every connection shares.
+//! The server: its builder, its listeners, and its handle.
 
 use std::any::TypeId;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use ternio_protocol::DisconnectReason;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
 use crate::backplane::Backplane;
 use crate::build_error::BuildError;
-use crate::close::{CloseCause, CloseNotice};
+use crate::close::CloseCause;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::dispatch::{Controller, DispatchTable};
 use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
-use crate::ids::{ConnectionId, Transport};
+use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
-use crate::outbox::Outbox;
 use crate::policy::{Middleware, Policies};
-use crate::registry::{ConnectionShared, HubShared};
-use crate::store::{AppState, ConnectionStore};
+use crate::registry::HubShared;
+use crate::shared::{Hooks, ServerShared};
+use crate::store::AppState;
 use crate::transport;
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
@@ -44,16 +43,6 @@ pub struct ServerBuilder {
     metrics: bool,
     #[cfg(feature = "prometheus")]
     prometheus: Option<SocketAddr>,
-}
-
-type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
-type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
-
-/// The application's connect and disconnect hooks.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    connect: Vec<ConnectHook>,
-    disconnect: Vec<DisconnectHook>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -428,114 +417,6 @@ fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> 
     Ok(socket.into())
 }
 
-/// What every connection of a server shares.
-pub(crate) struct ServerShared {
-    pub(crate) table: DispatchTable,
-    pub(crate) config: ServerConfig,
-    pub(crate) state: Arc<AppState>,
-    next_id: AtomicU64,
-    /// Every open connection, by id, and the groups.
-    pub(crate) hub: Arc<HubShared>,
-    /// Turns true when the server shuts down.
-    shutdown: watch::Sender<bool>,
-    /// The static key for `NK` handshakes.
-    pub(crate) identity: Option<Identity>,
-    /// The middleware chain, built-in policies included.
-    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
-    /// Whether some middleware reads how long a request took.
-    pub(crate) middleware_times: bool,
-    hooks: Hooks,
-    /// The connection limits.
-    pub(crate) admission: Arc<Admission>,
-    /// The metric handles, when metrics are on.
-    pub(crate) metrics: Option<Metrics>,
-    /// The server-wide handshake budget, if it has one.
-    pub(crate) handshakes: Option<governor::DefaultDirectRateLimiter>,
-}
-
-impl ServerShared {
-    /// Registers a new connection and returns its shared half. Opened
-    /// during shutdown, it is told to close.
-    pub(crate) fn open_connection(
-        &self,
-        peer: SocketAddr,
-        transport: Transport,
-    ) -> Arc<ConnectionShared> {
-        let outbox = Outbox::new(self.config.max_outbox_bytes, self.config.slow_consumer);
-        let connection = Arc::new(ConnectionShared {
-            id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
-            peer,
-            transport,
-            outbox,
-            state: Arc::clone(&self.state),
-            hub: Arc::clone(&self.hub),
-            permission: AtomicU32::new(0),
-            store: ConnectionStore::default(),
-            rate_limiters: Mutex::default(),
-            groups: Mutex::default(),
-        });
-        if let Some(metrics) = &self.metrics {
-            metrics.transport(transport).connections.increment(1.0);
-        }
-        self.hub.insert(Arc::clone(&connection), |connection| {
-            if *self.shutdown.borrow() {
-                connection.outbox.close(shutdown_notice(), true);
-            }
-        });
-        if !self.hooks.connect.is_empty() {
-            let handle = ConnectionHandle::new(Arc::clone(&connection));
-            for hook in &self.hooks.connect {
-                hook(&handle);
-            }
-        }
-        connection
-    }
-
-    /// Forgets a closed connection (it leaves its groups), then tells the
-    /// disconnect hooks.
-    pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
-        self.hub.remove(connection.id);
-        tracing::debug!(connection = %connection.id, ?cause, "connection closed");
-        if let Some(metrics) = &self.metrics {
-            metrics
-                .transport(connection.transport)
-                .connections
-                .decrement(1.0);
-            metrics.disconnect(&cause);
-        }
-        if !self.hooks.disconnect.is_empty() {
-            let handle = ConnectionHandle::new(Arc::clone(connection));
-            for hook in &self.hooks.disconnect {
-                hook(&handle, &cause);
-            }
-        }
-    }
-
-    /// A receiver that turns true when the server shuts down.
-    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
-    }
-
-    fn shut_down(&self) {
-        // A connection registering meanwhile sees the flag (it is checked
-        // under the registry's lock) or is in the snapshot below.
-        if self.shutdown.send_replace(true) {
-            return;
-        }
-        for connection in self.hub.all() {
-            connection.outbox.close(shutdown_notice(), true);
-        }
-    }
-
-    fn open_connections(&self) -> usize {
-        self.hub.len()
-    }
-}
-
-fn shutdown_notice() -> CloseNotice {
-    CloseNotice::new(DisconnectReason::Shutdown, "the server is shutting down")
-}
-
 /// A built server with its listeners bound. [`run`](Self::run) serves.
 pub struct Server {
     shared: Arc<ServerShared>,
@@ -662,8 +543,9 @@ impl ServerHandle {
     /// Serves one connection over `stream`, a byte stream the application
     /// accepted itself (a TLS stream, a PROXY-protocol stream it parsed,
     /// an in-memory pipe) from `peer`, with length-prefixed frames as on a
-    /// TCP listener (it counts as [`Transport::Tcp`]). The connection
-    /// limits apply: a refused peer gets `DISCONNECT TOO_MANY_CONNECTIONS`.
+    /// TCP listener (it counts as
+    /// [`Transport::Tcp`](crate::Transport::Tcp)). The connection limits
+    /// apply: a refused peer gets `DISCONNECT TOO_MANY_CONNECTIONS`.
     /// Returns once the connection has closed; spawn it to serve many.
     ///
     /// ```no_run

@@ -36,7 +36,7 @@ use crate::outbox::CloseOrder;
 use crate::policy::Outcome;
 use crate::registry::ConnectionShared;
 use crate::reply::{FrameReply, ReplyMetrics};
-use crate::server::ServerShared;
+use crate::shared::ServerShared;
 
 /// What the transport does after a frame.
 pub(crate) enum AfterFrame {

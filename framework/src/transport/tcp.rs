@@ -24,7 +24,7 @@ use crate::admission::{Permit, Refusal};
 use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
 use crate::ids::Transport;
-use crate::server::ServerShared;
+use crate::shared::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
 /// Rounds of work one connection does before letting other tasks run.
