@@ -16,7 +16,7 @@ use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
 use crate::build_error::BuildError;
 use crate::context::{CheckState, Context, FromContext};
 use crate::metrics::HandlerMetrics;
-use crate::policy::{self, Concurrency, HandlerPolicy, Outcome};
+use crate::middleware::{self, Concurrency, HandlerPolicy, Outcome};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
 use crate::store::AppState;
 
@@ -167,7 +167,7 @@ impl HandlerSpec {
     /// Limits each connection to `per_second` requests of this handler per
     /// second, with bursts of `burst`; over it, error 4 `RATE_LIMITED`.
     pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
-        self.policy.rate_limit = Some(policy::quota(per_second, burst));
+        self.policy.rate_limit = Some(middleware::quota(per_second, burst));
         self
     }
 

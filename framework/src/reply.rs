@@ -10,7 +10,7 @@ use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
 use crate::ids::Transport;
 use crate::metrics::Metrics;
-use crate::policy::Outcome;
+use crate::middleware::Outcome;
 
 /// The server's metrics and the connection's transport, for a reply to count itself.
 #[derive(Clone, Copy)]

@@ -20,7 +20,7 @@ use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
 use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
-use crate::policy::{Middleware, Policies};
+use crate::middleware::{Middleware, Policies};
 use crate::registry::HubShared;
 use crate::shared::{Hooks, ServerShared};
 use crate::store::AppState;

@@ -18,8 +18,8 @@ use crate::hub::ConnectionHandle;
 use crate::identity::Identity;
 use crate::ids::{ConnectionId, Transport};
 use crate::metrics::Metrics;
+use crate::middleware::Middleware;
 use crate::outbox::Outbox;
-use crate::policy::Middleware;
 use crate::registry::{ConnectionShared, HubShared};
 use crate::store::{AppState, ConnectionStore};
 
