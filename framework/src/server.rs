@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+use ternio_protocol::secure::RekeyPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
@@ -305,7 +306,7 @@ impl ServerBuilder {
 
     /// When a secure session replaces the key of what the server sends
     /// (default: after 65,536 frames or 2 minutes under one key).
-    pub fn rekey(mut self, policy: crate::RekeyPolicy) -> Self {
+    pub fn rekey(mut self, policy: RekeyPolicy) -> Self {
         self.config.rekey = policy;
         self
     }
