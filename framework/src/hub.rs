@@ -4,9 +4,9 @@
 //! its packet once and shares the bytes; each secure connection seals its
 //! copy on its own task. The connections themselves are in the registry.
 //!
-//! With a [`Backplane`](crate::Backplane), the same encoded frame also goes
-//! to the other nodes of the cluster, which deliver it to their own
-//! connections.
+//! With a [`Backplane`](crate::backplane::Backplane), the same encoded
+//! frame also goes to the other nodes of the cluster, which deliver it to
+//! their own connections.
 
 use std::fmt;
 use std::net::SocketAddr;

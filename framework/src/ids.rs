@@ -4,7 +4,8 @@
 use std::fmt;
 
 /// A connection's id, unique within the server for its lifetime, and
-/// within the cluster when the server has a [`Backplane`](crate::Backplane).
+/// within the cluster when the server has a
+/// [`Backplane`](crate::backplane::Backplane).
 ///
 /// Encoding: the high 16 bits are the node id (0 for a server without a
 /// backplane, 1 to 65,535 for a node of a cluster), the low 48 bits count
