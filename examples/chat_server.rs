@@ -27,7 +27,8 @@
 use std::net::SocketAddr;
 
 use clap::Parser;
-use ternio::{AuditLog, Server};
+use ternio::Server;
+use ternio::middleware::AuditLog;
 use ternio_examples::{chat, web};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 

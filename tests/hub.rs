@@ -399,7 +399,7 @@ async fn pace(hub: &Hub, reader: u64) {
 /// (up to 4 MiB here) is full: the tests send 8 to 16 MB.
 fn small_buffers() -> ServerConfig {
     ServerConfig {
-        max_outbound_queue_bytes: 64 * 1024,
+        max_outbox_bytes: 64 * 1024,
         outbound_high_water: 64 * 1024,
         ..ServerConfig::default()
     }
@@ -454,7 +454,7 @@ async fn a_reader_that_stops_is_disconnected_and_never_stalls_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn droppable_packets_are_dropped_for_a_slow_reader_that_stays() {
     let (address, server) = start(|b| {
-        b.max_outbound_queue_bytes(64 * 1024)
+        b.max_outbox_bytes(64 * 1024)
             .slow_consumer(SlowConsumerPolicy::DropDroppable)
     });
     let (mut slow, slow_id, mut fast, fast_id) = slow_and_fast(address).await;

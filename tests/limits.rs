@@ -313,9 +313,16 @@ struct OnCancelled {
     notify: Arc<Notify>,
 }
 
-impl ternio::Middleware for OnCancelled {
-    fn after(&self, request: &ternio::RequestInfo<'_>, outcome: ternio::Outcome, _: Duration) {
-        if request.header().opcode == self.opcode && outcome == ternio::Outcome::Cancelled {
+impl ternio::middleware::Middleware for OnCancelled {
+    fn after(
+        &self,
+        request: &ternio::middleware::RequestInfo<'_>,
+        outcome: ternio::middleware::Outcome,
+        _: Duration,
+    ) {
+        if request.header().opcode == self.opcode
+            && outcome == ternio::middleware::Outcome::Cancelled
+        {
             self.notify.notify_one();
         }
     }

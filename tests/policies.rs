@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
+use ternio::middleware::{AuditLog, Middleware, Outcome, Rejection, RequestInfo};
 use ternio::protocol::ErrorCode;
 use ternio::{
-    AuditLog, BuildError, CloseCause, Context, DisconnectReason, HandlerError, Middleware, Outcome,
-    Packet, Rejection, RequestInfo, Server, ServerBuilder, ServerHandle, Stored, packet_controller,
+    BuildError, CloseCause, Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder,
+    ServerHandle, Stored, packet_controller,
 };
 use ternio_client::{Client, ClientError};
 use ternio_tests::{PATIENCE, RawConnection, eventually};

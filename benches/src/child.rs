@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ::ternio::Backplane as _;
+use ::ternio::backplane::Backplane as _;
 use anyhow::{Context as _, Result, bail};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 

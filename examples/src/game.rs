@@ -41,10 +41,10 @@ pub const TICK_RATE: u32 = 30;
 pub const ARENA: f32 = 100.0;
 /// How far a player moves per second, in arena units.
 pub const SPEED: f32 = 20.0;
-/// Bytes of pushes that may wait for one connection (its outbound queue).
+/// Bytes of pushes that may wait for one connection (its outbox).
 /// About a second of snapshots for a few dozen players: a snapshot older
 /// than that is worthless, so past it they are dropped.
-pub const OUTBOUND_QUEUE_BYTES: usize = 32 * 1024;
+pub const OUTBOX_BYTES: usize = 32 * 1024;
 
 /// 0x0201: joins the game in a room; answered with [`Welcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -407,13 +407,13 @@ impl GameController {
 /// keeps its connection's drop count, see [`Game::departures`]), and the
 /// outbound limits a game wants: droppable snapshots are dropped for a
 /// connection that is behind ([`SlowConsumerPolicy::DropDroppable`]), past
-/// [`OUTBOUND_QUEUE_BYTES`] waiting. Run [`simulate`] beside the server.
+/// [`OUTBOX_BYTES`] waiting. Run [`simulate`] beside the server.
 pub fn serve(builder: ServerBuilder, game: Game) -> ServerBuilder {
     builder
         .controller(GameController)
         .state(game)
         .slow_consumer(SlowConsumerPolicy::DropDroppable)
-        .max_outbound_queue_bytes(OUTBOUND_QUEUE_BYTES)
+        .max_outbox_bytes(OUTBOX_BYTES)
         .on_disconnect(|connection: &ConnectionHandle, cause: &CloseCause| {
             if let Some(game) = connection.state::<Game>() {
                 game.disconnected(connection, cause);
@@ -667,7 +667,7 @@ fn tcp_frame<P: Packet>(out: &mut ternio::protocol::BytesMut, request_id: u32, p
 
 /// A player that joins and then never reads, with a small receive buffer:
 /// once the kernel's buffers for its connection are full (several MB on
-/// loopback), the server's outbound queue for it fills up and its
+/// loopback), the server's outbox for it fills up and its
 /// snapshots are dropped (counted in `dropped_pushes()`), while the other
 /// players are not held up. It sends an input every second, so the idle
 /// timeout leaves it alone; the server's write timeout (30 s in which

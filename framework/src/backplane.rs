@@ -11,7 +11,7 @@
 //! **Encode once.** What crosses the backplane is the push frame the hub
 //! encoded (header + body, no length prefix, never sealed): one encoding for
 //! the whole cluster. Each receiving node copies that one frame into its
-//! members' queues, and each secure connection seals its copy on its own
+//! members' outboxes, and each secure connection seals its copy on its own
 //! task, as for a local broadcast.
 //!
 //! **Connection ids** carry the node: the high 16 bits are the node id (see
@@ -30,12 +30,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
+use ternio_protocol::Bytes;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
-use ternio_protocol::{Bytes, DisconnectReason};
 
-use crate::close::CloseNotice;
-use crate::context::ConnectionId;
-use crate::hub::{Delivery, HubShared, deliver};
+use crate::ids::ConnectionId;
+use crate::outbox::Delivery;
 
 /// A boxed future that can be sent between threads, as a backplane returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -159,27 +158,44 @@ pub trait Backplane: Send + Sync + 'static {
 /// It holds the hub weakly: once the server is gone, it does nothing.
 #[derive(Clone)]
 pub struct LocalHub {
-    shared: Weak<HubShared>,
+    hub: Weak<dyn LocalSide>,
+}
+
+/// What a [`LocalHub`] reaches: this node's registry of connections (which
+/// implements it), seen only through what the backplane delivers.
+pub(crate) trait LocalSide: Send + Sync {
+    /// The largest frame this node accepts or sends.
+    fn max_frame_size(&self) -> usize;
+    /// Pushes `frame` to the local members of `group`.
+    fn deliver_to_group(&self, group: &str, frame: &Bytes, droppable: bool) -> Delivery;
+    /// Pushes `frame` to every local connection.
+    fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery;
+    /// Pushes `frame` to the connection `id`; `None` when it is not open here.
+    fn deliver_to(&self, id: ConnectionId, frame: &Bytes, droppable: bool) -> Option<Delivery>;
+    /// Kicks the connection `id`; false when it is not open here.
+    fn kick(&self, id: ConnectionId, reason: &str) -> bool;
+    /// Every group with its local members (a snapshot).
+    fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)>;
+    /// The ids of the local members of `group`.
+    fn members(&self, group: &str) -> Vec<ConnectionId>;
 }
 
 impl fmt::Debug for LocalHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalHub")
-            .field("alive", &(self.shared.strong_count() > 0))
+            .field("alive", &self.is_alive())
             .finish()
     }
 }
 
 impl LocalHub {
-    pub(crate) fn new(shared: &Arc<HubShared>) -> Self {
-        Self {
-            shared: Arc::downgrade(shared),
-        }
+    pub(crate) fn new(hub: Weak<dyn LocalSide>) -> Self {
+        Self { hub }
     }
 
     /// Whether the server behind this hub still exists.
     pub fn is_alive(&self) -> bool {
-        self.shared.strong_count() > 0
+        self.hub.strong_count() > 0
     }
 
     /// Delivers a message from another node to this node's connections:
@@ -187,7 +203,7 @@ impl LocalHub {
     /// connection named (when it is here). A frame that is not a plain push
     /// frame within the maximum frame size is refused (counted as failed).
     pub fn deliver(&self, message: &BackplaneMessage) -> Delivery {
-        let Some(shared) = self.shared.upgrade() else {
+        let Some(hub) = self.hub.upgrade() else {
             return Delivery::default();
         };
         let refused = Delivery {
@@ -200,59 +216,52 @@ impl LocalHub {
                 frame,
                 droppable,
             } => {
-                if !is_push_frame(frame, shared.max_frame_size) {
+                if !is_push_frame(frame, hub.max_frame_size()) {
                     return refused;
                 }
-                deliver(&shared.members_of(group), frame, *droppable)
+                hub.deliver_to_group(group, frame, *droppable)
             }
             BackplaneMessage::Everyone { frame, droppable } => {
-                if !is_push_frame(frame, shared.max_frame_size) {
+                if !is_push_frame(frame, hub.max_frame_size()) {
                     return refused;
                 }
-                deliver(&shared.all(), frame, *droppable)
+                hub.deliver_to_all(frame, *droppable)
             }
             BackplaneMessage::Connection {
                 id,
                 frame,
                 droppable,
             } => {
-                if !is_push_frame(frame, shared.max_frame_size) {
+                if !is_push_frame(frame, hub.max_frame_size()) {
                     return refused;
                 }
-                match shared.get(*id) {
-                    Some(connection) => deliver(&[connection], frame, *droppable),
-                    None => refused,
+                hub.deliver_to(*id, frame, *droppable).unwrap_or(refused)
+            }
+            BackplaneMessage::Kick { id, reason } => {
+                if !hub.kick(*id, reason) {
+                    return refused;
+                }
+                Delivery {
+                    queued: 1,
+                    ..Delivery::default()
                 }
             }
-            BackplaneMessage::Kick { id, reason } => match shared.get(*id) {
-                Some(connection) => {
-                    connection.outbound.close(
-                        CloseNotice::new(DisconnectReason::Kicked, reason.as_str()),
-                        false,
-                    );
-                    Delivery {
-                        queued: 1,
-                        ..Delivery::default()
-                    }
-                }
-                None => refused,
-            },
         }
     }
 
     /// Every group with a member on this node, with those members (a snapshot).
     pub fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
-        self.shared
+        self.hub
             .upgrade()
-            .map(|shared| shared.memberships())
+            .map(|hub| hub.memberships())
             .unwrap_or_default()
     }
 
     /// The members of `group` on this node.
     pub fn members(&self, group: &str) -> Vec<ConnectionId> {
-        self.shared
+        self.hub
             .upgrade()
-            .map(|shared| shared.member_ids(group))
+            .map(|hub| hub.members(group))
             .unwrap_or_default()
     }
 }

@@ -18,10 +18,10 @@ pub struct ServerConfig {
     /// refused or queued without bound). Default 1,024.
     pub max_requests_in_flight: usize,
     /// Bytes of pushed frames that may wait for one connection (its
-    /// outbound queue). A push beyond it meets the slow-consumer policy.
+    /// outbox). A push beyond it meets the slow-consumer policy.
     /// Default 1 MiB.
-    pub max_outbound_queue_bytes: usize,
-    /// What a push to a full outbound queue does. Default
+    pub max_outbox_bytes: usize,
+    /// What a push to a full outbox does. Default
     /// [`SlowConsumerPolicy::Disconnect`].
     pub slow_consumer: SlowConsumerPolicy,
     /// Replies waiting to be written above which the server stops reading a
@@ -143,7 +143,7 @@ impl Default for ServerConfig {
         Self {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_requests_in_flight: 1024,
-            max_outbound_queue_bytes: 1024 * 1024,
+            max_outbox_bytes: 1024 * 1024,
             slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,
             listen_backlog: 1024,
@@ -171,7 +171,7 @@ impl Default for ServerConfig {
     }
 }
 
-/// What happens to a push when a connection's outbound queue is full (its
+/// What happens to a push when a connection's outbox is full (its
 /// peer does not read fast enough).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SlowConsumerPolicy {

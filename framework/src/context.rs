@@ -1,145 +1,44 @@
-//! What a handler can know and do besides its request: the connection it
-//! came from, a handle to push to it, and the application's shared state.
+//! What a handler takes besides its request: its [`Context`] (the request's
+//! header and its connection's handle), and the other extractors
+//! ([`FromContext`]: `State<T>`, `Stored<T>`, `Hub`, `ConnectionHandle`).
 
-use std::any::{Any, TypeId, type_name};
-use std::collections::HashMap;
+use std::any::type_name;
 use std::fmt;
-use std::net::SocketAddr;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ternio_protocol::frame::{self, Flags, Framing, Header};
-use ternio_protocol::{Bytes, BytesMut, DisconnectReason, Packet};
+use ternio_protocol::frame::Header;
 
-use crate::close::CloseNotice;
-use crate::hub::{Hub, HubShared};
-use crate::outbound::OutboundQueue;
-use crate::policy::RateLimiters;
-use crate::store::ConnectionStore;
+use crate::hub::{ConnectionHandle, Hub};
+use crate::ids::ConnectionId;
+use crate::registry::ConnectionShared;
+use crate::store::AppState;
 
-/// A connection's id, unique within the server for its lifetime, and
-/// within the cluster when the server has a [`Backplane`](crate::Backplane).
-///
-/// Encoding: the high 16 bits are the node id (0 for a server without a
-/// backplane, 1 to 65,535 for a node of a cluster), the low 48 bits count
-/// the node's connections from 1. Without a backplane ids are 1, 2, 3…;
-/// node 2's first connection is `2 << 48 | 1`. (Clients in JavaScript need
-/// a `BigInt` for ids of nodes other than 0.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnectionId(pub u64);
-
-impl ConnectionId {
-    /// Bits of the per-node counter: the low 48.
-    pub const LOCAL_BITS: u32 = 48;
-
-    /// The id of the `local`-th connection of node `node` (`local` keeps
-    /// its low 48 bits).
-    pub const fn new(node: u16, local: u64) -> Self {
-        Self(((node as u64) << Self::LOCAL_BITS) | (local & ((1 << Self::LOCAL_BITS) - 1)))
-    }
-
-    /// The node that owns the connection: the high 16 bits.
-    pub const fn node(self) -> u16 {
-        (self.0 >> Self::LOCAL_BITS) as u16
-    }
-
-    /// The connection's number on its node: the low 48 bits.
-    pub const fn local(self) -> u64 {
-        self.0 & ((1 << Self::LOCAL_BITS) - 1)
-    }
-}
-
-impl fmt::Display for ConnectionId {
-    /// `#7` for connection 7 of a server without a backplane; `#2:7` for
-    /// connection 7 of node 2.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.node() {
-            0 => write!(f, "#{}", self.0),
-            node => write!(f, "#{node}:{}", self.local()),
-        }
-    }
-}
-
-/// The transport a connection arrived on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// Length-prefixed frames over TCP.
-    Tcp,
-    /// One frame per binary WebSocket message.
-    WebSocket,
-}
-
-/// Values shared by every handler, by type: what `.state(value)` stored.
-#[derive(Default)]
-pub(crate) struct AppState {
-    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-}
-
-impl AppState {
-    pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
-        self.values.insert(TypeId::of::<T>(), value);
-    }
-
-    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        let value = self.values.get(&TypeId::of::<T>())?;
-        Arc::clone(value).downcast().ok()
-    }
-
-    pub(crate) fn contains<T: 'static>(&self) -> bool {
-        self.values.contains_key(&TypeId::of::<T>())
-    }
-}
-
-/// What every request of one connection shares.
-pub(crate) struct ConnectionShared {
-    pub(crate) id: ConnectionId,
-    pub(crate) peer: SocketAddr,
-    pub(crate) transport: Transport,
-    pub(crate) outbound: OutboundQueue,
-    pub(crate) state: Arc<AppState>,
-    pub(crate) hub: Arc<HubShared>,
-    pub(crate) permission: AtomicU32,
-    pub(crate) store: ConnectionStore,
-    /// Rate limiters of the handlers this connection called that have one.
-    pub(crate) rate_limiters: Mutex<RateLimiters>,
-    /// The groups the connection is in, to leave them when it closes.
-    pub(crate) groups: Mutex<Vec<Arc<str>>>,
-}
-
-impl ConnectionShared {
-    pub(crate) fn permission(&self) -> u32 {
-        self.permission.load(Ordering::Acquire)
-    }
-}
-
-/// The context of one request: its connection and the server's state.
+/// The context of one request: its header, and the connection it came
+/// from. A `Context` dereferences to that connection's
+/// [`ConnectionHandle`], so every method of the handle is one of the
+/// context's too: `ctx.push(&packet)`, `ctx.hub()`, `ctx.state::<T>()`,
+/// `ctx.set_permission(1)`…
 ///
 /// Cloning it is cheap (one reference count).
 #[derive(Clone)]
 pub struct Context {
-    connection: Arc<ConnectionShared>,
+    connection: ConnectionHandle,
     header: Header,
 }
 
 impl Context {
     pub(crate) fn new(connection: Arc<ConnectionShared>, header: Header) -> Self {
-        Self { connection, header }
+        Self {
+            connection: ConnectionHandle::new(connection),
+            header,
+        }
     }
 
-    /// The id of the connection the request came from.
+    /// The id of the connection the request came from (its handle's
+    /// [`id`](ConnectionHandle::id)).
     pub fn connection_id(&self) -> ConnectionId {
-        self.connection.id
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
-    }
-
-    /// The transport the request came over.
-    pub fn transport(&self) -> Transport {
-        self.connection.transport
+        self.connection.id()
     }
 
     /// The request's header.
@@ -160,185 +59,28 @@ impl Context {
     /// A handle to this connection, which may be kept and used from
     /// anywhere after the handler returns.
     pub fn connection(&self) -> ConnectionHandle {
-        ConnectionHandle {
-            connection: Arc::clone(&self.connection),
-        }
+        self.connection.clone()
     }
+}
 
-    /// Pushes `packet` to this connection (a frame with request id 0).
-    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        push(&self.connection, packet)
-    }
+impl Deref for Context {
+    type Target = ConnectionHandle;
 
-    /// The connection's permission level (0 when it opens).
-    pub fn permission(&self) -> u32 {
-        self.connection.permission()
-    }
-
-    /// Sets the connection's permission level, as after a login; handlers
-    /// marked `#[handler(permission = N)]` need at least `N`.
-    pub fn set_permission(&self, level: u32) {
-        self.connection.permission.store(level, Ordering::Release);
-    }
-
-    /// The connection's typed store.
-    pub fn store(&self) -> &ConnectionStore {
-        &self.connection.store
-    }
-
-    /// The hub: every connection by id, groups, broadcasts.
-    pub fn hub(&self) -> Hub {
-        Hub::new(Arc::clone(&self.connection.hub))
-    }
-
-    /// The shared value of type `T` given to the server with `.state(...)`.
-    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        self.connection.state.get()
+    /// The handle of the connection the request came from.
+    fn deref(&self) -> &ConnectionHandle {
+        &self.connection
     }
 }
 
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("connection", &self.connection.id)
-            .field("peer", &self.connection.peer)
-            .field("transport", &self.connection.transport)
+            .field("connection", &self.connection.id())
+            .field("peer", &self.connection.peer_addr())
+            .field("transport", &self.connection.transport())
             .field("header", &self.header)
             .finish()
     }
-}
-
-/// A handle to one connection, for pushing to it from anywhere.
-#[derive(Clone)]
-pub struct ConnectionHandle {
-    pub(crate) connection: Arc<ConnectionShared>,
-}
-
-impl ConnectionHandle {
-    /// The connection's id.
-    pub fn id(&self) -> ConnectionId {
-        self.connection.id
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
-    }
-
-    /// The transport.
-    pub fn transport(&self) -> Transport {
-        self.connection.transport
-    }
-
-    /// Pushes `packet` to the connection (a frame with request id 0).
-    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
-        push(&self.connection, packet)
-    }
-
-    /// The connection's permission level.
-    pub fn permission(&self) -> u32 {
-        self.connection.permission()
-    }
-
-    /// Sets the connection's permission level.
-    pub fn set_permission(&self, level: u32) {
-        self.connection.permission.store(level, Ordering::Release);
-    }
-
-    /// The connection's typed store.
-    pub fn store(&self) -> &ConnectionStore {
-        &self.connection.store
-    }
-
-    /// The hub of the connection's server.
-    pub fn hub(&self) -> Hub {
-        Hub::new(Arc::clone(&self.connection.hub))
-    }
-
-    /// The shared value of type `T` given to the server with `.state(...)`.
-    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        self.connection.state.get()
-    }
-
-    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
-    pub fn kick(&self, reason: &str) {
-        self.connection
-            .outbound
-            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
-    }
-
-    /// Bytes of pushed frames waiting for the connection to take them.
-    pub fn queued_bytes(&self) -> usize {
-        self.connection.outbound.queued_bytes()
-    }
-
-    /// Droppable pushes dropped because the connection fell behind.
-    pub fn dropped_pushes(&self) -> u64 {
-        self.connection.outbound.dropped()
-    }
-
-    /// Whether the connection is still open.
-    pub fn is_open(&self) -> bool {
-        !self.connection.outbound.is_closed()
-    }
-}
-
-impl fmt::Debug for ConnectionHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ConnectionHandle")
-            .field(&self.connection.id)
-            .finish()
-    }
-}
-
-/// Pushes `packet` to `connection`, encoded straight into its queue.
-pub(crate) fn push<P: Packet>(connection: &ConnectionShared, packet: &P) -> Result<(), PushError> {
-    let len = ternio_protocol::HEADER_LEN + packet.encoded_len();
-    if len > connection.hub.max_frame_size {
-        return Err(PushError::TooLarge);
-    }
-    let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    connection.outbound.push_with(len, P::DROPPABLE, |out| {
-        out.extend_from_slice(&header.to_bytes());
-        packet.encode(out);
-    })
-}
-
-/// Encodes `packet` once as a push frame (header + body, no prefix), to be
-/// shared by every connection it goes to.
-pub(crate) fn encode_push<P: Packet>(
-    packet: &P,
-    max_frame_size: usize,
-) -> Result<Bytes, PushError> {
-    // One allocation of the exact size: the header and the body.
-    let mut frame = BytesMut::with_capacity(ternio_protocol::HEADER_LEN + packet.encoded_len());
-    let header = Header::new(P::OPCODE, Flags::NONE, 0);
-    frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
-        .map_err(|_| PushError::TooLarge)?;
-    Ok(frame.freeze())
-}
-
-/// Why a push was not queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PushError {
-    /// The connection is closed (or no connection has that id).
-    #[error("the connection is closed")]
-    Closed,
-    /// The connection's outbound queue was full: it is being disconnected
-    /// with `SLOW_CONSUMER`.
-    #[error("the connection does not read fast enough and is being disconnected")]
-    SlowConsumer,
-    /// The connection's outbound queue was full and the packet is droppable:
-    /// this one was dropped, the connection stays.
-    #[error("the connection is behind; the droppable packet was dropped")]
-    Dropped,
-    /// The packet encodes to more than the maximum frame size.
-    #[error("the packet exceeds the maximum frame size")]
-    TooLarge,
-    /// The connection is on another node and the backplane that reaches it
-    /// is down (or its queue is full): the packet was not sent.
-    #[error("the connection is on another node and the backplane is unavailable")]
-    Unavailable,
 }
 
 /// A value a handler takes as a parameter besides its request, built from
@@ -419,5 +161,47 @@ impl<T: Send + Sync + 'static> FromContext for State<T> {
 impl FromContext for Hub {
     fn from_context(ctx: &Context) -> Self {
         ctx.hub()
+    }
+}
+
+/// A handler parameter: a copy of the connection's stored `T`, if any.
+///
+/// ```
+/// use ternio::{Packet, Stored, packet_controller};
+///
+/// #[derive(Clone)]
+/// struct Nickname(String);
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0010)]
+/// struct WhoAmI;
+///
+/// #[derive(Packet)]
+/// #[packet(opcode = 0x0011)]
+/// struct YouAre(Option<String>);
+///
+/// #[derive(Default)]
+/// struct Names;
+///
+/// #[packet_controller]
+/// impl Names {
+///     fn who_am_i(_request: WhoAmI, nick: Stored<Nickname>) -> YouAre {
+///         YouAre(nick.0.map(|nick| nick.0))
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored<T>(pub Option<T>);
+
+impl<T> Deref for Stored<T> {
+    type Target = Option<T>;
+    fn deref(&self) -> &Option<T> {
+        &self.0
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> FromContext for Stored<T> {
+    fn from_context(ctx: &Context) -> Self {
+        Self(ctx.store().get())
     }
 }

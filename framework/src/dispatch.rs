@@ -13,11 +13,12 @@ use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
 use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
 
-use crate::context::{AppState, CheckState, Context, FromContext};
+use crate::build_error::BuildError;
+use crate::context::{CheckState, Context, FromContext};
 use crate::metrics::HandlerMetrics;
-use crate::policy::{self, Concurrency, HandlerPolicy, Outcome};
+use crate::middleware::{self, Concurrency, HandlerPolicy, Outcome};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
-use crate::server::BuildError;
+use crate::store::AppState;
 
 /// A type whose methods handle packets. `#[packet_controller]` implements it.
 pub trait Controller: Send + Sync + 'static {
@@ -146,7 +147,9 @@ impl HandlerSpec {
     }
 
     /// Requires the connection's permission level to be at least `level`
-    /// (set with [`Context::set_permission`]); below it, error 3 `UNAUTHORIZED`.
+    /// (set with `ctx.set_permission(level)`, see
+    /// [`ConnectionHandle::set_permission`](crate::ConnectionHandle::set_permission));
+    /// below it, error 3 `UNAUTHORIZED`.
     pub fn permission(mut self, level: u32) -> Self {
         self.policy.permission = Some(level);
         self
@@ -164,7 +167,7 @@ impl HandlerSpec {
     /// Limits each connection to `per_second` requests of this handler per
     /// second, with bursts of `burst`; over it, error 4 `RATE_LIMITED`.
     pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
-        self.policy.rate_limit = Some(policy::quota(per_second, burst));
+        self.policy.rate_limit = Some(middleware::quota(per_second, burst));
         self
     }
 

@@ -1,152 +1,120 @@
-//! The hub: every open connection by id, groups of connections, sends and
-//! broadcasts. A broadcast encodes its packet once and shares the bytes;
-//! each secure connection seals its copy on its own task.
+//! The application's handles onto the server's open connections: the
+//! [`Hub`] (every connection, by id and in groups: sends, broadcasts,
+//! kicks) and a [`ConnectionHandle`] (one connection). A broadcast encodes
+//! its packet once and shares the bytes; each secure connection seals its
+//! copy on its own task. The connections themselves are in the registry.
 //!
-//! With a [`Backplane`], the same encoded frame also goes to the other
-//! nodes of the cluster, which deliver it to their own connections.
+//! With a [`Backplane`](crate::backplane::Backplane), the same encoded
+//! frame also goes to the other nodes of the cluster, which deliver it to
+//! their own connections.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use ternio_protocol::{Bytes, DisconnectReason, Packet};
+use ternio_protocol::Packet;
 
-use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalHub};
-use crate::close::CloseNotice;
-use crate::context::{
-    ConnectionHandle, ConnectionId, ConnectionShared, PushError, encode_push, push,
-};
-use crate::sync::lock;
+use crate::backplane::{BackplaneError, BackplaneMessage, BackplaneStats};
+use crate::ids::{ConnectionId, Transport};
+use crate::outbox::{Delivery, PushError, encode_push};
+use crate::registry::{ConnectionShared, HubShared, deliver};
+use crate::store::ConnectionStore;
 
-/// The registry behind every [`Hub`] handle of one server.
-pub(crate) struct HubShared {
-    connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
-    groups: Mutex<HashMap<Arc<str>, HashSet<ConnectionId>>>,
-    pub(crate) max_frame_size: usize,
-    /// What carries broadcasts, sends and kicks to the other nodes, if any.
-    backplane: Option<Arc<dyn Backplane>>,
+/// A handle to one connection, for pushing to it from anywhere. Get it
+/// from [`Context::connection`](crate::Context::connection) or
+/// [`Hub::connection`]; a handler's [`Context`](crate::Context)
+/// dereferences to the handle of its request's connection.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    connection: Arc<ConnectionShared>,
 }
 
-impl HubShared {
-    pub(crate) fn new(max_frame_size: usize, backplane: Option<Arc<dyn Backplane>>) -> Self {
-        Self {
-            connections: Mutex::default(),
-            groups: Mutex::default(),
-            max_frame_size,
-            backplane,
-        }
+impl ConnectionHandle {
+    pub(crate) fn new(connection: Arc<ConnectionShared>) -> Self {
+        Self { connection }
     }
 
-    /// Gives the backplane, if any, this hub's local side.
-    pub(crate) fn attach_backplane(self: &Arc<Self>) -> Result<(), BackplaneError> {
-        match &self.backplane {
-            Some(backplane) => backplane.attach(LocalHub::new(self)),
-            None => Ok(()),
-        }
+    /// The connection's id.
+    pub fn id(&self) -> ConnectionId {
+        self.connection.id
     }
 
-    /// This node's id in the cluster: the backplane's, or 0 without one.
-    pub(crate) fn node_id(&self) -> u16 {
-        self.backplane
-            .as_ref()
-            .map_or(0, |backplane| backplane.node_id())
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.connection.peer
     }
 
-    /// Hands `message` to the backplane, if any. A failure only loses the
-    /// message for the other nodes: local delivery already happened.
-    fn publish(&self, message: impl FnOnce() -> BackplaneMessage) -> Result<(), BackplaneError> {
-        let Some(backplane) = &self.backplane else {
-            return Ok(());
-        };
-        let result = backplane.publish(message());
-        if let Err(error) = &result {
-            tracing::debug!(%error, "not published to the other nodes");
-        }
-        result
+    /// The transport the connection arrived on.
+    pub fn transport(&self) -> Transport {
+        self.connection.transport
     }
 
-    /// Whether `id` belongs to another node that the backplane can reach.
-    fn is_remote(&self, id: ConnectionId) -> bool {
-        self.backplane.is_some() && id.node() != 0 && id.node() != self.node_id()
+    /// Pushes `packet` to the connection (a frame with request id 0).
+    pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        self.connection.push(packet)
     }
 
-    /// Registers an open connection. `register` runs under the registry's
-    /// lock (the server checks its shutdown flag there).
-    pub(crate) fn insert(
-        &self,
-        connection: Arc<ConnectionShared>,
-        register: impl FnOnce(&ConnectionShared),
-    ) {
-        let mut connections = lock(&self.connections);
-        register(&connection);
-        connections.insert(connection.id, connection);
+    /// The connection's permission level (0 when it opens).
+    pub fn permission(&self) -> u32 {
+        self.connection.permission()
     }
 
-    /// Forgets a closed connection and takes it out of its groups.
-    pub(crate) fn remove(&self, id: ConnectionId) {
-        let Some(connection) = lock(&self.connections).remove(&id) else {
-            return;
-        };
-        let groups = std::mem::take(&mut *lock(&connection.groups));
-        {
-            let mut all = lock(&self.groups);
-            for group in &groups {
-                if let Some(members) = all.get_mut(group) {
-                    members.remove(&id);
-                    if members.is_empty() {
-                        all.remove(group);
-                    }
-                }
-            }
-        }
-        if let Some(backplane) = &self.backplane {
-            for group in &groups {
-                backplane.left(group, id);
-            }
-        }
+    /// Sets the connection's permission level, as after a login; handlers
+    /// marked `#[handler(permission = N)]` need at least `N`.
+    pub fn set_permission(&self, level: u32) {
+        self.connection.permission.store(level, Ordering::Release);
     }
 
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.connections).len()
+    /// The connection's typed store.
+    pub fn store(&self) -> &ConnectionStore {
+        &self.connection.store
     }
 
-    /// Every open connection (a snapshot).
-    pub(crate) fn all(&self) -> Vec<Arc<ConnectionShared>> {
-        lock(&self.connections).values().cloned().collect()
+    /// The hub of the connection's server: every connection by id, groups,
+    /// broadcasts.
+    pub fn hub(&self) -> Hub {
+        Hub::new(Arc::clone(&self.connection.hub))
     }
 
-    pub(crate) fn get(&self, id: ConnectionId) -> Option<Arc<ConnectionShared>> {
-        lock(&self.connections).get(&id).cloned()
+    /// The shared value of type `T` given to the server with `.state(...)`.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.connection.state.get()
     }
 
-    /// The ids of the local members of `group`.
-    pub(crate) fn member_ids(&self, group: &str) -> Vec<ConnectionId> {
-        lock(&self.groups)
-            .get(group)
-            .map(|members| members.iter().copied().collect())
-            .unwrap_or_default()
+    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`.
+    pub fn kick(&self, reason: &str) {
+        self.connection.kick(reason);
     }
 
-    /// Every group with its local members (a snapshot).
-    pub(crate) fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
-        lock(&self.groups)
-            .iter()
-            .map(|(name, members)| (name.to_string(), members.iter().copied().collect()))
-            .collect()
+    /// Bytes of pushed frames waiting for the connection to take them.
+    pub fn queued_bytes(&self) -> usize {
+        self.connection.outbox.queued_bytes()
     }
 
-    pub(crate) fn members_of(&self, group: &str) -> Vec<Arc<ConnectionShared>> {
-        let ids = self.member_ids(group);
-        let connections = lock(&self.connections);
-        ids.iter()
-            .filter_map(|id| connections.get(id).cloned())
-            .collect()
+    /// Droppable pushes dropped because the connection fell behind.
+    pub fn dropped_pushes(&self) -> u64 {
+        self.connection.outbox.dropped()
+    }
+
+    /// Whether the connection is still open.
+    pub fn is_open(&self) -> bool {
+        !self.connection.outbox.is_closed()
+    }
+}
+
+impl fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ConnectionHandle")
+            .field(&self.connection.id)
+            .finish()
     }
 }
 
 /// A handle to the server's connections and groups. Cheap to clone; get it
-/// from a handler's [`Context::hub`](crate::Context::hub) (or take `Hub` as a
-/// handler parameter), or from [`ServerHandle::hub`](crate::ServerHandle::hub).
+/// from a connection's [`ConnectionHandle::hub`] (which a handler's
+/// [`Context`](crate::Context) has too; or take `Hub` as a handler
+/// parameter), or from [`ServerHandle::hub`](crate::ServerHandle::hub).
 #[derive(Clone)]
 pub struct Hub {
     shared: Arc<HubShared>,
@@ -158,18 +126,6 @@ impl fmt::Debug for Hub {
             .field("connections", &self.len())
             .finish()
     }
-}
-
-/// How many connections a broadcast reached, and how many it missed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Delivery {
-    /// Connections whose queue took the frame.
-    pub queued: usize,
-    /// Connections that were behind: the droppable frame was dropped for them.
-    pub dropped: usize,
-    /// Connections that were too far behind and are being disconnected
-    /// (`SLOW_CONSUMER`), or had just closed.
-    pub failed: usize,
 }
 
 impl Hub {
@@ -189,14 +145,12 @@ impl Hub {
 
     /// The ids of every open connection of this node.
     pub fn connection_ids(&self) -> Vec<ConnectionId> {
-        lock(&self.shared.connections).keys().copied().collect()
+        self.shared.ids()
     }
 
     /// A handle to the connection `id`, if it is open on this node.
     pub fn connection(&self, id: ConnectionId) -> Option<ConnectionHandle> {
-        self.shared
-            .get(id)
-            .map(|connection| ConnectionHandle { connection })
+        self.shared.get(id).map(ConnectionHandle::new)
     }
 
     /// Pushes `packet` to the connection `id`.
@@ -218,7 +172,7 @@ impl Hub {
                 .map_err(|_| PushError::Unavailable);
         }
         let connection = self.shared.get(id).ok_or(PushError::Closed)?;
-        push(&connection, packet)
+        connection.push(packet)
     }
 
     /// Pushes `packet` to every open connection. With a backplane, to those
@@ -237,47 +191,12 @@ impl Hub {
     /// false when no such connection is open. A connection leaves all its
     /// groups when it closes.
     pub fn join(&self, group: &str, id: ConnectionId) -> bool {
-        let Some(connection) = self.shared.get(id) else {
-            return false;
-        };
-        let name: Arc<str> = group.into();
-        let added = lock(&self.shared.groups)
-            .entry(Arc::clone(&name))
-            .or_default()
-            .insert(id);
-        if added {
-            lock(&connection.groups).push(name);
-            if let Some(backplane) = &self.shared.backplane {
-                backplane.joined(group, id);
-            }
-        }
-        // The connection may have closed meanwhile: undo, so no ghost stays.
-        if self.shared.get(id).is_none() {
-            self.leave(group, id);
-            return false;
-        }
-        true
+        self.shared.join(group, id)
     }
 
     /// Takes the connection `id` out of `group`. Returns whether it was in it.
     pub fn leave(&self, group: &str, id: ConnectionId) -> bool {
-        let removed = {
-            let mut groups = lock(&self.shared.groups);
-            let removed = groups
-                .get_mut(group)
-                .is_some_and(|members| members.remove(&id));
-            if groups.get(group).is_some_and(HashSet::is_empty) {
-                groups.remove(group);
-            }
-            removed
-        };
-        if let Some(connection) = self.shared.get(id) {
-            lock(&connection.groups).retain(|name| &**name != group);
-        }
-        if removed && let Some(backplane) = &self.shared.backplane {
-            backplane.left(group, id);
-        }
-        removed
+        self.shared.leave(group, id)
     }
 
     /// The ids of the connections in `group` on this node. See
@@ -299,8 +218,7 @@ impl Hub {
         let node = self.shared.node_id();
         let remote = self
             .shared
-            .backplane
-            .as_ref()
+            .backplane()
             .map(|backplane| backplane.remote_members(group));
         async move {
             let mut members = local;
@@ -320,18 +238,12 @@ impl Hub {
     /// What the backplane has done so far and whether its link is up;
     /// `None` without a backplane.
     pub fn backplane_stats(&self) -> Option<BackplaneStats> {
-        self.shared
-            .backplane
-            .as_ref()
-            .map(|backplane| backplane.stats())
+        self.shared.backplane().map(|backplane| backplane.stats())
     }
 
     /// The names of every group with at least one member on this node.
     pub fn groups(&self) -> Vec<String> {
-        lock(&self.shared.groups)
-            .keys()
-            .map(|name| name.to_string())
-            .collect()
+        self.shared.group_names()
     }
 
     /// Pushes `packet` to every connection in `group`.
@@ -369,30 +281,6 @@ impl Hub {
                 })
                 .is_ok();
         }
-        let Some(connection) = self.shared.get(id) else {
-            return false;
-        };
-        connection
-            .outbound
-            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
-        true
+        self.shared.kick_local(id, reason)
     }
-}
-
-/// Queues a copy of one encoded frame for each connection; a slow one never holds up
-/// the others (queues are bounded, and a full one is dropped or disconnected).
-pub(crate) fn deliver(
-    connections: &[Arc<ConnectionShared>],
-    frame: &Bytes,
-    droppable: bool,
-) -> Delivery {
-    let mut delivery = Delivery::default();
-    for connection in connections {
-        match connection.outbound.push(frame, droppable) {
-            Ok(()) => delivery.queued += 1,
-            Err(PushError::Dropped) => delivery.dropped += 1,
-            Err(_) => delivery.failed += 1,
-        }
-    }
-    delivery
 }

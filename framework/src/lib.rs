@@ -32,12 +32,21 @@
 //! Controllers register themselves through `inventory`, and explicitly with
 //! [`ServerBuilder::controller`]. The wire contract lives in
 //! [`protocol`] (the `ternio-protocol` crate), re-exported here.
+//!
+//! The crate root holds what an application uses: the server and its
+//! builder, the [`Context`] and other handler parameters, the [`Hub`] and
+//! [`ConnectionHandle`], the errors it meets. Two modules serve other
+//! readers: [`middleware`], for code that runs around every request (and
+//! the built-in [`Policies`](middleware::Policies) and
+//! [`AuditLog`](middleware::AuditLog)), and [`backplane`], for what
+//! carries a hub's traffic between the nodes of a cluster.
 
 // Lets the macros name this crate `::ternio` from inside it too.
 extern crate self as ternio;
 
 mod admission;
-mod backplane;
+pub mod backplane;
+mod build_error;
 mod close;
 mod config;
 mod connection;
@@ -45,11 +54,14 @@ mod context;
 mod dispatch;
 mod hub;
 mod identity;
+mod ids;
 mod metrics;
-mod outbound;
-mod policy;
+pub mod middleware;
+mod outbox;
+mod registry;
 mod reply;
 mod server;
+mod shared;
 mod store;
 mod sync;
 mod transport;
@@ -61,23 +73,22 @@ pub use ternio_protocol::{
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
 
-pub use backplane::{
-    Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
-};
+pub use build_error::BuildError;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{
-    ConnectionHandle, ConnectionId, Context, FromContext, PushError, State, Transport,
-};
-pub use dispatch::{Controller, ControllerRegistration, HandlerSpec};
-pub use hub::{Delivery, Hub};
+pub use context::{Context, FromContext, State, Stored};
+pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
-pub use policy::{AuditLog, Middleware, Outcome, Policies, Rejection, RequestInfo};
-pub use server::{BuildError, Server, ServerBuilder, ServerHandle};
-pub use store::{ConnectionStore, Stored};
+pub use ids::{ConnectionId, Transport};
+pub use outbox::{Delivery, PushError};
+pub use server::{Server, ServerBuilder, ServerHandle};
+pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;
 
+/// What the code that `#[packet_controller]` generates names; not an API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::context::CheckState;
+    pub use crate::dispatch::{Controller, ControllerRegistration, HandlerSpec};
     pub use inventory;
 }

@@ -18,7 +18,7 @@ use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use ternio_protocol::{DisconnectReason, ErrorCode};
 
 use crate::close::CloseCause;
-use crate::context::Transport;
+use crate::ids::Transport;
 
 /// Counters of one transport.
 pub(crate) struct TransportMetrics {

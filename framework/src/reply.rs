@@ -8,9 +8,9 @@ use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
-use crate::context::Transport;
+use crate::ids::Transport;
 use crate::metrics::Metrics;
-use crate::policy::Outcome;
+use crate::middleware::Outcome;
 
 /// The server's metrics and the connection's transport, for a reply to count itself.
 #[derive(Clone, Copy)]

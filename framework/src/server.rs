@@ -1,85 +1,31 @@
-//! The server: its builder, its listeners, and the state every connection shares.
+//! The server: its builder, its listeners, and its handle.
 
 use std::any::TypeId;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use ternio_protocol::DisconnectReason;
+use ternio_protocol::secure::RekeyPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
-use crate::backplane::{Backplane, BackplaneError};
-use crate::close::{CloseCause, CloseNotice};
+use crate::backplane::Backplane;
+use crate::build_error::BuildError;
+use crate::close::CloseCause;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::context::{AppState, ConnectionHandle, ConnectionId, ConnectionShared, Transport};
 use crate::dispatch::{Controller, DispatchTable};
-use crate::hub::{Hub, HubShared};
+use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
+use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
-use crate::outbound::OutboundQueue;
-use crate::policy::{Middleware, Policies};
-use crate::store::ConnectionStore;
+use crate::middleware::{Middleware, Policies};
+use crate::registry::HubShared;
+use crate::shared::{Hooks, ServerShared};
+use crate::store::AppState;
 use crate::transport;
-
-/// Why a server could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// Two handlers answer the same opcode.
-    #[error("opcode {opcode:#06X} is handled twice: by {first} and by {second}")]
-    DuplicateOpcode {
-        /// The opcode.
-        opcode: u16,
-        /// The handler registered first.
-        first: &'static str,
-        /// The handler registered second.
-        second: &'static str,
-    },
-    /// A handler for an opcode of the system range.
-    #[error("{handler} handles opcode {opcode:#06X}, in the system range 0xFF00..=0xFFFF")]
-    SystemOpcode {
-        /// The opcode.
-        opcode: u16,
-        /// The handler.
-        handler: &'static str,
-    },
-    /// A handler that cannot run as configured (say, missing state).
-    #[error("handler {handler} cannot run: {reason}")]
-    Handler {
-        /// The handler.
-        handler: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// An address that does not resolve.
-    #[error("cannot resolve listener address {address}: {source}")]
-    Resolve {
-        /// The address as given.
-        address: String,
-        /// The resolver's error.
-        source: io::Error,
-    },
-    /// A listener that could not bind.
-    #[error("cannot listen on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// The socket error.
-        source: io::Error,
-    },
-    /// The backplane refused the server (it serves another one already).
-    #[error("the backplane cannot serve this server: {0}")]
-    Backplane(BackplaneError),
-    /// The metrics recorder could not be installed.
-    #[error("cannot install the metrics recorder: {0}")]
-    Metrics(String),
-    /// A WebSocket path that does not start with `/`.
-    #[error("WebSocket path {0:?} must start with '/'")]
-    WebSocketPath(String),
-}
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
 pub struct ServerBuilder {
@@ -98,16 +44,6 @@ pub struct ServerBuilder {
     metrics: bool,
     #[cfg(feature = "prometheus")]
     prometheus: Option<SocketAddr>,
-}
-
-type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
-type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
-
-/// The application's connect and disconnect hooks.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    connect: Vec<ConnectHook>,
-    disconnect: Vec<DisconnectHook>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -254,7 +190,7 @@ impl ServerBuilder {
         self
     }
 
-    /// What a push to a connection whose outbound queue is full does
+    /// What a push to a connection whose outbox is full does
     /// (default: disconnect it with `SLOW_CONSUMER`).
     pub fn slow_consumer(mut self, policy: SlowConsumerPolicy) -> Self {
         self.config.slow_consumer = policy;
@@ -326,8 +262,8 @@ impl ServerBuilder {
     }
 
     /// Bytes of pushed frames that may wait for one connection (default 1 MiB).
-    pub fn max_outbound_queue_bytes(mut self, bytes: usize) -> Self {
-        self.config.max_outbound_queue_bytes = bytes;
+    pub fn max_outbox_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_outbox_bytes = bytes;
         self
     }
 
@@ -370,7 +306,7 @@ impl ServerBuilder {
 
     /// When a secure session replaces the key of what the server sends
     /// (default: after 65,536 frames or 2 minutes under one key).
-    pub fn rekey(mut self, policy: crate::RekeyPolicy) -> Self {
+    pub fn rekey(mut self, policy: RekeyPolicy) -> Self {
         self.config.rekey = policy;
         self
     }
@@ -480,121 +416,6 @@ fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> 
     socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
-}
-
-/// What every connection of a server shares.
-pub(crate) struct ServerShared {
-    pub(crate) table: DispatchTable,
-    pub(crate) config: ServerConfig,
-    pub(crate) state: Arc<AppState>,
-    next_id: AtomicU64,
-    /// Every open connection, by id, and the groups.
-    pub(crate) hub: Arc<HubShared>,
-    /// Turns true when the server shuts down.
-    shutdown: watch::Sender<bool>,
-    /// The static key for `NK` handshakes.
-    pub(crate) identity: Option<Identity>,
-    /// The middleware chain, built-in policies included.
-    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
-    /// Whether some middleware reads how long a request took.
-    pub(crate) middleware_times: bool,
-    hooks: Hooks,
-    /// The connection limits.
-    pub(crate) admission: Arc<Admission>,
-    /// The metric handles, when metrics are on.
-    pub(crate) metrics: Option<Metrics>,
-    /// The server-wide handshake budget, if it has one.
-    pub(crate) handshakes: Option<governor::DefaultDirectRateLimiter>,
-}
-
-impl ServerShared {
-    /// Registers a new connection and returns its shared half. Opened
-    /// during shutdown, it is told to close.
-    pub(crate) fn open_connection(
-        &self,
-        peer: SocketAddr,
-        transport: Transport,
-    ) -> Arc<ConnectionShared> {
-        let outbound = OutboundQueue::new(
-            self.config.max_outbound_queue_bytes,
-            self.config.slow_consumer,
-        );
-        let connection = Arc::new(ConnectionShared {
-            id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
-            peer,
-            transport,
-            outbound,
-            state: Arc::clone(&self.state),
-            hub: Arc::clone(&self.hub),
-            permission: AtomicU32::new(0),
-            store: ConnectionStore::default(),
-            rate_limiters: Mutex::default(),
-            groups: Mutex::default(),
-        });
-        if let Some(metrics) = &self.metrics {
-            metrics.transport(transport).connections.increment(1.0);
-        }
-        self.hub.insert(Arc::clone(&connection), |connection| {
-            if *self.shutdown.borrow() {
-                connection.outbound.close(shutdown_notice(), true);
-            }
-        });
-        if !self.hooks.connect.is_empty() {
-            let handle = ConnectionHandle {
-                connection: Arc::clone(&connection),
-            };
-            for hook in &self.hooks.connect {
-                hook(&handle);
-            }
-        }
-        connection
-    }
-
-    /// Forgets a closed connection (it leaves its groups), then tells the
-    /// disconnect hooks.
-    pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
-        self.hub.remove(connection.id);
-        tracing::debug!(connection = %connection.id, ?cause, "connection closed");
-        if let Some(metrics) = &self.metrics {
-            metrics
-                .transport(connection.transport)
-                .connections
-                .decrement(1.0);
-            metrics.disconnect(&cause);
-        }
-        if !self.hooks.disconnect.is_empty() {
-            let handle = ConnectionHandle {
-                connection: Arc::clone(connection),
-            };
-            for hook in &self.hooks.disconnect {
-                hook(&handle, &cause);
-            }
-        }
-    }
-
-    /// A receiver that turns true when the server shuts down.
-    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
-    }
-
-    fn shut_down(&self) {
-        // A connection registering meanwhile sees the flag (it is checked
-        // under the registry's lock) or is in the snapshot below.
-        if self.shutdown.send_replace(true) {
-            return;
-        }
-        for connection in self.hub.all() {
-            connection.outbound.close(shutdown_notice(), true);
-        }
-    }
-
-    fn open_connections(&self) -> usize {
-        self.hub.len()
-    }
-}
-
-fn shutdown_notice() -> CloseNotice {
-    CloseNotice::new(DisconnectReason::Shutdown, "the server is shutting down")
 }
 
 /// A built server with its listeners bound. [`run`](Self::run) serves.
@@ -723,8 +544,9 @@ impl ServerHandle {
     /// Serves one connection over `stream`, a byte stream the application
     /// accepted itself (a TLS stream, a PROXY-protocol stream it parsed,
     /// an in-memory pipe) from `peer`, with length-prefixed frames as on a
-    /// TCP listener (it counts as [`Transport::Tcp`]). The connection
-    /// limits apply: a refused peer gets `DISCONNECT TOO_MANY_CONNECTIONS`.
+    /// TCP listener (it counts as
+    /// [`Transport::Tcp`](crate::Transport::Tcp)). The connection limits
+    /// apply: a refused peer gets `DISCONNECT TOO_MANY_CONNECTIONS`.
     /// Returns once the connection has closed; spawn it to serve many.
     ///
     /// ```no_run

@@ -1,11 +1,11 @@
-//! A typed store on each connection: values a handler keeps between
-//! requests (a user after login, a nickname), one per type.
+//! Values kept by type: the store on each connection (what a handler keeps
+//! between requests, a user after login, a nickname), and the
+//! application's shared state that the server hands to every handler.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::context::{Context, FromContext};
 use crate::sync::lock;
 
 /// Values kept on one connection, one per type. It lives as long as the
@@ -56,44 +56,23 @@ impl ConnectionStore {
     }
 }
 
-/// A handler parameter: a copy of the connection's stored `T`, if any.
-///
-/// ```
-/// use ternio::{Packet, Stored, packet_controller};
-///
-/// #[derive(Clone)]
-/// struct Nickname(String);
-///
-/// #[derive(Packet)]
-/// #[packet(opcode = 0x0010)]
-/// struct WhoAmI;
-///
-/// #[derive(Packet)]
-/// #[packet(opcode = 0x0011)]
-/// struct YouAre(Option<String>);
-///
-/// #[derive(Default)]
-/// struct Names;
-///
-/// #[packet_controller]
-/// impl Names {
-///     fn who_am_i(_request: WhoAmI, nick: Stored<Nickname>) -> YouAre {
-///         YouAre(nick.0.map(|nick| nick.0))
-///     }
-/// }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored<T>(pub Option<T>);
-
-impl<T> std::ops::Deref for Stored<T> {
-    type Target = Option<T>;
-    fn deref(&self) -> &Option<T> {
-        &self.0
-    }
+/// Values shared by every handler, by type: what `.state(value)` stored.
+#[derive(Default)]
+pub(crate) struct AppState {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
 
-impl<T: Clone + Send + Sync + 'static> FromContext for Stored<T> {
-    fn from_context(ctx: &Context) -> Self {
-        Self(ctx.store().get())
+impl AppState {
+    pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        self.values.insert(TypeId::of::<T>(), value);
+    }
+
+    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let value = self.values.get(&TypeId::of::<T>())?;
+        Arc::clone(value).downcast().ok()
+    }
+
+    pub(crate) fn contains<T: 'static>(&self) -> bool {
+        self.values.contains_key(&TypeId::of::<T>())
     }
 }

@@ -130,14 +130,14 @@ fn controller_impl(self_ty: &Type, handlers: &[Handler], args: &ControllerArgs) 
         let name = LitStr::new(&name, Span::call_site());
         quote! {
             #t::__private::inventory::submit! {
-                #t::ControllerRegistration::new::<#self_ty>(#name)
+                #t::__private::ControllerRegistration::new::<#self_ty>(#name)
             }
         }
     });
     quote! {
         #[automatically_derived]
-        impl #t::Controller for #self_ty {
-            fn handlers(self: ::std::sync::Arc<Self>) -> ::std::vec::Vec<#t::HandlerSpec> {
+        impl #t::__private::Controller for #self_ty {
+            fn handlers(self: ::std::sync::Arc<Self>) -> ::std::vec::Vec<#t::__private::HandlerSpec> {
                 ::std::vec![#(#specs),*]
             }
         }
@@ -239,9 +239,12 @@ mod tests {
             panic!("then the Controller impl")
         };
         let trait_path = &controller.trait_.as_ref().unwrap().1;
-        assert_eq!(quote!(#trait_path).to_string(), ":: ternio :: Controller");
+        assert_eq!(
+            quote!(#trait_path).to_string(),
+            ":: ternio :: __private :: Controller"
+        );
         let body = quote!(#controller).to_string();
-        assert!(body.contains("fn handlers (self : :: std :: sync :: Arc < Self >) -> :: std :: vec :: Vec < :: ternio :: HandlerSpec >"), "{body}");
+        assert!(body.contains("fn handlers (self : :: std :: sync :: Arc < Self >) -> :: std :: vec :: Vec < :: ternio :: __private :: HandlerSpec >"), "{body}");
         assert!(body.contains(":: std :: vec ! [{"), "{body}");
         assert!(body.contains("\"Rooms::join\""), "{body}");
         assert!(body.contains("\"Rooms::leave\""), "{body}");
@@ -253,7 +256,7 @@ mod tests {
         assert_eq!(
             quote!(#submit).to_string(),
             ":: ternio :: __private :: inventory :: submit ! { \
-             :: ternio :: ControllerRegistration :: new :: < Rooms > (\"Rooms\") }"
+             :: ternio :: __private :: ControllerRegistration :: new :: < Rooms > (\"Rooms\") }"
         );
         assert!(compile_errors(&file).is_empty());
     }

@@ -145,9 +145,9 @@ impl Handler {
             let span = req_ty.span();
             let t = ternio.at(span);
             if self.is_async {
-                quote_spanned!(span=> #t::HandlerSpec::asynchronous::<#req_ty, #output, _>)
+                quote_spanned!(span=> #t::__private::HandlerSpec::asynchronous::<#req_ty, #output, _>)
             } else {
-                quote_spanned!(span=> #t::HandlerSpec::sync::<#req_ty, #output>)
+                quote_spanned!(span=> #t::__private::HandlerSpec::sync::<#req_ty, #output>)
             }
         };
         let closure = if self.is_async {
@@ -381,7 +381,7 @@ mod tests {
         assert_eq!(
             out,
             "{ let this = :: std :: sync :: Arc :: clone (& self) ; \
-             :: ternio :: HandlerSpec :: sync :: < Join , Result < Joined , Refused > > (\"Rooms::join\" , \
+             :: ternio :: __private :: HandlerSpec :: sync :: < Join , Result < Joined , Refused > > (\"Rooms::join\" , \
              move | request : Join , ctx : & :: ternio :: Context | \
              Self :: join (& * this , request , ctx , \
              < State < Store > as :: ternio :: FromContext > :: from_context (ctx) , \
@@ -399,7 +399,7 @@ mod tests {
         assert_eq!(
             out,
             "{ let this = :: std :: sync :: Arc :: clone (& self) ; \
-             :: ternio :: HandlerSpec :: asynchronous :: < Leave , () , _ > (\"Rooms::leave\" , \
+             :: ternio :: __private :: HandlerSpec :: asynchronous :: < Leave , () , _ > (\"Rooms::leave\" , \
              move | request : Leave , ctx : :: ternio :: Context | { \
              let this = :: std :: sync :: Arc :: clone (& this) ; \
              async move { Self :: leave (& * this , request , & ctx , \
@@ -415,7 +415,7 @@ mod tests {
         });
         assert_eq!(
             out,
-            "{ :: ternio :: HandlerSpec :: sync :: < Ping , _ > (\"Rooms::ping\" , \
+            "{ :: ternio :: __private :: HandlerSpec :: sync :: < Ping , _ > (\"Rooms::ping\" , \
              move | request : Ping , _ : & :: ternio :: Context | Self :: r#ping (request)) }"
         );
         let out = spec(parse_quote! {

@@ -157,13 +157,14 @@ pub fn derive_codec(input: TokenStream) -> TokenStream {
 /// # Registration
 ///
 /// The controller (which must then be `Default`) is submitted to
-/// `inventory` as `ControllerRegistration::new::<C>("C")`.
+/// `inventory` as `ControllerRegistration::new::<C>("C")` (these types are
+/// in `ternio::__private`: the generated code's, not an API).
 /// `#[packet_controller(explicit)]` leaves that out, for a controller that is
 /// built by hand and passed to `Server::builder().controller(instance)`.
 ///
 /// # Generated code
 ///
-/// Next to the impl block, `impl ::ternio::Controller for C` whose
+/// Next to the impl block, `impl ::ternio::__private::Controller for C` whose
 /// `handlers(self: Arc<Self>)` returns one `HandlerSpec` per method. A sync
 /// handler is `HandlerSpec::sync::<Req, R>(name, move |request, ctx:
 /// &Context| ...)`; an async one is `HandlerSpec::asynchronous::<Req, R, _>(

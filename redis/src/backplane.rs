@@ -13,8 +13,9 @@ use redis::{
     AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
     TlsCertificates, Value,
 };
-use ternio::{
-    Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, ConnectionId, LocalHub,
+use ternio::ConnectionId;
+use ternio::backplane::{
+    Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
 };
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;

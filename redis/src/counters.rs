@@ -1,7 +1,7 @@
 //! What a backplane counts, kept twice: in atomics for
-//! [`Backplane::stats`](ternio::Backplane::stats), and through the `metrics`
-//! facade (a no-op until the application installs a recorder, such as the
-//! server's Prometheus endpoint).
+//! [`Backplane::stats`](ternio::backplane::Backplane::stats), and through
+//! the `metrics` facade (a no-op until the application installs a
+//! recorder, such as the server's Prometheus endpoint).
 //!
 //! | name | kind |
 //! |---|---|
@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use metrics::{Counter, Gauge, counter, gauge};
-use ternio::BackplaneStats;
+use ternio::backplane::BackplaneStats;
 
 /// One count: its atomic and its metric.
 struct Count {

@@ -31,7 +31,8 @@
 use bytes::{Buf, BufMut, Bytes};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use ternio::{BackplaneMessage, ConnectionId};
+use ternio::ConnectionId;
+use ternio::backplane::BackplaneMessage;
 
 use crate::counters::Rejection;
 use crate::secret::ClusterSecret;

@@ -41,9 +41,9 @@
 //!   vanish from `cluster_members`, and nobody is left subscribed for them.
 //! - **Faults.** When Redis goes away, every node keeps serving its local
 //!   traffic: local members still get every broadcast. It logs the loss at
-//!   `warn`, counts it ([`ternio::BackplaneStats`], through
-//!   `Hub::backplane_stats`, and the `ternio_backplane_*` metrics through
-//!   the `metrics` facade), refuses cross-node sends with
+//!   `warn`, counts it ([`BackplaneStats`](ternio::backplane::BackplaneStats),
+//!   through `Hub::backplane_stats`, and the `ternio_backplane_*` metrics
+//!   through the `metrics` facade), refuses cross-node sends with
 //!   `PushError::Unavailable`, and reconnects with backoff. On reconnection
 //!   it registers again, rewrites its memberships and resubscribes.
 //! - **Trust.** Envelopes are authenticated under the cluster secret and

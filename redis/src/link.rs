@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
 use redis::{RedisError, Value};
-use ternio::BackplaneMessage;
+use ternio::backplane::BackplaneMessage;
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 

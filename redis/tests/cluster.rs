@@ -14,9 +14,10 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ternio::backplane::Backplane;
 use ternio::{
-    Backplane, ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder,
-    ServerHandle, packet_controller,
+    ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder, ServerHandle,
+    packet_controller,
 };
 use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use ternio::backplane::Backplane;
 use ternio::protocol::{BytesMut, Encode, Flags, Header, Packet};
-use ternio::{Backplane, ConnectionId, Server, ServerHandle};
+use ternio::{ConnectionId, Server, ServerHandle};
 use ternio_client::{Client, ConnectionState, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig, Rejected};

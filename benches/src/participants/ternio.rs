@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 
 use crate::participants::{Endpoint, Participant, raw_ws};
 
-/// Times a push task found its connection's outbound queue above the high
+/// Times a push task found its connection's outbox above the high
 /// water mark (it then sleeps 1 ms).
 pub static PUSH_BACKOFFS: AtomicU64 = AtomicU64::new(0);
 
@@ -158,12 +158,12 @@ impl BenchController {
     }
 }
 
-/// Bytes of pushes that may wait in a connection's outbound queue before the
+/// Bytes of pushes that may wait in a connection's outbox before the
 /// push task backs off: half the server's default queue limit (1 MiB), whose
 /// overflow would disconnect the connection as a slow consumer.
 const PUSH_HIGH_WATER: usize = 512 * 1024;
 
-/// Pushes `packet` to `connection` until it closes, keeping its outbound
+/// Pushes `packet` to `connection` until it closes, keeping its outbox
 /// queue under [`PUSH_HIGH_WATER`]: above it, the task sleeps 1 ms.
 async fn push_until_closed(connection: ConnectionHandle, packet: Pushed) {
     let mut since_yield = 0u32;

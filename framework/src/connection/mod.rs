@@ -32,11 +32,11 @@ use self::requests::Pending;
 use self::security::Security;
 use self::timers::{Due, Timers};
 use crate::close::CloseNotice;
-use crate::context::ConnectionShared;
-use crate::outbound::CloseOrder;
-use crate::policy::Outcome;
+use crate::middleware::Outcome;
+use crate::outbox::CloseOrder;
+use crate::registry::ConnectionShared;
 use crate::reply::{FrameReply, ReplyMetrics};
-use crate::server::ServerShared;
+use crate::shared::ServerShared;
 
 /// What the transport does after a frame.
 pub(crate) enum AfterFrame {
@@ -315,7 +315,7 @@ impl Engine {
     /// Registers the connection task's waker for pushes and close orders:
     /// once per poll of the task, before its first [`poll_work`](Self::poll_work).
     pub(crate) fn register_waker(&self, cx: &TaskContext<'_>) {
-        self.connection.outbound.register(cx);
+        self.connection.outbox.register(cx);
     }
 
     /// Does whatever is ready besides input: writes the replies of finished
@@ -326,7 +326,7 @@ impl Engine {
     /// task registered its waker first ([`register_waker`](Self::register_waker)).
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = self.poll_replies(cx);
-        if self.connection.outbound.take_signal() {
+        if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
         }
         progress |= self.poll_timers(cx);
@@ -353,7 +353,7 @@ impl Engine {
                 Due::Quiet => {
                     self.went_quiet = true;
                     self.open_buf = BytesMut::new();
-                    self.connection.outbound.release();
+                    self.connection.outbox.release();
                 }
                 Due::Ping(quiet_for) => self.ping(quiet_for),
                 Due::Close(notice) => {
@@ -385,14 +385,14 @@ impl Engine {
         self.write_own(Header::new(system::PING, Flags::NONE, id), &ping);
     }
 
-    /// Takes what other tasks sent: an order to close, pushed frames (up to
+    /// Takes what other tasks sent (the outbox): an order to close, pushed frames (up to
     /// the outbound high-water mark). Returns whether it took anything.
     fn take_outbox(&mut self) -> bool {
         let connection = Arc::clone(&self.connection);
-        let outbound = &connection.outbound;
+        let outbox = &connection.outbox;
         let mut progress = false;
         if self.closed.is_none()
-            && let Some(CloseOrder { notice, graceful }) = outbound.take_close()
+            && let Some(CloseOrder { notice, graceful }) = outbox.take_close()
         {
             progress = true;
             if graceful {
@@ -403,7 +403,7 @@ impl Engine {
         }
         if self.closed.is_none() {
             let high_water = self.server.config.outbound_high_water;
-            progress |= outbound.take_frames(|frame| {
+            progress |= outbox.take_frames(|frame| {
                 if self.out.len() >= high_water {
                     return false;
                 }
@@ -451,7 +451,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.connection.outbound.finish();
+        self.connection.outbox.finish();
         self.cancel_pending();
     }
 }

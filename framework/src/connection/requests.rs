@@ -20,7 +20,7 @@ use super::Engine;
 use crate::context::Context;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::metrics::TransportMetrics;
-use crate::policy::{Outcome, RequestInfo};
+use crate::middleware::{Outcome, RequestInfo};
 use crate::reply::{DeferredReply, FrameReply};
 
 /// When a request started, read from the clock only when the time it takes

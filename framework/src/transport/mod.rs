@@ -16,8 +16,8 @@ use tracing::{Instrument, Span};
 
 use crate::admission::{Pending, Permit, Refusal, normalize_addr};
 use crate::close::CloseCause;
-use crate::context::Transport;
-use crate::server::ServerShared;
+use crate::ids::Transport;
+use crate::shared::ServerShared;
 use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;

@@ -23,8 +23,8 @@ use tokio_util::io::poll_read_buf;
 use crate::admission::{Permit, Refusal};
 use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
-use crate::context::Transport;
-use crate::server::ServerShared;
+use crate::ids::Transport;
+use crate::shared::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
 /// Rounds of work one connection does before letting other tasks run.

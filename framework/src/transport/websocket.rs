@@ -36,8 +36,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::admission::{Pending, Permit, Refusal};
 use crate::close::CloseNotice;
 use crate::connection::{AfterFrame, Engine};
-use crate::context::Transport;
-use crate::server::ServerShared;
+use crate::ids::Transport;
+use crate::shared::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 

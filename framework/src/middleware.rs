@@ -13,11 +13,12 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{Quota, RateLimiter};
 use ternio_protocol::ErrorCode;
 use ternio_protocol::frame::Header;
 
-use crate::context::{ConnectionId, ConnectionShared, Transport};
+use crate::ids::{ConnectionId, Transport};
+use crate::registry::ConnectionShared;
 use crate::store::ConnectionStore;
 use crate::sync::lock;
 
@@ -261,6 +262,3 @@ pub(crate) fn quota(per_second: u32, burst: u32) -> Quota {
     let burst = NonZeroU32::new(burst.max(1)).expect("at least 1");
     Quota::per_second(rate).allow_burst(burst)
 }
-
-/// Per-connection rate limiters, one per opcode that has a limit.
-pub(crate) type RateLimiters = std::collections::HashMap<u16, DefaultDirectRateLimiter>;

@@ -1,5 +1,6 @@
-//! What other tasks send to one connection: pushed frames, bounded in
-//! bytes, and an order to close. The connection's task takes them when its
+//! A connection's outbox: what other tasks send to it, pushed frames
+//! (bounded in bytes) and an order to close, and what a push answers
+//! ([`PushError`], [`Delivery`]). The connection's task takes them when its
 //! waker fires, beside its socket, so a push costs that task nothing until
 //! it arrives.
 //!
@@ -12,17 +13,60 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Context as TaskContext;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::task::AtomicWaker;
-use ternio_protocol::DisconnectReason;
-use ternio_protocol::buffers;
-use ternio_protocol::frame::LENGTH_PREFIX_LEN;
-use ternio_protocol::prefix;
+use ternio_protocol::frame::{self, Flags, Framing, HEADER_LEN, Header, LENGTH_PREFIX_LEN};
+use ternio_protocol::{DisconnectReason, Packet, buffers, prefix};
 
 use crate::close::CloseNotice;
 use crate::config::SlowConsumerPolicy;
-use crate::context::PushError;
 use crate::sync::lock;
+
+/// Why a push was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The connection is closed (or no connection has that id).
+    #[error("the connection is closed")]
+    Closed,
+    /// The connection's outbox was full: it is being disconnected
+    /// with `SLOW_CONSUMER`.
+    #[error("the connection does not read fast enough and is being disconnected")]
+    SlowConsumer,
+    /// The connection's outbox was full and the packet is droppable:
+    /// this one was dropped, the connection stays.
+    #[error("the connection is behind; the droppable packet was dropped")]
+    Dropped,
+    /// The packet encodes to more than the maximum frame size.
+    #[error("the packet exceeds the maximum frame size")]
+    TooLarge,
+    /// The connection is on another node and the backplane that reaches it
+    /// is down (or its outgoing queue is full): the packet was not sent.
+    #[error("the connection is on another node and the backplane is unavailable")]
+    Unavailable,
+}
+
+/// How many connections a broadcast reached, and how many it missed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Connections whose outbox took the frame.
+    pub queued: usize,
+    /// Connections that were behind: the droppable frame was dropped for them.
+    pub dropped: usize,
+    /// Connections that were too far behind and are being disconnected
+    /// (`SLOW_CONSUMER`), or had just closed.
+    pub failed: usize,
+}
+
+impl Delivery {
+    /// Counts one outbox's answer to a push.
+    pub(crate) fn count(&mut self, pushed: Result<(), PushError>) {
+        match pushed {
+            Ok(()) => self.queued += 1,
+            Err(PushError::Dropped) => self.dropped += 1,
+            Err(_) => self.failed += 1,
+        }
+    }
+}
 
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
@@ -31,8 +75,8 @@ pub(crate) struct CloseOrder {
     pub(crate) graceful: bool,
 }
 
-/// A connection's inbox, kept in its shared state.
-pub(crate) struct OutboundQueue {
+/// A connection's outbox, kept in its shared state.
+pub(crate) struct Outbox {
     /// Encoded frames (header + body) in the order pushed, each behind its
     /// u32 little-endian length.
     frames: Mutex<BytesMut>,
@@ -51,7 +95,7 @@ pub(crate) struct OutboundQueue {
     closed: AtomicBool,
 }
 
-impl OutboundQueue {
+impl Outbox {
     pub(crate) fn new(limit: usize, policy: SlowConsumerPolicy) -> Self {
         Self {
             frames: Mutex::default(),
@@ -64,6 +108,24 @@ impl OutboundQueue {
             dropped: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Queues `packet` as a push frame (request id 0), encoded straight
+    /// into the buffer; one above `max_frame_size` is refused.
+    pub(crate) fn push_packet<P: Packet>(
+        &self,
+        packet: &P,
+        max_frame_size: usize,
+    ) -> Result<(), PushError> {
+        let len = HEADER_LEN + packet.encoded_len();
+        if len > max_frame_size {
+            return Err(PushError::TooLarge);
+        }
+        let header = Header::new(P::OPCODE, Flags::NONE, 0);
+        self.push_with(len, P::DROPPABLE, |out| {
+            out.extend_from_slice(&header.to_bytes());
+            packet.encode(out);
+        })
     }
 
     /// Queues a copy of one encoded frame (header + body, no prefix), such
@@ -96,6 +158,7 @@ impl OutboundQueue {
             self.close(
                 CloseNotice::new(
                     DisconnectReason::SlowConsumer,
+                    // The wire text predates the name `outbox`: kept as sent.
                     "the outbound queue is full: read faster",
                 ),
                 false,
@@ -202,11 +265,25 @@ impl OutboundQueue {
     }
 }
 
+/// Encodes `packet` once as a push frame (header + body, no prefix), to be
+/// shared by every connection it goes to.
+pub(crate) fn encode_push<P: Packet>(
+    packet: &P,
+    max_frame_size: usize,
+) -> Result<Bytes, PushError> {
+    // One allocation of the exact size: the header and the body.
+    let mut frame = BytesMut::with_capacity(HEADER_LEN + packet.encoded_len());
+    let header = Header::new(P::OPCODE, Flags::NONE, 0);
+    frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
+        .map_err(|_| PushError::TooLarge)?;
+    Ok(frame.freeze())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn taken(queue: &OutboundQueue, max: usize) -> Vec<Vec<u8>> {
+    fn taken(queue: &Outbox, max: usize) -> Vec<Vec<u8>> {
         let mut frames = Vec::new();
         queue.take_frames(|frame| {
             if frames.len() == max {
@@ -220,7 +297,7 @@ mod tests {
 
     #[test]
     fn frames_come_out_whole_in_order_and_what_is_left_stays_signalled() {
-        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1024, SlowConsumerPolicy::Disconnect);
         assert!(!queue.take_signal());
         queue.push(b"first", false).unwrap();
         queue
@@ -242,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_writer_that_writes_other_than_it_said_is_counted_as_written() {
-        let queue = OutboundQueue::new(1024, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1024, SlowConsumerPolicy::Disconnect);
         queue
             .push_with(2, false, |out| out.extend_from_slice(b"longer"))
             .unwrap();
@@ -253,7 +330,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_drops_droppable_frames_or_orders_a_close() {
-        let queue = OutboundQueue::new(8, SlowConsumerPolicy::DropDroppable);
+        let queue = Outbox::new(8, SlowConsumerPolicy::DropDroppable);
         queue.push(b"12345678", false).unwrap();
         assert_eq!(queue.push(b"x", true), Err(PushError::Dropped));
         assert_eq!(queue.dropped(), 1);
@@ -269,7 +346,7 @@ mod tests {
 
     #[test]
     fn an_emptied_queue_gives_a_large_buffer_back() {
-        let queue = OutboundQueue::new(1 << 20, SlowConsumerPolicy::Disconnect);
+        let queue = Outbox::new(1 << 20, SlowConsumerPolicy::Disconnect);
         queue.push(&[7; 100], false).unwrap();
         taken(&queue, 9);
         assert!(lock(&queue.frames).capacity() > 0, "a small buffer is kept");

@@ -1,0 +1,306 @@
+//! The server's open connections: each one's shared half
+//! ([`ConnectionShared`]), and the registry of them all by id and by group
+//! ([`HubShared`]), with what reaches them there: a push, one encoded frame
+//! for many, a kick. [`Hub`](crate::Hub) and
+//! [`ConnectionHandle`](crate::ConnectionHandle) are the public handles
+//! onto it.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use governor::DefaultDirectRateLimiter;
+use ternio_protocol::{Bytes, DisconnectReason, Packet};
+
+use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, LocalHub, LocalSide};
+use crate::close::CloseNotice;
+use crate::ids::{ConnectionId, Transport};
+use crate::outbox::{Delivery, Outbox, PushError};
+use crate::store::{AppState, ConnectionStore};
+use crate::sync::lock;
+
+/// Per-connection rate limiters, one per opcode that has a limit.
+pub(crate) type RateLimiters = HashMap<u16, DefaultDirectRateLimiter>;
+
+/// What every request of one connection shares.
+pub(crate) struct ConnectionShared {
+    pub(crate) id: ConnectionId,
+    pub(crate) peer: SocketAddr,
+    pub(crate) transport: Transport,
+    pub(crate) outbox: Outbox,
+    pub(crate) state: Arc<AppState>,
+    pub(crate) hub: Arc<HubShared>,
+    pub(crate) permission: AtomicU32,
+    pub(crate) store: ConnectionStore,
+    /// Rate limiters of the handlers this connection called that have one.
+    pub(crate) rate_limiters: Mutex<RateLimiters>,
+    /// The groups the connection is in, to leave them when it closes.
+    pub(crate) groups: Mutex<Vec<Arc<str>>>,
+}
+
+impl ConnectionShared {
+    pub(crate) fn permission(&self) -> u32 {
+        self.permission.load(Ordering::Acquire)
+    }
+
+    /// Pushes `packet` to this connection, encoded straight into its outbox.
+    pub(crate) fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        self.outbox.push_packet(packet, self.hub.max_frame_size)
+    }
+
+    /// Closes the connection at once with `DISCONNECT KICKED` and `reason`:
+    /// the one kick, whether it came from a handle, the hub or another node.
+    pub(crate) fn kick(&self, reason: &str) {
+        self.outbox
+            .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
+    }
+}
+
+/// The registry behind every [`Hub`](crate::Hub) handle of one server.
+pub(crate) struct HubShared {
+    connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
+    groups: Mutex<HashMap<Arc<str>, HashSet<ConnectionId>>>,
+    pub(crate) max_frame_size: usize,
+    /// What carries broadcasts, sends and kicks to the other nodes, if any.
+    backplane: Option<Arc<dyn Backplane>>,
+}
+
+impl HubShared {
+    pub(crate) fn new(max_frame_size: usize, backplane: Option<Arc<dyn Backplane>>) -> Self {
+        Self {
+            connections: Mutex::default(),
+            groups: Mutex::default(),
+            max_frame_size,
+            backplane,
+        }
+    }
+
+    /// Gives the backplane, if any, this hub's local side.
+    pub(crate) fn attach_backplane(self: &Arc<Self>) -> Result<(), BackplaneError> {
+        let Some(backplane) = &self.backplane else {
+            return Ok(());
+        };
+        let hub: Weak<Self> = Arc::downgrade(self);
+        backplane.attach(LocalHub::new(hub))
+    }
+
+    /// The backplane, if the server has one.
+    pub(crate) fn backplane(&self) -> Option<&dyn Backplane> {
+        self.backplane.as_deref()
+    }
+
+    /// This node's id in the cluster: the backplane's, or 0 without one.
+    pub(crate) fn node_id(&self) -> u16 {
+        self.backplane
+            .as_ref()
+            .map_or(0, |backplane| backplane.node_id())
+    }
+
+    /// Hands `message` to the backplane, if any. A failure only loses the
+    /// message for the other nodes: local delivery already happened.
+    pub(crate) fn publish(
+        &self,
+        message: impl FnOnce() -> BackplaneMessage,
+    ) -> Result<(), BackplaneError> {
+        let Some(backplane) = &self.backplane else {
+            return Ok(());
+        };
+        let result = backplane.publish(message());
+        if let Err(error) = &result {
+            tracing::debug!(%error, "not published to the other nodes");
+        }
+        result
+    }
+
+    /// Whether `id` belongs to another node that the backplane can reach.
+    pub(crate) fn is_remote(&self, id: ConnectionId) -> bool {
+        self.backplane.is_some() && id.node() != 0 && id.node() != self.node_id()
+    }
+
+    /// Registers an open connection. `register` runs under the registry's
+    /// lock (the server checks its shutdown flag there).
+    pub(crate) fn insert(
+        &self,
+        connection: Arc<ConnectionShared>,
+        register: impl FnOnce(&ConnectionShared),
+    ) {
+        let mut connections = lock(&self.connections);
+        register(&connection);
+        connections.insert(connection.id, connection);
+    }
+
+    /// Forgets a closed connection and takes it out of its groups.
+    pub(crate) fn remove(&self, id: ConnectionId) {
+        let Some(connection) = lock(&self.connections).remove(&id) else {
+            return;
+        };
+        let groups = std::mem::take(&mut *lock(&connection.groups));
+        {
+            let mut all = lock(&self.groups);
+            for group in &groups {
+                if let Some(members) = all.get_mut(group) {
+                    members.remove(&id);
+                    if members.is_empty() {
+                        all.remove(group);
+                    }
+                }
+            }
+        }
+        if let Some(backplane) = &self.backplane {
+            for group in &groups {
+                backplane.left(group, id);
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.connections).len()
+    }
+
+    /// The ids of every open connection (a snapshot).
+    pub(crate) fn ids(&self) -> Vec<ConnectionId> {
+        lock(&self.connections).keys().copied().collect()
+    }
+
+    /// Every open connection (a snapshot).
+    pub(crate) fn all(&self) -> Vec<Arc<ConnectionShared>> {
+        lock(&self.connections).values().cloned().collect()
+    }
+
+    pub(crate) fn get(&self, id: ConnectionId) -> Option<Arc<ConnectionShared>> {
+        lock(&self.connections).get(&id).cloned()
+    }
+
+    /// Puts the connection `id` in `group`; false when no such connection
+    /// is open (see [`Hub::join`](crate::Hub::join)).
+    pub(crate) fn join(&self, group: &str, id: ConnectionId) -> bool {
+        let Some(connection) = self.get(id) else {
+            return false;
+        };
+        let name: Arc<str> = group.into();
+        let added = lock(&self.groups)
+            .entry(Arc::clone(&name))
+            .or_default()
+            .insert(id);
+        if added {
+            lock(&connection.groups).push(name);
+            if let Some(backplane) = &self.backplane {
+                backplane.joined(group, id);
+            }
+        }
+        // The connection may have closed meanwhile: undo, so no ghost stays.
+        if self.get(id).is_none() {
+            self.leave(group, id);
+            return false;
+        }
+        true
+    }
+
+    /// Takes the connection `id` out of `group`; whether it was in it.
+    pub(crate) fn leave(&self, group: &str, id: ConnectionId) -> bool {
+        let removed = {
+            let mut groups = lock(&self.groups);
+            let removed = groups
+                .get_mut(group)
+                .is_some_and(|members| members.remove(&id));
+            if groups.get(group).is_some_and(HashSet::is_empty) {
+                groups.remove(group);
+            }
+            removed
+        };
+        if let Some(connection) = self.get(id) {
+            lock(&connection.groups).retain(|name| &**name != group);
+        }
+        if removed && let Some(backplane) = &self.backplane {
+            backplane.left(group, id);
+        }
+        removed
+    }
+
+    /// The ids of the local members of `group`.
+    pub(crate) fn member_ids(&self, group: &str) -> Vec<ConnectionId> {
+        lock(&self.groups)
+            .get(group)
+            .map(|members| members.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The names of the groups with a local member.
+    pub(crate) fn group_names(&self) -> Vec<String> {
+        lock(&self.groups)
+            .keys()
+            .map(|name| name.to_string())
+            .collect()
+    }
+
+    /// Every group with its local members (a snapshot).
+    pub(crate) fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
+        lock(&self.groups)
+            .iter()
+            .map(|(name, members)| (name.to_string(), members.iter().copied().collect()))
+            .collect()
+    }
+
+    pub(crate) fn members_of(&self, group: &str) -> Vec<Arc<ConnectionShared>> {
+        let ids = self.member_ids(group);
+        let connections = lock(&self.connections);
+        ids.iter()
+            .filter_map(|id| connections.get(id).cloned())
+            .collect()
+    }
+
+    /// Kicks the connection `id` if it is open on this node; whether it was.
+    pub(crate) fn kick_local(&self, id: ConnectionId, reason: &str) -> bool {
+        let Some(connection) = self.get(id) else {
+            return false;
+        };
+        connection.kick(reason);
+        true
+    }
+}
+
+impl LocalSide for HubShared {
+    fn max_frame_size(&self) -> usize {
+        self.max_frame_size
+    }
+
+    fn deliver_to_group(&self, group: &str, frame: &Bytes, droppable: bool) -> Delivery {
+        deliver(&self.members_of(group), frame, droppable)
+    }
+
+    fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery {
+        deliver(&self.all(), frame, droppable)
+    }
+
+    fn deliver_to(&self, id: ConnectionId, frame: &Bytes, droppable: bool) -> Option<Delivery> {
+        let connection = self.get(id)?;
+        Some(deliver(&[connection], frame, droppable))
+    }
+
+    fn kick(&self, id: ConnectionId, reason: &str) -> bool {
+        self.kick_local(id, reason)
+    }
+
+    fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
+        HubShared::memberships(self)
+    }
+
+    fn members(&self, group: &str) -> Vec<ConnectionId> {
+        self.member_ids(group)
+    }
+}
+
+/// Puts a copy of one encoded frame in each connection's outbox; a slow one never holds up
+/// the others (outboxes are bounded, and a full one drops or disconnects).
+pub(crate) fn deliver(
+    connections: &[Arc<ConnectionShared>],
+    frame: &Bytes,
+    droppable: bool,
+) -> Delivery {
+    let mut delivery = Delivery::default();
+    for connection in connections {
+        delivery.count(connection.outbox.push(frame, droppable));
+    }
+    delivery
+}
