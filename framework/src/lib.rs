@@ -77,6 +77,7 @@ pub use build_error::BuildError;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{Context, FromContext, State, Stored};
+pub use dispatch::Controller;
 pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
