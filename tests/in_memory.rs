@@ -40,6 +40,26 @@ fn assert_at(elapsed: Duration, expected: Duration, what: &str) {
     );
 }
 
+/// `count` echo requests of `size` bytes each (ids from 1), framed for TCP.
+fn echo_requests(count: u32, size: usize) -> BytesMut {
+    let echo = Echo {
+        payload: Bytes::from(vec![1u8; size]),
+    };
+    let mut requests = BytesMut::new();
+    for id in 1..=count {
+        let header = Header::new(Echo::OPCODE, Flags::NONE, id);
+        frame::write_frame(
+            &mut requests,
+            Framing::LengthPrefixed,
+            header,
+            &echo,
+            usize::MAX,
+        )
+        .unwrap();
+    }
+    requests
+}
+
 #[tokio::test(start_paused = true)]
 async fn requests_pushes_and_replies_go_through_an_in_memory_pipe() {
     let server = start_in_memory_server(|b| b);
@@ -270,21 +290,7 @@ async fn a_peer_that_stops_reading_is_closed_at_the_write_timeout() {
     // A pipe of 4 KiB that the peer never reads: 2 MiB of echoes fill it,
     // and the server's outbound buffer to its high-water mark behind it.
     let mut raw = connect_in_memory(&server, 4096);
-    let echo = Echo {
-        payload: Bytes::from(vec![1u8; 8 * 1024]),
-    };
-    let mut requests = BytesMut::new();
-    for id in 1..=256 {
-        let header = Header::new(Echo::OPCODE, Flags::NONE, id);
-        frame::write_frame(
-            &mut requests,
-            Framing::LengthPrefixed,
-            header,
-            &echo,
-            usize::MAX,
-        )
-        .unwrap();
-    }
+    let requests = echo_requests(256, 8 * 1024);
     // (Writes until the server stops reading, or is gone.)
     let writer = tokio::spawn(async move {
         let _ = raw.send_raw(&requests).await;
@@ -364,21 +370,7 @@ async fn a_peer_held_back_by_the_servers_backpressure_is_neither_late_nor_idle()
         tokio::spawn(async move { serving.serve_stream(theirs, IN_MEMORY_PEER).await });
         ours
     });
-    let echo = Echo {
-        payload: Bytes::from(vec![1u8; 8 * 1024]),
-    };
-    let mut requests = BytesMut::new();
-    for id in 1..=256 {
-        let header = Header::new(Echo::OPCODE, Flags::NONE, id);
-        frame::write_frame(
-            &mut requests,
-            Framing::LengthPrefixed,
-            header,
-            &echo,
-            usize::MAX,
-        )
-        .unwrap();
-    }
+    let requests = echo_requests(256, 8 * 1024);
     let mut writer = RawConnection::over(writer);
     let sending = tokio::spawn(async move { writer.send_raw(&requests).await });
     let mut reader = RawConnection::over(reader).with_patience(VIRTUAL_PATIENCE);

@@ -62,7 +62,7 @@ impl Endpoint {
                 let link = Arc::new(Link::new(Out::Stream(Arc::clone(&out))));
                 let inbound = Inbound::new(shared, &link);
                 let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);
-                let writer = stream::write_loop(inbound, out);
+                let writer = socket::write_loop(inbound, out);
                 (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
             }
         };

@@ -207,11 +207,29 @@ pub(crate) fn read_draining(
     }
 }
 
-/// The writer task: flushes whenever a caller found the socket full, until
-/// the link is lost and what was queued is written.
-pub(crate) async fn write_loop(events: impl LinkEvents, out: Arc<SocketOut>) {
+/// A link's writing side as its writer task sees it.
+pub(crate) trait Flush: Send + Sync + 'static {
+    /// Woken when a caller found the stream not ready and left bytes queued.
+    fn writer_wake(&self) -> &Notify;
+    /// Writes what is queued.
+    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+impl Flush for SocketOut {
+    fn writer_wake(&self) -> &Notify {
+        &self.writer_wake
+    }
+
+    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send {
+        SocketOut::flush(self)
+    }
+}
+
+/// The writer task: flushes whenever a caller found the socket (or
+/// stream) not ready, until the link is lost and what was queued is written.
+pub(crate) async fn write_loop(events: impl LinkEvents, out: Arc<impl Flush>) {
     loop {
-        out.writer_wake.notified().await;
+        out.writer_wake().notified().await;
         if let Err(error) = out.flush().await {
             events.lost(io_reason(&error));
             return;

@@ -26,7 +26,7 @@ use crate::error::CloseReason;
 use crate::events::LinkEvents;
 use crate::outbound::{Outbound, Wire};
 use crate::send::{Mode, SendError};
-use crate::socket::{Reads, io_reason};
+use crate::socket::{Flush, Reads, io_reason};
 use crate::sync::lock;
 use crate::tcp::hand_over_frames;
 
@@ -243,18 +243,13 @@ impl Queue {
     }
 }
 
-/// The writer task: writes whenever a caller found the stream not ready,
-/// until the link is lost.
-pub(crate) async fn write_loop(events: impl LinkEvents, out: Arc<StreamOut>) {
-    loop {
-        out.writer_wake.notified().await;
-        if let Err(error) = out.flush().await {
-            events.lost(io_reason(&error));
-            return;
-        }
-        if events.is_lost() {
-            return;
-        }
+impl Flush for StreamOut {
+    fn writer_wake(&self) -> &Notify {
+        &self.writer_wake
+    }
+
+    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send {
+        StreamOut::flush(self)
     }
 }
 
