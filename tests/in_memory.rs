@@ -385,26 +385,6 @@ async fn a_peer_held_back_by_the_servers_backpressure_is_neither_late_nor_idle()
     assert!(causes.lock().unwrap().is_empty(), "{causes:?}");
 }
 
-/// A client of `server` through in-memory pipes: each connection, the
-/// first and every reconnection, is a fresh pipe.
-async fn client_in_memory(
-    server: &ServerHandle,
-    config: ternio_client::ClientConfig,
-) -> ternio_client::Client {
-    let server = server.clone();
-    let connector = move || {
-        let server = server.clone();
-        async move {
-            let (ours, theirs) = tokio::io::duplex(PIPE);
-            tokio::spawn(async move { server.serve_stream(theirs, IN_MEMORY_PEER).await });
-            Ok(ours)
-        }
-    };
-    ternio_client::Client::connect_stream_with(connector, config)
-        .await
-        .expect("the client connects through a pipe")
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_client_answers_the_servers_pings_and_an_idle_connection_stays_for_hours() {
     let server = start_in_memory_server(|b| b.idle_timeout(Some(Duration::from_secs(60))));

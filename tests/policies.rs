@@ -1,5 +1,6 @@
 //! Handler policies, middleware, the connection store and the connect and
-//! disconnect hooks, over real sockets.
+//! disconnect hooks, over real sockets; the time limit and the concurrency
+//! limit over in-memory pipes on paused time, to the millisecond.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,8 +13,8 @@ use ternio::{
     BuildError, CloseCause, Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder,
     ServerHandle, Stored, packet_controller,
 };
-use ternio_client::{Client, ClientError};
-use ternio_tests::{PATIENCE, RawConnection, eventually};
+use ternio_client::{Client, ClientConfig, ClientError};
+use ternio_tests::{PATIENCE, RawConnection, client_in_memory, eventually};
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0200)]
@@ -143,6 +144,19 @@ fn start(
     (address, handle)
 }
 
+/// The policy test server with no listener: clients come through
+/// [`client_in_memory`], and the tests may run on paused time.
+fn start_in_memory() -> ServerHandle {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(PolicyController)
+        .build()
+        .expect("builds");
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    handle
+}
+
 fn code<T: std::fmt::Debug>(result: Result<T, ClientError>) -> ErrorCode {
     result
         .expect_err("an error")
@@ -197,13 +211,13 @@ async fn a_permission_level_is_checked_and_raised_by_a_login() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_time_limit_answers_error_5_and_drops_the_handler() {
-    let (address, _server) = start(|b| b);
-    let client = Client::connect_tcp(address).await.unwrap();
+    let server = start_in_memory();
+    let client = client_in_memory(&server, ClientConfig::default()).await;
     let Done = client.request_async(&SlowJob { ms: 1 }).await.unwrap();
     assert_eq!(ABANDONED.load(Ordering::SeqCst), 0);
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     assert_eq!(
         code(
             client
@@ -212,9 +226,10 @@ async fn a_time_limit_answers_error_5_and_drops_the_handler() {
         ),
         ErrorCode::Timeout
     );
+    // The limit is 500 ms (`timeout_ms = 500`), to the timer's millisecond.
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_millis(450) && waited < Duration::from_secs(4),
+        waited >= Duration::from_millis(500) && waited <= Duration::from_millis(505),
         "{waited:?}"
     );
     // The handler's future was dropped when its limit passed, not left running.
@@ -282,11 +297,11 @@ async fn a_rate_limit_applies_per_connection_and_opcode() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_concurrency_limit_sheds_at_once() {
-    let (address, _server) = start(|b| b);
-    let first = Client::connect_tcp(address).await.unwrap();
-    let second = Client::connect_tcp(address).await.unwrap();
+    let server = start_in_memory();
+    let first = client_in_memory(&server, ClientConfig::default()).await;
+    let second = client_in_memory(&server, ClientConfig::default()).await;
     let mut calls = Vec::new();
     for i in 0..6 {
         let client = if i % 2 == 0 {
@@ -295,22 +310,22 @@ async fn a_concurrency_limit_sheds_at_once() {
             second.clone()
         };
         calls.push(tokio::spawn(async move {
-            let started = Instant::now();
+            let started = tokio::time::Instant::now();
             let result = client.request_async::<_, Done>(&Scarce { ms: 3_000 }).await;
             (result.map_err(|error| error.code()), started.elapsed())
         }));
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::task::yield_now().await;
     }
     let mut served = 0;
     for call in calls {
         match call.await.unwrap() {
-            (Ok(Done), _) => served += 1,
+            (Ok(Done), waited) => {
+                served += 1;
+                assert!(waited >= Duration::from_secs(3), "{waited:?}");
+            }
             (Err(Some(ErrorCode::Overloaded)), waited) => {
-                // Not queued behind a 3 s request.
-                assert!(
-                    waited < Duration::from_secs(2),
-                    "shed at once, not queued: {waited:?}"
-                )
+                // Not queued behind a 3 s request: shed before any time passed.
+                assert!(waited < Duration::from_millis(5), "shed after {waited:?}")
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -302,6 +302,26 @@ pub fn connect_in_memory(server: &ServerHandle, capacity: usize) -> RawConnectio
     RawConnection::over(ours)
 }
 
+/// A client of `server` through in-memory pipes: each connection, the
+/// first and every reconnection, is a fresh pipe (no socket, no port).
+pub async fn client_in_memory(
+    server: &ServerHandle,
+    config: ternio_client::ClientConfig,
+) -> ternio_client::Client {
+    let server = server.clone();
+    let connector = move || {
+        let server = server.clone();
+        async move {
+            let (ours, theirs) = tokio::io::duplex(64 * 1024);
+            tokio::spawn(async move { server.serve_stream(theirs, IN_MEMORY_PEER).await });
+            Ok(ours)
+        }
+    };
+    ternio_client::Client::connect_stream_with(connector, config)
+        .await
+        .expect("the client connects through a pipe")
+}
+
 /// A connection that speaks length-prefixed frames by hand, for what a
 /// well-behaved client would never send: over TCP, or over any stream
 /// (an in-memory pipe to [`ServerHandle::serve_stream`]).
