@@ -50,7 +50,17 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    // Ctrl-C or SIGTERM ends the bot with success; dropping its client
+    // closes the connection.
+    let stop = ternio::shutdown_signal();
+    let result = tokio::select! {
+        result = run(args) => result,
+        () = stop => {
+            println!("stopping");
+            Ok(())
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("chat_bot: {error}");

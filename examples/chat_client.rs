@@ -94,8 +94,12 @@ async fn run(args: Args) -> Result<(), ClientError> {
     let mut lines = stdin_lines();
     let mut states = client.state_changes();
     let mut was_reconnecting = false;
+    // Ctrl-C or SIGTERM: leave as /quit does.
+    let stop = ternio::shutdown_signal();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
+            () = &mut stop => break,
             line = lines.recv() => match line {
                 Some(line) => {
                     if !command(&client, &mut session, line.trim()).await {

@@ -117,15 +117,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let http = tokio::net::TcpListener::bind(args.http).await?;
     println!("chat page on http://{}/", http.local_addr()?);
     tokio::spawn(web::serve(http, page));
-    let handle = server.handle();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            handle.shutdown();
-        }
-    });
-    server.run().await?;
+    // Ctrl-C or SIGTERM: every connection gets DISCONNECT SHUTDOWN.
+    server.run_until(ternio::shutdown_signal()).await?;
     if let Some(backplane) = backplane {
         backplane.shutdown().await;
     }
+    tracing::info!("chat server stopped");
     Ok(())
 }

@@ -5,8 +5,10 @@
 //! ```
 //!
 //! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only)
-//! over TCP and, with `--ws`, over WebSocket at path `/ws`, until ctrl-c
-//! (which closes every connection with `DISCONNECT SHUTDOWN`).
+//! over TCP and, with `--ws`, over WebSocket at path `/ws`, until Ctrl-C or
+//! SIGTERM (which close every connection with `DISCONNECT SHUTDOWN`; the
+//! process exits with code 0 once they are closed). With `--health ADDR`,
+//! `/healthz` and `/readyz` answer probes over HTTP there.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +27,10 @@ struct Args {
     /// Address of the WebSocket listener (path /ws).
     #[arg(long)]
     ws: Option<SocketAddr>,
+    /// Address of the health listener: `GET /healthz` (alive) and
+    /// `GET /readyz` (accepting; 503 while shutting down).
+    #[arg(long)]
+    health: Option<SocketAddr>,
     /// File holding the server's identity key: 64 hex digits, or a PEM
     /// X25519 key from `openssl genpkey -algorithm X25519`. Created (hex,
     /// mode 0600) when missing. Without it, a new key is made for this run
@@ -69,21 +75,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(ws) = args.ws {
         builder = builder.map_websocket(ws, "/ws");
     }
+    if let Some(health) = args.health {
+        builder = builder.health(health);
+    }
     let server = builder.build()?;
-    let handle = server.handle();
+    // Installed before the addresses are printed: from then on, a SIGTERM
+    // shuts down cleanly.
+    let stop = ternio::shutdown_signal();
     for address in server.tcp_addrs() {
         println!("tcp listening on {address}");
     }
     for address in server.websocket_addrs() {
         println!("websocket listening on ws://{address}/ws");
     }
+    if let Some(address) = server.health_addr() {
+        println!("health on http://{address}/healthz and /readyz");
+    }
     println!("public key: {public_key}");
 
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            handle.shutdown();
-        }
-    });
-    server.run().await?;
+    server.run_until(stop).await?;
+    tracing::info!("echo server stopped");
     Ok(())
 }

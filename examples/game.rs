@@ -98,24 +98,28 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 
     match args.bots {
         Some(bots) => play(&args, bots, address, &game, &handle.hub()).await?,
-        None => serve_until_ctrl_c(&game).await,
+        None => serve_until_signal(&game).await,
     }
 
     let _ = stop.send(true);
     let _ = ticking.await;
     handle.shutdown();
     running.await??;
+    println!("game stopped");
     Ok(())
 }
 
-/// The server alone: prints the tick loop's numbers every 5 s until ctrl-c.
-async fn serve_until_ctrl_c(game: &Game) {
+/// The server alone: prints the tick loop's numbers every 5 s until Ctrl-C
+/// or SIGTERM.
+async fn serve_until_signal(game: &Game) {
+    let stop = ternio::shutdown_signal();
+    tokio::pin!(stop);
     let mut every = tokio::time::interval(Duration::from_secs(5));
     every.tick().await;
     let mut before = game.stats();
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return,
+            () = &mut stop => return,
             _ = every.tick() => {
                 let now = game.stats();
                 println!(

@@ -92,3 +92,136 @@ async fn idle_connections_close_at_once_and_new_ones_are_refused() {
         assert!(raw.recv().await.is_none());
     }
 }
+
+#[tokio::test]
+async fn run_until_shuts_down_when_its_future_resolves() {
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+        .map_tcp("127.0.0.1:0")
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(server.run_until(async {
+        let _ = stopped.await;
+    }));
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Add { a: 2, b: 2 }, 1).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 1);
+    assert!(!running.is_finished(), "serving until the future resolves");
+
+    stop.send(()).unwrap();
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+    tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("run_until returns once drained")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_and_wait_resolves_once_the_running_request_is_answered() {
+    let (address, handle) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Sleep { ms: 400, tag: 7 }, 1).await;
+    // The sleep was read when the inline request behind it is answered.
+    raw.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+
+    let started = Instant::now();
+    let waiting = {
+        let handle = handle.clone();
+        tokio::spawn(async move { handle.shutdown_and_wait().await })
+    };
+    // The answer, then DISCONNECT SHUTDOWN, then the close; the wait still runs.
+    let answer = raw.recv().await.unwrap();
+    assert_eq!(Slept::decode_body(&answer.body).unwrap().tag, 7);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the sleep ran on"
+    );
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+    assert!(waiting.await.unwrap(), "drained within the bound");
+    assert_eq!(handle.connection_count(), 0);
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // Another handle's wait, after the fact, resolves at once.
+    assert!(handle.drained().await);
+}
+
+#[tokio::test]
+async fn drained_does_not_resolve_before_the_connections_close() {
+    let (address, handle) = start_server(|b| b);
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Sleep { ms: 500, tag: 1 }, 1).await;
+    raw.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+
+    // No shutdown yet: nothing to wait for.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.drained())
+            .await
+            .is_err(),
+        "drained waits for a shutdown to start"
+    );
+    handle.shutdown();
+    let draining = handle.drained();
+    tokio::pin!(draining);
+    // While the request runs, the connection is open and the wait pending.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut draining)
+            .await
+            .is_err(),
+        "drained resolved with a request still running"
+    );
+    assert_eq!(handle.connection_count(), 1);
+    assert!(draining.await);
+    assert_eq!(handle.connection_count(), 0);
+    let answer = raw.recv().await.unwrap();
+    assert_eq!(Slept::decode_body(&answer.body).unwrap().tag, 1);
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+}
+
+#[tokio::test]
+async fn a_request_that_outlives_the_grace_ends_the_wait_at_the_drain_bound() {
+    let grace = Duration::from_millis(300);
+    let linger = Duration::from_millis(200);
+    let config = ternio::ServerConfig {
+        shutdown_grace: grace,
+        close_linger: linger,
+        ..Default::default()
+    };
+    let (address, handle) = start_server(|b| b.config(config));
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Sleep { ms: 30_000, tag: 1 }, 1).await;
+    raw.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+
+    let started = Instant::now();
+    let _ = handle.shutdown_and_wait().await;
+    let waited = started.elapsed();
+    assert!(waited >= grace, "the request had its grace: {waited:?}");
+    assert!(
+        waited < grace + linger + Duration::from_millis(500),
+        "the wait ends at the drain bound: {waited:?}"
+    );
+    // The request never answered; the connection was told why and closed.
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+}
+
+#[tokio::test]
+async fn streams_served_through_the_handle_are_waited_for() {
+    let handle = start_in_memory_server(|b| b);
+    let mut raw = connect_in_memory(&handle, 64 * 1024);
+    raw.request(&Sleep { ms: 300, tag: 3 }, 1).await;
+    raw.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+
+    let started = Instant::now();
+    assert!(handle.shutdown_and_wait().await);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let answer = raw.recv().await.unwrap();
+    assert_eq!(Slept::decode_body(&answer.body).unwrap().tag, 3);
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+}

@@ -149,6 +149,15 @@ pub trait Backplane: Send + Sync + 'static {
 
     /// What the backplane has done so far, and whether its link is up.
     fn stats(&self) -> BackplaneStats;
+
+    /// Whether the backplane's link to the other nodes is up now: a cheap
+    /// query (an atomic load, say), asked by every `/readyz` probe. A node
+    /// whose backplane is down answers 503 there, so that a load balancer
+    /// sends new clients to the nodes that reach the cluster. Default
+    /// `true`, for a backplane with no link to lose.
+    fn is_connected(&self) -> bool {
+        true
+    }
 }
 
 /// A node's own side of its hub, as the backplane sees it: deliver what

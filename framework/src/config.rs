@@ -117,6 +117,10 @@ pub struct ServerConfig {
     /// How long a WebSocket client may take over its HTTP upgrade (which
     /// starts only once the connection is admitted). Default 10 s.
     pub websocket_upgrade_timeout: Duration,
+    /// How long a connection to the health listener
+    /// ([`ServerBuilder::health`](crate::ServerBuilder::health)) may take to
+    /// send its request and read the answer before it is closed. Default 5 s.
+    pub health_timeout: Duration,
     /// Whether every application opcode requires an encrypted request
     /// (a plain one gets error 6). Default `false`.
     pub require_encryption: bool,
@@ -164,6 +168,7 @@ impl Default for ServerConfig {
             close_linger: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
             websocket_upgrade_timeout: Duration::from_secs(10),
+            health_timeout: Duration::from_secs(5),
             require_encryption: false,
             handshake_timeout: Duration::from_secs(10),
             rekey: RekeyPolicy::default(),

@@ -4,12 +4,14 @@ use std::any::TypeId;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ternio_protocol::secure::RekeyPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 
 use crate::admission::Admission;
 use crate::backplane::Backplane;
@@ -17,6 +19,7 @@ use crate::build_error::BuildError;
 use crate::close::CloseCause;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::dispatch::{Controller, DispatchTable};
+use crate::health;
 use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
 use crate::ids::ConnectionId;
@@ -44,6 +47,8 @@ pub struct ServerBuilder {
     metrics: bool,
     #[cfg(feature = "prometheus")]
     prometheus: Option<SocketAddr>,
+    /// Where to answer `/healthz` and `/readyz`, if anywhere.
+    health: Option<Result<SocketAddr, BuildError>>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -74,6 +79,7 @@ impl Default for ServerBuilder {
             metrics: false,
             #[cfg(feature = "prometheus")]
             prometheus: None,
+            health: None,
         }
     }
 }
@@ -162,6 +168,23 @@ impl ServerBuilder {
     pub fn prometheus(mut self, address: SocketAddr) -> Self {
         self.prometheus = Some(address);
         self.metrics = true;
+        self
+    }
+
+    /// Answers health probes over HTTP/1.1 on `address` (port 0 picks a
+    /// free port; see [`Server::health_addr`]): `GET /healthz` is 200 while
+    /// the process serves; `GET /readyz` is 200 while the server accepts
+    /// connections, is not draining and, with a backplane, has it connected
+    /// ([`Backplane::is_connected`]), and 503 otherwise. For Kubernetes
+    /// liveness and readiness probes, or a load balancer's health check.
+    ///
+    /// A listener of its own, minimal and bounded (64 connections answered
+    /// at once, a 4 KiB request head, one request per connection within
+    /// [`ServerConfig::health_timeout`]). The Prometheus endpoint, with the
+    /// `prometheus` feature, keeps its own listener. Serve neither to the
+    /// internet.
+    pub fn health(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
+        self.health = Some(resolve(address));
         self
     }
 
@@ -361,6 +384,15 @@ impl ServerBuilder {
                 .map_err(|source| BuildError::Bind { address, source })?;
             listeners.push((socket, kind));
         }
+        let health = match self.health {
+            Some(address) => {
+                let address = address?;
+                let socket =
+                    bind(address, 64).map_err(|source| BuildError::Bind { address, source })?;
+                Some(socket)
+            }
+            None => None,
+        };
         let hub = Arc::new(HubShared::new(self.config.max_frame_size, self.backplane));
         hub.attach_backplane().map_err(BuildError::Backplane)?;
         let first_id = ConnectionId::new(hub.node_id(), 1);
@@ -379,6 +411,8 @@ impl ServerBuilder {
                 state: Arc::new(self.state),
                 next_id: AtomicU64::new(first_id.0),
                 shutdown,
+                shutdown_at: OnceLock::new(),
+                tasks: TaskTracker::new(),
                 identity: self.identity,
                 middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
                 middleware,
@@ -390,6 +424,7 @@ impl ServerBuilder {
             #[cfg(feature = "prometheus")]
             exporter,
             listeners,
+            health,
         })
     }
 }
@@ -422,6 +457,8 @@ fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> 
 pub struct Server {
     shared: Arc<ServerShared>,
     listeners: Vec<(std::net::TcpListener, ListenerKind)>,
+    /// The health listener, if [`ServerBuilder::health`] asked for one.
+    health: Option<std::net::TcpListener>,
     /// The Prometheus endpoint's task, started by `run`.
     #[cfg(feature = "prometheus")]
     exporter: Option<PrometheusExporter>,
@@ -458,6 +495,12 @@ impl Server {
         self.addrs(|kind| matches!(kind, ListenerKind::WebSocket { .. }))
     }
 
+    /// The address the health listener is bound to, if there is one
+    /// ([`ServerBuilder::health`]).
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health.as_ref()?.local_addr().ok()
+    }
+
     fn addrs(&self, wanted: impl Fn(&ListenerKind) -> bool) -> Vec<SocketAddr> {
         self.listeners
             .iter()
@@ -473,9 +516,13 @@ impl Server {
         }
     }
 
-    /// Serves until [`ServerHandle::shutdown`] is called, then waits for the
-    /// connections to close (at most the shutdown grace plus the close
-    /// linger). Must run inside a tokio runtime.
+    /// Serves until [`ServerHandle::shutdown`] is called, then drains:
+    /// the listeners stop accepting (and `/readyz` answers 503), every
+    /// connection answers the requests it is running (within the shutdown
+    /// grace), gets `DISCONNECT SHUTDOWN` and closes; `run` returns once
+    /// every connection's task has ended, or at the drain bound (the
+    /// shutdown grace plus the close linger) with the stragglers left to
+    /// the runtime. Must run inside a tokio runtime.
     pub async fn run(self) -> io::Result<()> {
         #[cfg(feature = "prometheus")]
         if let Some(exporter) = self.exporter {
@@ -501,18 +548,62 @@ impl Server {
                 }
             });
         }
+        // Answers probes through the drain (`/readyz`: 503), and stops
+        // when `run` returns (or is dropped).
+        let _health = match self.health {
+            Some(listener) => {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                let address = listener.local_addr()?;
+                tracing::info!(%address, "health endpoints: /healthz, /readyz");
+                let shared = Arc::clone(&self.shared);
+                Some(AbortOnDropHandle::new(tokio::spawn(
+                    health::serve_listener(listener, shared),
+                )))
+            }
+            None => None,
+        };
         // (A server without listeners serves the streams handed to its
         // handle until it shuts down.)
         let _ = self.shared.shutdown_signal().wait_for(|stop| *stop).await;
+        tracing::info!(
+            connections = self.shared.open_connections(),
+            "shutting down: draining the connections"
+        );
         for accept_loop in loops {
             let _ = accept_loop.await;
         }
-        let config = &self.shared.config;
-        let deadline = Instant::now() + config.shutdown_grace + config.close_linger;
-        while self.shared.open_connections() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if self.shared.drained().await {
+            tracing::info!("shut down: every connection closed");
+        } else {
+            tracing::warn!(
+                connections = self.shared.open_connections(),
+                "shut down at the drain bound with connections still open"
+            );
         }
         Ok(())
+    }
+
+    /// Serves as [`run`](Self::run) does until `signal` resolves, then shuts
+    /// down as [`ServerHandle::shutdown`] does and returns once drained.
+    /// With [`shutdown_signal`](crate::shutdown_signal), a process stops
+    /// cleanly on Ctrl-C and on SIGTERM:
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = ternio::Server::builder().map_tcp("127.0.0.1:7001").build()?;
+    /// server.run_until(ternio::shutdown_signal()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> io::Result<()> {
+        let handle = self.handle();
+        let run = self.run();
+        tokio::pin!(run, signal);
+        tokio::select! {
+            result = &mut run => return result,
+            () = &mut signal => handle.shutdown(),
+        }
+        run.await
     }
 }
 
@@ -527,8 +618,40 @@ impl ServerHandle {
     /// reading, lets its running requests finish (within the shutdown
     /// grace), writes their replies, sends `DISCONNECT SHUTDOWN` and closes.
     /// [`Server::run`] returns once they are closed.
+    ///
+    /// It only starts the shutdown, and returns at once: it can be called
+    /// from anywhere (a synchronous hook, a handler, a `Drop`), any number
+    /// of times. To wait for the end, await [`drained`](Self::drained), or
+    /// call [`shutdown_and_wait`](Self::shutdown_and_wait).
     pub fn shutdown(&self) {
         self.shared.shut_down();
+    }
+
+    /// Waits until the server has shut down: for a shutdown to start
+    /// (started by this handle, another one, or
+    /// [`Server::run_until`]'s signal), then for every connection's task to
+    /// end, those of the streams handed to
+    /// [`serve_stream`](Self::serve_stream) included. Returns `true` once
+    /// they have all ended, `false` at the drain bound (the shutdown grace
+    /// plus the close linger, counted from the start of the shutdown) if
+    /// some have not. It never starts a shutdown itself.
+    pub async fn drained(&self) -> bool {
+        self.shared.drained().await
+    }
+
+    /// Starts the shutdown ([`shutdown`](Self::shutdown)) and waits for it
+    /// to end ([`drained`](Self::drained)): `true` if every connection
+    /// closed within the drain bound.
+    pub async fn shutdown_and_wait(&self) -> bool {
+        self.shutdown();
+        self.drained().await
+    }
+
+    /// Whether the server should be sent new clients, as `/readyz` answers
+    /// ([`ServerBuilder::health`]): not shutting down, and its backplane,
+    /// if any, connected. For an application that serves its own probes.
+    pub fn is_ready(&self) -> bool {
+        self.shared.is_ready()
     }
 
     /// How many connections are open.

@@ -5,10 +5,12 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ternio_protocol::DisconnectReason;
 use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 
 use crate::admission::Admission;
 use crate::close::{CloseCause, CloseNotice};
@@ -44,6 +46,12 @@ pub(crate) struct ServerShared {
     pub(crate) hub: Arc<HubShared>,
     /// Turns true when the server shuts down.
     pub(crate) shutdown: watch::Sender<bool>,
+    /// When the shutdown started: the drain bound counts from there.
+    pub(crate) shutdown_at: OnceLock<Instant>,
+    /// Every connection's task (a listener's, or a stream handed to the
+    /// handle, and the short tasks that refuse or read a PROXY header):
+    /// the shutdown waits for them.
+    pub(crate) tasks: TaskTracker,
     /// The static key for `NK` handshakes.
     pub(crate) identity: Option<Identity>,
     /// The middleware chain, built-in policies included.
@@ -125,14 +133,47 @@ impl ServerShared {
 
     /// Closes every connection, gracefully, and turns the shutdown signal on.
     pub(crate) fn shut_down(&self) {
+        let _ = self.shutdown_at.set(Instant::now());
         // A connection registering meanwhile sees the flag (it is checked
         // under the registry's lock) or is in the snapshot below.
         if self.shutdown.send_replace(true) {
             return;
         }
+        // No connection task ends the tracker's count now: `wait` may
+        // resolve once the last one has ended.
+        self.tasks.close();
         for connection in self.hub.all() {
             connection.outbox.close(shutdown_notice(), true);
         }
+    }
+
+    /// Waits for the shutdown to start, then for every connection's task
+    /// to end, at most until the drain bound (the shutdown grace plus the
+    /// close linger, from the start of the shutdown). `true` if they all
+    /// ended in time.
+    pub(crate) async fn drained(&self) -> bool {
+        let mut shutdown = self.shutdown_signal();
+        let _ = shutdown.wait_for(|stop| *stop).await;
+        let started = *self.shutdown_at.get_or_init(Instant::now);
+        let bound = self.config.shutdown_grace + self.config.close_linger;
+        tokio::time::timeout_at(started + bound, self.tasks.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Whether the server is draining: its shutdown has started.
+    pub(crate) fn is_draining(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Whether the server should be sent new clients: it is not draining,
+    /// and its backplane, if it has one, is connected.
+    pub(crate) fn is_ready(&self) -> bool {
+        !self.is_draining()
+            && self
+                .hub
+                .backplane()
+                .is_none_or(|backplane| backplane.is_connected())
     }
 
     /// How many connections are open.

@@ -267,6 +267,10 @@ impl Backplane for RedisBackplane {
         self.shared.node
     }
 
+    fn is_connected(&self) -> bool {
+        self.shared.counters.is_connected()
+    }
+
     fn attach(&self, hub: LocalHub) -> Result<(), BackplaneError> {
         self.shared
             .hub

@@ -144,9 +144,10 @@ pub(crate) async fn accept_loop<A: Accept>(
                 }
                 match server.admission.begin_pending() {
                     Ok(pending) => {
-                        let server = Arc::clone(&server);
+                        let tracked = Arc::clone(&server);
                         let accept = Arc::clone(&accept);
-                        tokio::spawn(behind_proxy(stream, peer, pending, server, accept));
+                        let task = behind_proxy(stream, peer, pending, tracked, accept);
+                        server.tasks.spawn(task);
                     }
                     Err(refusal) => refused(stream, peer, refusal, &server, &*accept),
                 }
@@ -207,8 +208,22 @@ fn refused<A: Accept>(
 /// Serves a stream the application accepted itself, as a listener serves
 /// an accepted socket: length-prefixed frames, or a WebSocket upgrade at
 /// `websocket_path`. The connection limits apply; a refused peer is told
-/// why. Returns once the connection has closed.
+/// why. Returns once the connection has closed. The server's task tracker
+/// counts it as it counts a listener's connections, so that a shutdown
+/// waits for it too.
 pub(crate) async fn serve_stream<S: Io>(
+    stream: S,
+    peer: SocketAddr,
+    server: Arc<ServerShared>,
+    websocket_path: Option<Arc<str>>,
+) {
+    let tasks = server.tasks.clone();
+    tasks
+        .track_future(serve_untracked(stream, peer, server, websocket_path))
+        .await;
+}
+
+async fn serve_untracked<S: Io>(
     stream: S,
     peer: SocketAddr,
     server: Arc<ServerShared>,

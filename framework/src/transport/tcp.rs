@@ -43,7 +43,8 @@ impl Accept for TcpAccept {
     const SETS_UP: bool = false;
 
     fn serve(&self, admitted: Admitted, server: Arc<ServerShared>) {
-        tokio::spawn(serve(
+        let tasks = server.tasks.clone();
+        tasks.spawn(serve(
             admitted.stream,
             admitted.peer,
             server,
@@ -53,7 +54,7 @@ impl Accept for TcpAccept {
 
     fn refuse(&self, stream: TcpStream, refusal: Refusal, server: &Arc<ServerShared>) {
         let linger = server.config.close_linger.min(Duration::from_millis(500));
-        tokio::spawn(refuse(stream, refusal, linger));
+        server.tasks.spawn(refuse(stream, refusal, linger));
     }
 }
 

@@ -74,7 +74,8 @@ impl Accept for WsAccept {
             pending,
         } = admitted;
         let path = Arc::clone(&self.path);
-        tokio::spawn(serve(stream, peer, permit, pending, server, path));
+        let tasks = server.tasks.clone();
+        tasks.spawn(serve(stream, peer, permit, pending, server, path));
     }
 
     fn refuse(&self, stream: TcpStream, refusal: Refusal, _server: &Arc<ServerShared>) {
