@@ -7,12 +7,21 @@
 //! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only)
 //! over TCP and, with `--ws`, over WebSocket at path `/ws`, until ctrl-c
 //! (which closes every connection with `DISCONNECT SHUTDOWN`).
+//!
+//! With a certificate chain and its key (PEM), it serves TLS too:
+//! `--tcp-tls ADDR` (frames inside TLS) and `--wss ADDR` (`wss://ADDR/ws`).
+//! SIGHUP reads the two files again (new connections get the new certificate).
+//!
+//! ```text
+//! cargo run --example echo_server -- --tcp-tls 127.0.0.1:7443 --wss 127.0.0.1:8443 \
+//!     --tls-cert chain.pem --tls-key key.pem
+//! ```
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use ternio::{Identity, Server, packet_controller};
+use ternio::{Identity, Server, TlsConfig, packet_controller};
 use ternio_examples::echo::{Echo, SecureEcho};
 
 /// Command line of the echo server.
@@ -31,6 +40,19 @@ struct Args {
     /// only.
     #[arg(long)]
     identity: Option<PathBuf>,
+    /// Address of a TLS listener of frames (needs --tls-cert and --tls-key).
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tcp_tls: Option<SocketAddr>,
+    /// Address of a WebSocket listener inside TLS, `wss://ADDR/ws` (needs
+    /// --tls-cert and --tls-key).
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    wss: Option<SocketAddr>,
+    /// PEM file of the TLS certificate chain (the server's first).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM file of the TLS private key.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Answers both echo packets.
@@ -69,6 +91,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(ws) = args.ws {
         builder = builder.map_websocket(ws, "/ws");
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    if let Some(tls) = &tls {
+        if let Some(address) = args.tcp_tls {
+            builder = builder.map_tcp_tls(address, tls.clone());
+        }
+        if let Some(address) = args.wss {
+            builder = builder.map_websocket_tls(address, "/ws", tls.clone());
+        }
+    }
     let server = builder.build()?;
     let handle = server.handle();
     for address in server.tcp_addrs() {
@@ -77,6 +111,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for address in server.websocket_addrs() {
         println!("websocket listening on ws://{address}/ws");
     }
+    for address in server.tcp_tls_addrs() {
+        println!("tcp-tls listening on {address}");
+    }
+    for address in server.websocket_tls_addrs() {
+        println!("websocket listening on wss://{address}/ws");
+    }
     println!("public key: {public_key}");
 
     tokio::spawn(async move {
@@ -84,6 +124,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             handle.shutdown();
         }
     });
+    #[cfg(unix)]
+    if let Some(tls) = tls {
+        tokio::spawn(reload_on_sighup(tls));
+    }
     server.run().await?;
     Ok(())
+}
+
+/// Reads the TLS certificate and key again on every SIGHUP.
+#[cfg(unix)]
+async fn reload_on_sighup(tls: TlsConfig) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("tls certificate reloaded"),
+            Err(error) => tracing::error!(%error, "tls certificate not reloaded"),
+        }
+    }
 }
