@@ -9,12 +9,21 @@
 //! SIGTERM (which close every connection with `DISCONNECT SHUTDOWN`; the
 //! process exits with code 0 once they are closed). With `--health ADDR`,
 //! `/healthz` and `/readyz` answer probes over HTTP there.
+//!
+//! With a certificate chain and its key (PEM), it serves TLS too:
+//! `--tcp-tls ADDR` (frames inside TLS) and `--wss ADDR` (`wss://ADDR/ws`).
+//! SIGHUP reads the two files again (new connections get the new certificate).
+//!
+//! ```text
+//! cargo run --release --example echo_server -- --tcp-tls 127.0.0.1:7443 --wss 127.0.0.1:8443 \
+//!     --tls-cert chain.pem --tls-key key.pem
+//! ```
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use ternio::{Identity, Server, packet_controller};
+use ternio::{Identity, Server, TlsConfig, packet_controller};
 use ternio_examples::echo::{Echo, SecureEcho};
 
 /// Command line of the echo server.
@@ -37,6 +46,19 @@ struct Args {
     /// only.
     #[arg(long)]
     identity: Option<PathBuf>,
+    /// Address of a TLS listener of frames (needs --tls-cert and --tls-key).
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    tcp_tls: Option<SocketAddr>,
+    /// Address of a WebSocket listener inside TLS, `wss://ADDR/ws` (needs
+    /// --tls-cert and --tls-key).
+    #[arg(long, requires_all = ["tls_cert", "tls_key"])]
+    wss: Option<SocketAddr>,
+    /// PEM file of the TLS certificate chain (the server's first).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM file of the TLS private key.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Answers both echo packets.
@@ -78,6 +100,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(health) = args.health {
         builder = builder.health(health);
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    if let Some(tls) = &tls {
+        if let Some(address) = args.tcp_tls {
+            builder = builder.map_tcp_tls(address, tls.clone());
+        }
+        if let Some(address) = args.wss {
+            builder = builder.map_websocket_tls(address, "/ws", tls.clone());
+        }
+    }
     let server = builder.build()?;
     // Installed before the addresses are printed: from then on, a SIGTERM
     // shuts down cleanly.
@@ -88,12 +122,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for address in server.websocket_addrs() {
         println!("websocket listening on ws://{address}/ws");
     }
+    for address in server.tcp_tls_addrs() {
+        println!("tcp-tls listening on {address}");
+    }
+    for address in server.websocket_tls_addrs() {
+        println!("websocket listening on wss://{address}/ws");
+    }
     if let Some(address) = server.health_addr() {
         println!("health on http://{address}/healthz and /readyz");
     }
     println!("public key: {public_key}");
 
+    #[cfg(unix)]
+    if let Some(tls) = tls {
+        tokio::spawn(reload_on_sighup(tls));
+    }
     server.run_until(stop).await?;
     tracing::info!("echo server stopped");
     Ok(())
+}
+
+/// Reads the TLS certificate and key again on every SIGHUP.
+#[cfg(unix)]
+async fn reload_on_sighup(tls: TlsConfig) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("tls certificate reloaded"),
+            Err(error) => tracing::error!(%error, "tls certificate not reloaded"),
+        }
+    }
 }

@@ -121,6 +121,11 @@ pub struct ServerConfig {
     /// ([`ServerBuilder::health`](crate::ServerBuilder::health)) may take to
     /// send its request and read the answer before it is closed. Default 5 s.
     pub health_timeout: Duration,
+    /// How long a peer of a TLS listener (feature `tls`) may take over its
+    /// TLS handshake, which starts only once the connection is admitted
+    /// and holds one of the [`max_pending_upgrades`](Self::max_pending_upgrades)
+    /// places meanwhile; past it, the connection is closed. Default 10 s.
+    pub tls_handshake_timeout: Duration,
     /// Whether every application opcode requires an encrypted request
     /// (a plain one gets error 6). Default `false`.
     pub require_encryption: bool,
@@ -169,6 +174,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             websocket_upgrade_timeout: Duration::from_secs(10),
             health_timeout: Duration::from_secs(5),
+            tls_handshake_timeout: Duration::from_secs(10),
             require_encryption: false,
             handshake_timeout: Duration::from_secs(10),
             rekey: RekeyPolicy::default(),

@@ -40,6 +40,11 @@
 //! the built-in [`Policies`](middleware::Policies) and
 //! [`AuditLog`](middleware::AuditLog)), and [`backplane`], for what
 //! carries a hub's traffic between the nodes of a cluster.
+//!
+//! Cargo features (both off by default): `tls`, the TLS listeners
+//! (`ServerBuilder::map_tcp_tls`, `map_websocket_tls` for `wss://`, and
+//! `TlsConfig`, whose certificate reloads without a restart; rustls with
+//! the `ring` provider); `prometheus`, a Prometheus endpoint for the metrics.
 
 // Lets the macros name this crate `::ternio` from inside it too.
 extern crate self as ternio;
@@ -88,6 +93,8 @@ pub use server::{Server, ServerBuilder, ServerHandle};
 pub use signal::shutdown_signal;
 pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;
+#[cfg(feature = "tls")]
+pub use transport::tls::{TlsConfig, TlsError};
 
 /// What the code that `#[packet_controller]` generates names; not an API.
 #[doc(hidden)]

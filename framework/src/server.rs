@@ -29,6 +29,8 @@ use crate::registry::HubShared;
 use crate::shared::{Hooks, ServerShared};
 use crate::store::AppState;
 use crate::transport;
+#[cfg(feature = "tls")]
+use crate::transport::tls::TlsConfig;
 
 /// Builds a [`Server`]: controllers, state, listeners and limits.
 pub struct ServerBuilder {
@@ -60,7 +62,20 @@ struct ListenerSpec {
 #[derive(Clone)]
 enum ListenerKind {
     Tcp,
-    WebSocket { path: Arc<str> },
+    WebSocket {
+        path: Arc<str>,
+    },
+    /// Length-prefixed frames inside TLS.
+    #[cfg(feature = "tls")]
+    TcpTls {
+        tls: TlsConfig,
+    },
+    /// WebSocket inside TLS (`wss://`).
+    #[cfg(feature = "tls")]
+    WebSocketTls {
+        path: Arc<str>,
+        tls: TlsConfig,
+    },
 }
 
 impl Default for ServerBuilder {
@@ -145,6 +160,57 @@ impl ServerBuilder {
             resolve(address).map(|address| ListenerSpec {
                 address,
                 kind: ListenerKind::WebSocket { path: path.into() },
+            })
+        } else {
+            Err(BuildError::WebSocketPath(path.to_owned()))
+        };
+        self.listeners.push(spec);
+        self
+    }
+
+    /// Listens for TLS connections on `address` that carry length-prefixed
+    /// frames inside TLS, with the certificate of `tls` (feature `tls`; see
+    /// [`Server::tcp_tls_addrs`]). The TLS handshake runs once the
+    /// connection is admitted, within
+    /// [`ServerConfig::tls_handshake_timeout`], holding a place among the
+    /// [`max_pending_upgrades`](ServerConfig::max_pending_upgrades); a
+    /// refused peer is closed without a handshake. Clients connect with
+    /// `ternio_client::Client::connect_tls`.
+    #[cfg(feature = "tls")]
+    pub fn map_tcp_tls(
+        mut self,
+        address: impl ToSocketAddrs + std::fmt::Debug,
+        tls: TlsConfig,
+    ) -> Self {
+        let spec = resolve(address).map(|address| ListenerSpec {
+            address,
+            kind: ListenerKind::TcpTls { tls },
+        });
+        self.listeners.push(spec);
+        self
+    }
+
+    /// Listens for WebSocket connections inside TLS (`wss://`) on
+    /// `address`, upgrading requests for `path` only, with the certificate
+    /// of `tls` (feature `tls`; see [`Server::websocket_tls_addrs`]). A
+    /// page served over HTTPS can open these. The TLS handshake and then
+    /// the upgrade hold a place among the
+    /// [`max_pending_upgrades`](ServerConfig::max_pending_upgrades), each
+    /// within its own timeout.
+    #[cfg(feature = "tls")]
+    pub fn map_websocket_tls(
+        mut self,
+        address: impl ToSocketAddrs + std::fmt::Debug,
+        path: &str,
+        tls: TlsConfig,
+    ) -> Self {
+        let spec = if path.starts_with('/') {
+            resolve(address).map(|address| ListenerSpec {
+                address,
+                kind: ListenerKind::WebSocketTls {
+                    path: path.into(),
+                    tls,
+                },
             })
         } else {
             Err(BuildError::WebSocketPath(path.to_owned()))
@@ -317,6 +383,13 @@ impl ServerBuilder {
     /// for none).
     pub fn max_handshakes_per_second(mut self, budget: Option<u32>) -> Self {
         self.config.max_handshakes_per_second = budget;
+        self
+    }
+
+    /// How long a peer of a TLS listener may take over its TLS handshake
+    /// (default 10 s).
+    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.config.tls_handshake_timeout = timeout;
         self
     }
 
@@ -501,6 +574,20 @@ impl Server {
         self.health.as_ref()?.local_addr().ok()
     }
 
+    /// The addresses the TLS listeners of frames are bound to, in
+    /// `map_tcp_tls` order.
+    #[cfg(feature = "tls")]
+    pub fn tcp_tls_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs(|kind| matches!(kind, ListenerKind::TcpTls { .. }))
+    }
+
+    /// The addresses the `wss://` listeners are bound to, in
+    /// `map_websocket_tls` order.
+    #[cfg(feature = "tls")]
+    pub fn websocket_tls_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs(|kind| matches!(kind, ListenerKind::WebSocketTls { .. }))
+    }
+
     fn addrs(&self, wanted: impl Fn(&ListenerKind) -> bool) -> Vec<SocketAddr> {
         self.listeners
             .iter()
@@ -545,6 +632,17 @@ impl Server {
                 ListenerKind::WebSocket { path } => {
                     tracing::info!(%address, %path, "listening (websocket)");
                     tokio::spawn(transport::websocket::serve_listener(listener, shared, path))
+                }
+                #[cfg(feature = "tls")]
+                ListenerKind::TcpTls { tls } => {
+                    tracing::info!(%address, "listening (tcp, tls)");
+                    tokio::spawn(transport::tls::serve_listener(listener, shared, tls, None))
+                }
+                #[cfg(feature = "tls")]
+                ListenerKind::WebSocketTls { path, tls } => {
+                    tracing::info!(%address, %path, "listening (websocket, tls)");
+                    let path = Some(path);
+                    tokio::spawn(transport::tls::serve_listener(listener, shared, tls, path))
                 }
             });
         }

@@ -19,6 +19,8 @@ use crate::state::ConnectionState;
 use crate::stream::Connector;
 use crate::supervisor::supervise;
 use crate::tasks::TaskSet;
+#[cfg(feature = "tls")]
+use crate::tls::{ClientTls, TlsConnector};
 use crate::ws;
 
 /// How long [`Client::close`] waits for its last frames to leave (and, on
@@ -90,10 +92,13 @@ impl Client {
 
     /// Connects over WebSocket with the default [`ClientConfig`].
     ///
-    /// `url` is a `ws://host:port/path` URL (`wss://` is not supported: this
-    /// crate is built without TLS). The client offers the subprotocol
-    /// `ternio.v2` and fails with [`ClientError::Subprotocol`] unless the
-    /// server selects it. Each frame travels as one binary message.
+    /// `url` is a `ws://host:port/path` URL, or with the `tls` feature (on
+    /// by default) a `wss://host:port/path` one, whose server certificate
+    /// must check out against the system's root certificates (for a
+    /// private CA, see [`connect_wss_with`](Self::connect_wss_with)). The
+    /// client offers the subprotocol `ternio.v2` and fails with
+    /// [`ClientError::Subprotocol`] unless the server selects it. Each
+    /// frame travels as one binary message.
     pub async fn connect_ws(url: &str) -> Result<Self, ClientError> {
         Self::connect_ws_with(url, ClientConfig::default()).await
     }
@@ -102,7 +107,54 @@ impl Client {
     pub async fn connect_ws_with(url: &str, config: ClientConfig) -> Result<Self, ClientError> {
         // A bad URL is reported as such, not as a failed connection.
         ws::request_for(url)?;
-        Self::connect(Endpoint::Ws(url.to_owned()), config).await
+        Self::connect(Endpoint::Ws(url.to_owned(), None), config).await
+    }
+
+    /// Connects to a `wss://host:port/path` URL with `config`, trusting
+    /// what `tls` trusts (feature `tls`): a server whose certificate a
+    /// private CA signed. A certificate that does not check out fails with
+    /// [`ClientError::Connect`] and rustls' reason. A secure session
+    /// ([`ClientConfig::secure`]) runs inside TLS as over `ws://`.
+    #[cfg(feature = "tls")]
+    pub async fn connect_wss_with(
+        url: &str,
+        tls: &ClientTls,
+        config: ClientConfig,
+    ) -> Result<Self, ClientError> {
+        let request = ws::request_for(url)?;
+        if request.uri().scheme_str() != Some("wss") {
+            return Err(ClientError::InvalidUrl(format!("{url}: not a wss:// URL")));
+        }
+        Self::connect(Endpoint::Ws(url.to_owned(), Some(tls.clone())), config).await
+    }
+
+    /// Connects over TLS to `address` (`host:port`) with the default
+    /// [`ClientConfig`], trusting what `tls` trusts (feature `tls`). See
+    /// [`connect_tls_with`](Self::connect_tls_with).
+    #[cfg(feature = "tls")]
+    pub async fn connect_tls(address: &str, tls: &ClientTls) -> Result<Self, ClientError> {
+        Self::connect_tls_with(address, tls, ClientConfig::default()).await
+    }
+
+    /// Connects over TLS to `address` (`host:port`, the host checked
+    /// against the server's certificate) with `config`: length-prefixed
+    /// frames inside TLS, as a server's `map_tcp_tls` listener serves them
+    /// (feature `tls`). A [`TlsConnector`] given to
+    /// [`connect_stream_with`](Self::connect_stream_with); every
+    /// reconnection runs a new TLS handshake. A secure session
+    /// ([`ClientConfig::secure`]) runs inside TLS as over plain TCP.
+    ///
+    /// A server certificate that does not check out fails with
+    /// [`ClientError::Connect`] and rustls' reason (`invalid peer
+    /// certificate: UnknownIssuer`, `NotValidForName`...).
+    #[cfg(feature = "tls")]
+    pub async fn connect_tls_with(
+        address: &str,
+        tls: &ClientTls,
+        config: ClientConfig,
+    ) -> Result<Self, ClientError> {
+        let connector = TlsConnector::new(address, tls)?;
+        Self::connect_stream_with(connector, config).await
     }
 
     /// Connects over a byte stream that `connector` opens, with the default

@@ -10,19 +10,20 @@ use crate::error::ClientError;
 use crate::inbound::Inbound;
 use crate::keepalive;
 use crate::link::{Link, Out};
+use crate::outbound::Wire;
 use crate::shared::Shared;
 use crate::socket;
 use crate::stream::{self, DynConnector};
 use crate::tasks::TaskSet;
 use crate::tcp;
-use crate::ws;
+use crate::ws::{self, WsSender};
 
 /// Where the client connects, kept for reconnecting.
 pub(crate) enum Endpoint {
     /// The addresses a TCP address resolved to when the client first connected.
     Tcp(Vec<SocketAddr>),
-    /// A `ws://` URL.
-    Ws(String),
+    /// A `ws://` or `wss://` URL, and what `wss://` trusts.
+    Ws(String, ws::Trust),
     /// What opens a stream that carries length-prefixed frames.
     Stream(Box<dyn DynConnector>),
 }
@@ -47,18 +48,25 @@ impl Endpoint {
                 let writer = socket::write_loop(inbound, out);
                 (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
             }
-            Self::Ws(url) => {
-                let (out, reader) = ws::connect(url, limit, max).await?;
-                let socket = Arc::clone(out.socket());
+            Self::Ws(url, trust) => {
+                let (out, reader) = ws::connect(url, trust, limit, max).await?;
+                let sender = out.sender().clone();
                 let link = Arc::new(Link::new(Out::Ws(out)));
                 let inbound = Inbound::new(shared, &link);
-                let writer = socket::write_loop(inbound.clone(), socket);
+                let writer = match sender {
+                    WsSender::Socket(socket) => {
+                        tokio::spawn(socket::write_loop(inbound.clone(), socket))
+                    }
+                    WsSender::Stream(stream) => {
+                        tokio::spawn(socket::write_loop(inbound.clone(), stream))
+                    }
+                };
                 let reader = reader.run(inbound);
-                (link, vec![tokio::spawn(reader), tokio::spawn(writer)])
+                (link, vec![tokio::spawn(reader), writer])
             }
             Self::Stream(connector) => {
                 let stream = connector.connect().await.map_err(ClientError::Connect)?;
-                let (out, read) = stream::open(stream, limit);
+                let (out, read) = stream::open(stream, limit, Wire::Tcp);
                 let link = Arc::new(Link::new(Out::Stream(Arc::clone(&out))));
                 let inbound = Inbound::new(shared, &link);
                 let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);

@@ -123,6 +123,12 @@ pub enum ClientError {
     /// Connecting failed.
     #[error("cannot connect: {0}")]
     Connect(#[source] io::Error),
+    /// TLS could not be set up: CA certificates that do not parse, no
+    /// usable root certificate in the system's store, an address that
+    /// names no server. (A server certificate that does not check out is a
+    /// [`Connect`](Self::Connect) error.)
+    #[error("TLS cannot be set up: {0}")]
+    Tls(String),
     /// The WebSocket URL is not usable (`ws://host:port/path` expected).
     #[error("invalid WebSocket URL: {0}")]
     InvalidUrl(String),

@@ -23,6 +23,11 @@
 //! # }
 //! ```
 //!
+//! With the `tls` feature (on by default), [`Client::connect_tls`] carries
+//! the frames inside TLS, and [`Client::connect_ws`] takes `wss://` URLs;
+//! `ClientTls` says which certificates are trusted (the system's roots, or
+//! a given CA).
+//!
 //! One connection carries any number of requests at once (up to
 //! [`ClientConfig::max_in_flight`]); their responses may come back in any
 //! order. When the connection closes, every pending request fails at once
@@ -159,6 +164,8 @@ mod supervisor;
 mod sync;
 mod tasks;
 mod tcp;
+#[cfg(feature = "tls")]
+mod tls;
 mod ws;
 
 pub use ternio_protocol as protocol;
@@ -173,3 +180,5 @@ pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
 pub use state::ConnectionState;
 pub use stream::Connector;
+#[cfg(feature = "tls")]
+pub use tls::{ClientTls, TlsConnector};

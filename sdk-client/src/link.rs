@@ -21,13 +21,13 @@ use crate::send::{Mode, SendError};
 use crate::socket::SocketOut;
 use crate::stream::StreamOut;
 use crate::sync::lock;
-use crate::ws::WsOut;
+use crate::ws::{WsOut, WsSender};
 
 /// The sending half of a link, per transport.
 pub(crate) enum Out {
     /// Length-prefixed frames on a TCP stream.
     Tcp(Arc<SocketOut>),
-    /// One binary WebSocket message per frame.
+    /// One binary WebSocket message per frame (`ws://` or `wss://`).
     Ws(WsOut),
     /// Length-prefixed frames on any other stream.
     Stream(Arc<StreamOut>),
@@ -238,7 +238,7 @@ impl Link {
     pub(crate) fn shutdown(&self) {
         match &self.out {
             Out::Tcp(out) => out.shutdown(),
-            Out::Ws(out) => out.socket().stop(),
+            Out::Ws(out) => out.stop(),
             Out::Stream(out) => out.shutdown(),
         }
     }
@@ -246,7 +246,10 @@ impl Link {
     fn sender(&self) -> Sender<'_> {
         match &self.out {
             Out::Tcp(out) => Sender::Socket(out),
-            Out::Ws(out) => Sender::Socket(out.socket()),
+            Out::Ws(out) => match out.sender() {
+                WsSender::Socket(socket) => Sender::Socket(socket),
+                WsSender::Stream(stream) => Sender::Stream(stream),
+            },
             Out::Stream(out) => Sender::Stream(out),
         }
     }

@@ -111,11 +111,19 @@ pub(crate) struct StreamOut {
     /// The most bytes the outbound buffer may hold.
     limit: usize,
     reads: Reads,
+    /// How frames are framed on the stream: behind their length, or (for
+    /// `wss://`) as masked WebSocket messages.
+    wire: Wire,
 }
 
 /// Splits `stream` into a link's sending side (whose outbound buffer holds
-/// at most `limit` bytes) and the read half for its reader task.
-pub(crate) fn open(stream: BoxStream, limit: usize) -> (Arc<StreamOut>, ReadHalf<BoxStream>) {
+/// at most `limit` bytes, framed for `wire`) and the read half for its
+/// reader task.
+pub(crate) fn open(
+    stream: BoxStream,
+    limit: usize,
+    wire: Wire,
+) -> (Arc<StreamOut>, ReadHalf<BoxStream>) {
     let (read, write) = tokio::io::split(stream);
     let out = StreamOut {
         queue: Mutex::new(Queue {
@@ -127,6 +135,7 @@ pub(crate) fn open(stream: BoxStream, limit: usize) -> (Arc<StreamOut>, ReadHalf
         closed: Notify::new(),
         limit,
         reads: Reads::default(),
+        wire,
     };
     (Arc::new(out), read)
 }
@@ -151,9 +160,52 @@ impl StreamOut {
         let mut queue = lock(&self.queue);
         queue
             .outbound
-            .encode(Wire::Tcp, self.limit, mode, header, body, max_frame_size)?;
+            .encode(self.wire, self.limit, mode, header, body, max_frame_size)?;
         self.write_now(&mut queue)
             .map_err(|error| SendError::Lost(io_reason(&error)))
+    }
+
+    /// Counts a read that brought bytes (a WebSocket reader over this stream).
+    pub(crate) fn note_received(&self) {
+        self.reads.note();
+    }
+
+    /// Appends bytes already framed (tungstenite's upgrade request and
+    /// control frames, for `wss://`) and writes them at once if nothing is
+    /// queued before them.
+    pub(crate) fn send_raw(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut queue = lock(&self.queue);
+        queue.outbound.push_raw(bytes, self.limit)?;
+        self.write_now(&mut queue)
+    }
+
+    /// Bytes waiting to be written.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.queue).outbound.buf.len()
+    }
+
+    /// Writes and flushes what is queued, as far as the stream takes it now.
+    pub(crate) fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut queue = lock(&self.queue);
+        ready!(queue.poll_write_out(cx))?;
+        queue.outbound.writer_active = false;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Shuts the stream's writing down, after what is queued.
+    pub(crate) fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_flush(cx))?;
+        match lock(&self.queue).half.as_mut() {
+            Some(half) => Pin::new(half).poll_shutdown(cx),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Takes no more frames; the writer task writes what is queued and
+    /// ends (a WebSocket's reader still completes its close handshake).
+    pub(crate) fn stop(&self) {
+        lock(&self.queue).outbound.stopped = true;
+        self.writer_wake.notify_one();
     }
 
     /// Writes what it can now, from the caller's task (a poll that wakes
@@ -176,13 +228,7 @@ impl StreamOut {
     /// Writes and flushes what is queued, waiting for the stream each time
     /// it is not ready.
     pub(crate) async fn flush(&self) -> io::Result<()> {
-        poll_fn(|cx| {
-            let mut queue = lock(&self.queue);
-            ready!(queue.poll_write_out(cx))?;
-            queue.outbound.writer_active = false;
-            Poll::Ready(Ok(()))
-        })
-        .await
+        poll_fn(|cx| self.poll_flush(cx)).await
     }
 
     /// Writes what is queued, then shuts the stream's writing down (the

@@ -25,7 +25,7 @@ use ternio_protocol::buffers::READ_CHUNK;
 use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
 use ternio_protocol::websocket::{ReadCount, Renewal};
 use ternio_protocol::{BytesMut, Frame};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::WebSocketStream;
@@ -41,7 +41,10 @@ use crate::error::{ClientError, CloseReason};
 use crate::events::LinkEvents;
 use crate::outbound::Wire;
 use crate::socket::{SocketOut, read_draining};
+use crate::stream::{BoxStream, StreamOut};
 use crate::sync::lock;
+#[cfg(feature = "tls")]
+use crate::tls::ClientTls;
 
 /// How long a reader keeps reading after its link is lost, so that the
 /// close handshake completes.
@@ -53,11 +56,20 @@ const MAX_QUEUED_CONTROL: usize = 64 * 1024;
 
 type Ws = WebSocketStream<WsSocket>;
 
-/// The WebSocket side of a link: the socket, and the way to ask the reader
-/// (which owns tungstenite's state) to send a Close frame.
+/// The WebSocket side of a link: where frames are written, and the way to
+/// ask the reader (which owns tungstenite's state) to send a Close frame.
 pub(crate) struct WsOut {
-    socket: Arc<SocketOut>,
+    sender: WsSender,
     close: Mutex<Option<oneshot::Sender<CloseFrame>>>,
+}
+
+/// Where a WebSocket link's frames are written.
+#[derive(Clone)]
+pub(crate) enum WsSender {
+    /// A TCP socket, written directly (`ws://`).
+    Socket(Arc<SocketOut>),
+    /// A TLS stream (`wss://`), through the any-stream writer.
+    Stream(Arc<StreamOut>),
 }
 
 /// Checks `url` and makes the upgrade request that offers `ternio.v2`.
@@ -69,9 +81,12 @@ pub(crate) fn request_for(
         .map_err(|error| ClientError::InvalidUrl(format!("{url}: {error}")))?;
     match request.uri().scheme_str() {
         Some("ws") => {}
+        #[cfg(feature = "tls")]
+        Some("wss") => {}
+        #[cfg(not(feature = "tls"))]
         Some("wss") => {
             return Err(ClientError::InvalidUrl(format!(
-                "{url}: wss:// needs TLS, which this client is built without"
+                "{url}: wss:// needs TLS, which this client is built without (feature `tls`)"
             )));
         }
         _ => return Err(ClientError::InvalidUrl(format!("{url}: not a ws:// URL"))),
@@ -83,38 +98,59 @@ pub(crate) fn request_for(
     Ok(request)
 }
 
+/// What a `wss://` link trusts (feature `tls`; nothing without it).
+#[cfg(feature = "tls")]
+pub(crate) type Trust = Option<ClientTls>;
+/// What a `wss://` link trusts (feature `tls`; nothing without it).
+#[cfg(not(feature = "tls"))]
+pub(crate) type Trust = Option<std::convert::Infallible>;
+
 /// Connects to `url` and upgrades with subprotocol `ternio.v2`; the
 /// socket's outbound buffer holds at most `limit` bytes, and messages of up
-/// to `max_frame_size` are read. Returns the sending side of the link and
-/// its reader, to be run as the link's reader task. The caller bounds the
-/// time it takes.
+/// to `max_frame_size` are read. A `wss://` URL runs TLS first, trusting
+/// `trust` (the system's roots when `None`). Returns the sending side of
+/// the link and its reader, to be run as the link's reader task. The
+/// caller bounds the time it takes.
 pub(crate) async fn connect(
     url: &str,
+    trust: &Trust,
     limit: usize,
     max_frame_size: usize,
 ) -> Result<(WsOut, WsReader), ClientError> {
     let request = request_for(url)?;
+    let secure = request.uri().scheme_str() == Some("wss");
     let host = request.uri().host().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = request.uri().port_u16().unwrap_or(80);
+    let port = request
+        .uri()
+        .port_u16()
+        .unwrap_or(if secure { 443 } else { 80 });
     let stream = TcpStream::connect((host, port))
         .await
         .map_err(ClientError::Connect)?;
     stream.set_nodelay(true).map_err(ClientError::Connect)?;
-    let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket, limit));
+    let (io, sender) = if secure {
+        let stream = tls_stream(stream, host, trust).await?;
+        let (out, read) = crate::stream::open(stream, limit, Wire::WebSocket);
+        let io = WsIo::Stream {
+            out: Arc::clone(&out),
+            read,
+        };
+        (io, WsSender::Stream(out))
+    } else {
+        let socket = Arc::new(SocketOut::new(stream, Wire::WebSocket, limit));
+        (WsIo::Socket(Arc::clone(&socket)), WsSender::Socket(socket))
+    };
     // tungstenite zero-fills its whole read buffer before every read: a
     // small one (larger messages grow it) saves a 128 KiB memset per message.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_frame_size))
         .max_frame_size(Some(max_frame_size))
         .read_buffer_size(READ_CHUNK);
-    let (ws, response) = tokio_tungstenite::client_async_with_config(
-        request,
-        WsSocket::new(Arc::clone(&socket)),
-        Some(config),
-    )
-    .await
-    .map_err(upgrade_error)?;
+    let (ws, response) =
+        tokio_tungstenite::client_async_with_config(request, WsSocket::new(io), Some(config))
+            .await
+            .map_err(upgrade_error)?;
     // tungstenite checks this too; the contract depends on it, so say it plainly.
     let selected = response.headers().get(SEC_WEBSOCKET_PROTOCOL);
     if selected.map(HeaderValue::as_bytes) != Some(SUBPROTOCOL.as_bytes()) {
@@ -125,7 +161,7 @@ pub(crate) async fn connect(
     }
     let (close, close_request) = oneshot::channel();
     let out = WsOut {
-        socket,
+        sender,
         close: Mutex::new(Some(close)),
     };
     let reader = WsReader {
@@ -134,6 +170,30 @@ pub(crate) async fn connect(
         max_frame_size,
     };
     Ok((out, reader))
+}
+
+/// Runs TLS over `stream` for `host`, trusting `trust` (the system's
+/// roots when `None`).
+#[cfg(feature = "tls")]
+async fn tls_stream(
+    stream: TcpStream,
+    host: &str,
+    trust: &Trust,
+) -> Result<BoxStream, ClientError> {
+    let tls = match trust {
+        Some(tls) => tls.clone(),
+        None => ClientTls::system_roots()?,
+    };
+    let stream = tls.connect(stream, host).await?;
+    Ok(Box::new(stream))
+}
+
+/// Without the `tls` feature, `request_for` refuses `wss://` before this.
+#[cfg(not(feature = "tls"))]
+async fn tls_stream(_: TcpStream, _: &str, _: &Trust) -> Result<BoxStream, ClientError> {
+    Err(ClientError::InvalidUrl(
+        "wss:// needs the `tls` feature".to_owned(),
+    ))
 }
 
 fn upgrade_error(error: WsError) -> ClientError {
@@ -161,9 +221,18 @@ fn ws_reason(error: WsError) -> CloseReason {
 }
 
 impl WsOut {
-    /// The socket frames are written to.
-    pub(crate) fn socket(&self) -> &Arc<SocketOut> {
-        &self.socket
+    /// Where frames are written.
+    pub(crate) fn sender(&self) -> &WsSender {
+        &self.sender
+    }
+
+    /// Takes no more frames; the reader closes the connection once the
+    /// close handshake is over (or its time is up).
+    pub(crate) fn stop(&self) {
+        match &self.sender {
+            WsSender::Socket(socket) => socket.stop(),
+            WsSender::Stream(out) => out.stop(),
+        }
     }
 
     /// Asks the reader to send the Close frame of an intentional close
@@ -179,18 +248,29 @@ impl WsOut {
     }
 }
 
-/// The socket as tungstenite sees it: reads come from the socket (and are
-/// counted), writes join the link's outbound buffer behind the frames
-/// already queued.
+/// The connection as tungstenite sees it: reads come from the socket or
+/// the TLS stream (and are counted), writes join the link's outbound
+/// buffer behind the frames already queued.
 pub(crate) struct WsSocket {
-    out: Arc<SocketOut>,
+    io: WsIo,
     count: ReadCount,
 }
 
+/// What a [`WsSocket`] reads from and writes to.
+enum WsIo {
+    /// A TCP socket (`ws://`).
+    Socket(Arc<SocketOut>),
+    /// A TLS stream (`wss://`): its read half, and the writer of its write half.
+    Stream {
+        out: Arc<StreamOut>,
+        read: ReadHalf<BoxStream>,
+    },
+}
+
 impl WsSocket {
-    fn new(out: Arc<SocketOut>) -> Self {
+    fn new(io: WsIo) -> Self {
         Self {
-            out,
+            io,
             count: ReadCount::new(),
         }
     }
@@ -203,7 +283,20 @@ impl AsyncRead for WsSocket {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let stream = this.out.stream();
+        let out = match &mut this.io {
+            WsIo::Socket(out) => out,
+            WsIo::Stream { out, read } => {
+                let before = buf.filled().len();
+                ready!(Pin::new(read).poll_read(cx, buf))?;
+                let got = &buf.filled()[before..];
+                if !got.is_empty() {
+                    out.note_received();
+                }
+                this.count.count(got);
+                return Poll::Ready(Ok(()));
+            }
+        };
+        let stream = out.stream();
         loop {
             ready!(stream.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
@@ -211,7 +304,7 @@ impl AsyncRead for WsSocket {
             match read_draining(stream, room, || stream.try_read(unfilled)) {
                 Ok(n) => {
                     if n > 0 {
-                        this.out.note_received();
+                        out.note_received();
                     }
                     this.count.count(&unfilled[..n]);
                     buf.advance(n);
@@ -230,34 +323,59 @@ impl AsyncWrite for WsSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        while self.out.queued() > MAX_QUEUED_CONTROL {
-            if self.out.try_flush()? {
-                break;
+        match &self.io {
+            WsIo::Socket(out) => {
+                while out.queued() > MAX_QUEUED_CONTROL {
+                    if out.try_flush()? {
+                        break;
+                    }
+                    ready!(out.stream().poll_write_ready(cx))?;
+                }
+                out.send_raw(buf)?;
             }
-            ready!(self.out.stream().poll_write_ready(cx))?;
+            WsIo::Stream { out, .. } => {
+                if out.queued() > MAX_QUEUED_CONTROL {
+                    ready!(out.poll_flush(cx))?;
+                }
+                out.send_raw(buf)?;
+            }
         }
-        self.out.send_raw(buf)?;
         Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.out.try_flush()? {
-            ready!(self.out.stream().poll_write_ready(cx))?;
+        match &self.io {
+            WsIo::Socket(out) => {
+                while !out.try_flush()? {
+                    ready!(out.stream().poll_write_ready(cx))?;
+                }
+                Poll::Ready(Ok(()))
+            }
+            WsIo::Stream { out, .. } => out.poll_flush(cx),
         }
-        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.as_mut().poll_flush(cx))?;
-        Poll::Ready(socket2::SockRef::from(self.out.stream()).shutdown(Shutdown::Write))
+        match &self.io {
+            WsIo::Socket(out) => {
+                Poll::Ready(socket2::SockRef::from(out.stream()).shutdown(Shutdown::Write))
+            }
+            WsIo::Stream { out, .. } => out.poll_shutdown(cx),
+        }
     }
 }
 
 impl Drop for WsSocket {
     /// The reader is done with the connection (or was aborted): close it,
-    /// even though the link still holds the socket.
+    /// even though the link still holds the socket (or the stream's writer).
     fn drop(&mut self) {
-        let _ = socket2::SockRef::from(self.out.stream()).shutdown(Shutdown::Both);
+        match &self.io {
+            WsIo::Socket(out) => {
+                let _ = socket2::SockRef::from(out.stream()).shutdown(Shutdown::Both);
+            }
+            WsIo::Stream { out, .. } => out.shutdown(),
+        }
     }
 }
 

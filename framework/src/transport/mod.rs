@@ -21,6 +21,8 @@ use crate::shared::ServerShared;
 use ternio_protocol::DisconnectReason;
 
 pub(crate) mod tcp;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
 pub(crate) mod websocket;
 mod ws_buffers;
 

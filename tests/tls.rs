@@ -1,0 +1,448 @@
+//! TLS (feature `tls`): frames and WebSocket inside TLS on real sockets,
+//! certificates made here with rcgen; the client (`connect_tls`,
+//! `wss://`) trusting only the test CA, refusing a server its CA did not sign; Noise inside TLS; a
+//! certificate reload; a peer that never finishes its TLS handshake; and
+//! examples/echo_server's TLS flags.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use ternio::protocol::frame::Frame;
+use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode};
+use ternio::{Identity, Server, ServerBuilder, ServerHandle, TlsConfig};
+use ternio_client::{Client, ClientConfig, ClientError, ClientTls, SecureConfig};
+use ternio_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+/// A CA of the test, and the certificates it signs.
+struct Ca {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pem: String,
+}
+
+impl Ca {
+    fn new(name: &str) -> Self {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let pem = params.self_signed(&key).unwrap().pem();
+        Self {
+            issuer: rcgen::Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// The client side's trust in this CA only.
+    fn trust(&self) -> ClientTls {
+        ClientTls::with_ca_pem(self.pem.as_bytes()).unwrap()
+    }
+
+    /// Writes a certificate for 127.0.0.1 and localhost that this CA
+    /// signed, and its key, into `dir` (`server.pem`, `server.key`).
+    fn sign_into(&self, dir: &Path) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    }
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ternio-tls-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn cert(&self) -> PathBuf {
+        self.0.join("server.pem")
+    }
+
+    fn key(&self) -> PathBuf {
+        self.0.join("server.key")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A test server with a TLS listener of frames and a `wss://` one at
+/// `/ws`, with `tls`: returns their addresses and the handle.
+fn tls_server(
+    tls: &TlsConfig,
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (SocketAddr, SocketAddr, ServerHandle) {
+    let builder = Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+        .map_tcp_tls("127.0.0.1:0", tls.clone())
+        .map_websocket_tls("127.0.0.1:0", "/ws", tls.clone());
+    let server = configure(builder).build().expect("the test server builds");
+    let (tcp, ws) = (server.tcp_tls_addrs()[0], server.websocket_tls_addrs()[0]);
+    assert!(server.tcp_addrs().is_empty() && server.websocket_addrs().is_empty());
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    (tcp, ws, handle)
+}
+
+/// A CA, a certificate it signed in a directory, and the server's TLS configuration of it.
+fn certificates() -> (Ca, TempDir, TlsConfig) {
+    let ca = Ca::new("Ternio test CA");
+    let dir = TempDir::new();
+    ca.sign_into(&dir.0);
+    let tls = TlsConfig::from_pem_files(dir.cert(), dir.key()).unwrap();
+    (ca, dir, tls)
+}
+
+/// A TLS client stream to `address` trusting `ca` only.
+async fn tls_stream(
+    address: SocketAddr,
+    ca: &Ca,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(address).await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+}
+
+/// Echoes `text` through a raw `wss://` client (tungstenite over a TLS
+/// stream that trusts `ca` only).
+async fn wss_echo(address: SocketAddr, ca: &Ca, text: &'static str) {
+    let stream = tls_stream(address, ca).await.expect("the TLS handshake");
+    let mut request = format!("wss://{address}/ws").into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_static("ternio.v2"),
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("the upgrade inside TLS");
+    let payload = Bytes::from_static(text.as_bytes());
+    ws.send(ws_request(
+        &Echo {
+            payload: payload.clone(),
+        },
+        7,
+    ))
+    .await
+    .unwrap();
+    let message = tokio::time::timeout(PATIENCE, ws.next())
+        .await
+        .expect("an answer in time")
+        .expect("the stream is open")
+        .expect("no error");
+    let Message::Binary(bytes) = message else {
+        panic!("expected a binary message, got {message:?}");
+    };
+    let frame = Frame::parse(bytes, DEFAULT_MAX_FRAME_SIZE).unwrap();
+    assert_eq!(frame.header.request_id, 7);
+    assert_eq!(Echo::decode_body(&frame.body).unwrap().payload, payload);
+}
+
+#[tokio::test]
+async fn frames_and_websocket_travel_inside_tls_to_a_client_trusting_only_the_ca() {
+    let (ca, _dir, tls) = certificates();
+    let (tcp, ws, server) = tls_server(&tls, |b| b);
+    let client = Client::connect_tls(&tcp.to_string(), &ca.trust())
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"inside tls")).await;
+    assert_echoed(&client, Bytes::from(vec![7u8; 200_000])).await;
+    // A name the certificate holds works as well as the address.
+    let by_name = Client::connect_tls(&format!("localhost:{}", tcp.port()), &ca.trust())
+        .await
+        .unwrap();
+    assert_echoed(&by_name, Bytes::from_static(b"by name")).await;
+    wss_echo(ws, &ca, "inside wss").await;
+    // The Rust client over wss://, trusting the CA only.
+    let url = format!("wss://localhost:{}/ws", ws.port());
+    let wss = Client::connect_wss_with(&url, &ca.trust(), ClientConfig::default())
+        .await
+        .unwrap();
+    assert_echoed(&wss, Bytes::from_static(b"client over wss")).await;
+    assert_echoed(&wss, Bytes::from(vec![9u8; 300_000])).await;
+    assert_eq!(server.connection_count(), 3);
+    wss.close().await;
+    eventually("the wss client's connection closed", || {
+        server.connection_count() == 2
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_trust_the_ca_fails_with_the_reason() {
+    let (_ca, _dir, tls) = certificates();
+    let (tcp, ws, server) = tls_server(&tls, |b| b);
+    let stranger = Ca::new("Another CA");
+    let error = Client::connect_tls(&tcp.to_string(), &stranger.trust())
+        .await
+        .unwrap_err();
+    let ClientError::Connect(io) = &error else {
+        panic!("expected a connect error, got {error:?}");
+    };
+    let text = io.to_string();
+    assert!(
+        text.contains("invalid peer certificate") && text.contains("UnknownIssuer"),
+        "{text}"
+    );
+    assert!(tls_stream(ws, &stranger).await.is_err());
+    let url = format!("wss://127.0.0.1:{}/ws", ws.port());
+    let error = Client::connect_wss_with(&url, &stranger.trust(), ClientConfig::default())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+    // Without a CA given, wss:// trusts the system's roots only, which
+    // did not sign the test CA.
+    let error = Client::connect_ws(&url).await.unwrap_err();
+    assert!(
+        matches!(&error, ClientError::Connect(_) | ClientError::Tls(_)),
+        "{error:?}"
+    );
+    eventually("no connection opened", || server.connection_count() == 0).await;
+    // Bad CA material is a TLS setup error, before any connection.
+    let error = ClientTls::with_ca_pem(b"not a certificate").unwrap_err();
+    assert!(matches!(error, ClientError::Tls(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_secure_session_runs_inside_tls() {
+    let (ca, _dir, tls) = certificates();
+    let identity = Identity::generate();
+    let public = *identity.public_key();
+    let (tcp, ws, _server) = tls_server(&tls, |b| {
+        b.identity(identity)
+            .require_encryption(true)
+            .handshake_timeout(Duration::from_secs(2))
+    });
+    let config = ClientConfig {
+        secure: Some(SecureConfig::pinned(public)),
+        ..ClientConfig::default()
+    };
+    let client = Client::connect_tls_with(&tcp.to_string(), &ca.trust(), config.clone())
+        .await
+        .unwrap();
+    assert!(client.is_secure());
+    let sum: Sum = client.request_async(&Add { a: 20, b: 22 }).await.unwrap();
+    assert_eq!(sum, Sum(42));
+    let url = format!("wss://127.0.0.1:{}/ws", ws.port());
+    let client = Client::connect_wss_with(&url, &ca.trust(), config)
+        .await
+        .unwrap();
+    assert!(client.is_secure());
+    let sum: Sum = client.request_async(&Add { a: 2, b: 3 }).await.unwrap();
+    assert_eq!(sum, Sum(5));
+    // A wrong pinned key fails inside TLS as outside it.
+    let config = ClientConfig {
+        secure: Some(SecureConfig::pinned(*Identity::generate().public_key())),
+        ..ClientConfig::default()
+    };
+    let error = Client::connect_tls_with(&tcp.to_string(), &ca.trust(), config)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ClientError::KeyRejected(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_reload_gives_new_connections_the_new_certificate_and_keeps_open_ones() {
+    let (old_ca, dir, tls) = certificates();
+    let (tcp, ws, _server) = tls_server(&tls, |b| b);
+    let open = Client::connect_tls(&tcp.to_string(), &old_ca.trust())
+        .await
+        .unwrap();
+    assert_echoed(&open, Bytes::from_static(b"before")).await;
+
+    // A failed reload keeps the certificate in use.
+    std::fs::write(dir.key(), "garbage").unwrap();
+    assert!(tls.reload().is_err());
+    let again = Client::connect_tls(&tcp.to_string(), &old_ca.trust()).await;
+    assert!(again.is_ok(), "{:?}", again.err());
+
+    let new_ca = Ca::new("The renewed CA");
+    new_ca.sign_into(&dir.0);
+    tls.reload().unwrap();
+    let error = Client::connect_tls(&tcp.to_string(), &old_ca.trust())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+    let fresh = Client::connect_tls(&tcp.to_string(), &new_ca.trust())
+        .await
+        .unwrap();
+    assert_echoed(&fresh, Bytes::from_static(b"after")).await;
+    wss_echo(ws, &new_ca, "wss after").await;
+    assert!(tls_stream(ws, &old_ca).await.is_err());
+    // The connection opened before the reload goes on.
+    assert_echoed(&open, Bytes::from_static(b"still here")).await;
+}
+
+/// What a stalling peer sends before it stops: nothing, or the first
+/// bytes of a TLS ClientHello (a handshake record of 512 bytes announced,
+/// 5 of them sent).
+const STALLS: [&[u8]; 2] = [
+    b"",
+    &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03],
+];
+
+#[tokio::test]
+async fn a_peer_that_never_finishes_its_tls_handshake_is_closed_at_the_timeout() {
+    let (ca, _dir, tls) = certificates();
+    let timeout = Duration::from_millis(400);
+    let (tcp, ws, server) = tls_server(&tls, |b| {
+        b.max_connections(1)
+            .max_pending_upgrades(4)
+            .tls_handshake_timeout(timeout)
+    });
+    for address in [tcp, ws] {
+        for stall in STALLS {
+            let started = Instant::now();
+            let mut attacker = TcpStream::connect(address).await.unwrap();
+            attacker.write_all(stall).await.unwrap();
+            // While it stalls it holds the one connection place: an honest
+            // client is refused (closed without a handshake).
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(tls_stream(tcp, &ca).await.is_err(), "the place is held");
+            // At the timeout the server closes it.
+            let mut scratch = [0u8; 64];
+            let read = tokio::time::timeout(PATIENCE, attacker.read(&mut scratch))
+                .await
+                .expect("the server closes the stalled connection");
+            assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+            let elapsed = started.elapsed();
+            assert!(elapsed >= timeout, "closed after {elapsed:?}");
+            assert!(elapsed < timeout + Duration::from_secs(2), "{elapsed:?}");
+            // And the place is free again.
+            let mut client = None;
+            eventually_async(PATIENCE, "a client connects after the stall", async || {
+                client = Client::connect_tls(&tcp.to_string(), &ca.trust())
+                    .await
+                    .ok();
+                client.is_some()
+            })
+            .await;
+            let client = client.unwrap();
+            assert_echoed(&client, Bytes::from_static(b"after the stall")).await;
+            client.close().await;
+            eventually("the client's connection closed", || {
+                server.connection_count() == 0
+            })
+            .await;
+            // (Its admission place goes just after the count.)
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Starts examples/echo_server (built by `cargo test --workspace`, or named
+/// by `TERNIO_ECHO_SERVER`) with TLS listeners from `dir`'s certificate.
+fn start_echo_server(dir: &TempDir) -> (Child, SocketAddr, SocketAddr, SocketAddr) {
+    let binary = std::env::var("TERNIO_ECHO_SERVER")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            let deps = std::env::current_exe().unwrap();
+            deps.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("examples/echo_server")
+        });
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
+        binary.display()
+    );
+    let mut child = Command::new(&binary)
+        .args(["--tcp", "127.0.0.1:0", "--tcp-tls", "127.0.0.1:0"])
+        .args(["--wss", "127.0.0.1:0", "--tls-cert"])
+        .arg(dir.cert())
+        .arg("--tls-key")
+        .arg(dir.key())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the echo server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut tcp, mut tls, mut wss) = (None, None, None);
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(address) = line.strip_prefix("tcp listening on ") {
+            tcp = address.parse().ok();
+        } else if let Some(address) = line.strip_prefix("tcp-tls listening on ") {
+            tls = address.parse().ok();
+        } else if let Some(url) = line.strip_prefix("websocket listening on wss://") {
+            wss = url.trim_end_matches("/ws").parse().ok();
+        }
+        if line.starts_with("public key") {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    let (tcp, tls, wss) = (tcp.unwrap(), tls.unwrap(), wss.unwrap());
+    (child, tcp, tls, wss)
+}
+
+#[tokio::test]
+async fn the_echo_server_example_serves_tls_and_wss_with_its_flags() {
+    let ca = Ca::new("Ternio example CA");
+    let dir = TempDir::new();
+    ca.sign_into(&dir.0);
+    let (mut child, tcp, tls, wss) = start_echo_server(&dir);
+    let plain = Client::connect_tcp(tcp).await.unwrap();
+    assert_echoed(&plain, Bytes::from_static(b"plain")).await;
+    let client = Client::connect_tls(&tls.to_string(), &ca.trust())
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"example over tls")).await;
+    wss_echo(wss, &ca, "example over wss").await;
+    let url = format!("wss://127.0.0.1:{}/ws", wss.port());
+    let client = Client::connect_wss_with(&url, &ca.trust(), ClientConfig::default())
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"example, client over wss")).await;
+    let _ = child.kill();
+    let _ = child.wait();
+}
