@@ -39,7 +39,10 @@
 //! readers: [`middleware`], for code that runs around every request (and
 //! the built-in [`Policies`](middleware::Policies) and
 //! [`AuditLog`](middleware::AuditLog)), and [`backplane`], for what
-//! carries a hub's traffic between the nodes of a cluster.
+//! carries a hub's traffic between the nodes of a cluster. For operators,
+//! [`metrics`] lists the metrics the server exports
+//! ([`ServerBuilder::metrics`], or `ServerBuilder::prometheus` with the
+//! feature `prometheus`): names, labels, histogram buckets.
 //!
 //! Cargo features (both off by default): `tls`, the TLS listeners
 //! (`ServerBuilder::map_tcp_tls`, `map_websocket_tls` for `wss://`, and
@@ -61,7 +64,7 @@ mod health;
 mod hub;
 mod identity;
 mod ids;
-mod metrics;
+pub mod metrics;
 pub mod middleware;
 mod outbox;
 mod registry;

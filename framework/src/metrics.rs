@@ -1,24 +1,164 @@
-//! The server's metrics, through the `metrics` facade: off by default, and
-//! then one branch per event; on, every handle is registered once when the
-//! server is built, so recording allocates nothing.
+//! The server's metrics, for the operators who scrape them.
 //!
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `ternio_connections` | gauge | `transport` |
-//! | `ternio_frames_received_total`, `ternio_bytes_received_total` | counter | `transport` |
-//! | `ternio_frames_sent_total`, `ternio_bytes_sent_total` | counter | `transport` |
-//! | `ternio_requests_total` | counter | `opcode`, `handler` |
-//! | `ternio_request_duration_seconds` | histogram | `opcode`, `handler` |
-//! | `ternio_errors_total` | counter | `code` (`1`..`10`, or `application`) |
-//! | `ternio_handshakes_total` | counter | `result` (`ok`, `failed`) |
-//! | `ternio_disconnects_total` | counter | `reason` (the DISCONNECT reason's name, `peer_closed`, `failed`) |
-//! | `ternio_refused_connections_total` | counter | `transport`, `reason` (`total`, `per_ip`, `rate`, `pending`, `proxy_header`) |
+//! [`ServerBuilder::metrics`](crate::ServerBuilder::metrics) records them
+//! through the [`metrics`](https://docs.rs/metrics) facade, to whatever
+//! recorder the application installed;
+//! `ServerBuilder::prometheus(address)` (feature `prometheus`) installs
+//! metrics-exporter-prometheus and serves them at `http://address/metrics`.
+//! Off, each event costs one branch; on, every handle is registered once
+//! when the server is built, so recording is a call on a handle and
+//! allocates nothing.
+//!
+//! They follow the Prometheus conventions: every family has a `# HELP`
+//! line (given through `describe_*`, with its unit), counters end in
+//! `_total`, units are in the name (`_seconds`, `_bytes`), and label values
+//! are lower-case names (`tcp`, `slow_consumer`), never numeric codes. The
+//! exceptions are the labels that identify a handler: `handler` is its name
+//! as registered (`Controller::method`) and `opcode` its opcode in hex
+//! (`0x0010`), which keeps two handlers of the same name apart.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `ternio_connections` | gauge | `transport` | connections open now |
+//! | `ternio_received_frames_total` | counter | `transport` | frames received |
+//! | `ternio_received_bytes_total` | counter | `transport` | bytes received (over TCP, as read from the socket; over WebSocket, the binary messages' payloads) |
+//! | `ternio_sent_frames_total` | counter | `transport` | frames sent: replies and pushes |
+//! | `ternio_sent_bytes_total` | counter | `transport` | bytes sent (over TCP, as written to the socket; over WebSocket, the binary messages' payloads) |
+//! | `ternio_requests_total` | counter | `opcode`, `handler` | requests handled, whatever their outcome |
+//! | `ternio_request_duration_seconds` | histogram | `opcode`, `handler` | from dispatch to reply, buckets [`REQUEST_DURATION_BUCKETS`] |
+//! | `ternio_errors_total` | counter | `code` | error replies sent, by the code's name: `unknown_opcode`, `malformed`, `unauthorized`, `rate_limited`, `timeout`, `encryption_required`, `internal`, `overloaded`, `handshake_failed`, `decrypt_failed`, or `application` (codes 100 and above), `unassigned` (0, 11 to 99) |
+//! | `ternio_handshakes_total` | counter | `result` | secure handshakes: `ok`, `failed` |
+//! | `ternio_disconnects_total` | counter | `reason` | connections closed, by the `DISCONNECT` reason's name either side sent (`normal`, `shutdown`, `malformed`, `frame_too_large`, `idle_timeout`, `handshake_timeout`, `decrypt_failed`, `too_many_connections`, `slow_consumer`, `kicked`, `other`), or `peer_closed` (closed without one), `failed` (an I/O error) |
+//! | `ternio_refused_connections_total` | counter | `transport`, `reason` | connections refused before they were served: `total`, `per_ip`, `rate`, `pending` (the caps of [`ServerConfig`](crate::ServerConfig)), `proxy_header` (a trusted proxy's connection without a valid PROXY header in time) |
+//!
+//! The Redis backplane (`ternio-redis`) adds its own `ternio_backplane_*`
+//! family, labelled `node`.
+//!
+//! **Histograms.** With `prometheus`, the request durations are a
+//! Prometheus histogram with the fixed buckets of
+//! [`REQUEST_DURATION_BUCKETS`] (`_bucket{le="…"}`, `_sum`, `_count`), so
+//! quantiles can be taken over any set of nodes:
+//! `histogram_quantile(0.99, sum by (le, handler) (rate(ternio_request_duration_seconds_bucket[5m])))`.
+//! An application that installs its own recorder should give that
+//! histogram the same buckets
+//! (`PrometheusBuilder::set_buckets_for_metric`), since
+//! metrics-exporter-prometheus otherwise renders a summary, whose
+//! quantiles cannot be added across nodes.
+//!
+//! **Renamed** (before 1.0): `ternio_frames_received_total`,
+//! `ternio_bytes_received_total`, `ternio_frames_sent_total`,
+//! `ternio_bytes_sent_total` are now `ternio_received_frames_total`,
+//! `ternio_received_bytes_total`, `ternio_sent_frames_total`,
+//! `ternio_sent_bytes_total`; the `code` label of `ternio_errors_total`
+//! carries names (`unknown_opcode`) instead of numbers (`1`), and
+//! codes no one assigned count as `unassigned`, no longer as
+//! `application`; the
+//! `reason` label of `ternio_disconnects_total` is lower-case
+//! (`frame_too_large`, was `FRAME_TOO_LARGE`).
+//!
+//! `docs/grafana-dashboard.json` is a Grafana dashboard over these names.
 
-use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
 use ternio_protocol::{DisconnectReason, ErrorCode};
 
 use crate::close::CloseCause;
 use crate::ids::Transport;
+
+/// The upper bounds, in seconds, of the request-duration histogram's
+/// buckets: from 10 µs to 10 s, three to a decade (1, 2.5, 5), so that a
+/// quantile read between two bounds is off by at most that ratio. An
+/// inline handler takes a few microseconds (under 10 µs in a debug build
+/// on the test machine) and lands in the first buckets, a request that
+/// waits on a database or another service from a millisecond up; slower
+/// than 10 s, it counts in `+Inf` only. Each handler has 20 series
+/// (19 bounds and `+Inf`), plus `_sum` and `_count`.
+pub const REQUEST_DURATION_BUCKETS: [f64; 19] = [
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The name of the request-duration histogram.
+pub(crate) const REQUEST_DURATION: &str = "ternio_request_duration_seconds";
+
+/// The Prometheus exporter's builder with the buckets of the server's
+/// histograms.
+#[cfg(feature = "prometheus")]
+pub(crate) fn prometheus_builder()
+-> Result<metrics_exporter_prometheus::PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new().set_buckets_for_metric(
+        metrics_exporter_prometheus::Matcher::Full(REQUEST_DURATION.to_owned()),
+        &REQUEST_DURATION_BUCKETS,
+    )
+}
+
+/// Gives every metric of the table above its `# HELP` text and unit, in
+/// the recorder installed now.
+fn describe() {
+    describe_gauge!(
+        "ternio_connections",
+        Unit::Count,
+        "Connections open now, by transport."
+    );
+    describe_counter!(
+        "ternio_received_frames_total",
+        Unit::Count,
+        "Frames received, by transport."
+    );
+    describe_counter!(
+        "ternio_received_bytes_total",
+        Unit::Bytes,
+        "Bytes received, by transport."
+    );
+    describe_counter!(
+        "ternio_sent_frames_total",
+        Unit::Count,
+        "Frames sent (replies and pushes), by transport."
+    );
+    describe_counter!(
+        "ternio_sent_bytes_total",
+        Unit::Bytes,
+        "Bytes sent, by transport."
+    );
+    describe_counter!(
+        "ternio_requests_total",
+        Unit::Count,
+        "Requests handled, whatever their outcome, by handler."
+    );
+    describe_histogram!(
+        REQUEST_DURATION,
+        Unit::Seconds,
+        "Time from dispatch to reply, by handler."
+    );
+    describe_counter!(
+        "ternio_errors_total",
+        Unit::Count,
+        "Error replies sent, by the error code's name."
+    );
+    describe_counter!(
+        "ternio_handshakes_total",
+        Unit::Count,
+        "Secure handshakes, by result (ok, failed)."
+    );
+    describe_counter!(
+        "ternio_disconnects_total",
+        Unit::Count,
+        "Connections closed, by reason."
+    );
+    describe_counter!(
+        "ternio_refused_connections_total",
+        Unit::Count,
+        "Connections refused before they were served, by transport and reason."
+    );
+}
+
+/// A name as a label value: lower case (`FRAME_TOO_LARGE` is
+/// `frame_too_large`).
+fn label(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
 
 /// Counters of one transport.
 pub(crate) struct TransportMetrics {
@@ -40,10 +180,10 @@ impl TransportMetrics {
     fn new(transport: &'static str) -> Self {
         Self {
             connections: gauge!("ternio_connections", "transport" => transport),
-            frames_in: counter!("ternio_frames_received_total", "transport" => transport),
-            bytes_in: counter!("ternio_bytes_received_total", "transport" => transport),
-            frames_out: counter!("ternio_frames_sent_total", "transport" => transport),
-            bytes_out: counter!("ternio_bytes_sent_total", "transport" => transport),
+            frames_in: counter!("ternio_received_frames_total", "transport" => transport),
+            bytes_in: counter!("ternio_received_bytes_total", "transport" => transport),
+            frames_out: counter!("ternio_sent_frames_total", "transport" => transport),
+            bytes_out: counter!("ternio_sent_bytes_total", "transport" => transport),
             refused: REFUSALS.map(|reason| {
                 counter!("ternio_refused_connections_total", "transport" => transport, "reason" => reason)
             }),
@@ -69,7 +209,7 @@ impl HandlerMetrics {
         let opcode = format!("{opcode:#06x}");
         Self {
             requests: counter!("ternio_requests_total", "opcode" => opcode.clone(), "handler" => handler),
-            duration: histogram!("ternio_request_duration_seconds", "opcode" => opcode, "handler" => handler),
+            duration: histogram!(REQUEST_DURATION, "opcode" => opcode, "handler" => handler),
         }
     }
 }
@@ -78,8 +218,9 @@ impl HandlerMetrics {
 pub(crate) struct Metrics {
     tcp: TransportMetrics,
     websocket: TransportMetrics,
-    /// Errors by code 1 to 10; index 0 counts application codes.
-    errors: [Counter; 11],
+    /// Errors by code 1 to 10; index 0 counts application codes, index 11
+    /// the codes no one assigned.
+    errors: [Counter; 12],
     handshakes_ok: Counter,
     handshakes_failed: Counter,
     /// Disconnects by reason 1 to 10; index 0 counts other reasons.
@@ -90,19 +231,24 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     pub(crate) fn new() -> Self {
+        describe();
         Self {
             tcp: TransportMetrics::new("tcp"),
             websocket: TransportMetrics::new("websocket"),
-            errors: std::array::from_fn(|code| match code {
-                0 => counter!("ternio_errors_total", "code" => "application"),
-                code => counter!("ternio_errors_total", "code" => code.to_string()),
+            errors: std::array::from_fn(|index| {
+                let code = match index {
+                    0 => ErrorCode::Application(ErrorCode::FIRST_APPLICATION),
+                    11 => ErrorCode::Unassigned(0),
+                    code => ErrorCode::from_u16(code as u16),
+                };
+                counter!("ternio_errors_total", "code" => label(code.name()))
             }),
             handshakes_ok: counter!("ternio_handshakes_total", "result" => "ok"),
             handshakes_failed: counter!("ternio_handshakes_total", "result" => "failed"),
             disconnects: std::array::from_fn(|reason| {
                 let name = match reason {
-                    0 => "other",
-                    reason => DisconnectReason::from_u16(reason as u16).name(),
+                    0 => "other".to_owned(),
+                    reason => label(DisconnectReason::from_u16(reason as u16).name()),
                 };
                 counter!("ternio_disconnects_total", "reason" => name)
             }),
@@ -120,7 +266,8 @@ impl Metrics {
 
     pub(crate) fn error(&self, code: u16) {
         let index = match ErrorCode::from_u16(code) {
-            ErrorCode::Application(_) | ErrorCode::Unassigned(_) => 0,
+            ErrorCode::Application(_) => 0,
+            ErrorCode::Unassigned(_) => 11,
             known => usize::from(known.to_u16()),
         };
         self.errors[index].increment(1);

@@ -220,8 +220,9 @@ impl ServerBuilder {
     }
 
     /// Records the server's metrics through the `metrics` facade, to the
-    /// global recorder (install it before `build`). Off by default; see the
-    /// list of metrics in the crate's documentation.
+    /// global recorder (install it before `build`). Off by default; the
+    /// metrics, their labels and the histogram buckets are listed in
+    /// [`ternio::metrics`](crate::metrics).
     pub fn metrics(mut self, enabled: bool) -> Self {
         self.metrics = enabled;
         self
@@ -230,6 +231,8 @@ impl ServerBuilder {
     /// Serves the metrics for Prometheus at `http://address/metrics`
     /// (metrics-exporter-prometheus, installed as the global recorder when
     /// the server is built; it fails if another recorder is installed).
+    /// Request durations are a histogram with the buckets
+    /// [`REQUEST_DURATION_BUCKETS`](crate::metrics::REQUEST_DURATION_BUCKETS).
     #[cfg(feature = "prometheus")]
     pub fn prometheus(mut self, address: SocketAddr) -> Self {
         self.prometheus = Some(address);
@@ -543,7 +546,8 @@ type PrometheusExporter = metrics_exporter_prometheus::ExporterFuture;
 /// Installs the Prometheus recorder globally; returns its HTTP endpoint's future.
 #[cfg(feature = "prometheus")]
 fn install_prometheus(address: SocketAddr) -> Result<PrometheusExporter, BuildError> {
-    let (recorder, exporter) = metrics_exporter_prometheus::PrometheusBuilder::new()
+    let (recorder, exporter) = crate::metrics::prometheus_builder()
+        .map_err(|error| BuildError::Metrics(error.to_string()))?
         .with_http_listener(address)
         .build()
         .map_err(|error| BuildError::Metrics(error.to_string()))?;

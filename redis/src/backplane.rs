@@ -276,6 +276,8 @@ impl Backplane for RedisBackplane {
             .hub
             .set(hub)
             .map_err(|_| BackplaneError::AlreadyAttached)?;
+        // The server's recorder is installed by now (see `counters`).
+        self.shared.counters.register_metrics();
         self.shared.mark_all_dirty();
         Ok(())
     }

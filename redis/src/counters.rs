@@ -1,7 +1,13 @@
 //! What a backplane counts, kept twice: in atomics for
 //! [`Backplane::stats`](ternio::backplane::Backplane::stats), and through
-//! the `metrics` facade (a no-op until the application installs a
-//! recorder, such as the server's Prometheus endpoint).
+//! the `metrics` facade.
+//!
+//! The metrics are registered when a server attaches the backplane (in
+//! `ServerBuilder::build`), in the recorder installed then: the server's
+//! Prometheus endpoint (`ServerBuilder::prometheus`, installed by that same
+//! `build`, after the backplane was connected) or the application's own.
+//! Counts made before are carried over. A backplane that no server
+//! attaches records no metric.
 //!
 //! | name | kind |
 //! |---|---|
@@ -13,30 +19,42 @@
 //! | `ternio_backplane_reconnects_total` | counter: links restored |
 //! | `ternio_backplane_rejected_total` | counter: envelopes received and not delivered, labelled `reason` (see [`Rejected`]) |
 //!
-//! Each carries the label `node` (this node's id).
+//! Each carries the label `node` (this node's id), and a `# HELP` text.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
-use metrics::{Counter, Gauge, counter, gauge};
+use metrics::{Counter, Gauge, Unit, counter, describe_counter, describe_gauge, gauge};
 use ternio::backplane::BackplaneStats;
 
-/// One count: its atomic and its metric.
+/// One count: its atomic, and its metric once registered.
 struct Count {
     value: AtomicU64,
-    metric: Counter,
+    metric: OnceLock<Counter>,
 }
 
 impl Count {
-    fn new(name: &'static str, node: &str) -> Self {
+    const fn new() -> Self {
         Self {
             value: AtomicU64::new(0),
-            metric: counter!(name, "node" => node.to_owned()),
+            metric: OnceLock::new(),
         }
     }
 
+    /// Adds `n`. The metric is given the new total (`absolute`), not the
+    /// increment: a count that races with the registration is then at most
+    /// late until the next one, never counted twice.
     fn add(&self, n: u64) {
-        self.value.fetch_add(n, Ordering::Relaxed);
-        self.metric.increment(n);
+        let total = self.value.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(metric) = self.metric.get() {
+            metric.absolute(total);
+        }
+    }
+
+    /// Gives the count its metric, which starts at the count so far.
+    fn register(&self, metric: Counter) {
+        let metric = self.metric.get_or_init(|| metric);
+        metric.absolute(self.get());
     }
 
     fn get(&self) -> u64 {
@@ -113,8 +131,11 @@ impl Rejected {
 
 /// Every count of one backplane.
 pub(crate) struct Counters {
+    node: u16,
     connected: AtomicBool,
-    connected_gauge: Gauge,
+    /// The gauge of `connected`, once registered; changed under this lock
+    /// with the flag, so that the two agree.
+    connected_gauge: Mutex<Option<Gauge>>,
     published: Count,
     received: Count,
     dropped: Count,
@@ -126,24 +147,82 @@ pub(crate) struct Counters {
 
 impl Counters {
     pub(crate) fn new(node: u16) -> Self {
-        let node = node.to_string();
         Self {
+            node,
             connected: AtomicBool::new(false),
-            connected_gauge: gauge!("ternio_backplane_connected", "node" => node.clone()),
-            published: Count::new("ternio_backplane_published_total", &node),
-            received: Count::new("ternio_backplane_received_total", &node),
-            dropped: Count::new("ternio_backplane_dropped_total", &node),
-            disconnects: Count::new("ternio_backplane_disconnects_total", &node),
-            reconnects: Count::new("ternio_backplane_reconnects_total", &node),
-            rejected: Rejection::ALL.map(|reason| Count {
-                value: AtomicU64::new(0),
-                metric: counter!(
-                    "ternio_backplane_rejected_total",
-                    "node" => node.clone(),
-                    "reason" => reason.as_str()
-                ),
-            }),
+            connected_gauge: Mutex::new(None),
+            published: Count::new(),
+            received: Count::new(),
+            dropped: Count::new(),
+            disconnects: Count::new(),
+            reconnects: Count::new(),
+            rejected: [const { Count::new() }; 6],
         }
+    }
+
+    /// Registers the metrics in the recorder installed now, with their
+    /// `# HELP` texts, starting from the counts so far. Called once, when a
+    /// server attaches the backplane.
+    pub(crate) fn register_metrics(&self) {
+        describe_gauge!(
+            "ternio_backplane_connected",
+            Unit::Count,
+            "1 while the backplane's link to Redis is up, else 0."
+        );
+        let counters = [
+            (
+                &self.published,
+                "ternio_backplane_published_total",
+                "Messages Redis accepted from this node.",
+            ),
+            (
+                &self.received,
+                "ternio_backplane_received_total",
+                "Messages received from other nodes.",
+            ),
+            (
+                &self.dropped,
+                "ternio_backplane_dropped_total",
+                "Messages lost: the link was down or the queue full.",
+            ),
+            (
+                &self.disconnects,
+                "ternio_backplane_disconnects_total",
+                "Links to Redis lost.",
+            ),
+            (
+                &self.reconnects,
+                "ternio_backplane_reconnects_total",
+                "Links to Redis restored.",
+            ),
+        ];
+        let node = self.node.to_string();
+        for (count, name, help) in counters {
+            describe_counter!(name, Unit::Count, help);
+            count.register(counter!(name, "node" => node.clone()));
+        }
+        describe_counter!(
+            "ternio_backplane_rejected_total",
+            Unit::Count,
+            "Envelopes received from Redis and not delivered, by reason."
+        );
+        for (count, reason) in self.rejected.iter().zip(Rejection::ALL) {
+            count.register(counter!(
+                "ternio_backplane_rejected_total",
+                "node" => node.clone(),
+                "reason" => reason.as_str()
+            ));
+        }
+        let mut connected = self.gauge();
+        let gauge =
+            connected.get_or_insert_with(|| gauge!("ternio_backplane_connected", "node" => node));
+        gauge.set(if self.is_connected() { 1.0 } else { 0.0 });
+    }
+
+    fn gauge(&self) -> std::sync::MutexGuard<'_, Option<Gauge>> {
+        self.connected_gauge
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether the link is up.
@@ -153,8 +232,7 @@ impl Counters {
 
     /// The link came up (`again`: after it was lost).
     pub(crate) fn connected(&self, again: bool) {
-        self.connected.store(true, Ordering::Release);
-        self.connected_gauge.set(1.0);
+        self.set_connected(true);
         if again {
             self.reconnects.add(1);
         }
@@ -162,10 +240,17 @@ impl Counters {
 
     /// The link went down (`lost`: it failed, rather than shut down).
     pub(crate) fn disconnected(&self, lost: bool) {
-        self.connected.store(false, Ordering::Release);
-        self.connected_gauge.set(0.0);
+        self.set_connected(false);
         if lost {
             self.disconnects.add(1);
+        }
+    }
+
+    fn set_connected(&self, connected: bool) {
+        let gauge = self.gauge();
+        self.connected.store(connected, Ordering::Release);
+        if let Some(gauge) = &*gauge {
+            gauge.set(if connected { 1.0 } else { 0.0 });
         }
     }
 
