@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
+use ternio_tests::echo_server_binary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -70,21 +71,7 @@ fn status(pid: u32, field: &str) -> u64 {
 /// Starts examples/echo_server (built by `cargo test --workspace`, or named
 /// by `TERNIO_ECHO_SERVER`) on a free port; returns it and its address.
 fn start_echo_server() -> (Child, SocketAddr) {
-    let binary = std::env::var("TERNIO_ECHO_SERVER")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            let deps = std::env::current_exe().unwrap();
-            deps.parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("examples/echo_server")
-        });
-    assert!(
-        binary.exists(),
-        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
-        binary.display()
-    );
+    let binary = echo_server_binary();
     let mut child = Command::new(&binary)
         .args(["--tcp", "127.0.0.1:0"])
         .env("RUST_LOG", "warn")

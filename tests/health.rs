@@ -160,27 +160,6 @@ async fn a_silent_peer_on_the_health_port_is_closed_at_the_timeout() {
     assert_eq!(get(health, "/healthz").await.0, 200);
 }
 
-/// examples/echo_server (built by `cargo test --workspace`, or named by
-/// `TERNIO_ECHO_SERVER`), as tests/crowd.rs finds it.
-fn echo_server_binary() -> std::path::PathBuf {
-    let binary = std::env::var("TERNIO_ECHO_SERVER")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            let deps = std::env::current_exe().unwrap();
-            deps.parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("examples/echo_server")
-        });
-    assert!(
-        binary.exists(),
-        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
-        binary.display()
-    );
-    binary
-}
-
 #[tokio::test]
 async fn sigterm_stops_the_echo_server_cleanly() {
     let mut child = Command::new(echo_server_binary())

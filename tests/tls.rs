@@ -380,21 +380,7 @@ async fn a_peer_that_never_finishes_its_tls_handshake_is_closed_at_the_timeout()
 /// Starts examples/echo_server (built by `cargo test --workspace`, or named
 /// by `TERNIO_ECHO_SERVER`) with TLS listeners from `dir`'s certificate.
 fn start_echo_server(dir: &TempDir) -> (Child, SocketAddr, SocketAddr, SocketAddr) {
-    let binary = std::env::var("TERNIO_ECHO_SERVER")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            let deps = std::env::current_exe().unwrap();
-            deps.parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("examples/echo_server")
-        });
-    assert!(
-        binary.exists(),
-        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
-        binary.display()
-    );
+    let binary = echo_server_binary();
     let mut child = Command::new(&binary)
         .args(["--tcp", "127.0.0.1:0", "--tcp-tls", "127.0.0.1:0"])
         .args(["--wss", "127.0.0.1:0", "--tls-cert"])

@@ -465,6 +465,27 @@ impl<S: AsyncRead + Unpin> RawConnection<S> {
     }
 }
 
+/// examples/echo_server: the binary `TERNIO_ECHO_SERVER` names, or the
+/// one `cargo test --workspace` built beside the test binaries.
+pub fn echo_server_binary() -> std::path::PathBuf {
+    let binary = std::env::var("TERNIO_ECHO_SERVER")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            let deps = std::env::current_exe().unwrap();
+            deps.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("examples/echo_server")
+        });
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
+        binary.display()
+    );
+    binary
+}
+
 /// The README's quick start, compiled as a doctest so it stays true.
 #[doc = include_str!("../../README.md")]
 mod readme {}

@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use crate::admission::Refusal;
+use crate::admission::{Pending, Permit, Refusal};
 use crate::ids::Transport;
 use crate::shared::ServerShared;
 use crate::sync::lock;
@@ -173,17 +173,26 @@ pub(crate) async fn serve_listener(
     }
 }
 
+/// An admitted connection whose TLS handshake completed: the stream, the
+/// peer, its permit, and its place among the connections being set up.
+type Handshaken = (TlsStream<TcpStream>, SocketAddr, Permit, Option<Pending>);
+
 /// Runs the TLS handshake of an admitted connection within the server's
 /// TLS handshake timeout; `None` when it failed or took too long.
 async fn handshake(
     acceptor: TlsAcceptor,
-    stream: TcpStream,
-    peer: SocketAddr,
+    admitted: Admitted,
     server: &ServerShared,
-) -> Option<TlsStream<TcpStream>> {
+) -> Option<Handshaken> {
+    let Admitted {
+        stream,
+        peer,
+        permit,
+        pending,
+    } = admitted;
     let timeout = server.config.tls_handshake_timeout;
     match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => Some(stream),
+        Ok(Ok(stream)) => Some((stream, peer, permit, pending)),
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "tls handshake failed");
             None
@@ -209,13 +218,9 @@ impl Accept for TlsTcpAccept {
         // Tracked, so that a shutdown waits for it.
         let tasks = server.tasks.clone();
         tasks.spawn(async move {
-            let Admitted {
-                stream,
-                peer,
-                permit,
-                pending,
-            } = admitted;
-            let Some(stream) = handshake(acceptor, stream, peer, &server).await else {
+            let Some((stream, peer, permit, pending)) =
+                handshake(acceptor, admitted, &server).await
+            else {
                 return;
             };
             // The handshake is done: its place goes to the next one.
@@ -247,13 +252,9 @@ impl Accept for TlsWsAccept {
         // Tracked, so that a shutdown waits for it.
         let tasks = server.tasks.clone();
         tasks.spawn(async move {
-            let Admitted {
-                stream,
-                peer,
-                permit,
-                pending,
-            } = admitted;
-            let Some(stream) = handshake(acceptor, stream, peer, &server).await else {
+            let Some((stream, peer, permit, pending)) =
+                handshake(acceptor, admitted, &server).await
+            else {
                 return;
             };
             // The upgrade follows: the pending place is held until it is done.
