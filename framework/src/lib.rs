@@ -55,6 +55,7 @@ extern crate self as ternio;
 mod admission;
 pub mod backplane;
 mod build_error;
+mod builder;
 mod close;
 mod config;
 mod connection;
@@ -84,6 +85,7 @@ pub use ternio_protocol::{
 pub use ternio_macros::{Codec, Packet, packet_controller};
 
 pub use build_error::BuildError;
+pub use builder::ServerBuilder;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
 pub use context::{Context, FromContext, State, Stored};
@@ -92,7 +94,7 @@ pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
 pub use outbox::{Delivery, PushError};
-pub use server::{Server, ServerBuilder, ServerHandle};
+pub use server::{Server, ServerHandle};
 pub use signal::shutdown_signal;
 pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;

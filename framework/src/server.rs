@@ -1,66 +1,22 @@
-//! The server: its builder, its listeners, and its handle.
+//! The server: running it, its listeners, and its handle.
 
-use std::any::TypeId;
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::OnceLock;
-use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
-use ternio_protocol::secure::RekeyPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
-use tokio_util::task::{AbortOnDropHandle, TaskTracker};
+use tokio_util::task::AbortOnDropHandle;
 
-use crate::admission::Admission;
-use crate::backplane::Backplane;
-use crate::build_error::BuildError;
-use crate::close::CloseCause;
-use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::dispatch::{Controller, DispatchTable};
 use crate::health;
-use crate::hub::{ConnectionHandle, Hub};
-use crate::identity::Identity;
-use crate::ids::ConnectionId;
-use crate::metrics::Metrics;
-use crate::middleware::{Middleware, Policies};
-use crate::registry::HubShared;
-use crate::shared::{Hooks, ServerShared};
-use crate::store::AppState;
+use crate::hub::Hub;
+use crate::shared::ServerShared;
 use crate::transport;
 #[cfg(feature = "tls")]
 use crate::transport::tls::TlsConfig;
 
-/// Builds a [`Server`]: controllers, state, listeners and limits.
-pub struct ServerBuilder {
-    controllers: Vec<(TypeId, Arc<dyn Controller>)>,
-    discover: bool,
-    state: AppState,
-    listeners: Vec<Result<ListenerSpec, BuildError>>,
-    config: ServerConfig,
-    identity: Option<Identity>,
-    middleware: Vec<Arc<dyn Middleware>>,
-    /// Whether [`Policies`] was placed in the chain by hand.
-    placed_policies: bool,
-    /// What joins this server to the other nodes of a cluster, if anything.
-    backplane: Option<Arc<dyn Backplane>>,
-    hooks: Hooks,
-    metrics: bool,
-    #[cfg(feature = "prometheus")]
-    prometheus: Option<SocketAddr>,
-    /// Where to answer `/healthz` and `/readyz`, if anywhere.
-    health: Option<Result<SocketAddr, BuildError>>,
-}
-
-/// A listener to bind: its address and what it speaks.
-struct ListenerSpec {
-    address: SocketAddr,
-    kind: ListenerKind,
-}
-
+/// What a listener speaks.
 #[derive(Clone)]
-enum ListenerKind {
+pub(crate) enum ListenerKind {
     Tcp,
     WebSocket {
         path: Arc<str>,
@@ -78,490 +34,22 @@ enum ListenerKind {
     },
 }
 
-impl Default for ServerBuilder {
-    fn default() -> Self {
-        Self {
-            controllers: Vec::new(),
-            discover: true,
-            state: AppState::default(),
-            listeners: Vec::new(),
-            config: ServerConfig::default(),
-            identity: None,
-            middleware: Vec::new(),
-            placed_policies: false,
-            backplane: None,
-            hooks: Hooks::default(),
-            metrics: false,
-            #[cfg(feature = "prometheus")]
-            prometheus: None,
-            health: None,
-        }
-    }
-}
-
-fn resolve(address: impl ToSocketAddrs + std::fmt::Debug) -> Result<SocketAddr, BuildError> {
-    address
-        .to_socket_addrs()
-        .and_then(|mut addrs| {
-            addrs
-                .next()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
-        })
-        .map_err(|source| BuildError::Resolve {
-            address: format!("{address:?}"),
-            source,
-        })
-}
-
-impl ServerBuilder {
-    /// Registers `controller` explicitly. A controller type that `inventory`
-    /// also found is registered once, with this instance.
-    pub fn controller<C: Controller>(mut self, controller: C) -> Self {
-        self.controllers.push((
-            TypeId::of::<C>(),
-            Arc::new(controller) as Arc<dyn Controller>,
-        ));
-        self
-    }
-
-    /// Whether to add the controllers that `#[packet_controller]` submitted
-    /// to `inventory` (default `true`). With `false`, only the controllers
-    /// given to [`controller`](Self::controller) serve.
-    pub fn discover_controllers(mut self, discover: bool) -> Self {
-        self.discover = discover;
-        self
-    }
-
-    /// Shares `value` with every handler, which takes it as `State<T>`.
-    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
-        self.state.insert(Arc::new(value));
-        self
-    }
-
-    /// Listens for TCP connections on `address` (port 0 picks a free port;
-    /// see [`Server::tcp_addrs`]).
-    pub fn map_tcp(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
-        let spec = resolve(address).map(|address| ListenerSpec {
-            address,
-            kind: ListenerKind::Tcp,
-        });
-        self.listeners.push(spec);
-        self
-    }
-
-    /// Listens for WebSocket connections on `address`, upgrading requests
-    /// for `path` (such as `/ws`) only. The same handlers serve them.
-    pub fn map_websocket(
-        mut self,
-        address: impl ToSocketAddrs + std::fmt::Debug,
-        path: &str,
-    ) -> Self {
-        let spec = if path.starts_with('/') {
-            resolve(address).map(|address| ListenerSpec {
-                address,
-                kind: ListenerKind::WebSocket { path: path.into() },
-            })
-        } else {
-            Err(BuildError::WebSocketPath(path.to_owned()))
-        };
-        self.listeners.push(spec);
-        self
-    }
-
-    /// Listens for TLS connections on `address` that carry length-prefixed
-    /// frames inside TLS, with the certificate of `tls` (feature `tls`; see
-    /// [`Server::tcp_tls_addrs`]). The TLS handshake runs once the
-    /// connection is admitted, within
-    /// [`ServerConfig::tls_handshake_timeout`], holding a place among the
-    /// [`max_pending_upgrades`](ServerConfig::max_pending_upgrades); a
-    /// refused peer is closed without a handshake. Clients connect with
-    /// `ternio_client::Client::connect_tls`.
-    #[cfg(feature = "tls")]
-    pub fn map_tcp_tls(
-        mut self,
-        address: impl ToSocketAddrs + std::fmt::Debug,
-        tls: TlsConfig,
-    ) -> Self {
-        let spec = resolve(address).map(|address| ListenerSpec {
-            address,
-            kind: ListenerKind::TcpTls { tls },
-        });
-        self.listeners.push(spec);
-        self
-    }
-
-    /// Listens for WebSocket connections inside TLS (`wss://`) on
-    /// `address`, upgrading requests for `path` only, with the certificate
-    /// of `tls` (feature `tls`; see [`Server::websocket_tls_addrs`]). A
-    /// page served over HTTPS can open these. The TLS handshake and then
-    /// the upgrade hold a place among the
-    /// [`max_pending_upgrades`](ServerConfig::max_pending_upgrades), each
-    /// within its own timeout.
-    #[cfg(feature = "tls")]
-    pub fn map_websocket_tls(
-        mut self,
-        address: impl ToSocketAddrs + std::fmt::Debug,
-        path: &str,
-        tls: TlsConfig,
-    ) -> Self {
-        let spec = if path.starts_with('/') {
-            resolve(address).map(|address| ListenerSpec {
-                address,
-                kind: ListenerKind::WebSocketTls {
-                    path: path.into(),
-                    tls,
-                },
-            })
-        } else {
-            Err(BuildError::WebSocketPath(path.to_owned()))
-        };
-        self.listeners.push(spec);
-        self
-    }
-
-    /// Records the server's metrics through the `metrics` facade, to the
-    /// global recorder (install it before `build`). Off by default; the
-    /// metrics, their labels and the histogram buckets are listed in
-    /// [`ternio::metrics`](crate::metrics).
-    pub fn metrics(mut self, enabled: bool) -> Self {
-        self.metrics = enabled;
-        self
-    }
-
-    /// Serves the metrics for Prometheus at `http://address/metrics`
-    /// (metrics-exporter-prometheus, installed as the global recorder when
-    /// the server is built; it fails if another recorder is installed).
-    /// Request durations are a histogram with the buckets
-    /// [`REQUEST_DURATION_BUCKETS`](crate::metrics::REQUEST_DURATION_BUCKETS).
-    #[cfg(feature = "prometheus")]
-    pub fn prometheus(mut self, address: SocketAddr) -> Self {
-        self.prometheus = Some(address);
-        self.metrics = true;
-        self
-    }
-
-    /// Answers health probes over HTTP/1.1 on `address` (port 0 picks a
-    /// free port; see [`Server::health_addr`]): `GET /healthz` is 200 while
-    /// the process serves; `GET /readyz` is 200 while the server accepts
-    /// connections, is not draining and, with a backplane, has it connected
-    /// ([`Backplane::is_connected`]), and 503 otherwise. For Kubernetes
-    /// liveness and readiness probes, or a load balancer's health check.
-    ///
-    /// A listener of its own, minimal and bounded (64 connections answered
-    /// at once, a 4 KiB request head, one request per connection within
-    /// [`ServerConfig::health_timeout`]). The Prometheus endpoint, with the
-    /// `prometheus` feature, keeps its own listener. Serve neither to the
-    /// internet.
-    pub fn health(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
-        self.health = Some(resolve(address));
-        self
-    }
-
-    /// Adds `middleware` to the chain that runs around every dispatch, after
-    /// the middleware added before it. The built-in [`Policies`] run
-    /// innermost, unless added here explicitly to place them elsewhere.
-    pub fn middleware<M: Middleware>(mut self, middleware: M) -> Self {
-        self.placed_policies |= TypeId::of::<M>() == TypeId::of::<Policies>();
-        self.middleware.push(Arc::new(middleware));
-        self
-    }
-
-    /// Calls `hook` for every new connection, before its first frame is read.
-    pub fn on_connect(mut self, hook: impl Fn(&ConnectionHandle) + Send + Sync + 'static) -> Self {
-        self.hooks.connect.push(Arc::new(hook));
-        self
-    }
-
-    /// Calls `hook` for every connection that closed, with the cause, after
-    /// it left its groups.
-    pub fn on_disconnect(
-        mut self,
-        hook: impl Fn(&ConnectionHandle, &CloseCause) + Send + Sync + 'static,
-    ) -> Self {
-        self.hooks.disconnect.push(Arc::new(hook));
-        self
-    }
-
-    /// What a push to a connection whose outbox is full does
-    /// (default: disconnect it with `SLOW_CONSUMER`).
-    pub fn slow_consumer(mut self, policy: SlowConsumerPolicy) -> Self {
-        self.config.slow_consumer = policy;
-        self
-    }
-
-    /// Connections open at once (default 16,384); one more is refused with
-    /// `DISCONNECT TOO_MANY_CONNECTIONS`.
-    pub fn max_connections(mut self, connections: usize) -> Self {
-        self.config.max_connections = connections;
-        self
-    }
-
-    /// Connections open at once from one IP address, or one IPv6 network
-    /// (default 256).
-    pub fn max_connections_per_ip(mut self, connections: usize) -> Self {
-        self.config.max_connections_per_ip = connections;
-        self
-    }
-
-    /// Connections accepted from one IP address, or one IPv6 network, per
-    /// `window` (default 128 per second, all 128 at once if they come so).
-    pub fn accept_rate_per_ip(mut self, accepts: usize, window: Duration) -> Self {
-        self.config.accepts_per_ip = accepts;
-        self.config.accept_window = window;
-        self
-    }
-
-    /// Whether loopback peers are exempt from the per-IP limits (default `false`).
-    pub fn exempt_loopback(mut self, exempt: bool) -> Self {
-        self.config.exempt_loopback = exempt;
-        self
-    }
-
-    /// How many leading bits of an IPv6 peer address the per-IP limits
-    /// count it under (default 64).
-    pub fn ipv6_prefix_len(mut self, bits: u8) -> Self {
-        self.config.ipv6_prefix_len = bits;
-        self
-    }
-
-    /// WebSocket upgrades (and PROXY headers) in progress at once (default
-    /// 4,096); one more connection is refused at once.
-    pub fn max_pending_upgrades(mut self, upgrades: usize) -> Self {
-        self.config.max_pending_upgrades = upgrades;
-        self
-    }
-
-    /// The proxies whose connections start with a PROXY protocol header
-    /// (v1 or v2) naming the real client (default none): see
-    /// [`ServerConfig::trusted_proxies`].
-    pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpAddr>) -> Self {
-        self.config.trusted_proxies = proxies.into_iter().collect();
-        self
-    }
-
-    /// The idle timeout (default 60 s; `None` disables it): halfway through
-    /// a silence the server PINGs, at the end it disconnects with `IDLE_TIMEOUT`.
-    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.config.idle_timeout = timeout;
-        self
-    }
-
-    /// How long frames may wait with none getting out before `DISCONNECT
-    /// SLOW_CONSUMER` (default 30 s).
-    pub fn write_timeout(mut self, timeout: Duration) -> Self {
-        self.config.write_timeout = timeout;
-        self
-    }
-
-    /// Bytes of pushed frames that may wait for one connection (default 1 MiB).
-    pub fn max_outbox_bytes(mut self, bytes: usize) -> Self {
-        self.config.max_outbox_bytes = bytes;
-        self
-    }
-
-    /// The server's identity: its static key, which clients pin for `NK`
-    /// handshakes. Without one, `NN` handshakes still work and `NK` fails
-    /// with error 9.
-    pub fn identity(mut self, identity: Identity) -> Self {
-        self.identity = Some(identity);
-        self
-    }
-
-    /// Requires an encrypted request for every application opcode; a
-    /// connection with no completed handshake within the handshake timeout
-    /// gets `DISCONNECT HANDSHAKE_TIMEOUT`.
-    pub fn require_encryption(mut self, required: bool) -> Self {
-        self.config.require_encryption = required;
-        self
-    }
-
-    /// How long a connection may take to complete its handshake when
-    /// encryption is required (default 10 s).
-    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
-        self.config.handshake_timeout = timeout;
-        self
-    }
-
-    /// The server-wide handshake budget per second (default 1,000; `None`
-    /// for none).
-    pub fn max_handshakes_per_second(mut self, budget: Option<u32>) -> Self {
-        self.config.max_handshakes_per_second = budget;
-        self
-    }
-
-    /// How long a peer of a TLS listener may take over its TLS handshake
-    /// (default 10 s).
-    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
-        self.config.tls_handshake_timeout = timeout;
-        self
-    }
-
-    /// How long a frame may take to arrive whole from its first byte
-    /// (default 10 s).
-    pub fn frame_timeout(mut self, timeout: Duration) -> Self {
-        self.config.frame_timeout = timeout;
-        self
-    }
-
-    /// When a secure session replaces the key of what the server sends
-    /// (default: after 65,536 frames or 2 minutes under one key).
-    pub fn rekey(mut self, policy: RekeyPolicy) -> Self {
-        self.config.rekey = policy;
-        self
-    }
-
-    /// Replaces every limit at once.
-    pub fn config(mut self, config: ServerConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// The largest frame accepted or sent (default 1 MiB).
-    pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.config.max_frame_size = bytes;
-        self
-    }
-
-    /// Asynchronous requests one connection may have running (default 1,024).
-    pub fn max_requests_in_flight(mut self, requests: usize) -> Self {
-        self.config.max_requests_in_flight = requests.max(1);
-        self
-    }
-
-    /// Joins this server to the other nodes of a cluster through
-    /// `backplane` (such as `ternio_redis::RedisBackplane`): group
-    /// broadcasts, broadcasts, sends and kicks reach the connections of
-    /// every node, and connection ids carry the backplane's node id.
-    pub fn backplane(mut self, backplane: impl Backplane) -> Self {
-        self.backplane = Some(Arc::new(backplane));
-        self
-    }
-
-    /// Builds the dispatch table and binds every listener.
-    ///
-    /// Fails on a duplicate opcode (naming both handlers), a handler whose
-    /// state is missing, or a listener that cannot bind.
-    pub fn build(self) -> Result<Server, BuildError> {
-        let mut table = DispatchTable::build(self.controllers, self.discover, &self.state)?;
-        #[cfg(feature = "prometheus")]
-        let exporter = match self.prometheus {
-            Some(address) => Some(install_prometheus(address)?),
-            None => None,
-        };
-        let metrics = self.metrics.then(|| {
-            table.register_metrics();
-            Metrics::new()
-        });
-        tracing::debug!(handlers = table.len(), "dispatch table built");
-        let mut listeners = Vec::with_capacity(self.listeners.len());
-        for spec in self.listeners {
-            let ListenerSpec { address, kind } = spec?;
-            let socket = bind(address, self.config.listen_backlog)
-                .map_err(|source| BuildError::Bind { address, source })?;
-            listeners.push((socket, kind));
-        }
-        let health = match self.health {
-            Some(address) => {
-                let address = address?;
-                let socket =
-                    bind(address, 64).map_err(|source| BuildError::Bind { address, source })?;
-                Some(socket)
-            }
-            None => None,
-        };
-        let hub = Arc::new(HubShared::new(self.config.max_frame_size, self.backplane));
-        hub.attach_backplane().map_err(BuildError::Backplane)?;
-        let first_id = ConnectionId::new(hub.node_id(), 1);
-        let (shutdown, _) = watch::channel(false);
-        let admission = Admission::new(&self.config);
-        let handshakes = handshake_budget(self.config.max_handshakes_per_second);
-        let mut middleware = self.middleware;
-        if !self.placed_policies {
-            middleware.push(Arc::new(Policies));
-        }
-        Ok(Server {
-            shared: Arc::new(ServerShared {
-                table,
-                hub,
-                config: self.config,
-                state: Arc::new(self.state),
-                next_id: AtomicU64::new(first_id.0),
-                shutdown,
-                shutdown_at: OnceLock::new(),
-                tasks: TaskTracker::new(),
-                identity: self.identity,
-                middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
-                middleware,
-                hooks: self.hooks,
-                admission: Arc::new(admission),
-                metrics,
-                handshakes,
-            }),
-            #[cfg(feature = "prometheus")]
-            exporter,
-            listeners,
-            health,
-        })
-    }
-}
-
-/// The rate limiter of `per_second` handshakes, bursts of as many included.
-fn handshake_budget(per_second: Option<u32>) -> Option<governor::DefaultDirectRateLimiter> {
-    let per_second = std::num::NonZeroU32::new(per_second?)?;
-    Some(governor::RateLimiter::direct(governor::Quota::per_second(
-        per_second,
-    )))
-}
-
-/// A non-blocking listener on `address` with room for `backlog` connections
-/// waiting to be accepted (the standard library's 128 is too few for a
-/// crowd arriving at once).
-fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(address),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    socket.set_reuse_address(true)?;
-    socket.bind(&address.into())?;
-    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
 /// A built server with its listeners bound. [`run`](Self::run) serves.
 pub struct Server {
-    shared: Arc<ServerShared>,
-    listeners: Vec<(std::net::TcpListener, ListenerKind)>,
-    /// The health listener, if [`ServerBuilder::health`] asked for one.
-    health: Option<std::net::TcpListener>,
+    pub(crate) shared: Arc<ServerShared>,
+    pub(crate) listeners: Vec<(std::net::TcpListener, ListenerKind)>,
+    /// The health listener, if [`ServerBuilder::health`](crate::ServerBuilder::health) asked for one.
+    pub(crate) health: Option<std::net::TcpListener>,
     /// The Prometheus endpoint's task, started by `run`.
     #[cfg(feature = "prometheus")]
-    exporter: Option<PrometheusExporter>,
+    pub(crate) exporter: Option<PrometheusExporter>,
 }
 
+/// The Prometheus endpoint's future.
 #[cfg(feature = "prometheus")]
-type PrometheusExporter = metrics_exporter_prometheus::ExporterFuture;
-
-/// Installs the Prometheus recorder globally; returns its HTTP endpoint's future.
-#[cfg(feature = "prometheus")]
-fn install_prometheus(address: SocketAddr) -> Result<PrometheusExporter, BuildError> {
-    let (recorder, exporter) = crate::metrics::prometheus_builder()
-        .map_err(|error| BuildError::Metrics(error.to_string()))?
-        .with_http_listener(address)
-        .build()
-        .map_err(|error| BuildError::Metrics(error.to_string()))?;
-    metrics::set_global_recorder(recorder)
-        .map_err(|error| BuildError::Metrics(error.to_string()))?;
-    Ok(exporter)
-}
+pub(crate) type PrometheusExporter = metrics_exporter_prometheus::ExporterFuture;
 
 impl Server {
-    /// Starts building a server.
-    pub fn builder() -> ServerBuilder {
-        ServerBuilder::default()
-    }
-
     /// The addresses the TCP listeners are bound to, in `map_tcp` order.
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
         self.addrs(|kind| matches!(kind, ListenerKind::Tcp))
@@ -573,7 +61,7 @@ impl Server {
     }
 
     /// The address the health listener is bound to, if there is one
-    /// ([`ServerBuilder::health`]).
+    /// ([`ServerBuilder::health`](crate::ServerBuilder::health)).
     pub fn health_addr(&self) -> Option<SocketAddr> {
         self.health.as_ref()?.local_addr().ok()
     }
@@ -750,7 +238,7 @@ impl ServerHandle {
     }
 
     /// Whether the server should be sent new clients, as `/readyz` answers
-    /// ([`ServerBuilder::health`]): not shutting down, and its backplane,
+    /// ([`ServerBuilder::health`](crate::ServerBuilder::health)): not shutting down, and its backplane,
     /// if any, connected. For an application that serves its own probes.
     pub fn is_ready(&self) -> bool {
         self.shared.is_ready()
