@@ -1,8 +1,8 @@
 //! The chat server: rooms and nicknames over TCP and WebSocket at once.
 //!
 //! ```text
-//! cargo run --example chat_server -- --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102
-//! cargo run --example chat_client -- --tcp 127.0.0.1:7101 --nick ann
+//! cargo run --release --example chat_server -- --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102
+//! cargo run --release --example chat_client -- --tcp 127.0.0.1:7101 --nick ann
 //! ```
 //!
 //! It also serves a chat page at <http://127.0.0.1:7103/> (`--http`): plain
@@ -14,8 +14,8 @@
 //! nodes share rooms (see `docs/SCALING.md`):
 //!
 //! ```text
-//! cargo run --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102 --http 127.0.0.1:7103
-//! cargo run --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7201 --ws 127.0.0.1:7202 --http 127.0.0.1:7203
+//! cargo run --release --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102 --http 127.0.0.1:7103
+//! cargo run --release --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7201 --ws 127.0.0.1:7202 --http 127.0.0.1:7203
 //! ```
 //!
 //! Everything the chat needs comes from the framework: the hub's groups are
@@ -68,12 +68,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ternio_examples::logging::init("info");
     let args = Args::parse();
     let mut builder = chat::serve(Server::builder())
         .map_tcp(args.tcp)

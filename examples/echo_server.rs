@@ -79,12 +79,7 @@ impl EchoController {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ternio_examples::logging::init("info");
     let args = Args::parse();
     // The identity clients pin: loaded from the file, or created there.
     let identity = match &args.identity {

@@ -233,6 +233,10 @@ async fn sigterm_stops_the_echo_server_cleanly() {
     assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
     let logged = logged.join().unwrap();
     assert!(
+        logged.iter().all(|line| !line.contains('\x1b')),
+        "no ANSI colour codes in a log written to a pipe: {logged:?}"
+    );
+    assert!(
         logged.iter().any(|line| line.contains("SIGTERM received")),
         "the signal is logged: {logged:?}"
     );
