@@ -88,7 +88,7 @@ async fn an_explicit_registration_of_a_discovered_controller_counts_once() {
         })
         .map_tcp("127.0.0.1:0")
         .build()
-        .unwrap_or_else(|error| panic!("the build counts the controller once: {error}"));
+        .unwrap_or_else(|error| panic!("build() counts the controller once: {error}"));
     let address = server.tcp_addrs()[0];
     tokio::spawn(server.run());
     let client = Client::connect_tcp(address).await.unwrap();
@@ -106,7 +106,7 @@ fn a_duplicate_opcode_names_both_handlers() {
         .map_tcp("127.0.0.1:0")
         .build()
         .err()
-        .expect("a duplicate opcode fails the build");
+        .expect("build() refuses a duplicate opcode");
     match &error {
         BuildError::DuplicateOpcode {
             opcode,
@@ -137,7 +137,7 @@ async fn state_is_checked_at_build_and_served_after() {
         .map_tcp("127.0.0.1:0")
         .build()
         .err()
-        .expect("missing state fails the build");
+        .expect("build() refuses a handler whose state is missing");
     let message = error.to_string();
     assert!(
         message.contains("ConfiguredController::hello") && message.contains("State<"),
