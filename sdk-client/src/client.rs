@@ -252,6 +252,31 @@ impl Client {
     /// that returns nothing. A handler's error comes back as
     /// [`ClientError::Remote`] with its code.
     ///
+    /// # Acknowledgements
+    ///
+    /// A handler that returns `()` (or `Result<(), E>`) answers with an
+    /// acknowledgement: a `RESPONSE` with the request's own opcode and an
+    /// empty body, once it has run. Its caller names `()` as the response
+    /// type, with a `let ()` binding or a turbofish: written as a bare
+    /// statement, `client.request_async(&leave).await?;` leaves `Resp` to be
+    /// inferred, and Rust picks `!`, which is no [`Response`]
+    /// (`the trait bound `!: Response` is not satisfied`).
+    ///
+    /// ```no_run
+    /// use ternio_client::{Client, Packet};
+    ///
+    /// #[derive(Packet)]
+    /// #[packet(opcode = 0x0103)]
+    /// struct Leave;
+    ///
+    /// # async fn run(client: Client) -> Result<(), ternio_client::ClientError> {
+    /// let () = client.request_async(&Leave).await?;
+    /// // or
+    /// client.request_async::<_, ()>(&Leave).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// Once the connection's secure session is up, the request is sealed,
     /// and so is its answer. Once the application asked for a secure
     /// session ([`ClientConfig::secure`] or [`handshake`](Self::handshake)),
