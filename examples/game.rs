@@ -13,8 +13,11 @@
 //! `ternio_examples::game`). With `--bots N`, N bots play over TCP in this
 //! process for `--seconds`, then the example prints what the tick loop
 //! measured (tick-time percentiles, bytes per second, snapshots dropped by
-//! the server, per connection too) and what the bots saw (snapshots, gaps
-//! in tick numbers). `--stalled K` adds K players that join and never read
+//! the server, per connection too), what the bots saw (snapshots, gaps
+//! in tick numbers), and what one player costs: the snapshot's size in
+//! bytes (fixed part plus 16 B per player), each player's bytes per second
+//! down and up, and how a room's traffic grows with the square of its size
+//! (every player gets every player's state 30 times a second). `--stalled K` adds K players that join and never read
 //! (they send an input a second): once the kernel's buffers for such a
 //! connection are full (several MB on loopback: under two minutes with 150
 //! bots in one room, `--bots 150 --seconds 120 --stalled 1`), the server
@@ -32,7 +35,10 @@ use std::time::Duration;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use ternio::{Hub, Server};
-use ternio_examples::game::{self, BotConfig, BotReport, Game, TICK_RATE, TickStats};
+use ternio_examples::game::{
+    self, BotConfig, BotReport, Game, INPUT_LEN, PLAYER_STATE_LEN, TICK_RATE, TickStats,
+    snapshot_len,
+};
 use tokio::sync::watch;
 
 /// Command line of the game example.
@@ -61,12 +67,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ternio_examples::logging::init("warn");
     let args = Args::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -213,6 +214,7 @@ async fn play(
         );
     }
     print_bots(&reports, duration);
+    print_per_player(&reports, duration);
     Ok(())
 }
 
@@ -280,6 +282,48 @@ fn print_bots(reports: &[BotReport], duration: Duration) {
     {
         println!("  most gaps: {} with {}", worst.name, worst.gaps);
     }
+}
+
+/// What one player costs, and why: the snapshot's size, and the bytes a
+/// second each player receives and sends.
+fn print_per_player(reports: &[BotReport], duration: Duration) {
+    let (Some(busiest), Some(room)) = (
+        reports.iter().max_by_key(|r| r.bytes),
+        reports.iter().map(|r| r.most_players).max(),
+    ) else {
+        return;
+    };
+    let seconds = duration.as_secs_f64();
+    let bots = reports.len() as u64;
+    let snapshots: u64 = reports.iter().map(|r| r.snapshots).sum();
+    let received: u64 = reports.iter().map(|r| r.bytes).sum();
+    let inputs: u64 = reports.iter().map(|r| r.inputs).sum();
+    let fixed = snapshot_len(0);
+    println!("per player");
+    println!(
+        "  snapshot: {} B on average, {} B with {room} players: {fixed} B (length prefix, \
+         header, tick, count) + {PLAYER_STATE_LEN} B per player (id, x, y, last input)",
+        received / snapshots.max(1),
+        snapshot_len(room),
+    );
+    println!(
+        "  down: {}/s on average, {}/s at most ({}): {TICK_RATE} snapshots a second of its room",
+        rate(received / bots, seconds),
+        rate(busiest.bytes, seconds),
+        busiest.name,
+    );
+    println!(
+        "  up: {}/s: {:.1} inputs a second of {INPUT_LEN} B",
+        rate(inputs * INPUT_LEN as u64 / bots, seconds),
+        inputs as f64 / bots as f64 / seconds.max(f64::EPSILON),
+    );
+    let per_room = |players: usize| players as u64 * u64::from(TICK_RATE) * snapshot_len(players);
+    println!(
+        "  a room of N players costs the server N x {TICK_RATE} x ({fixed} + {PLAYER_STATE_LEN} x N) B/s, \
+         growing with N squared: {room} players {}/s, 2 x {room} players {}/s",
+        rate(per_room(room), 1.0),
+        rate(per_room(2 * room), 1.0),
+    );
 }
 
 /// What `after` recorded since it was `before`.

@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use ternio::protocol::Encode;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
+use ternio::protocol::{Encode, codec};
 use ternio::{
     CloseCause, Codec, ConnectionHandle, ConnectionId, Context, HandlerError, Hub, Packet,
     ServerBuilder, SlowConsumerPolicy, State, packet_controller,
@@ -111,6 +111,21 @@ impl Snapshot {
         (4 + frame::HEADER_LEN + self.encoded_len()) as u64
     }
 }
+
+/// Bytes of a snapshot of a room of `players` as a TCP frame: what
+/// [`Snapshot::wire_len`] gives, worked out from the layout: the 4-byte
+/// length prefix, the 7-byte header, the tick (`u32`), the list's count (a
+/// varint: one byte up to 127 players), then each [`PlayerState`].
+pub fn snapshot_len(players: usize) -> u64 {
+    (4 + frame::HEADER_LEN + 4 + codec::len_varint_len(players) + players * PLAYER_STATE_LEN) as u64
+}
+
+/// Bytes of one [`PlayerState`] in a snapshot: id, x, y, last input.
+pub const PLAYER_STATE_LEN: usize = 4 + 4 + 4 + 4;
+
+/// Bytes of an [`Input`] as a TCP frame: length prefix, header, `seq`,
+/// `dx`, `dy`.
+pub const INPUT_LEN: usize = 4 + frame::HEADER_LEN + 4 + 1 + 1;
 
 /// Error codes of the game service.
 pub mod errors {

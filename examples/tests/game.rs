@@ -6,7 +6,11 @@
 use std::time::Duration;
 
 use ternio::Server;
-use ternio_examples::game::{self, BotConfig, Game};
+use ternio::protocol::Encode;
+use ternio::protocol::frame::HEADER_LEN;
+use ternio_examples::game::{
+    self, BotConfig, Game, INPUT_LEN, Input, PlayerState, Snapshot, snapshot_len,
+};
 use tokio::sync::watch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,4 +110,33 @@ async fn bots_get_snapshots_in_tick_order_and_their_inputs_move_them() {
 
     handle.shutdown();
     running.await.unwrap().unwrap();
+}
+
+/// The sizes the example's per-player report explains its figures with are
+/// the sizes of the frames it sends.
+#[test]
+fn the_reported_frame_sizes_are_the_encoded_ones() {
+    let player = PlayerState {
+        id: 7,
+        x: 1.0,
+        y: 2.0,
+        last_input: 3,
+    };
+    for players in [0, 1, 3, 127, 128, 300] {
+        let snapshot = Snapshot {
+            tick: 42,
+            players: vec![player; players],
+        };
+        assert_eq!(
+            snapshot.wire_len(),
+            snapshot_len(players),
+            "{players} players"
+        );
+    }
+    let input = Input {
+        seq: 9,
+        dx: -1,
+        dy: 1,
+    };
+    assert_eq!(4 + HEADER_LEN + input.encoded_len(), INPUT_LEN);
 }
