@@ -2,8 +2,8 @@
 //! message said there by someone else, with what it heard.
 //!
 //! ```text
-//! cargo run --example chat_server
-//! cargo run --example chat_bot -- --tcp 127.0.0.1:7101 --nick echo-bot --room lobby
+//! cargo run --release --example chat_server
+//! cargo run --release --example chat_bot -- --tcp 127.0.0.1:7101 --nick echo-bot --room lobby
 //! ```
 //!
 //! Then say something in `lobby` from the chat page (<http://127.0.0.1:7103/>)

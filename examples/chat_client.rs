@@ -1,9 +1,9 @@
 //! A terminal client for `chat_server`.
 //!
 //! ```text
-//! cargo run --example chat_server
-//! cargo run --example chat_client -- --tcp 127.0.0.1:7101 --nick ann
-//! cargo run --example chat_client -- --ws ws://127.0.0.1:7102/ws --nick bob
+//! cargo run --release --example chat_server
+//! cargo run --release --example chat_client -- --tcp 127.0.0.1:7101 --nick ann
+//! cargo run --release --example chat_client -- --ws ws://127.0.0.1:7102/ws --nick bob
 //! ```
 //!
 //! Type `/join ROOM`, `/leave`, `/nick NAME` or `/quit`; any other line is

@@ -11,7 +11,7 @@
 //! answers when encrypted) as well as `Echo`:
 //!
 //! ```text
-//! cargo run --example echo_client -- --tcp 127.0.0.1:7001 --key 8f40c5ad…
+//! cargo run --release --example echo_client -- --tcp 127.0.0.1:7001 --key 8f40c5ad…
 //! ```
 
 use std::net::SocketAddr;
