@@ -183,3 +183,27 @@ async fn shutdown_stops_accepting() {
     running.await.unwrap().unwrap();
     assert!(Client::connect_tcp(address).await.is_err());
 }
+
+/// What `{:?}` shows of a builder, a server and its handle: where it
+/// listens and how it is set up, never a key.
+#[tokio::test]
+async fn builder_server_and_handle_debug_say_what_they_hold() {
+    let builder = Server::builder()
+        .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws");
+    let shown = format!("{builder:?}");
+    assert!(shown.starts_with("ServerBuilder {"), "{shown}");
+    assert!(shown.contains("tcp 127.0.0.1:0"), "{shown}");
+    assert!(shown.contains("ws /ws 127.0.0.1:0"), "{shown}");
+    assert!(shown.contains("max_frame_size"), "the config: {shown}");
+
+    let server = builder.build().expect("the server builds");
+    let tcp = server.tcp_addrs()[0];
+    let shown = format!("{server:?}");
+    assert!(shown.contains(&format!("tcp {tcp}")), "{shown}");
+    let handle = server.handle();
+    assert_eq!(
+        format!("{handle:?}"),
+        "ServerHandle { connections: 0, ready: true, .. }"
+    );
+}

@@ -103,6 +103,30 @@ fn resolve(address: impl ToSocketAddrs + std::fmt::Debug) -> Result<SocketAddr, 
         })
 }
 
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let listeners: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|spec| match spec {
+                Ok(spec) => format!("{} {}", spec.kind.describe(), spec.address),
+                Err(error) => format!("invalid: {error}"),
+            })
+            .collect();
+        f.debug_struct("ServerBuilder")
+            .field("controllers", &self.controllers.len())
+            .field("discover_controllers", &self.discover)
+            .field("listeners", &listeners)
+            .field("config", &self.config)
+            .field("identity", &self.identity)
+            .field("middleware", &self.middleware.len())
+            .field("backplane", &self.backplane.is_some())
+            .field("metrics", &self.metrics)
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ServerBuilder {
     /// Registers `controller` explicitly. A controller type that `inventory`
     /// also found is registered once, with this instance.

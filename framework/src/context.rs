@@ -105,6 +105,12 @@ pub trait FromContext: Sized {
 #[doc(hidden)]
 pub struct CheckState<'a>(pub(crate) &'a AppState);
 
+impl fmt::Debug for CheckState<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckState").finish_non_exhaustive()
+    }
+}
+
 impl FromContext for Context {
     fn from_context(ctx: &Context) -> Self {
         ctx.clone()
@@ -123,6 +129,12 @@ impl FromContext for ConnectionHandle {
 /// A handler that takes `State<T>` makes the server's `build()` fail when no
 /// `T` was given, rather than failing at the first request.
 pub struct State<T>(pub Arc<T>);
+
+impl<T: fmt::Debug> fmt::Debug for State<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("State").field(&self.0).finish()
+    }
+}
 
 impl<T> Deref for State<T> {
     type Target = T;

@@ -34,6 +34,14 @@ pub struct ControllerRegistration {
     make: fn() -> Arc<dyn Controller>,
 }
 
+impl std::fmt::Debug for ControllerRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerRegistration")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ControllerRegistration {
     /// The registration of controller `C`, built with `C::default()`.
     pub const fn new<C: Controller + Default>(name: &'static str) -> Self {
@@ -78,6 +86,16 @@ pub struct HandlerSpec {
     pub(crate) policy: HandlerPolicy,
     /// Its request counter and latency histogram, when metrics are on.
     pub(crate) metrics: Option<HandlerMetrics>,
+}
+
+impl std::fmt::Debug for HandlerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandlerSpec")
+            .field("opcode", &format_args!("{:#06X}", self.opcode))
+            .field("name", &self.name)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HandlerSpec {

@@ -63,6 +63,20 @@ pub struct RequestInfo<'a> {
     pub(crate) connection: &'a ConnectionShared,
 }
 
+impl std::fmt::Debug for RequestInfo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestInfo")
+            .field("opcode", &format_args!("{:#06X}", self.header.opcode))
+            .field("request_id", &self.header.request_id)
+            .field("handler", &self.handler)
+            .field("connection", &self.connection_id())
+            .field("peer", &self.peer_addr())
+            .field("transport", &self.transport())
+            .field("permission", &self.permission())
+            .finish_non_exhaustive()
+    }
+}
+
 impl RequestInfo<'_> {
     /// The request's header (opcode, flags, request id).
     pub fn header(&self) -> Header {

@@ -1,5 +1,6 @@
 //! The server: running it, its listeners, and its handle.
 
+use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,21 @@ pub(crate) enum ListenerKind {
     },
 }
 
+impl ListenerKind {
+    /// How the listener appears in logs and `Debug`: `tcp`, `ws /path`,
+    /// `tcp+tls`, `wss /path`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::Tcp => "tcp".to_owned(),
+            Self::WebSocket { path } => format!("ws {path}"),
+            #[cfg(feature = "tls")]
+            Self::TcpTls { .. } => "tcp+tls".to_owned(),
+            #[cfg(feature = "tls")]
+            Self::WebSocketTls { path, .. } => format!("wss {path}"),
+        }
+    }
+}
+
 /// A built server with its listeners bound. [`run`](Self::run) serves.
 pub struct Server {
     pub(crate) shared: Arc<ServerShared>,
@@ -48,6 +64,23 @@ pub struct Server {
 /// The Prometheus endpoint's future.
 #[cfg(feature = "prometheus")]
 pub(crate) type PrometheusExporter = metrics_exporter_prometheus::ExporterFuture;
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let listeners: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|(socket, kind)| match socket.local_addr() {
+                Ok(address) => format!("{} {address}", kind.describe()),
+                Err(_) => kind.describe(),
+            })
+            .collect();
+        f.debug_struct("Server")
+            .field("listeners", &listeners)
+            .field("health", &self.health_addr())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Server {
     /// The addresses the TCP listeners are bound to, in `map_tcp` order.
@@ -201,6 +234,15 @@ impl Server {
 #[derive(Clone)]
 pub struct ServerHandle {
     shared: Arc<ServerShared>,
+}
+
+impl fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("connections", &self.connection_count())
+            .field("ready", &self.shared.is_ready())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerHandle {

@@ -15,6 +15,14 @@ pub struct ConnectionStore {
     values: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
 }
 
+impl std::fmt::Debug for ConnectionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionStore")
+            .field("values", &self.values().len())
+            .finish()
+    }
+}
+
 impl ConnectionStore {
     fn values(&self) -> MutexGuard<'_, HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
         lock(&self.values)

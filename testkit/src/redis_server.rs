@@ -16,6 +16,7 @@ pub fn program() -> String {
 }
 
 /// A `redis-server` on 127.0.0.1 that this process started.
+#[derive(Debug)]
 pub struct RedisServer {
     port: u16,
     tls: Option<TlsFiles>,
@@ -24,6 +25,7 @@ pub struct RedisServer {
 
 /// The PEM files of a TLS `redis-server`: its certificate and key, and the
 /// CA it names for client certificates (which it does not ask for).
+#[derive(Debug)]
 pub struct TlsFiles {
     /// The server's certificate.
     pub cert: PathBuf,
