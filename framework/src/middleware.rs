@@ -148,7 +148,8 @@ pub enum Outcome {
     Failed(u16),
     /// Middleware refused the request with this code; the handler did not run.
     Rejected(u16),
-    /// The connection closed before the handler finished.
+    /// The handler did not finish: the connection closed, or the peer
+    /// cancelled the request (`CANCEL`, docs/PROTOCOL.md section 4.1).
     Cancelled,
 }
 

@@ -167,6 +167,9 @@ pub(crate) enum DeferredReply {
     Panicked(String),
     /// The handler ran past its time limit; its future was dropped.
     TimedOut,
+    /// The peer cancelled the request (`CANCEL`); its future was dropped
+    /// and nothing is sent.
+    Cancelled,
 }
 
 impl DeferredReply {
@@ -187,6 +190,7 @@ impl DeferredReply {
                 ErrorCode::Timeout.to_u16(),
                 &format_args!("{handler} ran past its time limit"),
             ),
+            Self::Cancelled => Outcome::Cancelled,
         }
     }
 }

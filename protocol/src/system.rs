@@ -23,6 +23,12 @@ pub const PONG: u16 = 0xFF03;
 pub const DISCONNECT: u16 = 0xFF04;
 /// Opcode of `REKEY` (section 5.2): empty, request id 0, only ever sealed.
 pub const REKEY: u16 = 0xFF05;
+/// Opcode of `CANCEL` (project allocation, docs/PROTOCOL.md section 4.1):
+/// one-way, the requester no longer waits for a request.
+pub const CANCEL: u16 = 0xFF06;
+/// Opcode of `DEADLINE` (project allocation, docs/PROTOCOL.md section 4.1):
+/// one-way, how long the requester will wait for a request it sends next.
+pub const DEADLINE: u16 = 0xFF07;
 
 /// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +81,72 @@ impl Ping {
         let pong = Self::decode_body(body).map(|ping| Pong { value: ping.value });
         Some(pong.map(|pong| (Header::new(PONG, Flags::RESPONSE, header.request_id), pong)))
     }
+}
+
+/// `CANCEL`: the requester stopped waiting for request `request_id` (its
+/// timeout passed, or it dropped the request); the peer may stop working on
+/// it and sends no answer. Sent with request id 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancel {
+    /// The id of the request given up.
+    pub request_id: u32,
+}
+
+impl Encode for Cancel {
+    fn encode(&self, out: &mut BytesMut) {
+        self.request_id.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        4
+    }
+}
+
+impl Decode for Cancel {
+    const MIN_LEN: usize = 4;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        u32::decode(reader).map(|request_id| Self { request_id })
+    }
+}
+
+impl Packet for Cancel {
+    const OPCODE: u16 = CANCEL;
+    const NAME: &'static str = "CANCEL";
+}
+
+/// `DEADLINE`: the requester waits at most `budget_ms` milliseconds, from
+/// when this frame is read, for the answer to request `request_id`, which
+/// it sends next. Sent with request id 0, before the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    /// The id of the request it is for.
+    pub request_id: u32,
+    /// How long the requester waits, in milliseconds.
+    pub budget_ms: u32,
+}
+
+impl Encode for Deadline {
+    fn encode(&self, out: &mut BytesMut) {
+        self.request_id.encode(out);
+        self.budget_ms.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        8
+    }
+}
+
+impl Decode for Deadline {
+    const MIN_LEN: usize = 8;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            request_id: u32::decode(reader)?,
+            budget_ms: u32::decode(reader)?,
+        })
+    }
+}
+
+impl Packet for Deadline {
+    const OPCODE: u16 = DEADLINE;
+    const NAME: &'static str = "DEADLINE";
 }
 
 /// `DISCONNECT`: sent before closing on purpose, with the reason.
@@ -174,6 +246,34 @@ mod tests {
         let back = Disconnect::decode_body(&out.freeze()).unwrap();
         assert_eq!(back.reason, DisconnectReason::FrameTooLarge);
         assert_eq!(back.message, "big");
+    }
+
+    #[test]
+    fn cancel_and_deadline_bodies_match_the_vectors() {
+        // docs/PROTOCOL.md, "Cancellation and deadlines" vectors.
+        let mut out = BytesMut::new();
+        Cancel { request_id: 42 }.encode(&mut out);
+        assert_eq!(&out[..], [0x2A, 0, 0, 0]);
+        assert_eq!(
+            Cancel::decode_body(&out.freeze()),
+            Ok(Cancel { request_id: 42 })
+        );
+        let mut out = BytesMut::new();
+        Deadline {
+            request_id: 42,
+            budget_ms: 1500,
+        }
+        .encode(&mut out);
+        assert_eq!(&out[..], [0x2A, 0, 0, 0, 0xDC, 0x05, 0, 0]);
+        assert_eq!(
+            Deadline::decode_body(&out.freeze()),
+            Ok(Deadline {
+                request_id: 42,
+                budget_ms: 1500
+            })
+        );
+        assert!(Cancel::decode_body(&Bytes::from_static(&[1, 0, 0])).is_err());
+        assert!(Deadline::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 1, 0, 0, 0, 9])).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use ternio_macros::{Codec, Packet};
 use ternio_protocol::codec::put_varint;
 use ternio_protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
-use ternio_protocol::system::{self, Disconnect, ErrorBody, Ping, Pong};
+use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, ErrorBody, Ping, Pong};
 use ternio_protocol::{Decode, DisconnectReason, Encode, ErrorCode};
 
 const DOC: &str = include_str!("../../docs/PROTOCOL.md");
@@ -142,6 +142,23 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
     vectors.insert(
         "disconnect".into(),
         tcp(Header::new(system::DISCONNECT, Flags::NONE, 0), &disconnect),
+    );
+    vectors.insert(
+        "cancel".into(),
+        tcp(
+            Header::new(system::CANCEL, Flags::NONE, 0),
+            &Cancel { request_id: 42 },
+        ),
+    );
+    vectors.insert(
+        "deadline".into(),
+        tcp(
+            Header::new(system::DEADLINE, Flags::NONE, 0),
+            &Deadline {
+                request_id: 42,
+                budget_ms: 1500,
+            },
+        ),
     );
     let mut varints = BytesMut::new();
     for value in [0, 127, 128, 300, 16_384, u32::MAX] {

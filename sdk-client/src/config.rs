@@ -29,6 +29,14 @@ pub struct ClientConfig {
     /// [`ClientError::TooManyInFlight`](crate::ClientError::TooManyInFlight).
     /// Default 65,536.
     pub max_in_flight: usize,
+    /// Whether each request tells the server how long the client waits for
+    /// it (a `DEADLINE` frame before it, docs/PROTOCOL.md section 4.1), so
+    /// that the server stops an `async` handler the client no longer waits
+    /// for even if the client is gone. Default `false`: it adds a 19-byte
+    /// frame to every request. Whatever this says, a request the client
+    /// gives up (its timeout, or its future dropped) is cancelled on the
+    /// server with a `CANCEL`.
+    pub send_deadlines: bool,
     /// Whether and how to re-establish a connection that was lost. Default
     /// `None`: a lost connection closes the client for good. See
     /// [`ReconnectPolicy`] for what happens to requests meanwhile.
@@ -81,6 +89,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(10),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_in_flight: 65_536,
+            send_deadlines: false,
             reconnect: None,
             secure: None,
             rekey: RekeyPolicy::default(),

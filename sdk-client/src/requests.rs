@@ -131,9 +131,14 @@ impl Requests {
         }
     }
 
-    /// Frees request `id`'s slot (its caller went away).
-    pub(crate) fn remove(&mut self, id: u32) {
-        self.slots.remove(&id);
+    /// Frees request `id`'s slot (its caller went away). Returns whether
+    /// the server may still be working on it: no answer came, and the
+    /// connection was not lost.
+    pub(crate) fn remove(&mut self, id: u32) -> bool {
+        match self.slots.remove(&id).map(|slot| slot.state) {
+            Some(State::Waiting(_) | State::Done(Err(Failure::TimedOut))) => true,
+            Some(State::Done(_)) | None => false,
+        }
     }
 
     /// Ends request `id` with its answer `frame` (which came `sealed` or

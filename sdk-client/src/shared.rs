@@ -9,7 +9,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use ternio_protocol::frame::{Flags, Header};
-use ternio_protocol::system::{self, Disconnect, Ping};
+use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping};
 use ternio_protocol::{DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -174,7 +174,7 @@ impl Shared {
         seal: Seal,
     ) -> Result<Frame, ClientError> {
         let deadline = deadline_after(Instant::now(), timeout);
-        let (id, guard) = loop {
+        let (id, mut guard) = loop {
             let (link, id, sealed, earlier) = self
                 .links
                 .with_link(deadline, timeout, |requests, link| {
@@ -190,15 +190,37 @@ impl Shared {
             if earlier {
                 self.deadline_moved.notify_one();
             }
-            // Frees the slot if this future is dropped or fails before the answer.
-            let guard = SlotGuard { shared: self, id };
+            // Frees the slot if this future is dropped or fails before the
+            // answer, and tells the server it may stop.
+            let mut guard = SlotGuard {
+                shared: self,
+                id,
+                link: Arc::clone(&link),
+                sealed,
+                sent: false,
+                armed: true,
+            };
+            if self.config.send_deadlines {
+                let budget = deadline.saturating_duration_since(Instant::now());
+                let deadline = Deadline {
+                    request_id: id,
+                    budget_ms: u32::try_from(budget.as_millis()).unwrap_or(u32::MAX),
+                };
+                // A failure here shows in the request's own send just below.
+                let _ = link.send(
+                    Header::new(system::DEADLINE, Flags::NONE, 0),
+                    &deadline,
+                    self.config.max_frame_size,
+                    sealed,
+                );
+            }
             match link.send(
                 Header::new(opcode, Flags::NONE, id),
                 body,
                 self.config.max_frame_size,
                 sealed,
             ) {
-                Ok(()) => {}
+                Ok(()) => guard.sent = true,
                 Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
                 Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
                 // A handshake began since the link was taken: wait for it
@@ -215,9 +237,12 @@ impl Shared {
             std::future::poll_fn(|cx| self.links.with_requests(|requests| requests.poll(id, cx)))
                 .await;
         // Collecting the outcome freed the slot.
-        std::mem::forget(guard);
+        guard.armed = false;
         outcome.map_err(|failure| match failure {
-            Failure::TimedOut => ClientError::Timeout(timeout),
+            Failure::TimedOut => {
+                guard.cancel();
+                ClientError::Timeout(timeout)
+            }
             Failure::Closed(reason) => ClientError::Closed(reason),
         })
     }
@@ -320,15 +345,52 @@ impl Shared {
 }
 
 /// Removes a request's slot unless the request completed.
+/// A request's slot while its caller waits: dropped early (the caller's
+/// future was dropped), it frees the slot and, if no answer came, sends
+/// `CANCEL` so that the server stops working on the request.
 struct SlotGuard<'a> {
     shared: &'a Shared,
     id: u32,
+    /// The link the request went out on.
+    link: Arc<Link>,
+    /// Whether it went out sealed.
+    sealed: bool,
+    /// Set once the request is on its way: only then is there something to
+    /// cancel.
+    sent: bool,
+    /// Cleared once the outcome was collected.
+    armed: bool,
+}
+
+impl SlotGuard<'_> {
+    /// Sends `CANCEL` for the request on its link (docs/PROTOCOL.md section
+    /// 4.1). A lost link is no error: its server stopped the request.
+    fn cancel(&self) {
+        if !self.sent {
+            return;
+        }
+        let _ = self.link.send(
+            Header::new(system::CANCEL, Flags::NONE, 0),
+            &Cancel {
+                request_id: self.id,
+            },
+            self.shared.config.max_frame_size,
+            self.sealed,
+        );
+    }
 }
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        self.shared
+        if !self.armed {
+            return;
+        }
+        let unanswered = self
+            .shared
             .links
             .with_requests(|requests| requests.remove(self.id));
+        if unanswered && self.sent {
+            self.cancel();
+        }
     }
 }

@@ -11,6 +11,7 @@
 //!   timer set to the next of them.
 
 mod alarm;
+mod cancel;
 mod requests;
 mod security;
 mod timers;
@@ -23,11 +24,12 @@ use ternio_protocol::Encode;
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
-use ternio_protocol::system::{self, Disconnect, Ping};
-use ternio_protocol::{BytesMut, DisconnectReason, ErrorCode, Frame, ReplySink};
+use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping};
+use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::time::Instant;
 
 use self::alarm::Alarm;
+use self::cancel::Cancels;
 use self::requests::Pending;
 use self::security::Security;
 use self::timers::{Due, Timers};
@@ -58,6 +60,8 @@ pub(crate) struct Engine {
     connection: Arc<ConnectionShared>,
     server: Arc<ServerShared>,
     pending: FuturesUnordered<Pending>,
+    /// What `CANCEL` and `DEADLINE` from the peer act on.
+    cancels: Cancels,
     security: Security,
     /// A graceful close waiting for the running requests (within the
     /// shutdown grace) before its `DISCONNECT`.
@@ -86,6 +90,7 @@ impl Engine {
             connection,
             server,
             pending: FuturesUnordered::new(),
+            cancels: Cancels::default(),
             security: Security::Plain,
             closing: None,
             closed: None,
@@ -301,6 +306,31 @@ impl Engine {
                 self.error(header, ErrorCode::Malformed, &"a plain REKEY");
             }
             system::PONG => {}
+            system::CANCEL | system::DEADLINE if header.request_id != 0 => {
+                self.error(
+                    header,
+                    ErrorCode::Malformed,
+                    &"CANCEL and DEADLINE are one-way: request id 0",
+                );
+            }
+            system::CANCEL => match Cancel::decode_body(&frame.body) {
+                Ok(cancel) => {
+                    self.cancels.cancel(cancel.request_id);
+                }
+                Err(error) => {
+                    self.error(header, ErrorCode::Malformed, &error);
+                }
+            },
+            system::DEADLINE => match Deadline::decode_body(&frame.body) {
+                Ok(deadline) => self.cancels.announce(
+                    deadline.request_id,
+                    Instant::now(),
+                    std::time::Duration::from_millis(u64::from(deadline.budget_ms)),
+                ),
+                Err(error) => {
+                    self.error(header, ErrorCode::Malformed, &error);
+                }
+            },
             opcode => {
                 self.error(
                     header,

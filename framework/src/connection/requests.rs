@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
+use futures_util::future::{Abortable, Aborted};
 use futures_util::stream::StreamExt;
 use ternio_protocol::frame::Header;
 use ternio_protocol::{DecodeError, ErrorCode, Frame};
@@ -17,6 +18,7 @@ use tokio::time::Sleep;
 use tracing::Instrument;
 
 use super::Engine;
+use super::cancel::Cancels;
 use crate::context::Context;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::metrics::TransportMetrics;
@@ -33,8 +35,10 @@ pub(super) struct Pending {
     /// The handler's index in the dispatch table.
     handler: usize,
     started: Started,
-    future: ReplyFuture,
-    /// The handler's time limit, if it has one.
+    /// The handler's future, which a `CANCEL` from the peer aborts.
+    future: Abortable<ReplyFuture>,
+    /// The handler's time limit or the peer's `DEADLINE`, whichever is
+    /// sooner, if either.
     deadline: Option<Pin<Box<Sleep>>>,
 }
 
@@ -42,8 +46,10 @@ impl Future for Pending {
     type Output = (Header, usize, Started, DeferredReply);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let reply = match self.future.as_mut().poll(cx) {
-            Poll::Ready(reply) => reply,
+        let reply = match Pin::new(&mut self.future).poll(cx) {
+            Poll::Ready(Ok(reply)) => reply,
+            // The peer sent `CANCEL`: the future is dropped with this request.
+            Poll::Ready(Err(Aborted)) => DeferredReply::Cancelled,
             Poll::Pending => {
                 let expired = self
                     .deadline
@@ -76,6 +82,7 @@ impl Engine {
                     self.pending.poll_next_unpin(cx)
             {
                 let handler = server.table.handler(index);
+                self.cancels.finished(header.request_id);
                 let outcome = reply.write(self.reply_to(header), handler.name);
                 self.after(header, handler, server.middleware.len(), outcome, started);
                 progress = true;
@@ -87,6 +94,7 @@ impl Engine {
     /// Drops every running request, telling middleware they were cancelled.
     pub(super) fn cancel_pending(&mut self) {
         let server = Arc::clone(&self.server);
+        self.cancels = Cancels::default();
         for pending in std::mem::take(&mut self.pending) {
             let handler = server.table.handler(pending.handler);
             self.after(
@@ -162,6 +170,19 @@ impl Engine {
             );
             return;
         };
+        // The peer's `DEADLINE` for this request, if it sent one.
+        let deadline = self.cancels.take_deadline(header.request_id);
+        if deadline.is_some_and(|deadline| deadline <= tokio::time::Instant::now()) {
+            self.error(
+                header,
+                ErrorCode::Timeout,
+                &format_args!(
+                    "the requester's deadline passed before {} ran",
+                    handler.name
+                ),
+            );
+            return;
+        }
         // The clock is read only when someone looks at the duration.
         let timed = server.middleware_times
             || handler.metrics.is_some()
@@ -171,6 +192,7 @@ impl Engine {
             index,
             handler,
             started: timed.then(Instant::now),
+            deadline,
         };
         for (position, middleware) in server.middleware.iter().enumerate() {
             if let Err(rejection) = middleware.before(&self.info(header, handler)) {
@@ -248,23 +270,30 @@ impl Engine {
             index,
             handler,
             started: at,
+            deadline,
         } = call;
         let outcome = match started {
             Ok(Ok(future)) => {
+                // Only a span that a subscriber records costs a wrapper.
+                let future = if span.is_disabled() {
+                    future
+                } else {
+                    Box::pin(future.instrument(span))
+                };
+                let limit = handler
+                    .policy
+                    .timeout
+                    .map(|limit| tokio::time::Instant::now() + limit);
+                let deadline = match (limit, deadline) {
+                    (Some(limit), Some(deadline)) => Some(limit.min(deadline)),
+                    (limit, deadline) => limit.or(deadline),
+                };
                 self.pending.push(Pending {
                     header,
                     handler: index,
                     started: at,
-                    // Only a span that a subscriber records costs a wrapper.
-                    future: if span.is_disabled() {
-                        future
-                    } else {
-                        Box::pin(future.instrument(span))
-                    },
-                    deadline: handler
-                        .policy
-                        .timeout
-                        .map(|limit| Box::pin(tokio::time::sleep(limit))),
+                    future: Abortable::new(future, self.cancels.register(header.request_id)),
+                    deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
                 });
                 return;
             }
@@ -284,4 +313,6 @@ struct Call<'a> {
     index: usize,
     handler: &'a HandlerSpec,
     started: Started,
+    /// The peer's `DEADLINE` for it, if any.
+    deadline: Option<tokio::time::Instant>,
 }
