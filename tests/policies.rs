@@ -253,8 +253,7 @@ fn a_time_limit_on_a_synchronous_handler_fails_the_build() {
         .controller(SyncTimeout)
         .map_tcp("127.0.0.1:0")
         .build()
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(
         matches!(&error, BuildError::Handler { handler, .. } if *handler == "SyncTimeout::blocked"),
         "{error}"

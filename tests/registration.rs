@@ -105,8 +105,7 @@ fn a_duplicate_opcode_names_both_handlers() {
         .controller(RivalController)
         .map_tcp("127.0.0.1:0")
         .build()
-        .err()
-        .expect("build() refuses a duplicate opcode");
+        .expect_err("build() refuses a duplicate opcode");
     match &error {
         BuildError::DuplicateOpcode {
             opcode,
@@ -136,8 +135,7 @@ async fn state_is_checked_at_build_and_served_after() {
         .controller(ConfiguredController)
         .map_tcp("127.0.0.1:0")
         .build()
-        .err()
-        .expect("build() refuses a handler whose state is missing");
+        .expect_err("build() refuses a handler whose state is missing");
     let message = error.to_string();
     assert!(
         message.contains("ConfiguredController::hello") && message.contains("State<"),
