@@ -124,6 +124,19 @@ impl Demo {
         }
     }
 
+    /// Waits for the end of the script's output: no process it started
+    /// still holds its stdout or stderr.
+    async fn expect_end(&mut self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(line)) => self.output.push(line),
+                Ok(None) => return,
+                Err(_) => panic!("the script's output is still open {within:?} after its exit"),
+            }
+        }
+    }
+
     /// The processes the script reported starting: (name, pid).
     fn started(&self) -> Vec<(String, i32)> {
         self.output
@@ -354,5 +367,6 @@ async fn the_cluster_demo_balances_chat_over_two_nodes_that_see_real_client_addr
     assert_eq!(status.code(), Some(143), "the script's exit on SIGTERM");
     let left: Vec<_> = started.iter().filter(|(_, pid)| running(*pid)).collect();
     assert!(left.is_empty(), "still running after the script: {left:?}");
+    demo.expect_end(Duration::from_secs(2)).await;
     let _ = std::fs::remove_dir_all(&logs);
 }
