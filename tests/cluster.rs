@@ -59,9 +59,11 @@ fn free_port_base() -> u16 {
 }
 
 /// The running script: stopped (SIGTERM, then SIGKILL) when dropped, so
-/// that a failed assertion leaves no process behind.
+/// that a failed assertion leaves no process behind; its logs are removed
+/// then, or kept and named if the test failed.
 struct Demo {
     script: Child,
+    logs: PathBuf,
     lines: mpsc::UnboundedReceiver<String>,
     /// What the script printed so far.
     output: Vec<String>,
@@ -95,6 +97,7 @@ impl Demo {
         }
         Self {
             script,
+            logs: logs.to_owned(),
             lines,
             output: Vec::new(),
         }
@@ -179,6 +182,11 @@ impl Drop for Demo {
             }
             let _ = self.script.kill();
             let _ = self.script.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("the cluster's logs are kept in {}", self.logs.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.logs);
         }
     }
 }
@@ -368,5 +376,4 @@ async fn the_cluster_demo_balances_chat_over_two_nodes_that_see_real_client_addr
     let left: Vec<_> = started.iter().filter(|(_, pid)| running(*pid)).collect();
     assert!(left.is_empty(), "still running after the script: {left:?}");
     demo.expect_end(Duration::from_secs(2)).await;
-    let _ = std::fs::remove_dir_all(&logs);
 }
