@@ -280,7 +280,7 @@ fn audited_peers(log: &Path) -> Vec<String> {
     text.lines()
         .filter(|line| line.contains("ternio::audit"))
         .filter_map(|line| {
-            let rest = &line[line.find(" peer=")? + 6..];
+            let rest = &line[line.rfind(" peer=")? + 6..];
             Some(rest.split(' ').next()?.to_owned())
         })
         .collect()
