@@ -5,7 +5,8 @@
 //! different nodes and chat; a WebSocket client through HAProxy hears them;
 //! each node's audit log names its client by the client's own address and
 //! port, which only the PROXY header could tell it (HAProxy connects from
-//! 127.0.0.2); and SIGTERM to the script stops every process it started.
+//! 127.0.0.2); and SIGTERM to the script stops every process it started,
+//! as a failed start does.
 //!
 //! Needs `haproxy` and `redis-server` on the PATH (Debian's packages), and
 //! the `chat_server` example built (as `cargo test --workspace` does, or
@@ -15,8 +16,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ternio::Packet;
 use ternio_client::{Client, ClientConfig, Subscription};
@@ -43,11 +45,18 @@ fn require_on_path(program: &str) {
 }
 
 /// A port base below the ephemeral range whose every port the script uses
-/// is free on 127.0.0.1 now.
+/// is free on 127.0.0.1 now (each call of the process starts its search
+/// elsewhere, so tests running at once do not pick the same).
 fn free_port_base() -> u16 {
-    let seed = std::process::id() as u64 ^ u64::from(Instant::now().elapsed().subsec_nanos());
-    for attempt in 0..200u64 {
-        let base = 20_000 + ((seed.wrapping_mul(7919) + attempt * 127) % 12_000) as u16;
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let seed = u64::from(std::process::id()) ^ u64::from(nanos);
+    let start = seed % 120 + CALLS.fetch_add(1, Ordering::Relaxed) * 37;
+    for attempt in 0..120 {
+        let base = 20_000 + ((start + attempt) % 120) as u16 * 100;
         if OFFSETS
             .iter()
             .all(|offset| TcpListener::bind(("127.0.0.1", base + offset)).is_ok())
@@ -153,10 +162,8 @@ impl Demo {
             .collect()
     }
 
-    /// Sends SIGTERM to the script and waits for its exit status.
-    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
-        // SAFETY: kill(2) with the pid of our own child.
-        unsafe { libc::kill(self.script.id() as i32, libc::SIGTERM) };
+    /// Waits for the script to exit by itself.
+    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.script.try_wait().unwrap() {
@@ -164,10 +171,17 @@ impl Demo {
             }
             assert!(
                 Instant::now() < deadline,
-                "the script still runs {within:?} after SIGTERM"
+                "the script still runs after {within:?}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Sends SIGTERM to the script and waits for its exit status.
+    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        // SAFETY: kill(2) with the pid of our own child.
+        unsafe { libc::kill(self.script.id() as i32, libc::SIGTERM) };
+        self.wait_exit(within)
     }
 }
 
@@ -189,6 +203,17 @@ impl Drop for Demo {
             let _ = std::fs::remove_dir_all(&self.logs);
         }
     }
+}
+
+/// Checks that the script and everything it started are gone.
+async fn assert_nothing_left(demo: &mut Demo) {
+    let left: Vec<_> = demo
+        .started()
+        .into_iter()
+        .filter(|(_, pid)| running(*pid))
+        .collect();
+    assert!(left.is_empty(), "still running after the script: {left:?}");
+    demo.expect_end(Duration::from_secs(2)).await;
 }
 
 /// Whether `pid` is a process that has not exited (a zombie has).
@@ -373,7 +398,30 @@ async fn the_cluster_demo_balances_chat_over_two_nodes_that_see_real_client_addr
     drop((ann, bob, carol));
     let status = demo.terminate(Duration::from_secs(15));
     assert_eq!(status.code(), Some(143), "the script's exit on SIGTERM");
-    let left: Vec<_> = started.iter().filter(|(_, pid)| running(*pid)).collect();
-    assert!(left.is_empty(), "still running after the script: {left:?}");
+    assert_nothing_left(&mut demo).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_stops_what_the_script_had_started() {
+    require_on_path("haproxy");
+    require_on_path("redis-server");
+    let chat_server = example_binary("chat_server", "TERNIO_CHAT_SERVER");
+    let logs = std::env::temp_dir().join(format!("ternio-cluster-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    let base = free_port_base();
+    // Node 2's TCP port is taken: it cannot start.
+    let _taken = TcpListener::bind(("127.0.0.1", base + 21)).expect("the port is free");
+
+    let mut demo = Demo::start(base, &logs, &chat_server);
+    let status = demo.wait_exit(START_WITHIN);
     demo.expect_end(Duration::from_secs(2)).await;
+    assert_eq!(status.code(), Some(1), "{}", demo.output.join("\n"));
+    let output = demo.output.join("\n");
+    assert!(
+        output.contains("run: node2 exited") && output.contains("Address already in use"),
+        "the script says which process failed, and why: {output}"
+    );
+    let names: Vec<String> = demo.started().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["redis-server", "node1", "node2"]);
+    assert_nothing_left(&mut demo).await;
 }
