@@ -23,8 +23,17 @@
 //! rooms, and the disconnect hook tells the rooms when someone leaves. The
 //! service itself lives in `ternio_examples::chat` (`chat::serve`), which
 //! the end-to-end tests run too.
+//!
+//! Behind a load balancer, `--trusted-proxy IP` (once per proxy address)
+//! makes the server read the PROXY protocol header (v1 or v2) that the
+//! balancer sends first on each connection from that address, so that the
+//! server sees, limits and logs the real client; `--health ADDR` answers
+//! the balancer's health checks (`GET /readyz`); and `--page-ws-port PORT`
+//! tells the chat page to connect to the balancer's WebSocket port rather
+//! than this node's. `examples/cluster/run` starts Redis, two such nodes
+//! and HAProxy in front of them in one command.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use clap::Parser;
 use ternio::Server;
@@ -64,6 +73,20 @@ struct Args {
     /// TLS certificate.
     #[arg(long, requires = "redis")]
     redis_ca: Option<std::path::PathBuf>,
+    /// A load balancer's address whose connections start with a PROXY
+    /// protocol header naming the real client (repeat for several). Its
+    /// connections without one are refused.
+    #[arg(long = "trusted-proxy", value_name = "IP")]
+    trusted_proxies: Vec<IpAddr>,
+    /// Answer health checks over HTTP on this address: `GET /healthz`, and
+    /// `GET /readyz` (503 while draining or cut from Redis).
+    #[arg(long)]
+    health: Option<SocketAddr>,
+    /// The WebSocket port the chat page connects to, on the host the page
+    /// came from (default: the `--ws` listener's); behind a load balancer,
+    /// the balancer's.
+    #[arg(long, value_name = "PORT")]
+    page_ws_port: Option<u16>,
 }
 
 #[tokio::main]
@@ -72,9 +95,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut builder = chat::serve(Server::builder())
         .map_tcp(args.tcp)
-        .map_websocket(args.ws, "/ws");
+        .map_websocket(args.ws, "/ws")
+        .trusted_proxies(args.trusted_proxies.iter().copied());
     if args.audit {
         builder = builder.middleware(AuditLog);
+    }
+    if let Some(address) = args.health {
+        builder = builder.health(address);
     }
     if let Some(address) = args.metrics {
         println!("metrics on http://{address}/metrics");
@@ -107,8 +134,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for address in server.websocket_addrs() {
         println!("chat over websocket on ws://{address}/ws");
     }
-    // The page is told the WebSocket listener's port (config.json).
-    let page = web::chat_site(server.websocket_addrs()[0], "/ws");
+    if let Some(address) = server.health_addr() {
+        println!("health checks on http://{address}/readyz");
+    }
+    for proxy in &args.trusted_proxies {
+        println!("PROXY protocol headers read from {proxy}");
+    }
+    // The page is told the WebSocket port to connect to (config.json).
+    let mut websocket = server.websocket_addrs()[0];
+    if let Some(port) = args.page_ws_port {
+        websocket.set_port(port);
+    }
+    let page = web::chat_site(websocket, "/ws");
     let http = tokio::net::TcpListener::bind(args.http).await?;
     println!("chat page on http://{}/", http.local_addr()?);
     tokio::spawn(web::serve(http, page));
