@@ -3,4 +3,5 @@
 pub mod chat;
 pub mod echo;
 pub mod game;
+pub mod rooms;
 pub mod web;
