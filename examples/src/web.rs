@@ -139,8 +139,9 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
         .file("/config.json", "application/json", config)
 }
 
-/// The room game's page: `index.html`, `page.js` and `rooms.js` from
-/// `examples/web/rooms/`, the browser SDK `ternio.js` from `sdk-js/`, and
+/// The room game's page: `index.html`, `page.js`, `rooms.js` and
+/// `rooms.css` from `examples/web/rooms/`, the browser SDK `ternio.js` from
+/// `sdk-js/`, and
 /// `config.json` with the port and path of the WebSocket listener at
 /// `websocket` (as [`chat_site`] does).
 pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
@@ -164,6 +165,11 @@ pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
             "/rooms.js",
             "text/javascript; charset=utf-8",
             include_str!("../web/rooms/rooms.js"),
+        )
+        .file(
+            "/rooms.css",
+            "text/css; charset=utf-8",
+            include_str!("../web/rooms/rooms.css"),
         )
         .file(
             "/ternio.js",
