@@ -141,9 +141,8 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
 
 /// The room game's page: `index.html`, `page.js`, `rooms.js` and
 /// `rooms.css` from `examples/web/rooms/`, the browser SDK `ternio.js` from
-/// `sdk-js/`, and
-/// `config.json` with the port and path of the WebSocket listener at
-/// `websocket` (as [`chat_site`] does).
+/// `sdk-js/`, and `config.json` with the port and path of the WebSocket
+/// listener at `websocket` (as [`chat_site`] does).
 pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
     let config = format!(
         "{{\"websocket\":{{\"port\":{},\"path\":\"{}\"}}}}\n",
