@@ -4,4 +4,11 @@ pub mod chat;
 pub mod echo;
 pub mod game;
 pub mod logging;
+pub mod rooms;
 pub mod web;
+
+/// docs/GUIDE.md, compiled as doctests (`cargo test -p ternio-examples
+/// --doc`): every Rust block of the guide builds, and those not marked
+/// `no_run` run against a server on 127.0.0.1.
+#[doc = include_str!("../../docs/GUIDE.md")]
+mod guide {}

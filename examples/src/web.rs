@@ -139,6 +139,45 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
         .file("/config.json", "application/json", config)
 }
 
+/// The room game's page: `index.html`, `page.js`, `rooms.js` and
+/// `rooms.css` from `examples/web/rooms/`, the browser SDK `ternio.js` from
+/// `sdk-js/`, and `config.json` with the port and path of the WebSocket
+/// listener at `websocket` (as [`chat_site`] does).
+pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
+    let config = format!(
+        "{{\"websocket\":{{\"port\":{},\"path\":\"{}\"}}}}\n",
+        websocket.port(),
+        json_escape(path)
+    );
+    Site::new()
+        .file(
+            "/index.html",
+            "text/html; charset=utf-8",
+            include_str!("../web/rooms/index.html"),
+        )
+        .file(
+            "/page.js",
+            "text/javascript; charset=utf-8",
+            include_str!("../web/rooms/page.js"),
+        )
+        .file(
+            "/rooms.js",
+            "text/javascript; charset=utf-8",
+            include_str!("../web/rooms/rooms.js"),
+        )
+        .file(
+            "/rooms.css",
+            "text/css; charset=utf-8",
+            include_str!("../web/rooms/rooms.css"),
+        )
+        .file(
+            "/ternio.js",
+            "text/javascript; charset=utf-8",
+            include_str!("../../sdk-js/ternio.js"),
+        )
+        .file("/config.json", "application/json", config)
+}
+
 /// Escapes `text` for a JSON string.
 fn json_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
