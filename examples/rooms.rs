@@ -3,8 +3,8 @@
 //! browser page at <http://127.0.0.1:7303/>.
 //!
 //! ```text
-//! cargo run --example rooms
-//! ROOMS_ADMIN_TOKEN=s3cret cargo run --example rooms -- --metrics 127.0.0.1:9101
+//! cargo run --release --example rooms
+//! ROOMS_ADMIN_TOKEN=s3cret cargo run --release --example rooms -- --metrics 127.0.0.1:9101
 //! ```
 //!
 //! With `--redis URL` (and the cluster secret in `TERNIO_CLUSTER_SECRET`),
