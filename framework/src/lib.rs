@@ -75,6 +75,7 @@ mod shared;
 mod signal;
 mod store;
 mod sync;
+pub mod testing;
 mod transport;
 
 pub use ternio_protocol as protocol;

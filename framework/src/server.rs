@@ -329,4 +329,18 @@ impl ServerHandle {
         let path = Arc::from(path);
         transport::serve_stream(stream, peer, Arc::clone(&self.shared), Some(path)).await;
     }
+
+    /// A connection to this server through an in-memory pipe, for tests
+    /// without a port: returns the client's end, whose other end is served
+    /// on a task of its own as [`serve_stream`](Self::serve_stream) serves
+    /// (length-prefixed frames, from 127.0.0.1 port 0). Each direction
+    /// buffers 64 KiB. Give it to the client's `Client::connect_stream`
+    /// (see [`testing`](crate::testing)).
+    pub fn connect_in_memory(&self) -> tokio::io::DuplexStream {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let server = self.clone();
+        let peer = SocketAddr::from(([127, 0, 0, 1], 0));
+        tokio::spawn(async move { server.serve_stream(theirs, peer).await });
+        ours
+    }
 }
