@@ -202,3 +202,67 @@ async fn connecting_to_a_closed_port_is_a_connect_error() {
         result.err()
     );
 }
+
+/// `Client::builder()`: each transport with settings in one chain, and a
+/// clear error when no transport was chosen.
+#[tokio::test]
+async fn the_builder_connects_over_tcp_websocket_and_a_stream() {
+    let (tcp, ws, server) = start_server_with_ws(|b| b);
+    let over_tcp = Client::builder()
+        .tcp(tcp.to_string())
+        .request_timeout(Duration::from_secs(3))
+        .max_in_flight(8)
+        .connect()
+        .await
+        .unwrap();
+    assert_echoed(&over_tcp, "tcp".into()).await;
+
+    let over_ws = Client::builder()
+        .websocket(format!("ws://{ws}/ws"))
+        .connect()
+        .await
+        .unwrap();
+    assert_echoed(&over_ws, "ws".into()).await;
+
+    let pipe_server = server.clone();
+    let over_pipe = Client::builder()
+        .stream(move || {
+            let pipe = pipe_server.connect_in_memory();
+            async move { Ok(pipe) }
+        })
+        .connect()
+        .await
+        .unwrap();
+    assert_echoed(&over_pipe, "pipe".into()).await;
+
+    // Settings reach the client: a second request with room for one.
+    let tight = Client::builder()
+        .tcp(tcp.to_string())
+        .max_in_flight(1)
+        .connect()
+        .await
+        .unwrap();
+    let slow = {
+        let tight = tight.clone();
+        tokio::spawn(async move {
+            tight
+                .request_async::<_, Slept>(&Sleep { ms: 300, tag: 1 })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let refused = tight
+        .request_async::<_, Slept>(&Sleep { ms: 0, tag: 2 })
+        .await;
+    assert!(
+        matches!(refused, Err(ClientError::TooManyInFlight(1))),
+        "{refused:?}"
+    );
+    slow.await.unwrap().unwrap();
+
+    let nowhere = Client::builder().connect().await;
+    assert!(
+        matches!(nowhere, Err(ClientError::NoTransport)),
+        "{nowhere:?}"
+    );
+}

@@ -213,6 +213,21 @@ async fn frames_and_websocket_travel_inside_tls_to_a_client_trusting_only_the_ca
         server.connection_count() == 2
     })
     .await;
+    // The same two through the builder.
+    let built = Client::builder()
+        .tls(format!("localhost:{}", tcp.port()))
+        .trust(ca.trust())
+        .connect()
+        .await
+        .unwrap();
+    assert_echoed(&built, Bytes::from_static(b"builder over tls")).await;
+    let built = Client::builder()
+        .websocket(url)
+        .trust(ca.trust())
+        .connect()
+        .await
+        .unwrap();
+    assert_echoed(&built, Bytes::from_static(b"builder over wss")).await;
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use crate::push::{Subscription, SubscriptionGuard};
 use crate::secure::Seal;
 use crate::shared::Shared;
 use crate::state::ConnectionState;
-use crate::stream::Connector;
+use crate::stream::{Connector, DynConnector};
 use crate::supervisor::supervise;
 use crate::tasks::TaskSet;
 #[cfg(feature = "tls")]
@@ -211,6 +211,15 @@ impl Client {
         config: ClientConfig,
     ) -> Result<Self, ClientError> {
         Self::connect(Endpoint::Stream(Box::new(connector)), config).await
+    }
+
+    /// [`connect_stream_with`](Self::connect_stream_with) with a connector
+    /// boxed already (by the builder).
+    pub(crate) async fn connect_boxed_stream(
+        connector: Box<dyn DynConnector>,
+        config: ClientConfig,
+    ) -> Result<Self, ClientError> {
+        Self::connect(Endpoint::Stream(connector), config).await
     }
 
     async fn connect(endpoint: Endpoint, config: ClientConfig) -> Result<Self, ClientError> {

@@ -132,6 +132,10 @@ pub enum ClientError {
     /// The WebSocket URL is not usable (`ws://host:port/path` expected).
     #[error("invalid WebSocket URL: {0}")]
     InvalidUrl(String),
+    /// [`ClientBuilder::connect`](crate::ClientBuilder::connect) was called
+    /// with no transport chosen.
+    #[error("no transport: call tcp, websocket, tls or stream on the builder")]
+    NoTransport,
     /// The server refused or botched the WebSocket upgrade.
     #[error("WebSocket upgrade failed: {0}")]
     WebSocket(String),

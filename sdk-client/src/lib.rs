@@ -140,6 +140,7 @@
 //! # }
 //! ```
 
+mod builder;
 mod client;
 mod config;
 mod endpoint;
@@ -173,6 +174,7 @@ pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Response};
 
 pub use ternio_macros::{Codec, Packet};
 
+pub use builder::ClientBuilder;
 pub use client::Client;
 pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use error::{ClientError, CloseReason};
