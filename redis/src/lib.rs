@@ -101,6 +101,8 @@ mod keys;
 mod link;
 mod replay;
 mod secret;
+#[cfg(feature = "serde")]
+mod settings;
 
 pub use backplane::{RedisBackplane, RedisBackplaneError};
 pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
@@ -108,6 +110,8 @@ pub use counters::Rejected;
 #[doc(hidden)]
 pub use envelope::fuzzing;
 pub use secret::{ClusterSecret, MIN_SECRET_LEN, SecretTooShort};
+#[cfg(feature = "serde")]
+pub use settings::RedisSettings;
 
 /// `docs/SCALING.md`'s examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]
