@@ -468,19 +468,24 @@ impl<S: AsyncRead + Unpin> RawConnection<S> {
 /// examples/echo_server: the binary `TERNIO_ECHO_SERVER` names, or the
 /// one `cargo test --workspace` built beside the test binaries.
 pub fn echo_server_binary() -> std::path::PathBuf {
-    let binary = std::env::var("TERNIO_ECHO_SERVER")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            let deps = std::env::current_exe().unwrap();
-            deps.parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("examples/echo_server")
-        });
+    example_binary("echo_server", "TERNIO_ECHO_SERVER")
+}
+
+/// The example `name`: the binary the environment variable `var` names, or
+/// the one `cargo test --workspace` built beside the test binaries.
+pub fn example_binary(name: &str, var: &str) -> std::path::PathBuf {
+    let binary = std::env::var(var).map(Into::into).unwrap_or_else(|_| {
+        let deps = std::env::current_exe().unwrap();
+        deps.parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("examples")
+            .join(name)
+    });
     assert!(
         binary.exists(),
-        "{} is missing: run `cargo build --example echo_server` (cargo test --workspace builds it)",
+        "{} is missing: run `cargo build -p ternio-examples --example {name}` (cargo test --workspace builds it)",
         binary.display()
     );
     binary
