@@ -82,6 +82,15 @@
 //! ([`RedisConfig::tls_ca_certificate`] for a private CA), so that nobody
 //! on the way reads the pushes. The trust model in full: `docs/SCALING.md`.
 //!
+//! # Settings files
+//!
+//! With the `serde` feature (off by default), `RedisSettings` holds every
+//! setting of [`RedisConfig`] but the cluster secret, read from a settings
+//! file (every key optional, unknown keys refused, durations written
+//! `"30s"`); `RedisSettings::into_config(secret)` adds the secret, which
+//! comes from the environment or a key file, never from the settings
+//! file. Every key and its default: `docs/CONFIGURATION.md`.
+//!
 //! # Envelope
 //!
 //! `version u8 = 2, kind u8, origin node u16 LE, flags u8 (bit 0
