@@ -27,7 +27,7 @@ use ternio_tests::example_binary;
 use tokio::sync::mpsc;
 
 /// How long the script may take to report the cluster ready.
-const START_WITHIN: Duration = Duration::from_secs(20);
+const START_WITHIN: Duration = Duration::from_secs(60);
 
 /// The script's ports, as offsets from its `--port-base`.
 const OFFSETS: [u16; 13] = [0, 1, 2, 3, 4, 11, 12, 13, 14, 21, 22, 23, 24];

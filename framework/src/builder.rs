@@ -424,8 +424,12 @@ impl ServerBuilder {
         self
     }
 
-    /// Replaces every limit at once.
-    pub fn config(mut self, config: ServerConfig) -> Self {
+    /// Replaces every limit at once (setters called before are undone;
+    /// call them after to change a limit of `config`). With feature
+    /// `serde`, `config` can come from a settings file.
+    pub fn config(mut self, mut config: ServerConfig) -> Self {
+        // As the setter: with no request allowed, a connection never reads.
+        config.max_requests_in_flight = config.max_requests_in_flight.max(1);
         self.config = config;
         self
     }

@@ -8,7 +8,40 @@ use ternio_protocol::secure::RekeyPolicy;
 
 /// The limits a server applies to every connection. Every field has a
 /// documented default and a setter on [`ServerBuilder`](crate::ServerBuilder).
+///
+/// With feature `serde` it reads from a settings file (give it to
+/// [`ServerBuilder::config`](crate::ServerBuilder::config)): every key is
+/// optional and takes its default, an unknown key is an error that names
+/// it, durations are written `"30s"` or `"250ms"`, and `"off"` turns off
+/// `idle_timeout` and `max_handshakes_per_second`. Every key and its
+/// default: `docs/CONFIGURATION.md`.
+///
+/// ```
+/// # #[cfg(feature = "serde")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+///
+/// let config: ternio::ServerConfig = toml::from_str(
+///     r#"
+///     max_connections = 50000
+///     idle_timeout = "2m"
+///     trusted_proxies = ["10.0.0.2"]
+///     "#,
+/// )?;
+/// assert_eq!(config.idle_timeout, Some(Duration::from_secs(120)));
+/// assert_eq!(config.max_connections_per_ip, 256); // not in the file: its default
+/// let server = ternio::Server::builder().config(config);
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "serde"))]
+/// # fn main() {}
+/// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct ServerConfig {
     /// Largest frame (header + body) accepted or sent. Default 1 MiB.
     pub max_frame_size: usize,
@@ -45,6 +78,10 @@ pub struct ServerConfig {
     pub accepts_per_ip: usize,
     /// The window of [`accepts_per_ip`](Self::accepts_per_ip); zero turns
     /// the accept rate off. Default 1 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub accept_window: Duration,
     /// Whether loopback peers (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) are
     /// exempt from the per-IP limits. Default `false`: behind a proxy on the
@@ -80,6 +117,10 @@ pub struct ServerConfig {
     /// would wait behind them; the write timeout judges the peer then) and
     /// starts again once the peer has read them. `None` disables it.
     /// Default 60 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration_or_off")
+    )]
     pub idle_timeout: Option<Duration>,
     /// How long a frame (on WebSocket, a message, whatever its fragments)
     /// may take to arrive whole, counted from its first byte; later bytes
@@ -89,6 +130,10 @@ pub struct ServerConfig {
     /// not late. Past it: `DISCONNECT IDLE_TIMEOUT`.
     /// Default 10 s: a 1 MiB frame then needs about 100 KB/s, and a peer
     /// that trickles a frame holds its slot for 10 s at most.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub frame_timeout: Duration,
     /// With [`require_encryption`](Self::require_encryption), the largest
     /// frame accepted before the handshake completed (a `HANDSHAKE` is 56
@@ -102,6 +147,10 @@ pub struct ServerConfig {
     /// [`min_drain_rate`](Self::min_drain_rate) times its length, or all
     /// that was queued during it if that is less, and at least a byte;
     /// otherwise `DISCONNECT SLOW_CONSUMER`. Default 30 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub write_timeout: Duration,
     /// Bytes per second a peer must read while frames wait for it, over
     /// each [`write_timeout`](Self::write_timeout): reading a little now
@@ -110,21 +159,41 @@ pub struct ServerConfig {
     pub min_drain_rate: usize,
     /// How long a closing connection waits for its last frames to be
     /// written and for the peer to close its side. Default 2 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub close_linger: Duration,
     /// On shutdown, how long running requests may take to finish before
     /// their connections close anyway. Default 5 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub shutdown_grace: Duration,
     /// How long a WebSocket client may take over its HTTP upgrade (which
     /// starts only once the connection is admitted). Default 10 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub websocket_upgrade_timeout: Duration,
     /// How long a connection to the health listener
     /// ([`ServerBuilder::health`](crate::ServerBuilder::health)) may take to
     /// send its request and read the answer before it is closed. Default 5 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub health_timeout: Duration,
     /// How long a peer of a TLS listener (feature `tls`) may take over its
     /// TLS handshake, which starts only once the connection is admitted
     /// and holds one of the [`max_pending_upgrades`](Self::max_pending_upgrades)
     /// places meanwhile; past it, the connection is closed. Default 10 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub tls_handshake_timeout: Duration,
     /// Whether every application opcode requires an encrypted request
     /// (a plain one gets error 6). Default `false`.
@@ -132,6 +201,10 @@ pub struct ServerConfig {
     /// With `require_encryption`, how long a connection may go without a
     /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
     /// A failed handshake closes the connection at once (none can follow).
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub handshake_timeout: Duration,
     /// Handshakes the whole server runs per second (each costs a few X25519
     /// operations, about 0.1 ms of CPU): past it, a `HANDSHAKE` is answered
@@ -140,6 +213,10 @@ pub struct ServerConfig {
     /// closed), so that a flood of handshakes cannot take the CPU from the
     /// connections already served. Bursts up to the same number pass at
     /// once. `None`: no budget. Default 1,000.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::number_or_off")
+    )]
     pub max_handshakes_per_second: Option<u32>,
     /// When a secure session replaces the key of what the server sends
     /// (contract section 5.2): by default after 65,536 frames or 2 minutes
@@ -184,7 +261,14 @@ impl Default for ServerConfig {
 
 /// What happens to a push when a connection's outbox is full (its
 /// peer does not read fast enough).
+///
+/// In a settings file: `"disconnect"` or `"drop_droppable"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum SlowConsumerPolicy {
     /// The connection gets `DISCONNECT SLOW_CONSUMER` and closes.
     #[default]
@@ -193,4 +277,86 @@ pub enum SlowConsumerPolicy {
     /// next one replaces) is dropped for that connection, which stays; any
     /// other packet still disconnects it with `SLOW_CONSUMER`.
     DropDroppable,
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_sets_what_it_names_and_leaves_the_rest_at_its_default() {
+        let config: ServerConfig = toml::from_str(
+            r#"
+            max_connections = 50000
+            slow_consumer = "drop_droppable"
+            idle_timeout = "off"
+            write_timeout = "1m 30s"
+            close_linger = "250ms"
+            max_handshakes_per_second = "off"
+            trusted_proxies = ["10.0.0.2", "fd00::1"]
+            rekey = { interval = "30s" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.max_connections, 50_000);
+        assert_eq!(config.slow_consumer, SlowConsumerPolicy::DropDroppable);
+        assert_eq!(config.idle_timeout, None);
+        assert_eq!(config.write_timeout, Duration::from_secs(90));
+        assert_eq!(config.close_linger, Duration::from_millis(250));
+        assert_eq!(config.max_handshakes_per_second, None);
+        assert_eq!(
+            config.trusted_proxies,
+            [
+                "10.0.0.2".parse::<IpAddr>().unwrap(),
+                "fd00::1".parse().unwrap()
+            ]
+        );
+        assert_eq!(config.rekey.interval, Duration::from_secs(30));
+        assert_eq!(config.rekey.frames, RekeyPolicy::default().frames);
+        let defaults = ServerConfig::default();
+        assert_eq!(
+            config.max_connections_per_ip,
+            defaults.max_connections_per_ip
+        );
+        assert_eq!(config.frame_timeout, defaults.frame_timeout);
+    }
+
+    #[test]
+    fn the_defaults_survive_a_file() {
+        let text = toml::to_string(&ServerConfig::default()).unwrap();
+        assert!(text.contains(r#"idle_timeout = "1m""#), "{text}");
+        assert!(text.contains(r#"slow_consumer = "disconnect""#), "{text}");
+        let read: ServerConfig = toml::from_str(&text).unwrap();
+        assert_eq!(
+            format!("{read:?}"),
+            format!("{:?}", ServerConfig::default())
+        );
+        let empty: ServerConfig = toml::from_str("").unwrap();
+        assert_eq!(
+            format!("{empty:?}"),
+            format!("{:?}", ServerConfig::default())
+        );
+    }
+
+    #[test]
+    fn a_mistyped_key_or_value_is_an_error_that_names_it() {
+        let error = toml::from_str::<ServerConfig>("max_conections = 5")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `max_conections`"), "{error}");
+        assert!(error.contains("`max_connections`"), "{error}");
+        let error = toml::from_str::<ServerConfig>("[rekey]\nframe = 5")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `frame`"), "{error}");
+        let error = toml::from_str::<ServerConfig>("idle_timeout = 60")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a duration needs a unit"), "{error}");
+        assert!(error.contains("idle_timeout"), "{error}");
+        let error = toml::from_str::<ServerConfig>(r#"slow_consumer = "drop""#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("drop_droppable"), "{error}");
+    }
 }

@@ -44,10 +44,14 @@
 //! ([`ServerBuilder::metrics`], or `ServerBuilder::prometheus` with the
 //! feature `prometheus`): names, labels, histogram buckets.
 //!
-//! Cargo features (both off by default): `tls`, the TLS listeners
+//! Cargo features (all off by default): `tls`, the TLS listeners
 //! (`ServerBuilder::map_tcp_tls`, `map_websocket_tls` for `wss://`, and
 //! `TlsConfig`, whose certificate reloads without a restart; rustls with
-//! the `ring` provider); `prometheus`, a Prometheus endpoint for the metrics.
+//! the `ring` provider); `prometheus`, a Prometheus endpoint for the
+//! metrics; `serde`, [`ServerConfig`] read from a settings file
+//! (`Deserialize` and `Serialize`: every key optional, unknown keys
+//! refused, durations written `"30s"`; every key and its default in
+//! `docs/CONFIGURATION.md`).
 
 // Lets the macros name this crate `::ternio` from inside it too.
 extern crate self as ternio;

@@ -14,6 +14,8 @@
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
 //! - [`reply`]: how a handler's return value becomes a response frame;
+//! - `config_format` (feature `serde`): how settings files write durations
+//!   (`"30s"`) and settings turned off (`"off"`);
 //! - [`websocket`]: counting WebSocket bytes, to know when a WebSocket
 //!   library's buffers hold nothing unread.
 //!
@@ -25,6 +27,8 @@ extern crate self as ternio_protocol;
 
 pub mod buffers;
 pub mod codec;
+#[cfg(feature = "serde")]
+pub mod config_format;
 pub mod error;
 pub mod frame;
 pub mod packet;

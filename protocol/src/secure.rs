@@ -527,11 +527,20 @@ pub fn rekey(key: &[u8; KEY_LEN]) -> Zeroizing<[u8; KEY_LEN]> {
 /// When a [`Sealer`] replaces its key on its own (section 5.2): after
 /// `frames` sealed frames or `interval`, whichever comes first, counted
 /// from the last key change.
+///
+/// With feature `serde`, it reads from a settings table such as
+/// `{ frames = 65536, interval = "2m" }`; a missing key takes its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct RekeyPolicy {
     /// Frames sealed under one key before the next frame brings a `REKEY`.
     pub frames: u64,
     /// Time under one key before the next frame brings a `REKEY`.
+    #[cfg_attr(feature = "serde", serde(with = "crate::config_format::duration"))]
     pub interval: Duration,
 }
 

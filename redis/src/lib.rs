@@ -82,6 +82,15 @@
 //! ([`RedisConfig::tls_ca_certificate`] for a private CA), so that nobody
 //! on the way reads the pushes. The trust model in full: `docs/SCALING.md`.
 //!
+//! # Settings files
+//!
+//! With the `serde` feature (off by default), `RedisSettings` holds every
+//! setting of [`RedisConfig`] but the cluster secret, read from a settings
+//! file (every key optional, unknown keys refused, durations written
+//! `"30s"`); `RedisSettings::into_config(secret)` adds the secret, which
+//! comes from the environment or a key file, never from the settings
+//! file. Every key and its default: `docs/CONFIGURATION.md`.
+//!
 //! # Envelope
 //!
 //! `version u8 = 2, kind u8, origin node u16 LE, flags u8 (bit 0
@@ -101,6 +110,8 @@ mod keys;
 mod link;
 mod replay;
 mod secret;
+#[cfg(feature = "serde")]
+mod settings;
 
 pub use backplane::{RedisBackplane, RedisBackplaneError};
 pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
@@ -108,6 +119,8 @@ pub use counters::Rejected;
 #[doc(hidden)]
 pub use envelope::fuzzing;
 pub use secret::{ClusterSecret, MIN_SECRET_LEN, SecretTooShort};
+#[cfg(feature = "serde")]
+pub use settings::RedisSettings;
 
 /// `docs/SCALING.md`'s examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

@@ -8,18 +8,60 @@ use ternio_protocol::secure::RekeyPolicy;
 use crate::reconnect::ReconnectPolicy;
 
 /// How a [`Client`](crate::Client) behaves. Every field has a default.
+///
+/// With feature `serde` it reads from a settings file: every key is
+/// optional and takes its default, an unknown key is an error that names
+/// it, durations are written `"30s"` or `"250ms"`; `reconnect`, `secure`
+/// and `keepalive` are tables (an empty `[reconnect]` turns reconnection on
+/// with its defaults) or `"off"`. Every key and its default:
+/// `docs/CONFIGURATION.md`.
+///
+/// ```
+/// # #[cfg(feature = "serde")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+///
+/// let config: ternio_client::ClientConfig = toml::from_str(
+///     r#"
+///     request_timeout = "5s"
+///     keepalive = "off"
+///     [reconnect]
+///     max_attempts = "off"
+///     "#,
+/// )?;
+/// assert_eq!(config.request_timeout, Duration::from_secs(5));
+/// assert_eq!(config.keepalive, None);
+/// assert_eq!(config.reconnect.unwrap().max_attempts, None); // never gives up
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "serde"))]
+/// # fn main() {}
+/// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct ClientConfig {
     /// How long a request waits for its response unless the call says
     /// otherwise. Default 10 s. While the client reconnects, the wait for
     /// the new connection counts toward it. An explicit
     /// [`handshake`](crate::Client::handshake) is bounded by it too.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub request_timeout: Duration,
     /// How long connecting may take (resolving, the TCP connection and, on
     /// WebSocket, the upgrade), for the first connection and for each
     /// reconnect attempt. Default 10 s. The handshake of a secure session
     /// that runs on connect (or again after a reconnect) has its own
     /// `connect_timeout` as well.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub connect_timeout: Duration,
     /// Largest frame sent or accepted. Default 1 MiB, as the server's. On
     /// WebSocket it is also the largest message and message fragment
@@ -40,12 +82,20 @@ pub struct ClientConfig {
     /// Whether and how to re-establish a connection that was lost. Default
     /// `None`: a lost connection closes the client for good. See
     /// [`ReconnectPolicy`] for what happens to requests meanwhile.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::table_or_off")
+    )]
     pub reconnect: Option<ReconnectPolicy>,
     /// A secure session to set up on every connection, before any request
     /// goes out on it: with it, `connect_*` runs the handshake and fails if
     /// it does, and every reconnect runs it again. Default `None`: the
     /// connection is plain until [`Client::handshake`](crate::Client::handshake)
     /// is called.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::table_or_off")
+    )]
     pub secure: Option<SecureConfig>,
     /// When the secure session replaces the key of what the client sends
     /// (contract section 5.2): by default after 65,536 frames or 2 minutes
@@ -65,6 +115,10 @@ pub struct ClientConfig {
     /// dropped route, a NAT that forgot the connection) is never noticed:
     /// the client stays `Connected` and its requests time out one by one.
     /// `None` turns it off.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::table_or_off")
+    )]
     pub keepalive: Option<Keepalive>,
     /// The most bytes of frames the client holds that the socket has not
     /// taken yet. Default 8 MiB: eight frames of the default
@@ -141,18 +195,34 @@ const MIN_OUTBOUND: usize = 64 * 1024 + 1024;
 /// last byte it sent (`interval + timeout` when it never sent one). The
 /// `PING` also resets the server's idle timer, so a client whose interval
 /// is below the server's idle timeout is not dropped for being idle.
+///
+/// In a settings file: `keepalive = { interval = "15s", timeout = "10s" }`,
+/// or `keepalive = "off"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct Keepalive {
     /// How long the server may stay silent before a `PING` goes out.
     /// Default 15 s: a quarter of the server's default idle timeout (60 s),
     /// and under the 30 s after which the most impatient NATs and firewalls
     /// forget an idle connection; an idle connection costs one small frame
     /// each way per interval. Values below 10 ms count as 10 ms.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub interval: Duration,
     /// How long after the `PING` something must arrive. Default 10 s, the
     /// default request timeout: generous for a server under load; with the
     /// interval, a dead server is noticed within 32.5 s. Values below
     /// 10 ms count as 10 ms.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub timeout: Duration,
 }
 
@@ -187,13 +257,55 @@ impl Keepalive {
 /// the matching private key completes it, so a man in the middle cannot
 /// read or change the traffic. Without one it is `Noise_NN`: it hides the
 /// traffic from a passive eavesdropper only (see `docs/SECURITY.md`).
+///
+/// In a settings file: a `[secure]` table, with `pin` the server's public
+/// key in hex (64 digits); `secure = "off"`, or no `secure` key, for none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct SecureConfig {
     /// The server's static X25519 public key (its identity, printed by the
     /// server as 64 hex digits), or `None` for an anonymous `Noise_NN`
     /// session. [`protocol::secure::key_from_hex`](crate::protocol::secure::key_from_hex)
     /// reads the hex form.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "pin_hex", skip_serializing_if = "Option::is_none")
+    )]
     pub pin: Option<[u8; 32]>,
+}
+
+/// [`SecureConfig::pin`] in a settings file: 64 hex digits.
+#[cfg(feature = "serde")]
+mod pin_hex {
+    use serde::{Deserialize, Deserializer, Serializer, de};
+    use ternio_protocol::secure::{key_from_hex, to_hex};
+
+    /// Writes the key as 64 hex digits.
+    pub(super) fn serialize<S: Serializer>(
+        pin: &Option<[u8; 32]>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match pin {
+            Some(key) => serializer.serialize_str(&to_hex(key)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Reads 64 hex digits.
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<[u8; 32]>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        key_from_hex(&text).map(Some).ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "invalid pin {text:?}: expected the server's public key as 64 hex digits"
+            ))
+        })
+    }
 }
 
 impl SecureConfig {
@@ -205,5 +317,91 @@ impl SecureConfig {
     /// `Noise_NN`: anonymous, against passive eavesdroppers only.
     pub const fn anonymous() -> Self {
         Self { pin: None }
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod file_tests {
+    use super::*;
+
+    #[test]
+    fn tables_turn_reconnect_and_secure_on_and_off_turns_keepalive_off() {
+        let pin = "7f".repeat(32);
+        let config: ClientConfig = toml::from_str(&format!(
+            r#"
+            connect_timeout = "3s"
+            keepalive = "off"
+            rekey = {{ frames = 1000 }}
+            [reconnect]
+            initial_delay = "250ms"
+            multiplier = 3
+            [secure]
+            pin = "{pin}"
+            "#
+        ))
+        .unwrap();
+        assert_eq!(config.connect_timeout, Duration::from_secs(3));
+        assert_eq!(config.keepalive, None);
+        assert_eq!(config.rekey.frames, 1000);
+        let reconnect = config.reconnect.unwrap();
+        assert_eq!(reconnect.initial_delay, Duration::from_millis(250));
+        assert_eq!(reconnect.multiplier, 3.0);
+        assert_eq!(
+            reconnect.max_attempts,
+            ReconnectPolicy::default().max_attempts
+        );
+        assert_eq!(config.secure, Some(SecureConfig::pinned([0x7f; 32])));
+
+        let anonymous: ClientConfig =
+            toml::from_str("[secure]\n[keepalive]\ntimeout = \"1s\"").unwrap();
+        assert_eq!(anonymous.secure, Some(SecureConfig::anonymous()));
+        assert_eq!(anonymous.reconnect, None);
+        assert_eq!(
+            anonymous.keepalive,
+            Some(Keepalive {
+                timeout: Duration::from_secs(1),
+                ..Keepalive::default()
+            })
+        );
+    }
+
+    #[test]
+    fn the_defaults_survive_a_file() {
+        let mut config = ClientConfig {
+            reconnect: Some(ReconnectPolicy::default()),
+            secure: Some(SecureConfig::pinned([3; 32])),
+            ..ClientConfig::default()
+        };
+        for _ in 0..2 {
+            let text = toml::to_string(&config).unwrap();
+            let read: ClientConfig = toml::from_str(&text).unwrap();
+            assert_eq!(format!("{read:?}"), format!("{config:?}"), "{text}");
+            config = ClientConfig::default();
+        }
+        let text = toml::to_string(&ClientConfig::default()).unwrap();
+        assert!(text.contains(r#"reconnect = "off""#), "{text}");
+    }
+
+    #[test]
+    fn mistakes_are_errors_that_name_them() {
+        let error = |text: &str| {
+            toml::from_str::<ClientConfig>(text)
+                .unwrap_err()
+                .to_string()
+        };
+        let message = error("request_timout = \"1s\"");
+        assert!(
+            message.contains("unknown field `request_timout`"),
+            "{message}"
+        );
+        let message = error("[reconnect]\nmax_atempts = 3");
+        assert!(message.contains("unknown field `max_atempts`"), "{message}");
+        let message = error("[secure]\npin = \"abc\"");
+        assert!(message.contains("64 hex digits"), "{message}");
+        let message = error("keepalive = \"no\"");
+        assert!(
+            message.contains(r#"a table of settings, or "off""#),
+            "{message}"
+        );
     }
 }

@@ -28,6 +28,12 @@
 //! `ClientTls` says which certificates are trusted (the system's roots, or
 //! a given CA).
 //!
+//! With the `serde` feature (off by default), [`ClientConfig`] (with
+//! [`ReconnectPolicy`], [`Keepalive`] and [`SecureConfig`]) is read from a
+//! settings file: every key optional, unknown keys refused, durations
+//! written `"30s"`, `"off"` for what can be off. Every key and its
+//! default: `docs/CONFIGURATION.md`.
+//!
 //! One connection carries any number of requests at once (up to
 //! [`ClientConfig::max_in_flight`]); their responses may come back in any
 //! order. When the connection closes, every pending request fails at once

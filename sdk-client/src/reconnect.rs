@@ -75,12 +75,28 @@ use crate::error::CloseReason;
 /// When the next attempt would be number `max_attempts + 1`, the client
 /// closes for good with [`CloseReason::ReconnectFailed`] and every waiting
 /// request fails at once.
+///
+/// In a settings file: a `[reconnect]` table (an empty one takes every
+/// default), `max_attempts = "off"` to never give up.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct ReconnectPolicy {
     /// The delay before the first attempt. Default 100 ms.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub initial_delay: Duration,
     /// The largest base delay, so the longest delay but after a server that
     /// was full or going away (see `busy_delay`). Default 5 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub max_delay: Duration,
     /// By how much the delay grows after each failed attempt; values below
     /// 1 count as 1. Default 2.
@@ -92,17 +108,29 @@ pub struct ReconnectPolicy {
     /// How many attempts in a row before giving up; `None` never gives up.
     /// Default `Some(10)`. The count starts again only after a connection
     /// stayed up for `healthy_after`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::number_or_off")
+    )]
     pub max_attempts: Option<u32>,
     /// How long a connection must stay up for the count of attempts to
     /// start again at 1. Default 10 s: long enough that a server which
     /// refuses or drops its clients at once is not retried at the fastest
     /// pace forever, short enough that a connection lost after working for
     /// a while gets a quick first attempt.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub healthy_after: Duration,
     /// The least delay before the attempt that follows a
     /// `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`, before the random
     /// part (see the rules above). Default 1 s: a restarting server is not
     /// hammered while it comes back, and a full one gets time to free room.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration")
+    )]
     pub busy_delay: Duration,
 }
 
