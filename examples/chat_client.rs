@@ -144,6 +144,8 @@ async fn run(args: Args) -> Result<(), ClientError> {
                         println!("! connection closed: {reason}");
                         return Ok(());
                     }
+                    // A state of a later version: nothing to show.
+                    _ => {}
                 }
             }
             else => break,

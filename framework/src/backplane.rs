@@ -43,6 +43,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///
 /// Every `frame` is an encoded push frame: header (request id 0, no flags) +
 /// body, no length prefix, never sealed.
+///
+/// Deliberately not `#[non_exhaustive]`: a backplane must carry every kind
+/// of message, so a new kind is a compile error in each backplane rather
+/// than a message silently dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackplaneMessage {
     /// Push `frame` to every member of `group`.
@@ -81,6 +85,7 @@ pub enum BackplaneMessage {
 
 /// Why a backplane could not do what it was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackplaneError {
     /// The backplane has lost its link (to Redis, say) and is reconnecting.
     /// Local traffic is not affected.

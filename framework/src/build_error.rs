@@ -14,6 +14,7 @@ use crate::backplane::BackplaneError;
 /// opcodes in hex as everywhere else: `DuplicateOpcode { opcode: 0x0101,
 /// first: "Rooms::join", second: "Lobby::join" }`.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// Two handlers answer the same opcode.
     #[error("opcode {opcode:#06X} is handled twice: by {first} and by {second}")]

@@ -47,6 +47,7 @@ impl CloseNotice {
 
 /// Why a connection closed, as the disconnect hooks see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CloseCause {
     /// The peer sent `DISCONNECT` with this reason.
     PeerDisconnected(DisconnectReason),

@@ -269,6 +269,7 @@ impl Default for ServerConfig {
     derive(serde::Deserialize, serde::Serialize),
     serde(rename_all = "snake_case")
 )]
+#[non_exhaustive]
 pub enum SlowConsumerPolicy {
     /// The connection gets `DISCONNECT SLOW_CONSUMER` and closes.
     #[default]

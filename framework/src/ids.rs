@@ -49,6 +49,7 @@ impl fmt::Display for ConnectionId {
 
 /// The transport a connection arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Transport {
     /// Length-prefixed frames over TCP.
     Tcp,

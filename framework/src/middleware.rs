@@ -140,6 +140,7 @@ impl Rejection {
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The handler answered (a packet or an acknowledgement).
     Replied,

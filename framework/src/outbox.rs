@@ -24,6 +24,7 @@ use crate::sync::lock;
 
 /// Why a push was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PushError {
     /// The connection is closed (or no connection has that id).
     #[error("the connection is closed")]

@@ -28,6 +28,7 @@ use crate::link;
 
 /// Why a [`RedisBackplane`] could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RedisBackplaneError {
     /// Redis refused, failed or could not be reached.
     #[error("redis: {0}")]

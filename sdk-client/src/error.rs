@@ -9,6 +9,7 @@ use ternio_protocol::{DecodeError, ErrorCode, FrameError, ResponseError};
 
 /// Why a connection closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CloseReason {
     /// The server sent `DISCONNECT` with this reason and text.
     Disconnected(Disconnect),
@@ -94,6 +95,7 @@ impl fmt::Display for CloseReason {
 
 /// A failed request or connection.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server answered with an error code.
     #[error("server error {code}: {message}")]

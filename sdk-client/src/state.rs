@@ -15,6 +15,7 @@ use crate::error::CloseReason;
 /// count goes on from the attempt that opened it instead of starting at 1.
 /// `Closed` is final.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConnectionState {
     /// A connection is up: requests go out at once.
     Connected,
