@@ -103,6 +103,16 @@ impl Site {
     }
 }
 
+/// `config.json` of a page: the port and path of the WebSocket listener at
+/// `websocket`.
+fn websocket_config(websocket: SocketAddr, path: &str) -> String {
+    format!(
+        "{{\"websocket\":{{\"port\":{},\"path\":\"{}\"}}}}\n",
+        websocket.port(),
+        json_escape(path)
+    )
+}
+
 /// The chat page: `index.html`, `chat.js` and `chat.css` from
 /// `examples/web/chat/`, the browser SDK `ternio.js` from `sdk-js/`, and
 /// `config.json`, which tells the page the port and path of the chat
@@ -110,11 +120,7 @@ impl Site {
 /// port on the host it was loaded from (or to the URL in its `?ws=`
 /// parameter).
 pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
-    let config = format!(
-        "{{\"websocket\":{{\"port\":{},\"path\":\"{}\"}}}}\n",
-        websocket.port(),
-        json_escape(path)
-    );
+    let config = websocket_config(websocket, path);
     Site::new()
         .file(
             "/index.html",
@@ -144,11 +150,7 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
 /// `sdk-js/`, and `config.json` with the port and path of the WebSocket
 /// listener at `websocket` (as [`chat_site`] does).
 pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
-    let config = format!(
-        "{{\"websocket\":{{\"port\":{},\"path\":\"{}\"}}}}\n",
-        websocket.port(),
-        json_escape(path)
-    );
+    let config = websocket_config(websocket, path);
     Site::new()
         .file(
             "/index.html",
