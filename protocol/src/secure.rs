@@ -34,7 +34,13 @@
 //! of our own that does (`noise_builder`).
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// std's `Instant::now` panics on wasm32-unknown-unknown; web-time's reads
+// the browser's clock there (and is std's type everywhere else).
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+use std::time::Instant;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use web_time::Instant;
 
 use bytes::{BufMut, BytesMut};
 use zeroize::Zeroizing;
