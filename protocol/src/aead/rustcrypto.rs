@@ -1,7 +1,9 @@
 //! The pure-Rust backend (`aead-rustcrypto`): RustCrypto's
 //! `chacha20poly1305` (the version snow's handshake uses) and `getrandom`.
 //! The cipher wipes its key when dropped (`ZeroizeOnDrop`); it is boxed so
-//! that replacing a key (`REKEY`) moves a pointer, not the key.
+//! that replacing a key (`REKEY`) moves a pointer, not the key. Per frame,
+//! the ChaCha20 state and the one-time Poly1305 key are wiped too (the
+//! latter by `poly1305`'s `zeroize` feature, which `Cargo.toml` turns on).
 
 use chacha20poly1305::{AeadInPlace, ChaCha20Poly1305, KeyInit, Nonce, Tag};
 
