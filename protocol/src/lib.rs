@@ -21,10 +21,16 @@
 //!
 //! The server (`ternio`) and the client (`ternio-client`) both use it; neither
 //! frames or encodes by hand.
+//!
+//! Features choose the library that seals frames in [`secure`] sessions:
+//! `aead-aws-lc` (the default: AWS-LC, a C build) or `aead-rustcrypto`
+//! (pure Rust, for wasm32 or a build without a C compiler). One of them is
+//! required; with both, AWS-LC is used.
 
 // Lets `#[derive(Packet)]` name this crate as `::ternio_protocol` from inside it.
 extern crate self as ternio_protocol;
 
+mod aead;
 pub mod buffers;
 pub mod codec;
 #[cfg(feature = "serde")]

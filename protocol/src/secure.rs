@@ -19,21 +19,33 @@
 //! changes the key; [`Opener::open`] changes its key after opening one.
 //! [`RekeyPolicy`] says when a sealer is due to do so on its own.
 //!
-//! Per-frame sealing runs on AWS-LC (`aws-lc-rs`): RustCrypto's
-//! `chacha20poly1305` computes eight ChaCha blocks and four Poly1305
-//! powers whatever the message size, about 1.5 µs for a 32-byte frame
-//! against 0.2 µs here (`cargo bench -p ternio-bench --bench aead`).
-//! AWS-LC keeps each key in a heap context it wipes when freed.
-//! snow wipes nothing; its X25519 keys come from an implementation of our own
-//! that does (`noise_builder`).
+//! Per-frame sealing runs on one of two backends, chosen by feature
+//! ([`AEAD_BACKEND`] names the one in use): AWS-LC (`aws-lc-rs`,
+//! `aead-aws-lc`, the default) or RustCrypto's `chacha20poly1305`
+//! (`aead-rustcrypto`, pure Rust, for wasm32 or a build without a C
+//! compiler). Both give the same bytes (the test vectors pass on each).
+//! RustCrypto's computes eight ChaCha blocks and four Poly1305 powers
+//! whatever the message size: sealing a 32-byte frame costs several times
+//! what it costs on AWS-LC (`protocol/README.md` has the figures of `cargo
+//! bench -p ternio-bench --bench aead`). Both wipe each key when it is
+//! dropped: AWS-LC keeps it in a heap context it wipes when freed,
+//! RustCrypto's cipher wipes itself (and is boxed, so that a `REKEY` moves
+//! no key). snow wipes nothing; its X25519 keys come from an implementation
+//! of our own that does (`noise_builder`).
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// std's `Instant::now` panics on wasm32-unknown-unknown; web-time's reads
+// the browser's clock there (and is std's type everywhere else).
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+use std::time::Instant;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use web_time::Instant;
 
-use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use bytes::{BufMut, BytesMut};
 use zeroize::Zeroizing;
 
+use crate::aead;
 use crate::error::FrameError;
 use crate::frame::{self, Flags, Framing, HEADER_LEN, Header};
 
@@ -47,6 +59,10 @@ pub const TAG_LEN: usize = 16;
 pub const SEAL_OVERHEAD: usize = COUNTER_LEN + TAG_LEN;
 /// Bytes of an X25519 key.
 pub const KEY_LEN: usize = 32;
+/// The library that seals and opens frames, chosen by feature: `"aws-lc"`
+/// (`aead-aws-lc`, the default, and the choice when both are on) or
+/// `"rustcrypto"` (`aead-rustcrypto` alone).
+pub const AEAD_BACKEND: &str = aead::BACKEND;
 
 /// The handshake patterns of section 5, with their `pattern` byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,7 +175,7 @@ impl StaticKeypair {
     pub fn generate() -> Self {
         // Not snow's `generate_keypair`: snow keeps a copy it never wipes.
         let mut private = Zeroizing::new([0u8; KEY_LEN]);
-        aws_lc_rs::rand::fill(&mut private[..]).expect("the system random source works");
+        aead::fill_random(&mut private[..]);
         Self::from_private(*private)
     }
 
@@ -325,6 +341,14 @@ pub struct Initiator {
     state: snow::HandshakeState,
 }
 
+impl fmt::Debug for Initiator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Initiator")
+            .field("pattern", &self.pattern)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Initiator {
     /// Starts `Noise_NN`, or `Noise_NK` when `server_key` pins the server's
     /// public key.
@@ -396,6 +420,7 @@ impl Initiator {
 }
 
 /// The server's half: answers a `HANDSHAKE` request body in one step.
+#[derive(Debug)]
 pub struct Responder;
 
 impl Responder {
@@ -489,39 +514,17 @@ impl fmt::Debug for SecureChannel {
     }
 }
 
-fn nonce(counter: u64) -> Nonce {
-    let mut nonce = [0u8; 12];
-    nonce[4..].copy_from_slice(&counter.to_le_bytes());
-    Nonce::assume_unique_for_key(nonce)
+/// The AEAD key that follows `cipher`'s by `REKEY` (section 5.2).
+fn rekeyed(cipher: &aead::Key) -> aead::Key {
+    aead::Key::new(&aead::rekey(cipher))
 }
 
-/// One direction's ChaCha20-Poly1305 key, held by AWS-LC (which wipes it
-/// when the key is dropped).
-fn aead_key(key: &[u8; KEY_LEN]) -> LessSafeKey {
-    let key = UnboundKey::new(&CHACHA20_POLY1305, key)
-        .expect("a 32-byte key is a valid ChaCha20-Poly1305 key");
-    LessSafeKey::new(key)
-}
-
-/// Noise's `REKEY(k)` (section 5.2): the first 32 bytes of the encryption,
-/// under `k`, of 32 zero bytes with the nonce of counter 2^64 - 1 and empty
-/// associated data; no frame ever uses that counter.
-fn rekeyed(cipher: &LessSafeKey) -> LessSafeKey {
-    let mut key = Zeroizing::new([0u8; KEY_LEN]);
-    let _tag = cipher
-        .seal_in_place_separate_tag(nonce(u64::MAX), Aad::empty(), &mut key[..])
-        .expect("32 bytes are far below ChaCha20-Poly1305's message limit");
-    aead_key(&key)
-}
-
-/// The key a `REKEY` frame moves to from `key` (section 5.2), for test
-/// vectors and other implementations to check against.
+/// The key a `REKEY` frame moves to from `key` (section 5.2): the first 32
+/// bytes of the encryption, under `key`, of 32 zero bytes with the nonce of
+/// counter 2^64 - 1 and empty associated data (no frame uses that counter).
+/// For test vectors and other implementations to check against.
 pub fn rekey(key: &[u8; KEY_LEN]) -> Zeroizing<[u8; KEY_LEN]> {
-    let mut next = Zeroizing::new([0u8; KEY_LEN]);
-    let _tag = aead_key(key)
-        .seal_in_place_separate_tag(nonce(u64::MAX), Aad::empty(), &mut next[..])
-        .expect("32 bytes are far below ChaCha20-Poly1305's message limit");
-    next
+    aead::rekey(&aead::Key::new(key))
 }
 
 /// When a [`Sealer`] replaces its key on its own (section 5.2): after
@@ -569,7 +572,7 @@ impl Default for RekeyPolicy {
 
 /// Seals outgoing frames with one direction's key and counter.
 pub struct Sealer {
-    cipher: LessSafeKey,
+    cipher: aead::Key,
     next: u64,
     policy: RekeyPolicy,
     /// Frames sealed under the current key.
@@ -578,11 +581,22 @@ pub struct Sealer {
     keyed_at: Instant,
 }
 
+/// Shows the counter and the rekey state, never the key.
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sealer")
+            .field("next_counter", &self.next)
+            .field("under_key", &self.under_key)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Sealer {
     /// A sealer with `key`, counting from 0, rekeying by the default policy.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
-            cipher: aead_key(key),
+            cipher: aead::Key::new(key),
             next: 0,
             policy: RekeyPolicy::default(),
             under_key: 0,
@@ -676,13 +690,9 @@ impl Sealer {
         let header_at = start + framing.prefix_len();
         let plain_at = header_at + HEADER_LEN + COUNTER_LEN;
         let (head, plain) = out[header_at..].split_at_mut(HEADER_LEN + COUNTER_LEN);
-        let aad: [u8; HEADER_LEN] = head[..HEADER_LEN].try_into().expect("7 bytes");
-        let tag = self
-            .cipher
-            .seal_in_place_separate_tag(nonce(counter), Aad::from(aad), plain)
-            .expect("a frame is far below ChaCha20-Poly1305's message limit");
+        let tag = self.cipher.seal(counter, &head[..HEADER_LEN], plain);
         debug_assert_eq!(out.len() - plain_at + HEADER_LEN + COUNTER_LEN, len);
-        out.extend_from_slice(tag.as_ref());
+        out.extend_from_slice(&tag);
         let sealed_len = len + TAG_LEN;
         if framing.prefix_len() > 0 {
             crate::prefix::set(out, start, sealed_len);
@@ -711,15 +721,24 @@ impl Sealer {
 /// Opens incoming frames with one direction's key, accepting each counter
 /// only in its turn.
 pub struct Opener {
-    cipher: LessSafeKey,
+    cipher: aead::Key,
     next: u64,
+}
+
+/// Shows the counter, never the key.
+impl fmt::Debug for Opener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opener")
+            .field("next_counter", &self.next)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Opener {
     /// An opener with `key` that expects counter 0 first.
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
         Self {
-            cipher: aead_key(key),
+            cipher: aead::Key::new(key),
             next: 0,
         }
     }
@@ -748,11 +767,7 @@ impl Opener {
         }
         let tag_at = body.len() - TAG_LEN;
         self.cipher
-            .open_in_place(
-                nonce(counter),
-                Aad::from(header.to_bytes()),
-                &mut body[COUNTER_LEN..],
-            )
+            .open(counter, &header.to_bytes(), &mut body[COUNTER_LEN..])
             .map_err(|_| OpenError::BadTag)?;
         // A sender never uses counter 2^64 - 1, so this does not overflow.
         self.next = counter + 1;

@@ -440,7 +440,7 @@ mod secure_vectors {
     /// sealed by snow after `rekey_outgoing` opens with our rekeyed key.
     #[test]
     fn rekey_agrees_with_snow() {
-        use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+        use chacha20poly1305::{AeadInPlace, ChaCha20Poly1305, KeyInit};
         let name = "Noise_NN_25519_ChaChaPoly_BLAKE2s";
         let mut client = snow::Builder::new(name.parse().unwrap())
             .build_initiator()
@@ -466,14 +466,12 @@ mod secure_vectors {
             .unwrap();
         let mut nonce = [0u8; 12];
         nonce[4..].copy_from_slice(&7u64.to_le_bytes());
-        let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &rekey(&c2s)[..]).unwrap());
-        let plain = key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::empty(),
-                &mut sealed[..len],
-            )
+        // Opened by RustCrypto's cipher whichever backend is built, so the
+        // key is checked apart from the code that derived it.
+        let key = ChaCha20Poly1305::new((&*rekey(&c2s)).into());
+        let (text, tag) = sealed[..len].split_at_mut(len - 16);
+        key.decrypt_in_place_detached(&nonce.into(), &[], text, (&*tag).into())
             .unwrap();
-        assert_eq!(plain, b"after rekey");
+        assert_eq!(text, b"after rekey");
     }
 }

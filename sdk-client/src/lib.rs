@@ -44,20 +44,22 @@
 //! meanwhile wait for it:
 //!
 //! ```no_run
-//! use ternio_client::{Client, ClientConfig, ConnectionState, ReconnectPolicy};
+//! use ternio_client::{Client, ConnectionState, ReconnectPolicy};
 //!
 //! # async fn run() -> Result<(), ternio_client::ClientError> {
-//! let config = ClientConfig {
-//!     reconnect: Some(ReconnectPolicy::default()),
-//!     ..ClientConfig::default()
-//! };
-//! let client = Client::connect_tcp_with("127.0.0.1:7001", config).await?;
+//! let client = Client::builder()
+//!     .tcp("127.0.0.1:7001")
+//!     .reconnect(ReconnectPolicy::default())
+//!     .connect()
+//!     .await?;
 //! let mut states = client.state_changes();
 //! while states.changed().await.is_ok() {
 //!     match &*states.borrow() {
 //!         ConnectionState::Connected => println!("connected"),
 //!         ConnectionState::Reconnecting { attempt } => println!("reconnecting ({attempt})"),
 //!         ConnectionState::Closed(reason) => println!("closed: {reason}"),
+//!         // `ConnectionState` is non-exhaustive: later versions add states.
+//!         _ => {}
 //!     }
 //! }
 //! # Ok(())
