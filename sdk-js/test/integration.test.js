@@ -4,55 +4,30 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 import { Client, TernioError, ErrorCode, DisconnectReason, packet, bytes } from '../ternio.js';
 
+import { exampleBinary, rerunWithWebSocket } from './support.js';
+
 const HERE = fileURLToPath(import.meta.url);
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
 const Unhandled = packet(0x0099, {}, { name: 'Unhandled' });
 const text = (s) => new TextEncoder().encode(s);
 
 if (typeof globalThis.WebSocket !== 'function') {
-  // Node 20 keeps its WebSocket behind a flag: run this file again with it.
-  test('integration tests (run again with --experimental-websocket)', { timeout: 15 * 60_000 }, (t) => {
-    const env = { ...process.env };
-    delete env.NODE_TEST_CONTEXT;
-    const run = spawnSync(process.execPath, ['--experimental-websocket', HERE], { env, encoding: 'utf8' });
-    for (const line of run.stdout.split('\n').filter((l) => /^# (tests|pass|fail|skipped) /.test(l))) {
-      t.diagnostic(line.slice(2));
-    }
-    assert.equal(run.status, 0, `${run.error ?? ''}\n${run.stdout}\n${run.stderr}`);
-  });
+  rerunWithWebSocket(HERE, 'integration tests');
 } else {
   let binary;
 
   before(() => {
-    binary = process.env.TERNIO_ECHO_SERVER ?? buildEchoServer();
+    binary = exampleBinary('echo_server', 'TERNIO_ECHO_SERVER');
   }, { timeout: 15 * 60_000 });
 
   const servers = [];
   after(() => servers.forEach(({ child }) => child.kill('SIGKILL')));
-
-  /** Builds the echo server with cargo and returns the executable's path. */
-  function buildEchoServer() {
-    const build = spawnSync('cargo', ['build', '--example', 'echo_server', '--message-format=json-render-diagnostics'],
-      { cwd: REPO, encoding: 'utf8', maxBuffer: 256 << 20 });
-    if (build.error || build.status !== 0) {
-      throw new Error(`cargo build --example echo_server failed (set TERNIO_ECHO_SERVER to use a built one):\n${build.error ?? build.stderr.slice(-4000)}`);
-    }
-    for (const line of build.stdout.split('\n')) {
-      if (!line.startsWith('{')) continue;
-      const message = JSON.parse(line);
-      if (message.reason === 'compiler-artifact' && message.target?.name === 'echo_server' && message.executable) {
-        return message.executable;
-      }
-    }
-    throw new Error('cargo built no echo_server executable');
-  }
 
   /** Starts an echo server (by default on free ports); resolves once it listens, with its WebSocket URL. */
   function startServer(ws = '127.0.0.1:0') {

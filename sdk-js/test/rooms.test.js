@@ -8,48 +8,23 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+import { exampleBinary, rerunWithWebSocket } from './support.js';
+
 const HERE = fileURLToPath(import.meta.url);
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const TOKEN = 'guide-admin-token';
 
 if (typeof globalThis.WebSocket !== 'function') {
-  // Node 20 keeps its WebSocket behind a flag: run this file again with it.
-  test('rooms tests (run again with --experimental-websocket)', { timeout: 15 * 60_000 }, (t) => {
-    const env = { ...process.env };
-    delete env.NODE_TEST_CONTEXT;
-    const run = spawnSync(process.execPath, ['--experimental-websocket', HERE], { env, encoding: 'utf8' });
-    for (const line of run.stdout.split('\n').filter((l) => /^# (tests|pass|fail|skipped) /.test(l))) {
-      t.diagnostic(line.slice(2));
-    }
-    assert.equal(run.status, 0, `${run.error ?? ''}\n${run.stdout}\n${run.stderr}`);
-  });
+  rerunWithWebSocket(HERE, 'rooms tests');
 } else {
   let server;
   let Game;
   let dir;
-
-  /** Builds the rooms example with cargo and returns the executable's path. */
-  function buildRoomsServer() {
-    const build = spawnSync('cargo', ['build', '--example', 'rooms', '--message-format=json-render-diagnostics'],
-      { cwd: REPO, encoding: 'utf8', maxBuffer: 256 << 20 });
-    if (build.error || build.status !== 0) {
-      throw new Error(`cargo build --example rooms failed (set TERNIO_ROOMS_SERVER to use a built one):\n${build.error ?? build.stderr.slice(-4000)}`);
-    }
-    for (const line of build.stdout.split('\n')) {
-      if (!line.startsWith('{')) continue;
-      const message = JSON.parse(line);
-      if (message.reason === 'compiler-artifact' && message.target?.name === 'rooms' && message.executable) {
-        return message.executable;
-      }
-    }
-    throw new Error('cargo built no rooms executable');
-  }
 
   /** Starts the server on free ports; resolves with its child, WebSocket URL and page URL. */
   function startServer(binary) {
@@ -76,7 +51,7 @@ if (typeof globalThis.WebSocket !== 'function') {
   }
 
   before(async () => {
-    server = await startServer(process.env.TERNIO_ROOMS_SERVER ?? buildRoomsServer());
+    server = await startServer(exampleBinary('rooms', 'TERNIO_ROOMS_SERVER'));
     // What the page loads, from the page's own server.
     dir = mkdtempSync(join(tmpdir(), 'ternio-rooms-'));
     for (const file of ['rooms.js', 'ternio.js', 'page.js', 'index.html']) {

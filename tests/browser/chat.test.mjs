@@ -12,44 +12,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-/** How long one step may take (a page element, a line from a process). */
-const STEP = 15_000;
-
-/** The chat_server and chat_bot executables: given, or built with cargo. */
-function examples() {
-  const given = { chat_server: process.env.TERNIO_CHAT_SERVER, chat_bot: process.env.TERNIO_CHAT_BOT };
-  if (given.chat_server && given.chat_bot) return given;
-  const output = execFileSync(
-    'cargo',
-    ['build', '-p', 'ternio-examples', '--example', 'chat_server', '--example', 'chat_bot',
-      '--message-format=json-render-diagnostics'],
-    { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 256 * 1024 * 1024 },
-  );
-  const built = {};
-  for (const line of output.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const message = JSON.parse(line);
-    if (message.reason === 'compiler-artifact' && message.executable && message.target.kind.includes('example')) {
-      built[message.target.name] = message.executable;
-    }
-  }
-  assert.ok(built.chat_server && built.chat_bot, `cargo built ${JSON.stringify(built)}`);
-  return built;
-}
+import { CHROMIUM, CHROMIUM_ARGS, STEP, examples, root } from './support.mjs';
 
 /** A child process whose stdout is read line by line. */
 class Child {
@@ -114,7 +84,7 @@ class Child {
 }
 
 test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000 }, async (t) => {
-  const built = examples();
+  const built = examples({ chat_server: 'TERNIO_CHAT_SERVER', chat_bot: 'TERNIO_CHAT_BOT' });
 
   const server = new Child('chat_server', built.chat_server,
     ['--tcp', '127.0.0.1:0', '--ws', '127.0.0.1:0', '--http', '127.0.0.1:0']);

@@ -12,40 +12,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-/** How long one step may take (a page element, the server's start). */
-const STEP = 15_000;
-
-/** The rooms executable: given, or built with cargo. */
-function roomsServer() {
-  if (process.env.TERNIO_ROOMS_SERVER) return process.env.TERNIO_ROOMS_SERVER;
-  const output = execFileSync(
-    'cargo',
-    ['build', '-p', 'ternio-examples', '--example', 'rooms', '--message-format=json-render-diagnostics'],
-    { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 256 * 1024 * 1024 },
-  );
-  for (const line of output.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const message = JSON.parse(line);
-    if (message.reason === 'compiler-artifact' && message.executable && message.target.name === 'rooms') {
-      return message.executable;
-    }
-  }
-  throw new Error('cargo built no rooms executable');
-}
+import { CHROMIUM, CHROMIUM_ARGS, STEP, examples } from './support.mjs';
 
 /** Starts the server; resolves with the child and its page's URL once it serves. */
 function start(executable) {
@@ -73,7 +47,7 @@ async function row(tab, y) {
 }
 
 test('two tabs play in one room: log in, join, move with the arrow keys, leave', { timeout: 120_000 }, async (t) => {
-  const { child, site } = await start(roomsServer());
+  const { child, site } = await start(examples({ rooms: 'TERNIO_ROOMS_SERVER' }).rooms);
   t.after(() => child.kill('SIGKILL'));
 
   const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
