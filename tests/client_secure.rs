@@ -94,7 +94,7 @@ async fn a_handshake_seals_requests(transport: Transport, pinned: bool) {
         .await;
     match failed {
         Err(ClientError::Remote { code, message }) => {
-            assert_eq!(code, ErrorCode::Application(120));
+            assert_eq!(code, ErrorCode::from_u16(120));
             assert_eq!(message, "sealed failure");
         }
         other => panic!("expected error 120, got {other:?}"),

@@ -97,7 +97,7 @@ async fn a_websocket_client_has_the_whole_api() {
         .await;
     match result {
         Err(ClientError::Remote { code, message }) => {
-            assert_eq!(code, ErrorCode::Application(150));
+            assert_eq!(code, ErrorCode::from_u16(150));
             assert_eq!(message, "nope");
         }
         other => panic!("expected error 150, got {other:?}"),

@@ -74,7 +74,7 @@ async fn a_handler_error_carries_its_code_and_message() {
             })
             .await,
     );
-    assert_eq!(code, ErrorCode::Application(404));
+    assert_eq!(code, ErrorCode::from_u16(404));
     assert_eq!(message, "no such room");
     // A contract code used on purpose passes; an unassigned one becomes INTERNAL.
     let (code, _) = remote_code(

@@ -2,7 +2,7 @@
 //! extractors and the pushes they sent, and no socket.
 
 use ternio::testing::TestServer;
-use ternio::{Context, DisconnectReason, Hub, Packet, Stored, packet_controller};
+use ternio::{AppCode, Context, DisconnectReason, Hub, Packet, Stored, packet_controller};
 
 #[derive(Debug, PartialEq, Packet)]
 #[packet(opcode = 0x0810)]
@@ -40,7 +40,7 @@ impl Lobby {
     #[handler(permission = 2)]
     fn kick(request: Kick, hub: Hub, me: Stored<Name>) -> Result<(), ternio::HandlerError> {
         let me =
-            me.0.ok_or_else(|| ternio::HandlerError::new(100, "log in first"))?;
+            me.0.ok_or_else(|| ternio::HandlerError::new(AppCode::new(100), "log in first"))?;
         for id in hub.members("lobby") {
             let handle = hub.connection(id).expect("a member is open");
             if handle.store().get::<Name>() == Some(Name(request.name.clone())) {

@@ -10,7 +10,7 @@ use ternio::protocol::frame::{Flags, Header};
 use ternio::protocol::system::{self, Disconnect};
 use ternio::protocol::{Decode, DecodeError, Encode, ErrorCode, Reader};
 use ternio::{
-    ConnectionId, Context, Delivery, DisconnectReason, HandlerError, Hub, Packet, Server,
+    AppCode, ConnectionId, Context, Delivery, DisconnectReason, HandlerError, Hub, Packet, Server,
     ServerBuilder, ServerConfig, ServerHandle, SlowConsumerPolicy, packet_controller,
 };
 use ternio_tests::RawConnection;
@@ -128,7 +128,7 @@ impl RoomController {
         };
         ctx.hub()
             .broadcast_group(&request.room, &said)
-            .map_err(|error| HandlerError::new(100, error.to_string()))?;
+            .map_err(|error| HandlerError::new(AppCode::new(100), error.to_string()))?;
         Ok(())
     }
 
@@ -149,7 +149,7 @@ impl RoomController {
         };
         ctx.hub()
             .send(ConnectionId(request.to), &said)
-            .map_err(|error| HandlerError::new(101, error.to_string()))
+            .map_err(|error| HandlerError::new(AppCode::new(101), error.to_string()))
     }
 
     fn my_id(_request: MyId, ctx: &Context) -> Id {
@@ -318,7 +318,7 @@ async fn a_send_reaches_one_connection_by_id() {
     let answer = ann.recv().await.unwrap();
     assert!(answer.header.flags.is_error());
     let error = ternio::protocol::system::ErrorBody::parse(&answer.body).unwrap();
-    assert_eq!(error.code, ErrorCode::Application(101));
+    assert_eq!(error.code, ErrorCode::from_u16(101));
 }
 
 #[tokio::test]

@@ -155,7 +155,7 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         })
         .await
         .unwrap_err();
-    assert_eq!(error.code(), Some(ErrorCode::Application(404)));
+    assert_eq!(error.code(), Some(ErrorCode::from_u16(404)));
     let mut raw = RawConnection::connect(address).await;
     raw.send_raw(&[0xFF, 0xFF, 0xFF, 0x7F]).await.unwrap();
     while raw.recv().await.is_some() {}

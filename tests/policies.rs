@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use ternio::middleware::{AuditLog, Middleware, Outcome, Rejection, RequestInfo};
 use ternio::protocol::ErrorCode;
 use ternio::{
-    BuildError, CloseCause, Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder,
-    ServerHandle, Stored, packet_controller,
+    AppCode, BuildError, CloseCause, Context, DisconnectReason, HandlerError, Packet, Server,
+    ServerBuilder, ServerHandle, Stored, packet_controller,
 };
 use ternio_client::{Client, ClientConfig, ClientError};
 use ternio_tests::{PATIENCE, RawConnection, client_in_memory, eventually};
@@ -126,7 +126,7 @@ impl PolicyController {
     }
 
     fn fails(_request: Fails) -> Result<Done, HandlerError> {
-        Err(HandlerError::new(150, "no"))
+        Err(HandlerError::new(AppCode::new(150), "no"))
     }
 }
 
@@ -348,7 +348,7 @@ impl Middleware for Recorder {
             .push(format!("{} before {}", self.name, request.handler()));
         if self.name == "inner" && request.header().opcode == Blocked::OPCODE {
             return Err(Rejection::new(
-                ErrorCode::Application(120),
+                ErrorCode::from_u16(120),
                 "blocked by middleware",
             ));
         }
@@ -385,10 +385,10 @@ async fn middleware_runs_in_order_around_every_dispatch() {
         panic!()
     };
     let error = client.request_async::<_, Done>(&Blocked).await.unwrap_err();
-    assert_eq!(error.code(), Some(ErrorCode::Application(120)));
+    assert_eq!(error.code(), Some(ErrorCode::from_u16(120)));
     assert_eq!(
         code(client.request_async::<_, Done>(&Fails).await),
-        ErrorCode::Application(150)
+        ErrorCode::from_u16(150)
     );
     assert_eq!(
         code(client.request_async::<_, Done>(&AdminOnly).await),
@@ -404,16 +404,16 @@ async fn middleware_runs_in_order_around_every_dispatch() {
             "outer after PolicyController::who_am_i Replied",
             "outer before PolicyController::blocked",
             "inner before PolicyController::blocked",
-            "outer after PolicyController::blocked Rejected(120)",
+            "outer after PolicyController::blocked Rejected(Application(120))",
             "outer before PolicyController::fails",
             "inner before PolicyController::fails",
-            "inner after PolicyController::fails Failed(150)",
-            "outer after PolicyController::fails Failed(150)",
+            "inner after PolicyController::fails Failed(Application(150))",
+            "outer after PolicyController::fails Failed(Application(150))",
             // The built-in policies sit innermost: both see their rejection.
             "outer before PolicyController::admin_only",
             "inner before PolicyController::admin_only",
-            "inner after PolicyController::admin_only Rejected(3)",
-            "outer after PolicyController::admin_only Rejected(3)",
+            "inner after PolicyController::admin_only Rejected(Unauthorized)",
+            "outer after PolicyController::admin_only Rejected(Unauthorized)",
         ]
     );
 }

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use ternio::{
-    ConnectionHandle, Context, HandlerError, Hub, Packet, ServerBuilder, State, Stored,
+    AppCode, ConnectionHandle, Context, HandlerError, Hub, Packet, ServerBuilder, State, Stored,
     packet_controller,
 };
 
@@ -94,14 +94,16 @@ pub struct ChatMessage {
 
 /// Error codes of the chat service.
 pub mod errors {
+    use ternio::AppCode;
+
     /// The nickname is taken, empty or too long.
-    pub const BAD_NICK: u16 = 100;
+    pub const BAD_NICK: AppCode = AppCode::new(100);
     /// A nickname is needed first.
-    pub const NO_NICK: u16 = 101;
+    pub const NO_NICK: AppCode = AppCode::new(101);
     /// The connection is not in that room.
-    pub const NOT_IN_ROOM: u16 = 102;
+    pub const NOT_IN_ROOM: AppCode = AppCode::new(102);
     /// The message or room name is empty or too long.
-    pub const BAD_TEXT: u16 = 103;
+    pub const BAD_TEXT: AppCode = AppCode::new(103);
 }
 
 /// Adds the chat service to `builder`: the [`ChatController`], the
@@ -135,7 +137,7 @@ pub struct Nicknames(Mutex<HashSet<String>>);
 #[derive(Debug, Default)]
 pub struct ChatController;
 
-fn error(code: u16, message: impl Into<String>) -> HandlerError {
+fn error(code: AppCode, message: impl Into<String>) -> HandlerError {
     HandlerError::new(code, message)
 }
 

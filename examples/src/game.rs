@@ -129,12 +129,14 @@ pub const INPUT_LEN: usize = 4 + frame::HEADER_LEN + 4 + 1 + 1;
 
 /// Error codes of the game service.
 pub mod errors {
+    use ternio::AppCode;
+
     /// The name or room is empty or too long.
-    pub const BAD_NAME: u16 = 100;
+    pub const BAD_NAME: AppCode = AppCode::new(100);
     /// [`Input`](super::Input) before [`JoinGame`](super::JoinGame).
-    pub const NOT_JOINED: u16 = 101;
+    pub const NOT_JOINED: AppCode = AppCode::new(101);
     /// A second [`JoinGame`](super::JoinGame) on one connection.
-    pub const ALREADY_JOINED: u16 = 102;
+    pub const ALREADY_JOINED: AppCode = AppCode::new(102);
 }
 
 /// One player of the world.

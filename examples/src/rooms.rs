@@ -116,16 +116,18 @@ pub const ADMIN: u32 = 2;
 
 /// Error codes of the game (applications use 100 and above).
 pub mod errors {
+    use ternio::AppCode;
+
     /// The name is empty or too long, or the connection is logged in already.
-    pub const BAD_NAME: u16 = 100;
+    pub const BAD_NAME: AppCode = AppCode::new(100);
     /// The room name is empty or too long.
-    pub const BAD_ROOM: u16 = 101;
+    pub const BAD_ROOM: AppCode = AppCode::new(101);
     /// A step is -1, 0 or 1 in each direction.
-    pub const BAD_MOVE: u16 = 102;
+    pub const BAD_MOVE: AppCode = AppCode::new(102);
     /// Join a room first.
-    pub const NOT_IN_ROOM: u16 = 103;
+    pub const NOT_IN_ROOM: AppCode = AppCode::new(103);
     /// Nobody of that name is connected.
-    pub const NO_SUCH_PLAYER: u16 = 104;
+    pub const NO_SUCH_PLAYER: AppCode = AppCode::new(104);
 }
 
 /// The server's settings, shared by every handler (`State<Settings>`).

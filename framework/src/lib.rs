@@ -84,7 +84,7 @@ mod transport;
 
 pub use ternio_protocol as protocol;
 pub use ternio_protocol::{
-    AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
+    AppCode, AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
 };
 
 pub use ternio_macros::{Codec, Packet, packet_controller};

@@ -237,7 +237,7 @@ impl Metrics {
             websocket: TransportMetrics::new("websocket"),
             errors: std::array::from_fn(|index| {
                 let code = match index {
-                    0 => ErrorCode::Application(ErrorCode::FIRST_APPLICATION),
+                    0 => ErrorCode::from_u16(ErrorCode::FIRST_APPLICATION),
                     11 => ErrorCode::Unassigned(0),
                     code => ErrorCode::from_u16(code as u16),
                 };

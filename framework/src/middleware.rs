@@ -129,10 +129,11 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    /// A rejection with `code` and `message`.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    /// A rejection with `code` (one of the contract's, or an application's
+    /// [`AppCode`](crate::AppCode)) and `message`.
+    pub fn new(code: impl Into<ErrorCode>, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: code.into(),
             message: message.into(),
         }
     }
@@ -146,9 +147,9 @@ pub enum Outcome {
     Replied,
     /// The handler (or the server for it: decoding, timeout, panic) answered
     /// with this error code.
-    Failed(u16),
+    Failed(ErrorCode),
     /// Middleware refused the request with this code; the handler did not run.
-    Rejected(u16),
+    Rejected(ErrorCode),
     /// The handler did not finish: the connection closed, or the peer
     /// cancelled the request (`CANCEL`, docs/PROTOCOL.md section 4.1).
     Cancelled,

@@ -147,7 +147,7 @@ impl ReplySink for FrameReply<'_> {
                 ErrorBody::write(out, code, &"(message too long)")
             });
         }
-        Outcome::Failed(code)
+        Outcome::Failed(ErrorCode::from_u16(code))
     }
 }
 

@@ -31,7 +31,7 @@ pub enum ErrorCode {
     /// 10: authentication tag or nonce check failed.
     DecryptFailed,
     /// 100 and above: an error the application defines.
-    Application(u16),
+    Application(AppCode),
     /// 0 or 11 to 99: not assigned by the contract.
     Unassigned(u16),
 }
@@ -53,7 +53,8 @@ impl ErrorCode {
             Self::Overloaded => 8,
             Self::HandshakeFailed => 9,
             Self::DecryptFailed => 10,
-            Self::Application(code) | Self::Unassigned(code) => code,
+            Self::Application(code) => code.get(),
+            Self::Unassigned(code) => code,
         }
     }
 
@@ -70,7 +71,7 @@ impl ErrorCode {
             8 => Self::Overloaded,
             9 => Self::HandshakeFailed,
             10 => Self::DecryptFailed,
-            c if c >= Self::FIRST_APPLICATION => Self::Application(c),
+            c if c >= Self::FIRST_APPLICATION => Self::Application(AppCode(c)),
             c => Self::Unassigned(c),
         }
     }
@@ -97,6 +98,76 @@ impl ErrorCode {
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.name(), self.to_u16())
+    }
+}
+
+/// An error code of the application's own: 100 and above, the range the
+/// contract leaves to applications. Declared once, as a constant, and the
+/// range is checked when the constant is compiled:
+///
+/// ```
+/// use ternio_protocol::{AppCode, ErrorCode};
+///
+/// const ROOM_FULL: AppCode = AppCode::new(100);
+/// assert_eq!(ErrorCode::from(ROOM_FULL), ErrorCode::from_u16(100));
+/// ```
+///
+/// ```compile_fail
+/// // Below 100: the constant does not compile.
+/// const NOT_MINE: ternio_protocol::AppCode = ternio_protocol::AppCode::new(7);
+/// # let _ = NOT_MINE;
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppCode(u16);
+
+/// The number alone: `Application(120)` in an [`ErrorCode`]'s `Debug`.
+impl fmt::Debug for AppCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl AppCode {
+    /// `code`, which must be 100 or above: a panic otherwise, which in a
+    /// `const` is a compile error.
+    pub const fn new(code: u16) -> Self {
+        assert!(
+            code >= ErrorCode::FIRST_APPLICATION,
+            "application error codes are 100 and above"
+        );
+        Self(code)
+    }
+
+    /// `code` if it is 100 or above.
+    pub const fn try_new(code: u16) -> Option<Self> {
+        if code >= ErrorCode::FIRST_APPLICATION {
+            Some(Self(code))
+        } else {
+            None
+        }
+    }
+
+    /// The code as it goes on the wire.
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl From<AppCode> for ErrorCode {
+    fn from(code: AppCode) -> Self {
+        Self::Application(code)
+    }
+}
+
+impl PartialEq<AppCode> for ErrorCode {
+    fn eq(&self, other: &AppCode) -> bool {
+        *self == Self::Application(*other)
+    }
+}
+
+impl fmt::Display for AppCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }
 

@@ -46,7 +46,7 @@ pub mod websocket;
 
 pub use bytes::{Bytes, BytesMut};
 pub use codec::{Decode, Encode, Reader};
-pub use error::{DecodeError, DisconnectReason, ErrorCode, FrameError};
+pub use error::{AppCode, DecodeError, DisconnectReason, ErrorCode, FrameError};
 pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
 pub use packet::Packet;
 pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Response, ResponseError};

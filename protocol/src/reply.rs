@@ -5,7 +5,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, ErrorCode};
 use crate::packet::Packet;
 
 /// Where a reply is written: the server writes it as a frame straight into
@@ -49,35 +49,47 @@ impl<T: IntoReply, E: AppError> IntoReply for Result<T, E> {
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         match self {
             Ok(value) => value.into_reply(sink),
-            Err(error) => sink.error(error.code(), &error),
+            Err(error) => sink.error(error.code().to_u16(), &error),
         }
     }
 }
 
 /// An error a handler returns: its code and, through `Display`, its message.
 ///
-/// Application codes are 100 and above. A handler may also use one of the
-/// contract's codes 1 to 10 on purpose (say 3, `UNAUTHORIZED`); the server
-/// turns 0 and the unassigned 11 to 99 into 7, `INTERNAL`.
+/// The code is the application's own ([`AppCode`](crate::AppCode), 100 and above), or one
+/// of the contract's on purpose (say [`ErrorCode::Unauthorized`]); the
+/// server sends [`ErrorCode::Unassigned`] codes (0, 11 to 99) as
+/// `INTERNAL`.
 pub trait AppError: fmt::Display {
     /// The error code sent to the client.
-    fn code(&self) -> u16;
+    fn code(&self) -> ErrorCode;
 }
 
 /// A ready-made [`AppError`]: a code and a message.
+///
+/// ```
+/// use ternio_protocol::{AppCode, ErrorCode, HandlerError};
+///
+/// const ROOM_FULL: AppCode = AppCode::new(100);
+/// let full = HandlerError::new(ROOM_FULL, "the room is full");
+/// let refused = HandlerError::new(ErrorCode::Unauthorized, "log in first");
+/// # assert_eq!(full.code, ROOM_FULL);
+/// # assert_eq!(refused.code, ErrorCode::Unauthorized);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandlerError {
     /// The error code.
-    pub code: u16,
+    pub code: ErrorCode,
     /// The message.
     pub message: String,
 }
 
 impl HandlerError {
-    /// An error with `code` (100 and above for applications) and `message`.
-    pub fn new(code: u16, message: impl Into<String>) -> Self {
+    /// An error with `code` (an [`AppCode`](crate::AppCode), or one of the contract's
+    /// [`ErrorCode`]s) and `message`.
+    pub fn new(code: impl Into<ErrorCode>, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: code.into(),
             message: message.into(),
         }
     }
@@ -92,7 +104,7 @@ impl fmt::Display for HandlerError {
 impl std::error::Error for HandlerError {}
 
 impl AppError for HandlerError {
-    fn code(&self) -> u16 {
+    fn code(&self) -> ErrorCode {
         self.code
     }
 }

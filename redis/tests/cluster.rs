@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ternio::backplane::Backplane;
 use ternio::{
-    ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder, ServerHandle,
-    packet_controller,
+    AppCode, ConnectionId, Context, HandlerError, Packet, PushError, Server, ServerBuilder,
+    ServerHandle, packet_controller,
 };
 use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
@@ -81,7 +81,7 @@ impl RoomController {
         };
         ctx.hub()
             .send(ConnectionId(request.to), &told)
-            .map_err(|error| HandlerError::new(100, error.to_string()))
+            .map_err(|error| HandlerError::new(AppCode::new(100), error.to_string()))
     }
 
     fn enter(request: Enter, ctx: &Context) {
@@ -96,7 +96,7 @@ impl RoomController {
         ctx.hub()
             .broadcast_group(&request.room, &told)
             .map(|_| ())
-            .map_err(|error| HandlerError::new(100, error.to_string()))
+            .map_err(|error| HandlerError::new(AppCode::new(100), error.to_string()))
     }
 }
 
@@ -515,7 +515,7 @@ async fn traffic_resumes_after_redis_restarts() {
     assert_eq!(cara.next().await, told(ann.id, "still here"));
     // A send to the other node cannot go, and says so.
     let refused = ann.tell(bob.id, "lost").await.expect_err("no backplane");
-    assert_eq!(refused.code(), Some(ErrorCode::Application(100)));
+    assert_eq!(refused.code(), Some(ErrorCode::from_u16(100)));
     assert!(
         one.server.hub().cluster_members("lobby").await.is_err(),
         "no cluster view without Redis"

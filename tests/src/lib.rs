@@ -10,8 +10,8 @@ use ternio::protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
 use ternio::protocol::system::{self, Disconnect};
 use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Encode, Frame};
 use ternio::{
-    Context, DisconnectReason, HandlerError, Packet, Server, ServerBuilder, ServerHandle, State,
-    packet_controller,
+    AppCode, Context, DisconnectReason, ErrorCode, HandlerError, Packet, Server, ServerBuilder,
+    ServerHandle, State, packet_controller,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
@@ -175,7 +175,10 @@ impl TestController {
     }
 
     fn fail(request: Fail) -> Result<Sum, HandlerError> {
-        Err(HandlerError::new(request.code, request.message))
+        Err(HandlerError::new(
+            ErrorCode::from_u16(request.code),
+            request.message,
+        ))
     }
 
     fn panic(_request: Panic) -> Sum {
@@ -215,7 +218,7 @@ impl TestController {
     async fn push_me(request: PushMe, ctx: Context) -> Result<(), HandlerError> {
         for seq in 0..request.count {
             ctx.push(&Note { seq })
-                .map_err(|error| HandlerError::new(100, error.to_string()))?;
+                .map_err(|error| HandlerError::new(AppCode::new(100), error.to_string()))?;
         }
         Ok(())
     }

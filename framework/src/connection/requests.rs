@@ -196,8 +196,8 @@ impl Engine {
         };
         for (position, middleware) in server.middleware.iter().enumerate() {
             if let Err(rejection) = middleware.before(&self.info(header, handler)) {
-                let code = rejection.code.to_u16();
-                self.error(header, rejection.code, &rejection.message);
+                let code = rejection.code;
+                self.error(header, code, &rejection.message);
                 self.after(
                     header,
                     handler,
