@@ -42,7 +42,7 @@ async fn tcp_and_websocket_clients_share_one_server() {
         for _ in 0..100 {
             let client = client.clone();
             tasks.push(tokio::spawn(async move {
-                client.request_async::<_, ()>(&Bump { by: 1 }).await
+                client.request_async(&Bump { by: 1 }).await
             }));
         }
     }
@@ -67,7 +67,7 @@ async fn a_websocket_client_has_the_whole_api() {
     assert_eq!(sum, Sum(42));
     assert_echoed(&client, Bytes::from(vec![7u8; 512 * 1024])).await;
     client
-        .request_async::<_, ()>(&Bump { by: 10 })
+        .request_async(&Bump { by: 10 })
         .await
         .unwrap();
 
@@ -82,7 +82,7 @@ async fn a_websocket_client_has_the_whole_api() {
 
     // Pushes nothing handles are counted.
     client
-        .request_async::<_, ()>(&PushMe { count: 7 })
+        .request_async(&PushMe { count: 7 })
         .await
         .unwrap();
     eventually("7 unhandled pushes", || client.unhandled_pushes() >= 7).await;
@@ -90,7 +90,7 @@ async fn a_websocket_client_has_the_whole_api() {
 
     // Error codes.
     let result = client
-        .request_async::<_, Sum>(&Fail {
+        .request_async(&Fail {
             code: 150,
             message: "nope".into(),
         })
@@ -102,11 +102,11 @@ async fn a_websocket_client_has_the_whole_api() {
         }
         other => panic!("expected error 150, got {other:?}"),
     }
-    let result = client.request_async::<_, Sum>(&Unhandled).await;
+    let result = client.request_as::<()>(&Unhandled).await;
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::UnknownOpcode));
-    let result = client.request_async::<_, Sum>(&Panic).await;
+    let result = client.request_async(&Panic).await;
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::Internal));
-    let result = client.request_async::<_, Echo>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::UnexpectedResponse(_))),
         "{result:?}"
@@ -115,14 +115,14 @@ async fn a_websocket_client_has_the_whole_api() {
     // Local errors leave the connection up.
     let too_large = Bytes::from(vec![0; 2 * 1024 * 1024]);
     let result = client
-        .request_async::<_, Echo>(&Echo { payload: too_large })
+        .request_async(&Echo { payload: too_large })
         .await;
     assert!(
         matches!(result, Err(ClientError::FrameTooLarge(_))),
         "{result:?}"
     );
     let result = client
-        .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 1 }, Duration::from_millis(50))
+        .request_with_timeout(&Sleep { ms: 2000, tag: 1 }, Duration::from_millis(50))
         .await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == Duration::from_millis(50)),
@@ -136,7 +136,7 @@ async fn a_websocket_client_has_the_whole_api() {
         let client = client.clone();
         spawn_started(async move {
             client
-                .request_async::<_, Slept>(&Sleep { ms: 3000, tag: 2 })
+                .request_async(&Sleep { ms: 3000, tag: 2 })
                 .await
         })
         .await
@@ -183,7 +183,7 @@ async fn a_thousand_pipelined_requests_over_websocket() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .request_async::<_, Slept>(&Sleep { ms: 200, tag: 1 })
+                .request_async(&Sleep { ms: 200, tag: 1 })
                 .await
         })
     };
@@ -209,7 +209,7 @@ async fn large_answers_among_pushes_lose_nothing() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .request_async::<_, ()>(&PushMe { count: PUSHES })
+                .request_async(&PushMe { count: PUSHES })
                 .await
         })
     };
@@ -435,7 +435,7 @@ async fn a_text_message_is_a_protocol_error_closed_with_1003() {
     })
     .await;
     let client = Client::connect_ws(&url(address)).await.unwrap();
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::Closed(CloseReason::Protocol(_)))),
         "{result:?}"
@@ -466,7 +466,7 @@ async fn a_message_above_the_frame_limit_closes_the_connection() {
         .await
         .unwrap();
     let result = client
-        .request_async::<_, Echo>(&Echo {
+        .request_async(&Echo {
             payload: Bytes::from_static(b"x"),
         })
         .await;
@@ -486,7 +486,7 @@ async fn a_server_close_without_disconnect_fails_pending_requests() {
     .await;
     let client = Client::connect_ws(&url(address)).await.unwrap();
     let started = Instant::now();
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::Closed(CloseReason::PeerClosed))),
         "{result:?}"

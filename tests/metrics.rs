@@ -144,12 +144,12 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         assert_eq!(sum, Sum(3));
     }
     let error = client
-        .request_async::<_, Sum>(&Unhandled)
+        .request_as::<()>(&Unhandled)
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::UnknownOpcode));
     let error = client
-        .request_async::<_, Sum>(&Fail {
+        .request_async(&Fail {
             code: 404,
             message: "x".into(),
         })

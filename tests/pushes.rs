@@ -27,7 +27,7 @@ async fn eventually(done: impl FnMut() -> bool) {
 
 async fn push(client: &Client, count: u32) {
     client
-        .request_async::<_, ()>(&PushMe { count })
+        .request_async(&PushMe { count })
         .await
         .unwrap();
 }
@@ -149,7 +149,7 @@ async fn dropping_a_subscription_unsubscribes_and_later_pushes_are_unhandled() {
     eventually(|| client.unhandled_pushes() == 7).await;
     assert_eq!(
         client
-            .request_async::<_, Sum>(&Add { a: 2, b: 2 })
+            .request_async(&Add { a: 2, b: 2 })
             .await
             .unwrap(),
         Sum(4)
@@ -217,7 +217,7 @@ async fn a_push_that_does_not_decode_is_counted_and_dropped() {
     // Never fatal.
     assert_eq!(
         client
-            .request_async::<_, Sum>(&Add { a: 5, b: 5 })
+            .request_async(&Add { a: 5, b: 5 })
             .await
             .unwrap(),
         Sum(10)

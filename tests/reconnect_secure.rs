@@ -118,7 +118,7 @@ async fn take(subscription: &mut Subscription<Note>, count: u32) -> Vec<u32> {
 async fn exercise(client: &Client, notes: &mut Subscription<Note>, calls: &AtomicU32) {
     let before = calls.load(Ordering::SeqCst);
     client
-        .request_async::<_, ()>(&PushMe { count: 5 })
+        .request_async(&PushMe { count: 5 })
         .await
         .unwrap();
     assert_eq!(take(notes, 5).await, [0, 1, 2, 3, 4]);
@@ -127,7 +127,7 @@ async fn exercise(client: &Client, notes: &mut Subscription<Note>, calls: &Atomi
     })
     .await;
     assert_eq!(
-        client.request_async::<_, Secret>(&Secret).await.unwrap(),
+        client.request_async(&Secret).await.unwrap(),
         Secret
     );
     assert!(client.is_secure());
@@ -187,11 +187,11 @@ async fn an_explicit_handshake_runs_again_after_a_reconnect() {
         let mut setup = Setup::start(plain_with_identity.clone());
         let client = setup.client(transport, reconnecting(None, Some(100))).await;
         let mut notes = client.subscribe::<Note>();
-        let refused = client.request_async::<_, Secret>(&Secret).await;
+        let refused = client.request_async(&Secret).await;
         assert!(refused.is_err());
         client.handshake(Some(&public)).await.unwrap();
         assert_eq!(
-            client.request_async::<_, Secret>(&Secret).await.unwrap(),
+            client.request_async(&Secret).await.unwrap(),
             Secret
         );
 
@@ -199,13 +199,13 @@ async fn an_explicit_handshake_runs_again_after_a_reconnect() {
         // Sealed at once on the new connection: the handshake ran before
         // this request could go out.
         assert_eq!(
-            client.request_async::<_, Secret>(&Secret).await.unwrap(),
+            client.request_async(&Secret).await.unwrap(),
             Secret,
             "{transport:?}"
         );
         assert!(client.is_secure());
         client
-            .request_async::<_, ()>(&PushMe { count: 3 })
+            .request_async(&PushMe { count: 3 })
             .await
             .unwrap();
         assert_eq!(take(&mut notes, 3).await, [0, 1, 2]);
@@ -235,7 +235,7 @@ async fn requests_waiting_for_a_reconnect_go_out_sealed() {
             .map(|i| {
                 let client = client.clone();
                 tokio::spawn(
-                    async move { client.request_async::<_, Sum>(&Add { a: i, b: i }).await },
+                    async move { client.request_async(&Add { a: i, b: i }).await },
                 )
             })
             .collect();
@@ -294,13 +294,13 @@ async fn plain_subscriptions_survive_a_restart() {
         let client = setup.client(transport, reconnecting(None, Some(100))).await;
         let mut notes = client.subscribe::<Note>();
         client
-            .request_async::<_, ()>(&PushMe { count: 2 })
+            .request_async(&PushMe { count: 2 })
             .await
             .unwrap();
         assert_eq!(take(&mut notes, 2).await, [0, 1]);
         setup.restart(&client, |b| b).await;
         client
-            .request_async::<_, ()>(&PushMe { count: 2 })
+            .request_async(&PushMe { count: 2 })
             .await
             .unwrap();
         assert_eq!(take(&mut notes, 2).await, [0, 1]);

@@ -29,7 +29,7 @@ async fn running_requests_finish_before_the_disconnect() {
         let client = client.clone();
         spawn_started(async move {
             client
-                .request_async::<_, Slept>(&Sleep { ms: 200, tag: 2 })
+                .request_async(&Sleep { ms: 200, tag: 2 })
                 .await
         })
         .await
@@ -57,7 +57,7 @@ async fn running_requests_finish_before_the_disconnect() {
 
     // The SDK client: its request answered, then the connection closed with the reason.
     assert_eq!(slow.await.unwrap().unwrap().tag, 2);
-    let after = client.request_async::<_, Sum>(&Add { a: 1, b: 1 }).await;
+    let after = client.request_async(&Add { a: 1, b: 1 }).await;
     match after {
         Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
             assert_eq!(disconnect.reason, DisconnectReason::Shutdown)

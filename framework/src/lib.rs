@@ -79,7 +79,7 @@ mod transport;
 
 pub use ternio_protocol as protocol;
 pub use ternio_protocol::{
-    AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
+    AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet, Request,
 };
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
@@ -105,6 +105,9 @@ pub use transport::tls::{TlsConfig, TlsError};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::context::CheckState;
-    pub use crate::dispatch::{Controller, ControllerRegistration, HandlerSpec};
+    pub use crate::dispatch::{
+        Answers, AnswersOpaque, Controller, ControllerRegistration, Discoverable, HandlerSpec,
+        check_reply, checked_opaque_reply,
+    };
     pub use inventory;
 }

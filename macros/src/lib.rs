@@ -64,13 +64,23 @@ use syn::{DeriveInput, parse_macro_input};
 /// sets `Packet::DROPPABLE`: a push of this type may be dropped for a
 /// connection that falls behind, under the server's slow-consumer policy.
 ///
+/// `response = T` pairs a request with its answer: it implements
+/// `Request` with `type Response = T`, where `T` is the packet the
+/// handler answers with, or `()` for an acknowledgement
+/// (`#[packet(opcode = 0x0010, response = Sum)]`). The client's
+/// `request_async` then returns `T`, and `#[packet_controller]` checks that
+/// the packet's handler returns `T` (or `Result<T, E>`). Every packet a
+/// controller handles declares one.
+///
 /// # Compile errors
 ///
 /// A missing, non-literal or out-of-range opcode (the system range
 /// `0xFF00..=0xFFFF` is reserved), an unknown or repeated key in
-/// `#[packet(...)]`, `#[packet]` on a field or a variant, a generic type, a
-/// union, an enum with no variant, more than 256 variants, or an explicit
-/// discriminant (`A = 5`: the index is the declaration order). A field whose
+/// `#[packet(...)]`, a `response` that is not a type (a type that is neither
+/// a packet nor `()` is reported by the compiler at that type), `#[packet]`
+/// on a field or a variant, a generic type, a union, an enum with no
+/// variant, more than 256 variants, or an explicit discriminant (`A = 5`:
+/// the index is the declaration order). A field whose
 /// type has no encoding is reported by the compiler at that field.
 #[proc_macro_derive(Packet, attributes(packet))]
 pub fn derive_packet(input: TokenStream) -> TokenStream {

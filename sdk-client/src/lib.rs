@@ -169,7 +169,7 @@ mod tls;
 mod ws;
 
 pub use ternio_protocol as protocol;
-pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Response};
+pub use ternio_protocol::{Bytes, DisconnectReason, ErrorCode, Packet, Request, Response};
 
 pub use ternio_macros::{Codec, Packet};
 

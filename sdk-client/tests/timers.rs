@@ -69,7 +69,7 @@ async fn a_request_times_out_by_default_or_per_call() {
     tokio::spawn(slow_peer(peers.recv().await.unwrap()));
 
     let started = Instant::now();
-    let result = client.request_async::<_, Echo>(&echo("never")).await;
+    let result = client.request_async(&echo("never")).await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == 100 * MS),
         "{result:?}"
@@ -78,7 +78,7 @@ async fn a_request_times_out_by_default_or_per_call() {
 
     let started = Instant::now();
     let result = client
-        .request_with_timeout::<_, Echo>(&echo("never"), 30 * MS)
+        .request_with_timeout(&echo("never"), 30 * MS)
         .await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == 30 * MS),
@@ -106,7 +106,7 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
         let client = client.clone();
         async move {
             client
-                .request_with_timeout::<_, Echo>(&echo("long"), Duration::from_secs(5))
+                .request_with_timeout(&echo("long"), Duration::from_secs(5))
                 .await
         }
     });
@@ -114,7 +114,7 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
     let started = Instant::now();
     let short = echo("short");
     let (short, ()) = tokio::join!(
-        client.request_with_timeout::<_, Echo>(&short, 80 * MS),
+        client.request_with_timeout(&short, 80 * MS),
         async {
             peer.recv_request().await.unwrap();
             tokio::time::sleep(1500 * MS).await;
@@ -140,7 +140,7 @@ async fn a_short_timeout_fires_at_its_deadline_behind_a_long_one() {
         let client = client.clone();
         async move {
             client
-                .request_with_timeout::<_, Echo>(&echo("long"), Duration::from_secs(5))
+                .request_with_timeout(&echo("long"), Duration::from_secs(5))
                 .await
         }
     });
@@ -148,7 +148,7 @@ async fn a_short_timeout_fires_at_its_deadline_behind_a_long_one() {
     tokio::spawn(slow_peer(peer));
     let started = Instant::now();
     let short = client
-        .request_with_timeout::<_, Echo>(&echo("short"), 80 * MS)
+        .request_with_timeout(&echo("short"), 80 * MS)
         .await;
     assert!(matches!(short, Err(ClientError::Timeout(_))), "{short:?}");
     assert_eq!(started.elapsed(), 80 * MS);
