@@ -17,9 +17,7 @@ use clap::Parser;
 use ternio_client::{
     Client, ClientConfig, ClientError, ConnectionState, ReconnectPolicy, Subscription,
 };
-use ternio_examples::chat::{
-    ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft,
-};
+use ternio_examples::chat::{ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft};
 use tokio::sync::mpsc;
 
 /// Command line of the chat client.
@@ -212,9 +210,7 @@ async fn join(client: &Client, session: &mut Session, room: &str) {
             if let Some(previous) = session.room.replace(info.room.clone())
                 && previous != info.room
             {
-                let _ = client
-                    .request_async(&LeaveRoom { room: previous })
-                    .await;
+                let _ = client.request_async(&LeaveRoom { room: previous }).await;
             }
         }
         Err(error) => println!("! cannot join {room}: {}", reason(&error)),

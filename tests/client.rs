@@ -39,11 +39,8 @@ async fn the_in_flight_limit_is_an_error_and_a_dropped_request_frees_its_slot() 
     };
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let slow = client.clone();
-    let waiting = spawn_started(async move {
-        slow.request_async(&Sleep { ms: 1000, tag: 1 })
-            .await
-    })
-    .await;
+    let waiting =
+        spawn_started(async move { slow.request_async(&Sleep { ms: 1000, tag: 1 }).await }).await;
     let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::TooManyInFlight(1))),
@@ -143,11 +140,7 @@ async fn a_disconnect_reason_reaches_every_pending_request() {
     let calls: Vec<_> = (0..10)
         .map(|tag| {
             let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .request_async(&Sleep { ms: 0, tag })
-                    .await
-            })
+            tokio::spawn(async move { client.request_async(&Sleep { ms: 0, tag }).await })
         })
         .collect();
     for call in calls {
@@ -167,12 +160,7 @@ async fn close_fails_pending_requests_and_tells_the_server() {
     let client = Client::connect_tcp(address).await.unwrap();
     let pending = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async(&Sleep { ms: 3000, tag: 1 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 3000, tag: 1 }).await }).await
     };
     let started = Instant::now();
     client.close().await;

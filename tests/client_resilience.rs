@@ -274,8 +274,7 @@ async fn a_server_that_does_not_read_fails_the_link_at_the_bound() {
     let question = Echo {
         payload: Bytes::from_static(b"waiting"),
     };
-    let mut in_flight =
-        Box::pin(client.request_with_timeout(&question, Duration::from_secs(60)));
+    let mut in_flight = Box::pin(client.request_with_timeout(&question, Duration::from_secs(60)));
     let first = std::future::poll_fn(|cx| Poll::Ready(in_flight.as_mut().poll(cx))).await;
     assert!(first.is_pending());
     let mut sent = wire_len(&question);

@@ -143,10 +143,7 @@ async fn sealed_pushes_arrive_through_a_subscription() {
             .unwrap();
         client.handshake(Some(&public)).await.unwrap();
         let mut notes = client.subscribe::<Note>();
-        client
-            .request_async(&PushMe { count: 50 })
-            .await
-            .unwrap();
+        client.request_async(&PushMe { count: 50 }).await.unwrap();
         for seq in 0..50 {
             let note = tokio::time::timeout(Duration::from_secs(5), notes.next())
                 .await
@@ -232,10 +229,7 @@ async fn nk_against_a_server_without_identity_is_key_rejected() {
             .await
             .unwrap();
         other.handshake(None).await.unwrap();
-        assert_eq!(
-            other.request_async(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(other.request_async(&Secret).await.unwrap(), Secret);
     }
 }
 
@@ -253,10 +247,7 @@ async fn a_second_handshake_call_is_refused() {
             "{error:?}"
         );
         // The session is unharmed.
-        assert_eq!(
-            client.request_async(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
 
         // Two at once: one runs, the other is refused.
         let client = connect(transport, tcp, ws, ClientConfig::default())
@@ -330,10 +321,7 @@ async fn an_encrypted_handler_works_only_after_the_handshake() {
         }
         client.handshake(None).await.unwrap();
         for _ in 0..3 {
-            assert_eq!(
-                client.request_async(&Secret).await.unwrap(),
-                Secret
-            );
+            assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
         }
     }
 }
@@ -378,10 +366,7 @@ async fn secure_config_runs_the_handshake_on_connect() {
             ..ClientConfig::default()
         };
         let client = connect(transport, tcp, ws, config).await.unwrap();
-        assert_eq!(
-            client.request_async(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
     }
 }
 

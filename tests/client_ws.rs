@@ -66,10 +66,7 @@ async fn a_websocket_client_has_the_whole_api() {
     let sum: Sum = client.request_async(&Add { a: 40, b: 2 }).await.unwrap();
     assert_eq!(sum, Sum(42));
     assert_echoed(&client, Bytes::from(vec![7u8; 512 * 1024])).await;
-    client
-        .request_async(&Bump { by: 10 })
-        .await
-        .unwrap();
+    client.request_async(&Bump { by: 10 }).await.unwrap();
 
     // Fire-and-forget, then a request behind it on the same connection.
     client.send(&Bump { by: 5 }).unwrap();
@@ -81,10 +78,7 @@ async fn a_websocket_client_has_the_whole_api() {
     assert!(rtt < Duration::from_secs(2), "{rtt:?}");
 
     // Pushes nothing handles are counted.
-    client
-        .request_async(&PushMe { count: 7 })
-        .await
-        .unwrap();
+    client.request_async(&PushMe { count: 7 }).await.unwrap();
     eventually("7 unhandled pushes", || client.unhandled_pushes() >= 7).await;
     assert_eq!(client.unhandled_pushes(), 7);
 
@@ -114,9 +108,7 @@ async fn a_websocket_client_has_the_whole_api() {
 
     // Local errors leave the connection up.
     let too_large = Bytes::from(vec![0; 2 * 1024 * 1024]);
-    let result = client
-        .request_async(&Echo { payload: too_large })
-        .await;
+    let result = client.request_async(&Echo { payload: too_large }).await;
     assert!(
         matches!(result, Err(ClientError::FrameTooLarge(_))),
         "{result:?}"
@@ -134,12 +126,7 @@ async fn a_websocket_client_has_the_whole_api() {
     // Close: a pending request fails, and everything after it.
     let pending = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async(&Sleep { ms: 3000, tag: 2 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 3000, tag: 2 }).await }).await
     };
     let started = Instant::now();
     client.close().await;
@@ -181,11 +168,7 @@ async fn a_thousand_pipelined_requests_over_websocket() {
     // Slow and fast requests on one connection come back out of order.
     let slow = {
         let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .request_async(&Sleep { ms: 200, tag: 1 })
-                .await
-        })
+        tokio::spawn(async move { client.request_async(&Sleep { ms: 200, tag: 1 }).await })
     };
     let fast: Slept = client
         .request_async(&Sleep { ms: 0, tag: 2 })
@@ -207,11 +190,7 @@ async fn large_answers_among_pushes_lose_nothing() {
     let mut notes = client.subscribe_with_buffer::<Note>(PUSHES as usize);
     let pusher = {
         let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .request_async(&PushMe { count: PUSHES })
-                .await
-        })
+        tokio::spawn(async move { client.request_async(&PushMe { count: PUSHES }).await })
     };
     // Answers back to back: a large one often ends inside a read, with
     // the next message's first bytes behind it in tungstenite's buffer.

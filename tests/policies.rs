@@ -219,11 +219,7 @@ async fn a_time_limit_answers_error_5_and_drops_the_handler() {
     assert_eq!(ABANDONED.load(Ordering::SeqCst), 0);
     let started = tokio::time::Instant::now();
     assert_eq!(
-        code(
-            client
-                .request_async(&SlowJob { ms: 5_000 })
-                .await
-        ),
+        code(client.request_async(&SlowJob { ms: 5_000 }).await),
         ErrorCode::Timeout
     );
     // The limit is 500 ms (`timeout_ms = 500`), to the timer's millisecond.
@@ -423,10 +419,7 @@ async fn the_connection_store_keeps_values_per_connection() {
     let (address, _server) = start(|b| b);
     let ann = Client::connect_tcp(address).await.unwrap();
     let bob = Client::connect_tcp(address).await.unwrap();
-    assert_eq!(
-        ann.request_async(&WhoAmI).await.unwrap(),
-        Nick(None)
-    );
+    assert_eq!(ann.request_async(&WhoAmI).await.unwrap(), Nick(None));
     let () = ann
         .request_async(&Login {
             level: 0,

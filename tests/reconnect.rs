@@ -108,10 +108,7 @@ async fn a_client_reconnects_after_a_server_restart(transport: Transport) {
     assert_eq!(sum, Sum(5));
     assert!(client.ping().await.is_ok());
     client.send(&Bump { by: 4 }).unwrap();
-    assert_eq!(
-        client.request_async(&GetCount).await.unwrap(),
-        Count(4)
-    );
+    assert_eq!(client.request_async(&GetCount).await.unwrap(), Count(4));
     assert_eq!(setup.server.connection_count(), 1);
 }
 
@@ -133,10 +130,7 @@ async fn tcp_and_websocket_clients_come_back_through_the_same_restarts() {
     for round in 0..3i64 {
         setup.restart().await;
         let (over_tcp, over_ws) = (Add { a: round, b: 1 }, Add { a: round, b: 2 });
-        let (a, b) = tokio::join!(
-            tcp.request_async(&over_tcp),
-            ws.request_async(&over_ws),
-        );
+        let (a, b) = tokio::join!(tcp.request_async(&over_tcp), ws.request_async(&over_ws),);
         assert_eq!(a.unwrap(), Sum(round + 1));
         assert_eq!(b.unwrap(), Sum(round + 2));
     }
@@ -197,12 +191,8 @@ async fn requests_in_flight_fail_with_the_reason_of_the_loss(transport: Transpor
     let client = setup.client(transport, policy(50, Some(100))).await;
     let in_flight = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async(&Sleep { ms: 10_000, tag: 1 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 10_000, tag: 1 }).await })
+            .await
     };
     // Answered after the sleep was read: the sleep is running.
     let Sum(2) = client.request_async(&Add { a: 1, b: 1 }).await.unwrap() else {
@@ -340,10 +330,7 @@ async fn close_never_reconnects(transport: Transport) {
     // Connected, then closed: the server sees the connection go and no other.
     let setup = Setup::start(|b| b);
     let client = setup.client(transport, policy(20, None)).await;
-    client
-        .request_async(&Add { a: 1, b: 1 })
-        .await
-        .unwrap();
+    client.request_async(&Add { a: 1, b: 1 }).await.unwrap();
     client.close().await;
     assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
     eventually("the server sees the connection go", || {

@@ -7,7 +7,7 @@
 //! use ternio::{Bytes, Packet, Server, packet_controller};
 //!
 //! #[derive(Packet)]
-//! #[packet(opcode = 0x0001)]
+//! #[packet(opcode = 0x0001, response = Echo)]
 //! struct Echo {
 //!     payload: Bytes,
 //! }

@@ -203,10 +203,7 @@ impl Handler {
                 };
                 // The reply, named at the return type: an error about it is
                 // reported there.
-                let reply = Ident::new(
-                    "reply",
-                    Span::mixed_site().located_at(self.output_span),
-                );
+                let reply = Ident::new("reply", Span::mixed_site().located_at(self.output_span));
                 let t = ternio.at(self.output_span);
                 let check = quote_spanned!(self.output_span=>
                     #t::__private::checked_opaque_reply::<#req_ty, _>(#reply)
@@ -492,8 +489,10 @@ mod tests {
         });
         assert!(out.contains("asynchronous :: < Tick , _ , _ >"), "{out}");
         assert!(
-            out.contains("let reply = Self :: tick (& * this , request) . await ; \
-                 :: ternio :: __private :: checked_opaque_reply :: < Tick , _ > (reply)"),
+            out.contains(
+                "let reply = Self :: tick (& * this , request) . await ; \
+                 :: ternio :: __private :: checked_opaque_reply :: < Tick , _ > (reply)"
+            ),
             "{out}"
         );
     }

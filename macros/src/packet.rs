@@ -39,8 +39,8 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
     let droppable = packet_attr::is_droppable(&input.attrs);
     let max_depth = packet_attr::max_depth(&input.attrs);
     let packet = packet_impl(input, &proto, opcode, droppable, max_depth);
-    let request = packet_attr::response(&input.attrs)
-        .map(|response| request_impl(input, &proto, &response));
+    let request =
+        packet_attr::response(&input.attrs).map(|response| request_impl(input, &proto, &response));
     let errors = errors.into_compile_errors();
     quote!(#errors #codec #packet #request)
 }

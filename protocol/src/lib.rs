@@ -40,6 +40,4 @@ pub use codec::{Decode, Encode, Reader};
 pub use error::{DecodeError, DisconnectReason, ErrorCode, FrameError};
 pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
 pub use packet::Packet;
-pub use reply::{
-    AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError,
-};
+pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};

@@ -131,10 +131,7 @@ async fn frames_larger_than_the_pipe_go_through() {
         let large = Echo {
             payload: Bytes::from(vec![7u8; len]),
         };
-        let (a, b) = tokio::join!(
-            client.request_async(&large),
-            client.request_async(&large)
-        );
+        let (a, b) = tokio::join!(client.request_async(&large), client.request_async(&large));
         assert_eq!(a.unwrap(), large);
         assert_eq!(b.unwrap(), large);
     }

@@ -77,9 +77,7 @@ async fn a_request_times_out_by_default_or_per_call() {
     assert_eq!(started.elapsed(), 100 * MS);
 
     let started = Instant::now();
-    let result = client
-        .request_with_timeout(&echo("never"), 30 * MS)
-        .await;
+    let result = client.request_with_timeout(&echo("never"), 30 * MS).await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == 30 * MS),
         "{result:?}"
@@ -113,14 +111,11 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
     let long_request = peer.recv_request().await.unwrap();
     let started = Instant::now();
     let short = echo("short");
-    let (short, ()) = tokio::join!(
-        client.request_with_timeout(&short, 80 * MS),
-        async {
-            peer.recv_request().await.unwrap();
-            tokio::time::sleep(1500 * MS).await;
-            peer.answer(&long_request, &echo("long")).await.unwrap();
-        }
-    );
+    let (short, ()) = tokio::join!(client.request_with_timeout(&short, 80 * MS), async {
+        peer.recv_request().await.unwrap();
+        tokio::time::sleep(1500 * MS).await;
+        peer.answer(&long_request, &echo("long")).await.unwrap();
+    });
     assert!(
         matches!(short, Err(ClientError::Timeout(t)) if t == 80 * MS),
         "{short:?}"
@@ -147,9 +142,7 @@ async fn a_short_timeout_fires_at_its_deadline_behind_a_long_one() {
     peer.recv_request().await.unwrap();
     tokio::spawn(slow_peer(peer));
     let started = Instant::now();
-    let short = client
-        .request_with_timeout(&echo("short"), 80 * MS)
-        .await;
+    let short = client.request_with_timeout(&echo("short"), 80 * MS).await;
     assert!(matches!(short, Err(ClientError::Timeout(_))), "{short:?}");
     assert_eq!(started.elapsed(), 80 * MS);
     assert!(!long.is_finished());
