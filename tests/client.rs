@@ -77,7 +77,7 @@ async fn a_request_too_large_for_a_frame_fails_locally() {
 async fn a_response_of_another_type_is_an_error() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
-    let result = client.request_async(&Add { a: 1, b: 2 }).await;
+    let result = client.request_as::<Echo>(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::UnexpectedResponse(_))),
         "{result:?}"

@@ -100,7 +100,7 @@ async fn a_websocket_client_has_the_whole_api() {
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::UnknownOpcode));
     let result = client.request_async(&Panic).await;
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::Internal));
-    let result = client.request_async(&Add { a: 1, b: 2 }).await;
+    let result = client.request_as::<Echo>(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::UnexpectedResponse(_))),
         "{result:?}"
