@@ -201,14 +201,19 @@ impl Handler {
                 } else {
                     call
                 };
-                // The reply, named at the return type: an error about it is
-                // reported there.
-                let reply = Ident::new("reply", Span::mixed_site().located_at(self.output_span));
+                // The value in a block spanned at the return type: an error
+                // about it is reported there.
+                let reply = Ident::new("reply", Span::mixed_site());
+                let mut value = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Brace,
+                    quote!(let #reply = #value; #reply),
+                );
+                value.set_span(self.output_span);
                 let t = ternio.at(self.output_span);
                 let check = quote_spanned!(self.output_span=>
-                    #t::__private::checked_opaque_reply::<#req_ty, _>(#reply)
+                    #t::__private::checked_opaque_reply::<#req_ty, _>(#value)
                 );
-                (None, quote!({ let #reply = #value; #check }))
+                (None, check)
             }
         };
         let closure = if self.is_async {
@@ -481,8 +486,8 @@ mod tests {
             out,
             "{ :: ternio :: __private :: HandlerSpec :: sync :: < Ping , _ > (\"Rooms::ping\" , \
              move | request : Ping , _ : & :: ternio :: Context | \
-             { let reply = Self :: r#ping (request) ; \
-             :: ternio :: __private :: checked_opaque_reply :: < Ping , _ > (reply) }) }"
+             :: ternio :: __private :: checked_opaque_reply :: < Ping , _ > \
+             ({ let reply = Self :: r#ping (request) ; reply })) }"
         );
         let out = spec(parse_quote! {
             async fn tick(self: &Self, request: Tick) -> Option<(u8, impl Sized)> {}
@@ -490,8 +495,8 @@ mod tests {
         assert!(out.contains("asynchronous :: < Tick , _ , _ >"), "{out}");
         assert!(
             out.contains(
-                "let reply = Self :: tick (& * this , request) . await ; \
-                 :: ternio :: __private :: checked_opaque_reply :: < Tick , _ > (reply)"
+                ":: ternio :: __private :: checked_opaque_reply :: < Tick , _ > \
+                 ({ let reply = Self :: tick (& * this , request) . await ; reply })"
             ),
             "{out}"
         );
