@@ -76,7 +76,7 @@ async fn run(args: Args) -> Result<(), ClientError> {
     let mut joins = client.subscribe::<UserJoined>();
     let mut leaves = client.subscribe::<UserLeft>();
     client
-        .request_async::<_, ()>(&SetNick {
+        .request_async(&SetNick {
             nick: args.nick.clone(),
         })
         .await?;
@@ -114,7 +114,7 @@ async fn run(args: Args) -> Result<(), ClientError> {
                     room: room.clone(),
                     text: format!("{}, you said: {}", message.nick, message.text),
                 };
-                client.request_async::<_, ()>(&answer).await?;
+                client.request_async(&answer).await?;
             }
             Some(joined) = joins.next() => {
                 if joined.room == room && joined.nick != args.nick {

@@ -17,9 +17,7 @@ use clap::Parser;
 use ternio_client::{
     Client, ClientConfig, ClientError, ConnectionState, ReconnectPolicy, Subscription,
 };
-use ternio_examples::chat::{
-    ChatMessage, JoinRoom, LeaveRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft,
-};
+use ternio_examples::chat::{ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft};
 use tokio::sync::mpsc;
 
 /// Command line of the chat client.
@@ -194,7 +192,7 @@ async fn set_nick(client: &Client, session: &mut Session, nick: &str) {
     let request = SetNick {
         nick: nick.to_owned(),
     };
-    match client.request_async::<_, ()>(&request).await {
+    match client.request_async(&request).await {
         Ok(()) => {
             println!("! you are {nick}");
             session.nick = Some(nick.to_owned());
@@ -207,16 +205,14 @@ async fn join(client: &Client, session: &mut Session, room: &str) {
     let request = JoinRoom {
         room: room.to_owned(),
     };
-    match client.request_async::<_, RoomInfo>(&request).await {
+    match client.request_async(&request).await {
         Ok(info) => {
             println!("! in {}: {}", info.room, info.members.join(", "));
             // One room at a time: leave the one before.
             if let Some(previous) = session.room.replace(info.room.clone())
                 && previous != info.room
             {
-                let _ = client
-                    .request_async::<_, ()>(&LeaveRoom { room: previous })
-                    .await;
+                let _ = client.request_async(&LeaveRoom { room: previous }).await;
             }
         }
         Err(error) => println!("! cannot join {room}: {}", reason(&error)),
@@ -229,7 +225,7 @@ async fn leave(client: &Client, session: &mut Session) {
         return;
     };
     match client
-        .request_async::<_, ()>(&LeaveRoom { room: room.clone() })
+        .request_async(&LeaveRoom { room: room.clone() })
         .await
     {
         Ok(()) => println!("! you left {room}"),
@@ -247,7 +243,7 @@ async fn say(client: &Client, session: &Session, text: &str) {
         text: text.to_owned(),
     };
     // The server pushes the message back to every member, this one too.
-    if let Err(error) = client.request_async::<_, ()>(&request).await {
+    if let Err(error) = client.request_async(&request).await {
         println!("! not said: {}", reason(&error));
     }
 }

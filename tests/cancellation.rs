@@ -19,14 +19,14 @@ use tokio::sync::Notify;
 
 /// 0x0700: an asynchronous handler that waits `ms` milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0700)]
+#[packet(opcode = 0x0700, response = ())]
 struct Hang {
     ms: u32,
 }
 
 /// 0x0701: a synchronous handler that counts its runs.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0701)]
+#[packet(opcode = 0x0701, response = ())]
 struct Tick;
 
 /// What the handlers did.
@@ -131,7 +131,7 @@ async fn a_request_the_client_times_out_is_cancelled_on_the_server() {
     let (address, seen) = start();
     let client = Client::connect_tcp(address).await.unwrap();
     let result = client
-        .request_with_timeout::<_, ()>(&Hang { ms: 60_000 }, Duration::from_millis(100))
+        .request_with_timeout(&Hang { ms: 60_000 }, Duration::from_millis(100))
         .await;
     assert!(matches!(result, Err(ClientError::Timeout(_))), "{result:?}");
     dropped(&seen, 1).await;
@@ -144,7 +144,7 @@ async fn a_request_the_client_times_out_is_cancelled_on_the_server() {
 async fn a_dropped_request_future_is_cancelled_on_the_server() {
     let (address, seen) = start();
     let client = Client::connect_tcp(address).await.unwrap();
-    let request = client.request_async::<_, ()>(&Hang { ms: 60_000 });
+    let request = client.request_async(&Hang { ms: 60_000 });
     tokio::select! {
         result = request => panic!("the request ended: {result:?}"),
         () = started(&seen, 1) => {}
@@ -162,11 +162,11 @@ async fn an_answered_request_sends_no_cancel_and_others_are_untouched() {
     // on: only the first is cancelled.
     let patient = {
         let client = client.clone();
-        tokio::spawn(async move { client.request_async::<_, ()>(&Hang { ms: 300 }).await })
+        tokio::spawn(async move { client.request_async(&Hang { ms: 300 }).await })
     };
     started(&seen, 1).await;
     let given_up = client
-        .request_with_timeout::<_, ()>(&Hang { ms: 60_000 }, Duration::from_millis(50))
+        .request_with_timeout(&Hang { ms: 60_000 }, Duration::from_millis(50))
         .await;
     assert!(matches!(given_up, Err(ClientError::Timeout(_))));
     dropped(&seen, 1).await;
@@ -191,7 +191,7 @@ async fn a_client_sending_deadlines_has_the_server_stop_with_it() {
         ..ClientConfig::default()
     };
     let client = Client::connect_tcp_with(address, config).await.unwrap();
-    let result = client.request_async::<_, ()>(&Hang { ms: 60_000 }).await;
+    let result = client.request_async(&Hang { ms: 60_000 }).await;
     assert!(
         matches!(
             result,
@@ -324,7 +324,7 @@ async fn the_client_announces_deadlines_and_cancels_on_the_wire() {
             tokio::join!(Client::connect_tcp_with(address, config), listener.accept());
         let client = client.unwrap();
         let mut server = RawConnection::over(accepted.unwrap().0);
-        let result = client.request_async::<_, ()>(&Tick).await;
+        let result = client.request_async(&Tick).await;
         assert!(matches!(result, Err(ClientError::Timeout(_))), "{result:?}");
 
         let mut frame = server.recv().await.expect("a frame");

@@ -145,7 +145,7 @@ async fn two_users_over_tcp_and_websocket_chat_in_a_room() {
 
     // Leaving: the others hear it; the leaver hears nothing more.
     bob.client
-        .request_async::<_, ()>(&LeaveRoom {
+        .request_async(&LeaveRoom {
             room: "lobby".into(),
         })
         .await

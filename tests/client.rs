@@ -39,12 +39,9 @@ async fn the_in_flight_limit_is_an_error_and_a_dropped_request_frees_its_slot() 
     };
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let slow = client.clone();
-    let waiting = spawn_started(async move {
-        slow.request_async::<_, Slept>(&Sleep { ms: 1000, tag: 1 })
-            .await
-    })
-    .await;
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let waiting =
+        spawn_started(async move { slow.request_async(&Sleep { ms: 1000, tag: 1 }).await }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::TooManyInFlight(1))),
         "{result:?}"
@@ -54,7 +51,7 @@ async fn the_in_flight_limit_is_an_error_and_a_dropped_request_frees_its_slot() 
     // A request abandoned by its caller does not keep its slot.
     let abandoned = tokio::time::timeout(
         Duration::from_millis(20),
-        client.request_async::<_, Slept>(&Sleep { ms: 500, tag: 2 }),
+        client.request_async(&Sleep { ms: 500, tag: 2 }),
     )
     .await;
     assert!(abandoned.is_err());
@@ -67,7 +64,7 @@ async fn a_request_too_large_for_a_frame_fails_locally() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
     let payload = Bytes::from(vec![0; 2 * 1024 * 1024]);
-    let result = client.request_async::<_, Echo>(&Echo { payload }).await;
+    let result = client.request_async(&Echo { payload }).await;
     assert!(
         matches!(result, Err(ClientError::FrameTooLarge(_))),
         "{result:?}"
@@ -80,7 +77,7 @@ async fn a_request_too_large_for_a_frame_fails_locally() {
 async fn a_response_of_another_type_is_an_error() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
-    let result = client.request_async::<_, Echo>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_as::<Echo>(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::UnexpectedResponse(_))),
         "{result:?}"
@@ -109,7 +106,7 @@ async fn pending_requests_fail_promptly_when_the_server_closes() {
     let address = one_shot_server(Vec::new()).await;
     let client = Client::connect_tcp(address).await.unwrap();
     let started = Instant::now();
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::Closed(CloseReason::PeerClosed))),
         "{result:?}"
@@ -119,7 +116,7 @@ async fn pending_requests_fail_promptly_when_the_server_closes() {
         "failed after {:?}",
         started.elapsed()
     );
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(matches!(result, Err(ClientError::Closed(_))), "{result:?}");
     assert!(matches!(
         client.send(&Bump { by: 1 }),
@@ -143,11 +140,7 @@ async fn a_disconnect_reason_reaches_every_pending_request() {
     let calls: Vec<_> = (0..10)
         .map(|tag| {
             let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .request_async::<_, Slept>(&Sleep { ms: 0, tag })
-                    .await
-            })
+            tokio::spawn(async move { client.request_async(&Sleep { ms: 0, tag }).await })
         })
         .collect();
     for call in calls {
@@ -167,12 +160,7 @@ async fn close_fails_pending_requests_and_tells_the_server() {
     let client = Client::connect_tcp(address).await.unwrap();
     let pending = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async::<_, Slept>(&Sleep { ms: 3000, tag: 1 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 3000, tag: 1 }).await }).await
     };
     let started = Instant::now();
     client.close().await;
@@ -244,16 +232,10 @@ async fn the_builder_connects_over_tcp_websocket_and_a_stream() {
         .unwrap();
     let slow = {
         let tight = tight.clone();
-        tokio::spawn(async move {
-            tight
-                .request_async::<_, Slept>(&Sleep { ms: 300, tag: 1 })
-                .await
-        })
+        tokio::spawn(async move { tight.request_async(&Sleep { ms: 300, tag: 1 }).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let refused = tight
-        .request_async::<_, Slept>(&Sleep { ms: 0, tag: 2 })
-        .await;
+    let refused = tight.request_async(&Sleep { ms: 0, tag: 2 }).await;
     assert!(
         matches!(refused, Err(ClientError::TooManyInFlight(1))),
         "{refused:?}"

@@ -156,7 +156,7 @@ async fn a_dead_path_is_noticed_and_the_client_reconnects(ws: bool, secure: bool
     proxy.cut();
     let started = Instant::now();
     let lost = client
-        .request_with_timeout::<_, Echo>(
+        .request_with_timeout(
             &Echo {
                 payload: Bytes::from_static(b"into the void"),
             },
@@ -274,8 +274,7 @@ async fn a_server_that_does_not_read_fails_the_link_at_the_bound() {
     let question = Echo {
         payload: Bytes::from_static(b"waiting"),
     };
-    let mut in_flight =
-        Box::pin(client.request_with_timeout::<_, Echo>(&question, Duration::from_secs(60)));
+    let mut in_flight = Box::pin(client.request_with_timeout(&question, Duration::from_secs(60)));
     let first = std::future::poll_fn(|cx| Poll::Ready(in_flight.as_mut().poll(cx))).await;
     assert!(first.is_pending());
     let mut sent = wire_len(&question);

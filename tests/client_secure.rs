@@ -66,7 +66,7 @@ async fn a_handshake_seals_requests(transport: Transport, pinned: bool) {
     let client = connect(transport, tcp, ws, ClientConfig::default())
         .await
         .unwrap();
-    let refused = client.request_async::<_, Secret>(&Secret).await;
+    let refused = client.request_async(&Secret).await;
     assert_eq!(
         refused.unwrap_err().code(),
         Some(ErrorCode::EncryptionRequired),
@@ -87,7 +87,7 @@ async fn a_handshake_seals_requests(transport: Transport, pinned: bool) {
     assert_eq!(reply.payload, "sealed");
     // Errors to sealed requests come back sealed, and are read.
     let failed = client
-        .request_async::<_, Sum>(&Fail {
+        .request_async(&Fail {
             code: 120,
             message: "sealed failure".into(),
         })
@@ -109,7 +109,7 @@ async fn a_handshake_seals_requests(transport: Transport, pinned: bool) {
     let tasks: Vec<_> = (0..200i64)
         .map(|i| {
             let client = client.clone();
-            tokio::spawn(async move { client.request_async::<_, Sum>(&Add { a: i, b: 1 }).await })
+            tokio::spawn(async move { client.request_async(&Add { a: i, b: 1 }).await })
         })
         .collect();
     for (i, task) in (0..200i64).zip(tasks) {
@@ -143,10 +143,7 @@ async fn sealed_pushes_arrive_through_a_subscription() {
             .unwrap();
         client.handshake(Some(&public)).await.unwrap();
         let mut notes = client.subscribe::<Note>();
-        client
-            .request_async::<_, ()>(&PushMe { count: 50 })
-            .await
-            .unwrap();
+        client.request_async(&PushMe { count: 50 }).await.unwrap();
         for seq in 0..50 {
             let note = tokio::time::timeout(Duration::from_secs(5), notes.next())
                 .await
@@ -186,7 +183,7 @@ async fn a_wrong_pinned_key_is_key_rejected_and_nothing_goes_out_plain_after_it(
         assert!(!client.is_secure());
         let before = count(tcp).await;
         assert!(matches!(
-            client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await,
+            client.request_async(&Add { a: 1, b: 2 }).await,
             Err(ClientError::NotSecure)
         ));
         assert!(matches!(
@@ -202,7 +199,7 @@ async fn a_wrong_pinned_key_is_key_rejected_and_nothing_goes_out_plain_after_it(
         );
         // Nothing can be sealed.
         assert!(matches!(
-            client.request_sealed::<_, Secret>(&Secret).await,
+            client.request_sealed(&Secret).await,
             Err(ClientError::NotSecure)
         ));
         assert_eq!(client.state(), ConnectionState::Connected);
@@ -232,10 +229,7 @@ async fn nk_against_a_server_without_identity_is_key_rejected() {
             .await
             .unwrap();
         other.handshake(None).await.unwrap();
-        assert_eq!(
-            other.request_async::<_, Secret>(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(other.request_async(&Secret).await.unwrap(), Secret);
     }
 }
 
@@ -253,10 +247,7 @@ async fn a_second_handshake_call_is_refused() {
             "{error:?}"
         );
         // The session is unharmed.
-        assert_eq!(
-            client.request_async::<_, Secret>(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
 
         // Two at once: one runs, the other is refused.
         let client = connect(transport, tcp, ws, ClientConfig::default())
@@ -289,7 +280,7 @@ async fn request_sealed_needs_a_session_and_everything_is_sealed_after_the_hands
             .unwrap();
         // Nothing to seal with yet.
         assert!(matches!(
-            client.request_sealed::<_, Secret>(&Secret).await,
+            client.request_sealed(&Secret).await,
             Err(ClientError::NotSecure)
         ));
         assert!(matches!(
@@ -322,7 +313,7 @@ async fn an_encrypted_handler_works_only_after_the_handshake() {
             .await
             .unwrap();
         for _ in 0..3 {
-            let result = client.request_async::<_, Secret>(&Secret).await;
+            let result = client.request_async(&Secret).await;
             assert_eq!(
                 result.unwrap_err().code(),
                 Some(ErrorCode::EncryptionRequired)
@@ -330,10 +321,7 @@ async fn an_encrypted_handler_works_only_after_the_handshake() {
         }
         client.handshake(None).await.unwrap();
         for _ in 0..3 {
-            assert_eq!(
-                client.request_async::<_, Secret>(&Secret).await.unwrap(),
-                Secret
-            );
+            assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
         }
     }
 }
@@ -378,10 +366,7 @@ async fn secure_config_runs_the_handshake_on_connect() {
             ..ClientConfig::default()
         };
         let client = connect(transport, tcp, ws, config).await.unwrap();
-        assert_eq!(
-            client.request_async::<_, Secret>(&Secret).await.unwrap(),
-            Secret
-        );
+        assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
     }
 }
 
@@ -564,7 +549,7 @@ async fn a_frame_that_breaks_the_session_closes_the_connection_with_decrypt_fail
         let mut notes = client.subscribe::<Note>();
         client.handshake(None).await.unwrap();
         if let Misbehaviour::PlainAnswer = misbehaviour {
-            let result = client.request_async::<_, Sum>(&Add { a: 3, b: 4 }).await;
+            let result = client.request_async(&Add { a: 3, b: 4 }).await;
             assert!(
                 matches!(
                     result,

@@ -42,7 +42,7 @@ async fn tcp_and_websocket_clients_share_one_server() {
         for _ in 0..100 {
             let client = client.clone();
             tasks.push(tokio::spawn(async move {
-                client.request_async::<_, ()>(&Bump { by: 1 }).await
+                client.request_async(&Bump { by: 1 }).await
             }));
         }
     }
@@ -66,10 +66,7 @@ async fn a_websocket_client_has_the_whole_api() {
     let sum: Sum = client.request_async(&Add { a: 40, b: 2 }).await.unwrap();
     assert_eq!(sum, Sum(42));
     assert_echoed(&client, Bytes::from(vec![7u8; 512 * 1024])).await;
-    client
-        .request_async::<_, ()>(&Bump { by: 10 })
-        .await
-        .unwrap();
+    client.request_async(&Bump { by: 10 }).await.unwrap();
 
     // Fire-and-forget, then a request behind it on the same connection.
     client.send(&Bump { by: 5 }).unwrap();
@@ -81,16 +78,13 @@ async fn a_websocket_client_has_the_whole_api() {
     assert!(rtt < Duration::from_secs(2), "{rtt:?}");
 
     // Pushes nothing handles are counted.
-    client
-        .request_async::<_, ()>(&PushMe { count: 7 })
-        .await
-        .unwrap();
+    client.request_async(&PushMe { count: 7 }).await.unwrap();
     eventually("7 unhandled pushes", || client.unhandled_pushes() >= 7).await;
     assert_eq!(client.unhandled_pushes(), 7);
 
     // Error codes.
     let result = client
-        .request_async::<_, Sum>(&Fail {
+        .request_async(&Fail {
             code: 150,
             message: "nope".into(),
         })
@@ -102,11 +96,11 @@ async fn a_websocket_client_has_the_whole_api() {
         }
         other => panic!("expected error 150, got {other:?}"),
     }
-    let result = client.request_async::<_, Sum>(&Unhandled).await;
+    let result = client.request_as::<()>(&Unhandled).await;
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::UnknownOpcode));
-    let result = client.request_async::<_, Sum>(&Panic).await;
+    let result = client.request_async(&Panic).await;
     assert_eq!(result.unwrap_err().code(), Some(ErrorCode::Internal));
-    let result = client.request_async::<_, Echo>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_as::<Echo>(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::UnexpectedResponse(_))),
         "{result:?}"
@@ -114,15 +108,13 @@ async fn a_websocket_client_has_the_whole_api() {
 
     // Local errors leave the connection up.
     let too_large = Bytes::from(vec![0; 2 * 1024 * 1024]);
-    let result = client
-        .request_async::<_, Echo>(&Echo { payload: too_large })
-        .await;
+    let result = client.request_async(&Echo { payload: too_large }).await;
     assert!(
         matches!(result, Err(ClientError::FrameTooLarge(_))),
         "{result:?}"
     );
     let result = client
-        .request_with_timeout::<_, Slept>(&Sleep { ms: 2000, tag: 1 }, Duration::from_millis(50))
+        .request_with_timeout(&Sleep { ms: 2000, tag: 1 }, Duration::from_millis(50))
         .await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == Duration::from_millis(50)),
@@ -134,12 +126,7 @@ async fn a_websocket_client_has_the_whole_api() {
     // Close: a pending request fails, and everything after it.
     let pending = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async::<_, Slept>(&Sleep { ms: 3000, tag: 2 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 3000, tag: 2 }).await }).await
     };
     let started = Instant::now();
     client.close().await;
@@ -181,11 +168,7 @@ async fn a_thousand_pipelined_requests_over_websocket() {
     // Slow and fast requests on one connection come back out of order.
     let slow = {
         let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .request_async::<_, Slept>(&Sleep { ms: 200, tag: 1 })
-                .await
-        })
+        tokio::spawn(async move { client.request_async(&Sleep { ms: 200, tag: 1 }).await })
     };
     let fast: Slept = client
         .request_async(&Sleep { ms: 0, tag: 2 })
@@ -207,11 +190,7 @@ async fn large_answers_among_pushes_lose_nothing() {
     let mut notes = client.subscribe_with_buffer::<Note>(PUSHES as usize);
     let pusher = {
         let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .request_async::<_, ()>(&PushMe { count: PUSHES })
-                .await
-        })
+        tokio::spawn(async move { client.request_async(&PushMe { count: PUSHES }).await })
     };
     // Answers back to back: a large one often ends inside a read, with
     // the next message's first bytes behind it in tungstenite's buffer.
@@ -435,7 +414,7 @@ async fn a_text_message_is_a_protocol_error_closed_with_1003() {
     })
     .await;
     let client = Client::connect_ws(&url(address)).await.unwrap();
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::Closed(CloseReason::Protocol(_)))),
         "{result:?}"
@@ -466,7 +445,7 @@ async fn a_message_above_the_frame_limit_closes_the_connection() {
         .await
         .unwrap();
     let result = client
-        .request_async::<_, Echo>(&Echo {
+        .request_async(&Echo {
             payload: Bytes::from_static(b"x"),
         })
         .await;
@@ -486,7 +465,7 @@ async fn a_server_close_without_disconnect_fails_pending_requests() {
     .await;
     let client = Client::connect_ws(&url(address)).await.unwrap();
     let started = Instant::now();
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 2 }).await;
+    let result = client.request_async(&Add { a: 1, b: 2 }).await;
     assert!(
         matches!(result, Err(ClientError::Closed(CloseReason::PeerClosed))),
         "{result:?}"

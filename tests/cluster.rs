@@ -265,7 +265,7 @@ impl User {
     async fn enter(&self, nick: &str, room: &str) -> RoomInfo {
         let nick = nick.to_owned();
         self.client
-            .request_async::<_, ()>(&SetNick { nick })
+            .request_async(&SetNick { nick })
             .await
             .expect("SetNick through HAProxy");
         let room = room.to_owned();
@@ -278,7 +278,7 @@ impl User {
     async fn say(&self, room: &str, text: &str) {
         let (room, text) = (room.to_owned(), text.to_owned());
         self.client
-            .request_async::<_, ()>(&Say { room, text })
+            .request_async(&Say { room, text })
             .await
             .expect("Say through HAProxy");
     }

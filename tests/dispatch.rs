@@ -18,6 +18,36 @@ fn remote_code(result: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode,
     }
 }
 
+/// `request_async` returns the response a request declares with
+/// `response = ...`, with no annotation: `Sum` for `Add`, `()` for the
+/// acknowledged `Bump`. `request_as` names a response itself, and a wrong
+/// one fails at run time.
+#[tokio::test]
+async fn a_request_returns_its_declared_response() {
+    let (address, _server) = start_server(|b| b);
+    let client = Client::connect_tcp(address).await.unwrap();
+    let sum = client.request_async(&Add { a: 2, b: 3 }).await.unwrap();
+    assert_eq!(sum.0, 5);
+    let before = client.request_async(&GetCount).await.unwrap().0;
+    client.request_async(&Bump { by: 4 }).await.unwrap();
+    let after = client
+        .request_with_timeout(&GetCount, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(after.0 - before, 4);
+
+    let () = client.request_as::<()>(&Bump { by: 1 }).await.unwrap();
+    let sum = client.request_as::<Sum>(&Add { a: 1, b: 1 }).await.unwrap();
+    assert_eq!(sum, Sum(2));
+    match client.request_as::<Count>(&Add { a: 1, b: 1 }).await {
+        Err(ClientError::UnexpectedResponse(error)) => assert_eq!(
+            error.to_string(),
+            "expected a response with opcode 0x0042, got 0x0011"
+        ),
+        other => panic!("expected an unexpected response, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_handler_answers_with_its_packet() {
     let (address, _server) = start_server(|b| b);
@@ -31,7 +61,7 @@ async fn a_handler_answers_with_its_packet() {
 async fn an_unknown_opcode_is_error_1() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
-    let (code, message) = remote_code(client.request_async::<_, Sum>(&Unhandled).await);
+    let (code, message) = remote_code(client.request_as::<()>(&Unhandled).await);
     assert_eq!(code, ErrorCode::UnknownOpcode);
     assert!(message.contains("0x0099"), "{message}");
     // The connection still serves.
@@ -68,7 +98,7 @@ async fn a_handler_error_carries_its_code_and_message() {
     let client = Client::connect_tcp(address).await.unwrap();
     let (code, message) = remote_code(
         client
-            .request_async::<_, Sum>(&Fail {
+            .request_async(&Fail {
                 code: 404,
                 message: "no such room".into(),
             })
@@ -79,7 +109,7 @@ async fn a_handler_error_carries_its_code_and_message() {
     // A contract code used on purpose passes; an unassigned one becomes INTERNAL.
     let (code, _) = remote_code(
         client
-            .request_async::<_, Sum>(&Fail {
+            .request_async(&Fail {
                 code: 3,
                 message: "who?".into(),
             })
@@ -88,7 +118,7 @@ async fn a_handler_error_carries_its_code_and_message() {
     assert_eq!(code, ErrorCode::Unauthorized);
     let (code, _) = remote_code(
         client
-            .request_async::<_, Sum>(&Fail {
+            .request_async(&Fail {
                 code: 42,
                 message: "x".into(),
             })
@@ -102,13 +132,13 @@ async fn a_panicking_handler_is_error_7_and_the_connection_stays_up() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
     for _ in 0..3 {
-        let (code, message) = remote_code(client.request_async::<_, Sum>(&Panic).await);
+        let (code, message) = remote_code(client.request_async(&Panic).await);
         assert_eq!(code, ErrorCode::Internal);
         assert!(
             !message.contains("on purpose"),
             "the panic text stays in the server log"
         );
-        let (code, _) = remote_code(client.request_async::<_, Sum>(&AsyncPanic).await);
+        let (code, _) = remote_code(client.request_async(&AsyncPanic).await);
         assert_eq!(code, ErrorCode::Internal);
         let sum: Sum = client.request_async(&Add { a: 2, b: 3 }).await.unwrap();
         assert_eq!(sum, Sum(5));
@@ -119,7 +149,7 @@ async fn a_panicking_handler_is_error_7_and_the_connection_stays_up() {
 async fn an_encrypted_handler_refuses_a_plain_request_with_error_6() {
     let (address, _server) = start_server(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
-    let (code, _) = remote_code(client.request_async::<_, Secret>(&Secret).await);
+    let (code, _) = remote_code(client.request_async(&Secret).await);
     assert_eq!(code, ErrorCode::EncryptionRequired);
 }
 

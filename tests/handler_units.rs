@@ -5,13 +5,13 @@ use ternio::testing::TestServer;
 use ternio::{AppCode, Context, DisconnectReason, Hub, Packet, Stored, packet_controller};
 
 #[derive(Debug, PartialEq, Packet)]
-#[packet(opcode = 0x0810)]
+#[packet(opcode = 0x0810, response = ())]
 struct Login {
     name: String,
 }
 
 #[derive(Debug, PartialEq, Packet)]
-#[packet(opcode = 0x0811)]
+#[packet(opcode = 0x0811, response = ())]
 struct Kick {
     name: String,
 }

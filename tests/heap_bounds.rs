@@ -93,7 +93,7 @@ fn most_alive(baseline: usize, for_how_long: Duration) -> usize {
 
 /// 0x0500: answered, after a yield, with an `Echo` of `size` bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0500)]
+#[packet(opcode = 0x0500, response = Echo)]
 struct Large {
     size: u32,
 }

@@ -16,19 +16,19 @@ use ternio::{
 use ternio_tests::RawConnection;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0300)]
+#[packet(opcode = 0x0300, response = ())]
 struct Join {
     room: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0301)]
+#[packet(opcode = 0x0301, response = ())]
 struct Leave {
     room: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0302)]
+#[packet(opcode = 0x0302, response = ())]
 struct Say {
     room: String,
     text: String,
@@ -42,7 +42,7 @@ struct Said {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0304)]
+#[packet(opcode = 0x0304, response = MemberList)]
 struct Members {
     room: String,
 }
@@ -52,14 +52,14 @@ struct Members {
 struct MemberList(Vec<u64>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0306)]
+#[packet(opcode = 0x0306, response = ())]
 struct Tell {
     to: u64,
     text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0307)]
+#[packet(opcode = 0x0307, response = Id)]
 struct MyId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]

@@ -303,7 +303,7 @@ async fn an_idle_websocket_peer_is_pinged_then_closed_and_one_that_answers_stays
 /// server cancels it (and tells [`OnCancelled`]). The test learns the moment
 /// the server gave up on a peer without reading from it.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0402)]
+#[packet(opcode = 0x0402, response = ())]
 struct Hold;
 
 /// Middleware that notifies when a request of `opcode` is cancelled (its
@@ -335,7 +335,7 @@ impl ternio::middleware::Middleware for OnCancelled {
 /// 0x0403: answered with an [`Echo`] of `len` bytes: a large answer to a
 /// small request (what a peer that does not read leaves unread stays small).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0403)]
+#[packet(opcode = 0x0403, response = Echo)]
 struct Large {
     len: u32,
 }
@@ -595,11 +595,11 @@ struct SharedGauge(Arc<Gauge>);
 struct SharedCount(Arc<AtomicUsize>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0400)]
+#[packet(opcode = 0x0400, response = ())]
 struct Work;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0401)]
+#[packet(opcode = 0x0401, response = ())]
 struct Apply;
 
 #[derive(Default)]
@@ -651,7 +651,7 @@ async fn past_the_in_flight_limit_a_connection_waits_instead_of_failing() {
     let calls: Vec<_> = (0..6)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move { client.request_async::<_, ()>(&Work).await })
+            tokio::spawn(async move { client.request_async(&Work).await })
         })
         .collect();
     for call in calls {
@@ -722,7 +722,7 @@ async fn a_shutdown_under_load_loses_no_answered_request() {
         clients.push(tokio::spawn(async move {
             let mut answered = 0usize;
             loop {
-                match client.request_async::<_, ()>(&Apply).await {
+                match client.request_async(&Apply).await {
                     Ok(()) => answered += 1,
                     Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
                         assert_eq!(disconnect.reason, DisconnectReason::Shutdown);

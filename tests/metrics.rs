@@ -143,13 +143,10 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         let sum: Sum = client.request_async(&Add { a: 1, b: 2 }).await.unwrap();
         assert_eq!(sum, Sum(3));
     }
-    let error = client
-        .request_async::<_, Sum>(&Unhandled)
-        .await
-        .unwrap_err();
+    let error = client.request_as::<()>(&Unhandled).await.unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::UnknownOpcode));
     let error = client
-        .request_async::<_, Sum>(&Fail {
+        .request_async(&Fail {
             code: 404,
             message: "x".into(),
         })

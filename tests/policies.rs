@@ -17,34 +17,34 @@ use ternio_client::{Client, ClientConfig, ClientError};
 use ternio_tests::{PATIENCE, RawConnection, client_in_memory, eventually};
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0200)]
+#[packet(opcode = 0x0200, response = ())]
 struct Login {
     level: u32,
     nick: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0201)]
+#[packet(opcode = 0x0201, response = Done)]
 struct AdminOnly;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0202)]
+#[packet(opcode = 0x0202, response = Done)]
 struct SlowJob {
     ms: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0203)]
+#[packet(opcode = 0x0203, response = Done)]
 struct Limited;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0204)]
+#[packet(opcode = 0x0204, response = Done)]
 struct Scarce {
     ms: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0205)]
+#[packet(opcode = 0x0205, response = Nick)]
 struct WhoAmI;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -52,7 +52,7 @@ struct WhoAmI;
 struct Nick(Option<String>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0207)]
+#[packet(opcode = 0x0207, response = Done)]
 struct Blocked;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -60,7 +60,7 @@ struct Blocked;
 struct Done;
 
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0209)]
+#[packet(opcode = 0x0209, response = Done)]
 struct Fails;
 
 #[derive(Debug, Clone)]
@@ -169,7 +169,7 @@ async fn a_permission_level_is_checked_and_raised_by_a_login() {
     let (address, _server) = start(|b| b);
     let client = Client::connect_tcp(address).await.unwrap();
     assert_eq!(
-        code(client.request_async::<_, Done>(&AdminOnly).await),
+        code(client.request_async(&AdminOnly).await),
         ErrorCode::Unauthorized
     );
     let () = client
@@ -180,7 +180,7 @@ async fn a_permission_level_is_checked_and_raised_by_a_login() {
         .await
         .unwrap();
     assert_eq!(
-        code(client.request_async::<_, Done>(&AdminOnly).await),
+        code(client.request_async(&AdminOnly).await),
         ErrorCode::Unauthorized
     );
     let () = client
@@ -194,7 +194,7 @@ async fn a_permission_level_is_checked_and_raised_by_a_login() {
     // Another connection has its own level.
     let other = Client::connect_tcp(address).await.unwrap();
     assert_eq!(
-        code(other.request_async::<_, Done>(&AdminOnly).await),
+        code(other.request_async(&AdminOnly).await),
         ErrorCode::Unauthorized
     );
     // Lowering it works the same way.
@@ -206,7 +206,7 @@ async fn a_permission_level_is_checked_and_raised_by_a_login() {
         .await
         .unwrap();
     assert_eq!(
-        code(client.request_async::<_, Done>(&AdminOnly).await),
+        code(client.request_async(&AdminOnly).await),
         ErrorCode::Unauthorized
     );
 }
@@ -219,11 +219,7 @@ async fn a_time_limit_answers_error_5_and_drops_the_handler() {
     assert_eq!(ABANDONED.load(Ordering::SeqCst), 0);
     let started = tokio::time::Instant::now();
     assert_eq!(
-        code(
-            client
-                .request_async::<_, Done>(&SlowJob { ms: 5_000 })
-                .await
-        ),
+        code(client.request_async(&SlowJob { ms: 5_000 }).await),
         ErrorCode::Timeout
     );
     // The limit is 500 ms (`timeout_ms = 500`), to the timer's millisecond.
@@ -270,7 +266,7 @@ async fn a_rate_limit_applies_per_connection_and_opcode() {
         let Done = client.request_async(&Limited).await.unwrap();
     }
     assert_eq!(
-        code(client.request_async::<_, Done>(&Limited).await),
+        code(client.request_async(&Limited).await),
         ErrorCode::RateLimited
     );
     // Other opcodes, and other connections, are not limited by it.
@@ -280,7 +276,7 @@ async fn a_rate_limit_applies_per_connection_and_opcode() {
     // The bucket refills (one a second): a refused request takes no token,
     // so asking until it is served ends a second after the burst.
     loop {
-        match client.request_async::<_, Done>(&Limited).await {
+        match client.request_async(&Limited).await {
             Ok(Done) => break,
             Err(error) => {
                 assert_eq!(error.code(), Some(ErrorCode::RateLimited));
@@ -310,7 +306,7 @@ async fn a_concurrency_limit_sheds_at_once() {
         };
         calls.push(tokio::spawn(async move {
             let started = tokio::time::Instant::now();
-            let result = client.request_async::<_, Done>(&Scarce { ms: 3_000 }).await;
+            let result = client.request_async(&Scarce { ms: 3_000 }).await;
             (result.map_err(|error| error.code()), started.elapsed())
         }));
         tokio::task::yield_now().await;
@@ -384,14 +380,14 @@ async fn middleware_runs_in_order_around_every_dispatch() {
     let Nick(None) = client.request_async(&WhoAmI).await.unwrap() else {
         panic!()
     };
-    let error = client.request_async::<_, Done>(&Blocked).await.unwrap_err();
+    let error = client.request_async(&Blocked).await.unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::from_u16(120)));
     assert_eq!(
-        code(client.request_async::<_, Done>(&Fails).await),
+        code(client.request_async(&Fails).await),
         ErrorCode::from_u16(150)
     );
     assert_eq!(
-        code(client.request_async::<_, Done>(&AdminOnly).await),
+        code(client.request_async(&AdminOnly).await),
         ErrorCode::Unauthorized
     );
     let log = log.lock().unwrap().clone();
@@ -423,10 +419,7 @@ async fn the_connection_store_keeps_values_per_connection() {
     let (address, _server) = start(|b| b);
     let ann = Client::connect_tcp(address).await.unwrap();
     let bob = Client::connect_tcp(address).await.unwrap();
-    assert_eq!(
-        ann.request_async::<_, Nick>(&WhoAmI).await.unwrap(),
-        Nick(None)
-    );
+    assert_eq!(ann.request_async(&WhoAmI).await.unwrap(), Nick(None));
     let () = ann
         .request_async(&Login {
             level: 0,
@@ -442,11 +435,11 @@ async fn the_connection_store_keeps_values_per_connection() {
         .await
         .unwrap();
     assert_eq!(
-        ann.request_async::<_, Nick>(&WhoAmI).await.unwrap(),
+        ann.request_async(&WhoAmI).await.unwrap(),
         Nick(Some("ann".into()))
     );
     assert_eq!(
-        bob.request_async::<_, Nick>(&WhoAmI).await.unwrap(),
+        bob.request_async(&WhoAmI).await.unwrap(),
         Nick(Some("bob".into()))
     );
 }
@@ -502,7 +495,7 @@ async fn connect_and_disconnect_hooks_see_every_connection_and_cause() {
             CloseCause::Disconnected(DisconnectReason::Kicked),
         ]
     );
-    match kicked.request_async::<_, Nick>(&WhoAmI).await {
+    match kicked.request_async(&WhoAmI).await {
         Err(ClientError::Closed(ternio_client::CloseReason::Disconnected(disconnect))) => {
             assert_eq!(disconnect.reason, DisconnectReason::Kicked);
             assert_eq!(disconnect.message, "be nice");

@@ -26,10 +26,7 @@ async fn eventually(done: impl FnMut() -> bool) {
 }
 
 async fn push(client: &Client, count: u32) {
-    client
-        .request_async::<_, ()>(&PushMe { count })
-        .await
-        .unwrap();
+    client.request_async(&PushMe { count }).await.unwrap();
 }
 
 async fn take<P: Packet>(subscription: &mut Subscription<P>, count: usize) -> Vec<P> {
@@ -148,10 +145,7 @@ async fn dropping_a_subscription_unsubscribes_and_later_pushes_are_unhandled() {
     push(&client, 3).await;
     eventually(|| client.unhandled_pushes() == 7).await;
     assert_eq!(
-        client
-            .request_async::<_, Sum>(&Add { a: 2, b: 2 })
-            .await
-            .unwrap(),
+        client.request_async(&Add { a: 2, b: 2 }).await.unwrap(),
         Sum(4)
     );
 }
@@ -216,10 +210,7 @@ async fn a_push_that_does_not_decode_is_counted_and_dropped() {
     assert_eq!(right.undecodable(), 0);
     // Never fatal.
     assert_eq!(
-        client
-            .request_async::<_, Sum>(&Add { a: 5, b: 5 })
-            .await
-            .unwrap(),
+        client.request_async(&Add { a: 5, b: 5 }).await.unwrap(),
         Sum(10)
     );
 }

@@ -108,10 +108,7 @@ async fn a_client_reconnects_after_a_server_restart(transport: Transport) {
     assert_eq!(sum, Sum(5));
     assert!(client.ping().await.is_ok());
     client.send(&Bump { by: 4 }).unwrap();
-    assert_eq!(
-        client.request_async::<_, Count>(&GetCount).await.unwrap(),
-        Count(4)
-    );
+    assert_eq!(client.request_async(&GetCount).await.unwrap(), Count(4));
     assert_eq!(setup.server.connection_count(), 1);
 }
 
@@ -133,10 +130,7 @@ async fn tcp_and_websocket_clients_come_back_through_the_same_restarts() {
     for round in 0..3i64 {
         setup.restart().await;
         let (over_tcp, over_ws) = (Add { a: round, b: 1 }, Add { a: round, b: 2 });
-        let (a, b) = tokio::join!(
-            tcp.request_async::<_, Sum>(&over_tcp),
-            ws.request_async::<_, Sum>(&over_ws),
-        );
+        let (a, b) = tokio::join!(tcp.request_async(&over_tcp), ws.request_async(&over_ws),);
         assert_eq!(a.unwrap(), Sum(round + 1));
         assert_eq!(b.unwrap(), Sum(round + 2));
     }
@@ -152,12 +146,12 @@ async fn requests_issued_while_reconnecting_wait_then_succeed(transport: Transpo
     let waiting: Vec<_> = (0..20i64)
         .map(|i| {
             let client = client.clone();
-            tokio::spawn(async move { client.request_async::<_, Sum>(&Add { a: i, b: i }).await })
+            tokio::spawn(async move { client.request_async(&Add { a: i, b: i }).await })
         })
         .collect();
     // A request whose own timeout ends first times out; a send is refused at once.
     let short = client
-        .request_with_timeout::<_, Sum>(&Add { a: 0, b: 0 }, Duration::from_millis(150))
+        .request_with_timeout(&Add { a: 0, b: 0 }, Duration::from_millis(150))
         .await;
     assert!(
         matches!(short, Err(ClientError::Timeout(t)) if t == Duration::from_millis(150)),
@@ -197,12 +191,8 @@ async fn requests_in_flight_fail_with_the_reason_of_the_loss(transport: Transpor
     let client = setup.client(transport, policy(50, Some(100))).await;
     let in_flight = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async::<_, Slept>(&Sleep { ms: 10_000, tag: 1 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 10_000, tag: 1 }).await })
+            .await
     };
     // Answered after the sleep was read: the sleep is running.
     let Sum(2) = client.request_async(&Add { a: 1, b: 1 }).await.unwrap() else {
@@ -248,7 +238,7 @@ async fn exhausted_attempts_close_the_client(transport: Transport) {
     let started = Instant::now();
     // Waiting requests with a long timeout fail as soon as the attempts are over.
     let result = client
-        .request_with_timeout::<_, Sum>(&Add { a: 1, b: 1 }, Duration::from_secs(30))
+        .request_with_timeout(&Add { a: 1, b: 1 }, Duration::from_secs(30))
         .await;
     match result {
         Err(ClientError::Closed(CloseReason::ReconnectFailed {
@@ -273,7 +263,7 @@ async fn exhausted_attempts_close_the_client(transport: Transport) {
         client.close_reason(),
         Some(CloseReason::ReconnectFailed { .. })
     ));
-    let result = client.request_async::<_, Sum>(&Add { a: 1, b: 1 }).await;
+    let result = client.request_async(&Add { a: 1, b: 1 }).await;
     assert!(matches!(result, Err(ClientError::Closed(_))), "{result:?}");
 }
 
@@ -340,10 +330,7 @@ async fn close_never_reconnects(transport: Transport) {
     // Connected, then closed: the server sees the connection go and no other.
     let setup = Setup::start(|b| b);
     let client = setup.client(transport, policy(20, None)).await;
-    client
-        .request_async::<_, Sum>(&Add { a: 1, b: 1 })
-        .await
-        .unwrap();
+    client.request_async(&Add { a: 1, b: 1 }).await.unwrap();
     client.close().await;
     assert_eq!(client.state(), ConnectionState::Closed(CloseReason::Local));
     eventually("the server sees the connection go", || {
@@ -365,7 +352,7 @@ async fn close_never_reconnects(transport: Transport) {
         let client = client.clone();
         spawn_started(async move {
             client
-                .request_with_timeout::<_, Sum>(&Add { a: 1, b: 1 }, Duration::from_secs(30))
+                .request_with_timeout(&Add { a: 1, b: 1 }, Duration::from_secs(30))
                 .await
         })
         .await

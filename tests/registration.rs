@@ -8,7 +8,7 @@ use ternio::{BuildError, Packet, Server, State, packet_controller};
 use ternio_client::Client;
 
 #[derive(Debug, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0100)]
+#[packet(opcode = 0x0100, response = Greeting)]
 struct Hello;
 
 #[derive(Debug, PartialEq, Eq, Packet)]

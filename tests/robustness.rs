@@ -107,7 +107,7 @@ async fn the_configured_frame_limit_applies_both_ways() {
     assert_echoed(&client, Bytes::from(vec![1; 1015])).await;
     // One more byte is a frame too large: DISCONNECT, and the client learns why.
     let result = client
-        .request_async::<_, Echo>(&Echo {
+        .request_async(&Echo {
             payload: Bytes::from(vec![1; 1016]),
         })
         .await;
@@ -124,7 +124,7 @@ async fn the_configured_frame_limit_applies_both_ways() {
     };
     let careful = Client::connect_tcp_with(address, config).await.unwrap();
     let result = careful
-        .request_async::<_, Echo>(&Echo {
+        .request_async(&Echo {
             payload: Bytes::from(vec![1; 1016]),
         })
         .await;

@@ -27,12 +27,7 @@ async fn running_requests_finish_before_the_disconnect() {
     raw.request(&Sleep { ms: 200, tag: 1 }, 1).await;
     let slow = {
         let client = client.clone();
-        spawn_started(async move {
-            client
-                .request_async::<_, Slept>(&Sleep { ms: 200, tag: 2 })
-                .await
-        })
-        .await
+        spawn_started(async move { client.request_async(&Sleep { ms: 200, tag: 2 }).await }).await
     };
     // An inline request behind each sleep: once it is answered, the server
     // has read the sleep before it (one task reads a connection in order).
@@ -57,7 +52,7 @@ async fn running_requests_finish_before_the_disconnect() {
 
     // The SDK client: its request answered, then the connection closed with the reason.
     assert_eq!(slow.await.unwrap().unwrap().tag, 2);
-    let after = client.request_async::<_, Sum>(&Add { a: 1, b: 1 }).await;
+    let after = client.request_async(&Add { a: 1, b: 1 }).await;
     match after {
         Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
             assert_eq!(disconnect.reason, DisconnectReason::Shutdown)

@@ -21,7 +21,7 @@ fn main() {
 
 /// The echo request.
 #[derive(Packet)]
-#[packet(opcode = 0x0001)]
+#[packet(opcode = 0x0001, response = Echo)]
 struct Echo {
     payload: Bytes,
 }

@@ -18,7 +18,7 @@ use ternio::{
 
 /// 0x0101: takes a nickname (error 100 if another connection has it).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0101)]
+#[packet(opcode = 0x0101, response = ())]
 pub struct SetNick {
     /// The nickname: 1 to 32 characters.
     pub nick: String,
@@ -26,7 +26,7 @@ pub struct SetNick {
 
 /// 0x0102: joins a room, creating it if needed (needs a nickname first).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0102)]
+#[packet(opcode = 0x0102, response = RoomInfo)]
 pub struct JoinRoom {
     /// The room's name.
     pub room: String,
@@ -44,7 +44,7 @@ pub struct RoomInfo {
 
 /// 0x0104: leaves a room.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0104)]
+#[packet(opcode = 0x0104, response = ())]
 pub struct LeaveRoom {
     /// The room's name.
     pub room: String,
@@ -52,7 +52,7 @@ pub struct LeaveRoom {
 
 /// 0x0105: says something to a room the connection is in.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0105)]
+#[packet(opcode = 0x0105, response = ())]
 pub struct Say {
     /// The room's name.
     pub room: String,

@@ -4,7 +4,7 @@ use ternio::{Bytes, Packet};
 
 /// Opcode 0x0001: the server answers with the same payload.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0001)]
+#[packet(opcode = 0x0001, response = Echo)]
 pub struct Echo {
     /// The bytes to echo.
     pub payload: Bytes,
@@ -12,7 +12,7 @@ pub struct Echo {
 
 /// Opcode 0x0002: the same, but the server requires an encrypted request.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0002)]
+#[packet(opcode = 0x0002, response = SecureEcho)]
 pub struct SecureEcho {
     /// The bytes to echo.
     pub payload: Bytes,

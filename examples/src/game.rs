@@ -48,7 +48,7 @@ pub const OUTBOX_BYTES: usize = 32 * 1024;
 
 /// 0x0201: joins the game in a room; answered with [`Welcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0201)]
+#[packet(opcode = 0x0201, response = Welcome)]
 pub struct JoinGame {
     /// The player's name: 1 to 32 characters.
     pub name: String,
@@ -71,7 +71,7 @@ pub struct Welcome {
 /// 0x0203, sent fire-and-forget: which way the player wants to go, from
 /// now until the next input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0203)]
+#[packet(opcode = 0x0203, response = ())]
 pub struct Input {
     /// Counts up with each input; snapshots tell the last one applied.
     pub seq: u32,

@@ -20,7 +20,7 @@ use ternio::{
 
 /// 0x0300: logs in under a name; the admin token makes the player an admin.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0300)]
+#[packet(opcode = 0x0300, response = Welcome)]
 pub struct Login {
     /// The player's name: 1 to 16 characters.
     pub name: String,
@@ -40,7 +40,7 @@ pub struct Welcome {
 
 /// 0x0302: joins a room, leaving the one before.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0302)]
+#[packet(opcode = 0x0302, response = RoomState)]
 pub struct JoinRoom {
     /// The room's name: 1 to 32 characters.
     pub room: String,
@@ -69,7 +69,7 @@ pub struct Player {
 
 /// 0x0304: one step: `dx` and `dy` are -1, 0 or 1.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0304)]
+#[packet(opcode = 0x0304, response = ())]
 pub struct Move {
     /// Columns to move.
     pub dx: i8,
@@ -101,7 +101,7 @@ pub struct Left {
 
 /// 0x0305: closes every connection logged in under `name` (admins only).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0305)]
+#[packet(opcode = 0x0305, response = ())]
 pub struct Kick {
     /// The player's name.
     pub name: String,

@@ -60,9 +60,7 @@ async fn a_player_who_changes_rooms_leaves_the_old_one() {
     join(&ann, "lobby").await;
     let bob = player(address, "bob").await;
     join(&bob, "lobby").await;
-    bob.request_async::<_, ()>(&Move { dx: -1, dy: 1 })
-        .await
-        .unwrap();
+    bob.request_async(&Move { dx: -1, dy: 1 }).await.unwrap();
 
     // Carol's board comes from the answer: Ann and Bob where they are.
     let carol = player(address, "carol").await;
@@ -112,13 +110,8 @@ async fn a_player_who_changes_rooms_leaves_the_old_one() {
 
     // His moves now go to the arena only.
     let mut moves = carol.subscribe::<Moved>();
-    bob.request_async::<_, ()>(&Move { dx: 1, dy: 0 })
-        .await
-        .unwrap();
-    carol
-        .request_async::<_, ()>(&Move { dx: 0, dy: -1 })
-        .await
-        .unwrap();
+    bob.request_async(&Move { dx: 1, dy: 0 }).await.unwrap();
+    carol.request_async(&Move { dx: 0, dy: -1 }).await.unwrap();
     let seen = moves.next().await.unwrap();
     assert_eq!(
         seen.player.name, "carol",
@@ -139,7 +132,7 @@ async fn names_rooms_and_steps_are_checked() {
         token: String::new(),
     };
     assert_eq!(
-        code(client.request_async::<_, Welcome>(&long).await),
+        code(client.request_async(&long).await),
         ErrorCode::Application(errors::BAD_NAME)
     );
     let ann = player(address, "ann").await;
@@ -148,32 +141,27 @@ async fn names_rooms_and_steps_are_checked() {
         token: String::new(),
     };
     assert_eq!(
-        code(ann.request_async::<_, Welcome>(&again).await),
+        code(ann.request_async(&again).await),
         ErrorCode::Application(errors::BAD_NAME),
         "a connection logs in once"
     );
     assert_eq!(
-        code(
-            ann.request_async::<_, RoomState>(&JoinRoom { room: " ".into() })
-                .await
-        ),
+        code(ann.request_async(&JoinRoom { room: " ".into() }).await),
         ErrorCode::Application(errors::BAD_ROOM)
     );
     assert_eq!(
-        code(ann.request_async::<_, ()>(&Move { dx: 1, dy: 0 }).await),
+        code(ann.request_async(&Move { dx: 1, dy: 0 }).await),
         ErrorCode::Application(errors::NOT_IN_ROOM)
     );
     join(&ann, "lobby").await;
     assert_eq!(
-        code(ann.request_async::<_, ()>(&Move { dx: 0, dy: -2 }).await),
+        code(ann.request_async(&Move { dx: 0, dy: -2 }).await),
         ErrorCode::Application(errors::BAD_MOVE)
     );
     // The board has edges: 20 steps left from the middle end at column 0.
     let mut moves = ann.subscribe::<Moved>();
     for _ in 0..20 {
-        ann.request_async::<_, ()>(&Move { dx: -1, dy: 0 })
-            .await
-            .unwrap();
+        ann.request_async(&Move { dx: -1, dy: 0 }).await.unwrap();
     }
     let mut last = None;
     for _ in 0..20 {

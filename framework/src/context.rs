@@ -185,7 +185,7 @@ impl FromContext for Hub {
 /// struct Nickname(String);
 ///
 /// #[derive(Packet)]
-/// #[packet(opcode = 0x0010)]
+/// #[packet(opcode = 0x0010, response = YouAre)]
 /// struct WhoAmI;
 ///
 /// #[derive(Packet)]

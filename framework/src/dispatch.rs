@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
-use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet};
+use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet, Request};
 
 use crate::build_error::BuildError;
 use crate::context::{CheckState, Context, FromContext};
@@ -42,9 +42,21 @@ impl std::fmt::Debug for ControllerRegistration {
     }
 }
 
+/// A controller that `#[packet_controller]` can build on its own: one that
+/// is `Default`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `Default`, so #[packet_controller] cannot build it",
+    label = "`{Self}` does not implement `Default`",
+    note = "derive or implement `Default` for `{Self}`, or write #[packet_controller(explicit)] \
+            and pass an instance to `Server::builder().controller(...)`"
+)]
+pub trait Discoverable: Controller + Default {}
+
+impl<C: Controller + Default> Discoverable for C {}
+
 impl ControllerRegistration {
     /// The registration of controller `C`, built with `C::default()`.
-    pub const fn new<C: Controller + Default>(name: &'static str) -> Self {
+    pub const fn new<C: Discoverable>(name: &'static str) -> Self {
         Self {
             name,
             type_id: TypeId::of::<C>,
@@ -53,11 +65,51 @@ impl ControllerRegistration {
     }
 }
 
-fn make_default<C: Controller + Default>() -> Arc<dyn Controller> {
+fn make_default<C: Discoverable>() -> Arc<dyn Controller> {
     Arc::new(C::default())
 }
 
 inventory::collect!(ControllerRegistration);
+
+/// `Self`, what a handler answers `Req` with (the `T` of its `Result<T, E>`),
+/// is `Declared`, the response `Req` declares.
+#[diagnostic::on_unimplemented(
+    message = "the handler of `{Req}` answers with `{Self}`, but `{Req}` declares `response = {Declared}`",
+    label = "this answers with `{Self}`",
+    note = "return `{Declared}` (or `Result<{Declared}, E>`), or change `response = ...` in the #[packet(...)] of `{Req}`"
+)]
+pub trait Answers<Req, Declared> {}
+
+impl<Req: Request<Response = R>, R> Answers<Req, R> for R {}
+
+/// Checks at compile time that a handler returning `R` answers `Req` with
+/// the response `Req` declares.
+pub const fn check_reply<Req: Request, R: IntoReply>()
+where
+    R::Response: Answers<Req, Req::Response>,
+{
+}
+
+/// [`Answers`] for a handler that returns `impl IntoReply`: its response is
+/// hidden unless the return type names it.
+#[diagnostic::on_unimplemented(
+    message = "the handler of `{Req}` returns an `impl IntoReply` whose response is not `{Declared}`, \
+               the response `{Req}` declares",
+    label = "the response of this `impl IntoReply` is not known to be `{Declared}`",
+    note = "name it in the return type: `impl IntoReply<Response = {Declared}>`"
+)]
+pub trait AnswersOpaque<Req, Declared> {}
+
+impl<Req: Request<Response = R>, R> AnswersOpaque<Req, R> for R {}
+
+/// [`check_reply`] for a handler whose return type has no name
+/// (`impl Trait`): returns `reply` as is.
+pub fn checked_opaque_reply<Req: Request, R: IntoReply>(reply: R) -> R
+where
+    R::Response: AnswersOpaque<Req, Req::Response>,
+{
+    reply
+}
 
 /// A boxed future that a pending asynchronous handler runs as.
 pub(crate) type ReplyFuture = Pin<Box<dyn Future<Output = DeferredReply> + Send>>;

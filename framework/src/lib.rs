@@ -7,7 +7,7 @@
 //! use ternio::{Bytes, Packet, Server, packet_controller};
 //!
 //! #[derive(Packet)]
-//! #[packet(opcode = 0x0001)]
+//! #[packet(opcode = 0x0001, response = Echo)]
 //! struct Echo {
 //!     payload: Bytes,
 //! }
@@ -84,7 +84,7 @@ mod transport;
 
 pub use ternio_protocol as protocol;
 pub use ternio_protocol::{
-    AppCode, AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
+    AppCode, AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet, Request,
 };
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
@@ -110,6 +110,9 @@ pub use transport::tls::{TlsConfig, TlsError};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::context::CheckState;
-    pub use crate::dispatch::{Controller, ControllerRegistration, HandlerSpec};
+    pub use crate::dispatch::{
+        Answers, AnswersOpaque, Controller, ControllerRegistration, Discoverable, HandlerSpec,
+        check_reply, checked_opaque_reply,
+    };
     pub use inventory;
 }

@@ -14,7 +14,7 @@
 //! use ternio::{Context, Packet, State, packet_controller};
 //!
 //! #[derive(Packet)]
-//! #[packet(opcode = 0x0010)]
+//! #[packet(opcode = 0x0010, response = Joined)]
 //! struct Join { room: String }
 //!
 //! #[derive(Debug, PartialEq, Packet)]
@@ -61,7 +61,7 @@
 //! use ternio_client::Client;
 //!
 //! #[derive(Packet)]
-//! #[packet(opcode = 0x0001)]
+//! #[packet(opcode = 0x0001, response = Echo)]
 //! struct Echo { payload: Bytes }
 //!
 //! struct EchoController;

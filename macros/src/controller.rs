@@ -85,16 +85,38 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Reads every `fn` of the block as a handler, removing its `#[handler]`
-/// attributes.
+/// attributes. A second handler for a request type already handled in the
+/// block (under the same `#[cfg]`s) is an error, and left out.
 fn take_handlers(block: &mut ItemImpl, errors: &mut Errors) -> Vec<Handler> {
-    block
-        .items
-        .iter_mut()
-        .filter_map(|item| match item {
-            ImplItem::Fn(method) => errors.check(Handler::from_method(method)),
-            _ => None,
-        })
-        .collect()
+    let mut handlers: Vec<Handler> = Vec::new();
+    for item in &mut block.items {
+        let ImplItem::Fn(method) = item else { continue };
+        let Some(handler) = errors.check(Handler::from_method(method)) else {
+            continue;
+        };
+        let key = request_key(handler.request());
+        let first = handlers.iter().find(|earlier| {
+            request_key(earlier.request()) == key && earlier.cfg_key() == handler.cfg_key()
+        });
+        if let Some(first) = first {
+            errors.push(syn::Error::new_spanned(
+                handler.request(),
+                format!(
+                    "`{key}` is already handled by `{}` in this block: \
+                     a request type has one handler",
+                    syn::ext::IdentExt::unraw(first.ident())
+                ),
+            ));
+            continue;
+        }
+        handlers.push(handler);
+    }
+    handlers
+}
+
+/// A request type as written, without spaces, to compare two handlers'.
+fn request_key(ty: &Type) -> String {
+    ty.to_token_stream().to_string().replace(' ', "")
 }
 
 /// Refuses trait impls and generic impls; returns whether a `Controller`
@@ -330,6 +352,31 @@ mod tests {
         );
         assert!(compile_errors(&file)[0].contains("goes on an inherent impl block"));
         assert!(matches!(file.items.last(), Some(Item::Fn(_))));
+    }
+
+    #[test]
+    fn refuses_a_second_handler_for_a_request_type() {
+        let file = expand_file(
+            quote!(),
+            quote! {
+                impl Rooms {
+                    fn join(request: Join) {}
+                    fn leave(request: Leave) {}
+                    async fn join_again(&self, request: Join) -> Joined { todo!() }
+                    #[cfg(feature = "a")]
+                    fn leave_a(request: Leave) {}
+                }
+            },
+        );
+        assert_eq!(
+            compile_errors(&file),
+            [
+                "\"`Join` is already handled by `join` in this block: a request type has one handler\""
+            ]
+        );
+        let out = quote!(#file).to_string();
+        assert!(!out.contains("\"Rooms::join_again\""), "{out}");
+        assert!(out.contains("\"Rooms::leave_a\""), "{out}");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub(crate) struct Handler {
     /// The handler's return type, or `None` when it cannot be named
     /// (`impl Trait`) and is left to inference.
     output: Option<Type>,
+    /// Where the return type is written (the method's name when there is
+    /// none), for the errors about what the handler answers with.
+    output_span: Span,
     extractors: Vec<Extractor>,
     options: Vec<HandlerOption>,
     /// The method's `#[cfg(...)]` attributes, repeated on its spec.
@@ -85,10 +88,34 @@ impl Handler {
             takes_self,
             request: request.expect("checked above"),
             output: output_type(&sig.output),
+            output_span: match &sig.output {
+                ReturnType::Type(_, ty) => ty.span(),
+                ReturnType::Default => sig.ident.span(),
+            },
             extractors,
             options,
             cfgs,
         })
+    }
+
+    /// The method's name.
+    pub(crate) fn ident(&self) -> &Ident {
+        &self.ident
+    }
+
+    /// The request type, as written.
+    pub(crate) fn request(&self) -> &Type {
+        &self.request
+    }
+
+    /// The method's `#[cfg(...)]` attributes, as tokens: two handlers for
+    /// one request type are a conflict only under the same ones.
+    pub(crate) fn cfg_key(&self) -> String {
+        self.cfgs
+            .iter()
+            .map(|attr| attr.to_token_stream().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The `HandlerSpec` of this handler, preceded by its `#[cfg]`s: an
@@ -150,6 +177,45 @@ impl Handler {
                 quote_spanned!(span=> #t::__private::HandlerSpec::sync::<#req_ty, #output>)
             }
         };
+        // The check that the handler answers with the response `Req`
+        // declares: on the declared return type when there is one (a
+        // mismatch is reported there, a missing declaration at `Req`), else
+        // on the returned value.
+        let req_span = req_ty.span();
+        let check_path = {
+            let t = ternio.at(req_span);
+            quote_spanned!(req_span=> #t::__private)
+        };
+        let (check, answer) = match &self.output {
+            Some(ty) => (
+                Some(quote_spanned!(req_span=> #check_path::check_reply::<#req_ty, #ty>();)),
+                if self.is_async {
+                    quote!(#call.await)
+                } else {
+                    call
+                },
+            ),
+            None => {
+                let value = if self.is_async {
+                    quote!(#call.await)
+                } else {
+                    call
+                };
+                // The value in a block spanned at the return type: an error
+                // about it is reported there.
+                let reply = Ident::new("reply", Span::mixed_site());
+                let mut value = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Brace,
+                    quote!(let #reply = #value; #reply),
+                );
+                value.set_span(self.output_span);
+                let t = ternio.at(self.output_span);
+                let check = quote_spanned!(self.output_span=>
+                    #t::__private::checked_opaque_reply::<#req_ty, _>(#value)
+                );
+                (None, check)
+            }
+        };
         let closure = if self.is_async {
             let recapture = self
                 .takes_self
@@ -157,11 +223,11 @@ impl Handler {
             quote! {
                 move |#request: #req_ty, #ctx_param: #t::Context| {
                     #recapture
-                    async move { #call.await }
+                    async move { #answer }
                 }
             }
         } else {
-            quote!(move |#request: #req_ty, #ctx_param: &#t::Context| #call)
+            quote!(move |#request: #req_ty, #ctx_param: &#t::Context| #answer)
         };
         let extractor_checks = self.extractors.iter().filter_map(Extractor::check);
         let options = &self.options;
@@ -169,6 +235,7 @@ impl Handler {
         quote! {
             #(#cfgs)*
             {
+                #check
                 #capture
                 #constructor(#name, #closure)
                     #(#extractor_checks)*
@@ -380,7 +447,8 @@ mod tests {
         });
         assert_eq!(
             out,
-            "{ let this = :: std :: sync :: Arc :: clone (& self) ; \
+            "{ :: ternio :: __private :: check_reply :: < Join , Result < Joined , Refused > > () ; \
+             let this = :: std :: sync :: Arc :: clone (& self) ; \
              :: ternio :: __private :: HandlerSpec :: sync :: < Join , Result < Joined , Refused > > (\"Rooms::join\" , \
              move | request : Join , ctx : & :: ternio :: Context | \
              Self :: join (& * this , request , ctx , \
@@ -398,7 +466,8 @@ mod tests {
         });
         assert_eq!(
             out,
-            "{ let this = :: std :: sync :: Arc :: clone (& self) ; \
+            "{ :: ternio :: __private :: check_reply :: < Leave , () > () ; \
+             let this = :: std :: sync :: Arc :: clone (& self) ; \
              :: ternio :: __private :: HandlerSpec :: asynchronous :: < Leave , () , _ > (\"Rooms::leave\" , \
              move | request : Leave , ctx : :: ternio :: Context | { \
              let this = :: std :: sync :: Arc :: clone (& this) ; \
@@ -416,13 +485,21 @@ mod tests {
         assert_eq!(
             out,
             "{ :: ternio :: __private :: HandlerSpec :: sync :: < Ping , _ > (\"Rooms::ping\" , \
-             move | request : Ping , _ : & :: ternio :: Context | Self :: r#ping (request)) }"
+             move | request : Ping , _ : & :: ternio :: Context | \
+             :: ternio :: __private :: checked_opaque_reply :: < Ping , _ > \
+             ({ let reply = Self :: r#ping (request) ; reply })) }"
         );
         let out = spec(parse_quote! {
             async fn tick(self: &Self, request: Tick) -> Option<(u8, impl Sized)> {}
         });
         assert!(out.contains("asynchronous :: < Tick , _ , _ >"), "{out}");
-        assert!(out.contains("Self :: tick (& * this , request)"), "{out}");
+        assert!(
+            out.contains(
+                ":: ternio :: __private :: checked_opaque_reply :: < Tick , _ > \
+                 ({ let reply = Self :: tick (& * this , request) . await ; reply })"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

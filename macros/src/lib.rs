@@ -64,13 +64,23 @@ use syn::{DeriveInput, parse_macro_input};
 /// sets `Packet::DROPPABLE`: a push of this type may be dropped for a
 /// connection that falls behind, under the server's slow-consumer policy.
 ///
+/// `response = T` pairs a request with its answer: it implements
+/// `Request` with `type Response = T`, where `T` is the packet the
+/// handler answers with, or `()` for an acknowledgement
+/// (`#[packet(opcode = 0x0010, response = Sum)]`). The client's
+/// `request_async` then returns `T`, and `#[packet_controller]` checks that
+/// the packet's handler returns `T` (or `Result<T, E>`). Every packet a
+/// controller handles declares one.
+///
 /// # Compile errors
 ///
 /// A missing, non-literal or out-of-range opcode (the system range
 /// `0xFF00..=0xFFFF` is reserved), an unknown or repeated key in
-/// `#[packet(...)]`, `#[packet]` on a field or a variant, a generic type, a
-/// union, an enum with no variant, more than 256 variants, or an explicit
-/// discriminant (`A = 5`: the index is the declaration order). A field whose
+/// `#[packet(...)]`, a `response` that is not a type (a type that is neither
+/// a packet nor `()` is reported by the compiler at that type), `#[packet]`
+/// on a field or a variant, a generic type, a union, an enum with no
+/// variant, more than 256 variants, or an explicit discriminant (`A = 5`:
+/// the index is the declaration order). A field whose
 /// type has no encoding is reported by the compiler at that field.
 #[proc_macro_derive(Packet, attributes(packet))]
 pub fn derive_packet(input: TokenStream) -> TokenStream {
@@ -145,6 +155,14 @@ pub fn derive_codec(input: TokenStream) -> TokenStream {
 ///   business (`State(store): State<Store>` works).
 /// - `async fn` handlers become `HandlerSpec::asynchronous`, others
 ///   `HandlerSpec::sync`. The return type is left to the `IntoReply` bound.
+/// - The request packet must declare its response
+///   (`#[packet(opcode = 0x0010, response = Sum)]`), and the handler must
+///   answer with it: return `Sum` or `Result<Sum, E>` (or `()` and
+///   `Result<(), E>` for `response = ()`); a handler that returns
+///   `impl IntoReply` names it, as `impl IntoReply<Response = Sum>`. Either
+///   mistake is a compile error that names the packet and both types.
+/// - Two handlers of one request type in a block are a compile error on
+///   the second (unless their `#[cfg(...)]`s differ).
 /// - A handler's name is `"Controller::method"`.
 /// - `#[handler(key, key = value, key(a, b))]` (any number, in order) become
 ///   `.key()`, `.key(value)`, `.key(a, b)` on the handler's `HandlerSpec`;
@@ -156,9 +174,10 @@ pub fn derive_codec(input: TokenStream) -> TokenStream {
 ///
 /// # Registration
 ///
-/// The controller (which must then be `Default`) is submitted to
-/// `inventory` as `ControllerRegistration::new::<C>("C")` (these types are
-/// in `ternio::__private`: the generated code's, not an API).
+/// The controller (which must then be `Default`, or the compile error says
+/// to write `#[packet_controller(explicit)]`) is submitted to `inventory` as
+/// `ControllerRegistration::new::<C>("C")` (these types are in
+/// `ternio::__private`: the generated code's, not an API).
 /// `#[packet_controller(explicit)]` leaves that out, for a controller that is
 /// built by hand and passed to `Server::builder().controller(instance)`.
 ///
@@ -169,7 +188,10 @@ pub fn derive_codec(input: TokenStream) -> TokenStream {
 /// handler is `HandlerSpec::sync::<Req, R>(name, move |request, ctx:
 /// &Context| ...)`; an async one is `HandlerSpec::asynchronous::<Req, R, _>(
 /// name, move |request, ctx: Context| async move { ... })`, where `R` is the
-/// declared return type (`_` when it mentions `impl Trait`).
+/// declared return type (`_` when it mentions `impl Trait`). Before it,
+/// `check_reply::<Req, R>()` checks the response at compile time; with
+/// `impl Trait`, `checked_opaque_reply::<Req, _>(reply)` wraps the value
+/// the method returns.
 #[proc_macro_attribute]
 pub fn packet_controller(attr: TokenStream, item: TokenStream) -> TokenStream {
     controller::expand(attr.into(), item.into()).into()

@@ -39,8 +39,10 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
     let droppable = packet_attr::is_droppable(&input.attrs);
     let max_depth = packet_attr::max_depth(&input.attrs);
     let packet = packet_impl(input, &proto, opcode, droppable, max_depth);
+    let request =
+        packet_attr::response(&input.attrs).map(|response| request_impl(input, &proto, &response));
     let errors = errors.into_compile_errors();
-    quote!(#errors #codec #packet)
+    quote!(#errors #codec #packet #request)
 }
 
 /// `impl Encode` and `impl Decode` for a nested type with no opcode.
@@ -100,6 +102,19 @@ fn packet_impl(
     }
 }
 
+/// `impl Request` for a packet with `response = T`. The bound
+/// `T: Response` is checked by the compiler at `T`, as written.
+fn request_impl(input: &DeriveInput, proto: &CratePath, response: &syn::Type) -> TokenStream {
+    let p = proto.at(Span::call_site());
+    let ident = &input.ident;
+    quote! {
+        #[automatically_derived]
+        impl #p::Request for #ident {
+            type Response = #response;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +132,31 @@ mod tests {
             out.contains("const NAME : & 'static str = \"Join\" ;"),
             "{out}"
         );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(!out.contains("Request"), "{out}");
+    }
+
+    #[test]
+    fn a_declared_response_implements_request() {
+        let out = derive_packet(&parse_quote! {
+            #[packet(opcode = 0x10, response = crate::Sum)]
+            struct Add { a: i32 }
+        })
+        .to_string();
+        assert!(
+            out.contains(
+                "impl :: ternio_protocol :: Request for Add { type Response = crate :: Sum ; }"
+            ),
+            "{out}"
+        );
+        let out = derive_packet(&parse_quote! {
+            #[packet(opcode = 0x11, droppable)]
+            #[packet(response = ())]
+            struct Leave;
+        })
+        .to_string();
+        assert!(out.contains("type Response = () ;"), "{out}");
+        assert!(out.contains("const DROPPABLE : bool = true ;"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }
 

@@ -2,7 +2,7 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, ExprLit, Lit, LitInt};
+use syn::{Attribute, Expr, ExprLit, Lit, LitInt, Type};
 
 /// The first opcode of the system range, reserved for the protocol's own
 /// packets (`PING`, `PONG`, `DISCONNECT`, `HANDSHAKE`).
@@ -31,6 +31,7 @@ pub(crate) fn is_packet_attr(attr: &Attribute) -> bool {
 /// are read as one list of keys, and a key given twice is an error.
 pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
     let mut opcode = None;
+    let mut seen_response = false;
     for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("opcode") {
@@ -39,6 +40,20 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                 }
                 let value: Expr = meta.value()?.parse()?;
                 opcode = Some(check_opcode(&value)?);
+                Ok(())
+            } else if meta.path.is_ident("response") {
+                // Read by `response`: a type.
+                if seen_response {
+                    return Err(meta.error("duplicate key `response` in #[packet(...)]"));
+                }
+                seen_response = true;
+                let _: Type = meta.value()?.parse().map_err(|error| {
+                    syn::Error::new(
+                        error.span(),
+                        "`response` is a type: the packet the handler answers with, \
+                         or `()` for an acknowledgement, as in #[packet(opcode = 0x0001, response = Joined)]",
+                    )
+                })?;
                 Ok(())
             } else if meta.path.is_ident("max_depth") {
                 // Read by `max_depth`: a positive integer.
@@ -61,14 +76,33 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
             } else {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
-                    "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `droppable` and \
-                     `max_depth`, as in #[packet(opcode = 0x0001, droppable, max_depth = 128)]",
+                    "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `response`, \
+                     `droppable` and `max_depth`, as in \
+                     #[packet(opcode = 0x0001, response = Joined, droppable, max_depth = 128)]",
                     key.replace(' ', "")
                 )))
             }
         })?;
     }
     Ok(opcode)
+}
+
+/// The `response = T` of the `#[packet(...)]` attributes, if given: the
+/// type the packet's handler answers with (`()` for an acknowledgement).
+pub(crate) fn response(attrs: &[Attribute]) -> Option<Type> {
+    let mut response = None;
+    for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
+        // Errors were reported by `parse_opcode`.
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("response") {
+                response = Some(meta.value()?.parse::<Type>()?);
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: Expr = meta.value()?.parse()?;
+            }
+            Ok(())
+        });
+    }
+    response
 }
 
 /// Whether the `#[packet(...)]` attributes carry the `droppable` flag: a
@@ -80,6 +114,8 @@ pub(crate) fn is_droppable(attrs: &[Attribute]) -> bool {
         let _ = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("droppable") {
                 droppable = true;
+            } else if meta.path.is_ident("response") {
+                let _: Type = meta.value()?.parse()?;
             } else if meta.input.peek(syn::Token![=]) {
                 let _: Expr = meta.value()?.parse()?;
             }
@@ -149,6 +185,8 @@ pub(crate) fn max_depth(attrs: &[Attribute]) -> Option<syn::LitInt> {
         let _ = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("max_depth") {
                 depth = Some(meta.value()?.parse::<syn::LitInt>()?);
+            } else if meta.path.is_ident("response") {
+                let _: Type = meta.value()?.parse()?;
             } else if meta.input.peek(syn::Token![=]) {
                 let _: Expr = meta.value()?.parse()?;
             }
@@ -224,6 +262,15 @@ mod tests {
                 parse_quote!(#[packet(opcode = 2)])
             ]),
             Err("duplicate key `opcode` in #[packet(...)]".to_owned())
+        );
+        assert_eq!(
+            opcode(&[parse_quote!(#[packet(opcode = 1, response = A, response = ())])]),
+            Err("duplicate key `response` in #[packet(...)]".to_owned())
+        );
+        assert!(
+            opcode(&[parse_quote!(#[packet(opcode = 1, response = 3)])])
+                .unwrap_err()
+                .starts_with("`response` is a type")
         );
         assert!(
             opcode(&[parse_quote!(#[packet(opcode = OPCODE)])])

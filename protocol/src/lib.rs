@@ -13,7 +13,8 @@
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
-//! - [`reply`]: how a handler's return value becomes a response frame;
+//! - [`reply`]: how a handler's return value becomes a response frame, and
+//!   [`Request`], which pairs a request packet with its response;
 //! - `config_format` (feature `serde`): how settings files write durations
 //!   (`"30s"`) and settings turned off (`"off"`);
 //! - [`websocket`]: counting WebSocket bytes, to know when a WebSocket
@@ -49,4 +50,4 @@ pub use codec::{Decode, Encode, Reader};
 pub use error::{AppCode, DecodeError, DisconnectReason, ErrorCode, FrameError};
 pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
 pub use packet::Packet;
-pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Response, ResponseError};
+pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};

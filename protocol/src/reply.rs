@@ -1,5 +1,6 @@
 //! How a handler's return value becomes the answer to a request (section 2):
-//! a packet, an acknowledgement for `()`, or an error for `Err`.
+//! a packet, an acknowledgement for `()`, or an error for `Err`; and
+//! [`Request`], the response type a request packet declares.
 
 use std::fmt;
 
@@ -29,23 +30,29 @@ pub trait ReplySink {
     note = "return a #[derive(Packet)] type, `()`, or `Result<T, E>` where `E` implements `ternio::AppError`"
 )]
 pub trait IntoReply {
+    /// What the requester reads back: the packet itself for a packet, `()`
+    /// (an acknowledgement) for `()`, and `T`'s for `Result<T, E>`.
+    type Response: Response;
     /// Writes the reply into `sink`.
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output;
 }
 
 impl<P: Packet> IntoReply for P {
+    type Response = P;
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         sink.packet(&self)
     }
 }
 
 impl IntoReply for () {
+    type Response = ();
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         sink.ack()
     }
 }
 
 impl<T: IntoReply, E: AppError> IntoReply for Result<T, E> {
+    type Response = T::Response;
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         match self {
             Ok(value) => value.into_reply(sink),
@@ -111,6 +118,11 @@ impl AppError for HandlerError {
 
 /// A value a requester expects back: a packet, or `()` for an
 /// acknowledgement (an empty body with the request's opcode).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a response",
+    label = "not a #[derive(Packet)] type or `()`",
+    note = "a response is the packet a handler answers with, or `()` for an acknowledgement"
+)]
 pub trait Response: Sized {
     /// Reads the value from a successful `RESPONSE` frame.
     fn from_response(opcode: u16, body: &Bytes, request_opcode: u16)
@@ -152,6 +164,25 @@ impl Response for () {
         }
         Ok(())
     }
+}
+
+/// A packet sent as a request, with the type its handler answers with:
+/// `#[packet(opcode = 0x0010, response = Sum)]` declares `Sum`, and
+/// `response = ()` an acknowledgement.
+///
+/// The client's `request_async` returns `Self::Response`, and
+/// `#[packet_controller]` checks that the packet's handler returns it (as
+/// is, or as the `T` of a `Result<T, E>`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` declares no response",
+    label = "`{Self}` has no `response = ...` in its #[packet(...)]",
+    note = "declare what its handler answers with: #[packet(opcode = 0x...., response = MyReply)], \
+            or `response = ()` for an acknowledgement"
+)]
+pub trait Request: Packet {
+    /// What the handler answers with: a packet, or `()` for an
+    /// acknowledgement.
+    type Response: Response;
 }
 
 /// A response that is not the one expected.

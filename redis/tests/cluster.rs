@@ -26,7 +26,7 @@ use ternio_testkit::redis_server::RedisServer;
 
 /// 0x0500: asks for the connection's id.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0500)]
+#[packet(opcode = 0x0500, response = Me)]
 struct WhoAmI;
 
 /// 0x0501: the answer to [`WhoAmI`].
@@ -36,7 +36,7 @@ struct Me(u64);
 
 /// 0x0502: push [`Told`] to the connection `to`, wherever it is.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0502)]
+#[packet(opcode = 0x0502, response = ())]
 struct Tell {
     to: u64,
     text: String,
@@ -52,14 +52,14 @@ struct Told {
 
 /// 0x0504: joins a room.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0504)]
+#[packet(opcode = 0x0504, response = ())]
 struct Enter {
     room: String,
 }
 
 /// 0x0505: broadcasts [`Told`] to a room.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0505)]
+#[packet(opcode = 0x0505, response = ())]
 struct Shout {
     room: String,
     text: String,
@@ -221,14 +221,14 @@ impl Member {
 
     async fn enter(&self, room: &str) {
         self.client
-            .request_async::<_, ()>(&Enter { room: room.into() })
+            .request_async(&Enter { room: room.into() })
             .await
             .expect("enters");
     }
 
     async fn shout(&self, room: &str, text: &str) {
         self.client
-            .request_async::<_, ()>(&Shout {
+            .request_async(&Shout {
                 room: room.into(),
                 text: text.into(),
             })
@@ -286,7 +286,7 @@ async fn chat_users_on_two_nodes_share_a_room() {
     let mut bob_messages = bob.subscribe::<ChatMessage>();
     for (client, nick) in [(&ann, "ann"), (&bob, "bob")] {
         client
-            .request_async::<_, ()>(&SetNick { nick: nick.into() })
+            .request_async(&SetNick { nick: nick.into() })
             .await
             .unwrap();
     }
@@ -326,10 +326,10 @@ async fn chat_users_on_two_nodes_share_a_room() {
         nick: nick.into(),
         text: text.into(),
     };
-    ann.request_async::<_, ()>(&say("hi bob")).await.unwrap();
+    ann.request_async(&say("hi bob")).await.unwrap();
     assert_eq!(next(&mut bob_messages).await, message("ann", "hi bob"));
     assert_eq!(next(&mut ann_messages).await, message("ann", "hi bob"));
-    bob.request_async::<_, ()>(&say("hi ann")).await.unwrap();
+    bob.request_async(&say("hi ann")).await.unwrap();
     assert_eq!(next(&mut ann_messages).await, message("bob", "hi ann"));
     assert_eq!(next(&mut bob_messages).await, message("bob", "hi ann"));
     // Each message arrives once: a node does not deliver its own twice.

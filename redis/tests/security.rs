@@ -115,7 +115,7 @@ impl Chatter {
         let client = Client::connect_tcp(node.address).await.expect("connects");
         let messages = client.subscribe::<ChatMessage>();
         client
-            .request_async::<_, ()>(&SetNick { nick: nick.into() })
+            .request_async(&SetNick { nick: nick.into() })
             .await
             .expect("a nickname");
         let _: RoomInfo = client
@@ -139,7 +139,7 @@ impl Chatter {
 
     async fn say(&self, text: &str) {
         self.client
-            .request_async::<_, ()>(&Say {
+            .request_async(&Say {
                 room: ROOM.into(),
                 text: text.into(),
             })

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::system::{self, ErrorBody, Ping, Pong};
-use ternio_protocol::{Frame, Packet, Response};
+use ternio_protocol::{Frame, Packet, Request, Response};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 
@@ -257,34 +257,46 @@ impl Client {
 
     /// Sends `request` and waits for its response, up to the default timeout.
     ///
-    /// `Resp` is the packet type the handler returns, or `()` for a handler
-    /// that returns nothing. A handler's error comes back as
+    /// The response's type is the one `Req` declares with
+    /// `#[packet(..., response = T)]`: the packet its handler answers with,
+    /// or `()` for an acknowledgement. A handler's error comes back as
     /// [`ClientError::Remote`] with its code.
-    ///
-    /// # Acknowledgements
-    ///
-    /// A handler that returns `()` (or `Result<(), E>`) answers with an
-    /// acknowledgement: a `RESPONSE` with the request's own opcode and an
-    /// empty body, once it has run. Its caller names `()` as the response
-    /// type, with a `let ()` binding or a turbofish: written as a bare
-    /// statement, `client.request_async(&leave).await?;` leaves `Resp` to be
-    /// inferred, and Rust picks `!`, which is no [`Response`]
-    /// (`the trait bound `!: Response` is not satisfied`).
     ///
     /// ```no_run
     /// use ternio_client::{Client, Packet};
     ///
     /// #[derive(Packet)]
-    /// #[packet(opcode = 0x0103)]
+    /// #[packet(opcode = 0x0010, response = Sum)]
+    /// struct Add {
+    ///     a: i32,
+    ///     b: i32,
+    /// }
+    ///
+    /// #[derive(Packet)]
+    /// #[packet(opcode = 0x0011)]
+    /// struct Sum {
+    ///     total: i32,
+    /// }
+    ///
+    /// #[derive(Packet)]
+    /// #[packet(opcode = 0x0103, response = ())]
     /// struct Leave;
     ///
     /// # async fn run(client: Client) -> Result<(), ternio_client::ClientError> {
-    /// let () = client.request_async(&Leave).await?;
-    /// // or
-    /// client.request_async::<_, ()>(&Leave).await?;
+    /// let sum = client.request_async(&Add { a: 2, b: 3 }).await?;
+    /// assert_eq!(sum.total, 5);
+    /// client.request_async(&Leave).await?;
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// # Acknowledgements
+    ///
+    /// A handler that returns `()` (or `Result<(), E>`) answers with an
+    /// acknowledgement: a `RESPONSE` with the request's own opcode and an
+    /// empty body, once it has run. Its packet declares `response = ()`.
+    ///
+    /// # Security and reconnection
     ///
     /// Once the connection's secure session is up, the request is sealed,
     /// and so is its answer. Once the application asked for a secure
@@ -297,36 +309,50 @@ impl Client {
     /// connection within its timeout. If the connection is lost while the
     /// request is in flight, it fails with [`ClientError::Closed`]: the
     /// server may or may not have run it.
-    pub async fn request_async<Req: Packet, Resp: Response>(
+    pub async fn request_async<Req: Request>(
         &self,
         request: &Req,
-    ) -> Result<Resp, ClientError> {
+    ) -> Result<Req::Response, ClientError> {
         self.request_with_timeout(request, self.shared().config().request_timeout)
             .await
     }
 
     /// [`request_async`](Self::request_async) with its own timeout.
-    pub async fn request_with_timeout<Req: Packet, Resp: Response>(
+    pub async fn request_with_timeout<Req: Request>(
         &self,
         request: &Req,
         timeout: Duration,
-    ) -> Result<Resp, ClientError> {
-        self.request_as(request, timeout, Seal::Auto).await
+    ) -> Result<Req::Response, ClientError> {
+        self.call(request, timeout, Seal::Auto).await
     }
 
     /// Sends `request` sealed and waits for its (sealed) response, up to the
     /// default timeout. Fails with [`ClientError::NotSecure`] when the
     /// connection has no secure session, even before the application asked
     /// for one. Otherwise as [`request_async`](Self::request_async).
-    pub async fn request_sealed<Req: Packet, Resp: Response>(
+    pub async fn request_sealed<Req: Request>(
         &self,
         request: &Req,
-    ) -> Result<Resp, ClientError> {
+    ) -> Result<Req::Response, ClientError> {
         let timeout = self.shared().config().request_timeout;
-        self.request_as(request, timeout, Seal::Required).await
+        self.call(request, timeout, Seal::Required).await
     }
 
-    async fn request_as<Req: Packet, Resp: Response>(
+    /// [`request_async`](Self::request_async) for a packet that declares no
+    /// response (one from a crate that does not): the caller names the
+    /// response type, `Resp`, a packet or `()`, as in
+    /// `client.request_as::<Sum>(&add)`. A reply of another type fails with
+    /// [`ClientError::UnexpectedResponse`] at run time, which a declared
+    /// response rules out at compile time: prefer `response = ...`.
+    pub async fn request_as<Resp: Response>(
+        &self,
+        request: &impl Packet,
+    ) -> Result<Resp, ClientError> {
+        let timeout = self.shared().config().request_timeout;
+        self.call(request, timeout, Seal::Auto).await
+    }
+
+    async fn call<Req: Packet, Resp: Response>(
         &self,
         request: &Req,
         timeout: Duration,

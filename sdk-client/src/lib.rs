@@ -8,7 +8,7 @@
 //! use ternio_client::{Bytes, Client, Packet};
 //!
 //! #[derive(Packet)]
-//! #[packet(opcode = 0x0001)]
+//! #[packet(opcode = 0x0001, response = Echo)]
 //! struct Echo {
 //!     payload: Bytes,
 //! }
@@ -16,7 +16,7 @@
 //! # async fn run() -> Result<(), ternio_client::ClientError> {
 //! let client = Client::connect_tcp("127.0.0.1:7001").await?;
 //! // or: Client::connect_ws("ws://127.0.0.1:7002/ws").await?
-//! let reply: Echo = client.request_async(&Echo { payload: Bytes::from_static(b"hi") }).await?;
+//! let reply = client.request_async(&Echo { payload: Bytes::from_static(b"hi") }).await?;
 //! assert_eq!(&reply.payload[..], b"hi");
 //! println!("round trip: {:?}", client.ping().await?);
 //! # Ok(())
@@ -178,7 +178,7 @@ mod tls;
 mod ws;
 
 pub use ternio_protocol as protocol;
-pub use ternio_protocol::{AppCode, Bytes, DisconnectReason, ErrorCode, Packet, Response};
+pub use ternio_protocol::{AppCode, Bytes, DisconnectReason, ErrorCode, Packet, Request, Response};
 
 pub use ternio_macros::{Codec, Packet};
 

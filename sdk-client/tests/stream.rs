@@ -42,7 +42,7 @@ async fn a_stream_carries_requests_and_pushes_and_is_opened_again_after_a_loss()
 
     // A request, answered.
     let hello = echo("hello");
-    let (reply, ()) = tokio::join!(client.request_async::<_, Echo>(&hello), async {
+    let (reply, ()) = tokio::join!(client.request_async(&hello), async {
         let request = peer.recv_request().await.expect("the request");
         assert_eq!(request.header.opcode, 0x0001);
         assert_ne!(request.header.request_id, 0);
@@ -98,7 +98,7 @@ async fn a_disconnect_fails_the_request_in_flight() {
         peer.recv_request().await.expect("the request");
         peer.disconnect(DisconnectReason::Kicked).await;
     });
-    let result = client.request_async::<_, Echo>(&echo("x")).await;
+    let result = client.request_async(&echo("x")).await;
     match result {
         Err(ClientError::Closed(CloseReason::Disconnected(disconnect))) => {
             assert_eq!(disconnect.reason, DisconnectReason::Kicked)
@@ -131,10 +131,7 @@ async fn frames_larger_than_the_pipe_go_through() {
         let large = Echo {
             payload: Bytes::from(vec![7u8; len]),
         };
-        let (a, b) = tokio::join!(
-            client.request_async::<_, Echo>(&large),
-            client.request_async::<_, Echo>(&large)
-        );
+        let (a, b) = tokio::join!(client.request_async(&large), client.request_async(&large));
         assert_eq!(a.unwrap(), large);
         assert_eq!(b.unwrap(), large);
     }

@@ -69,7 +69,7 @@ async fn a_request_times_out_by_default_or_per_call() {
     tokio::spawn(slow_peer(peers.recv().await.unwrap()));
 
     let started = Instant::now();
-    let result = client.request_async::<_, Echo>(&echo("never")).await;
+    let result = client.request_async(&echo("never")).await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == 100 * MS),
         "{result:?}"
@@ -77,9 +77,7 @@ async fn a_request_times_out_by_default_or_per_call() {
     assert_eq!(started.elapsed(), 100 * MS);
 
     let started = Instant::now();
-    let result = client
-        .request_with_timeout::<_, Echo>(&echo("never"), 30 * MS)
-        .await;
+    let result = client.request_with_timeout(&echo("never"), 30 * MS).await;
     assert!(
         matches!(result, Err(ClientError::Timeout(t)) if t == 30 * MS),
         "{result:?}"
@@ -106,21 +104,18 @@ async fn a_short_timeout_fires_on_time_behind_a_long_one() {
         let client = client.clone();
         async move {
             client
-                .request_with_timeout::<_, Echo>(&echo("long"), Duration::from_secs(5))
+                .request_with_timeout(&echo("long"), Duration::from_secs(5))
                 .await
         }
     });
     let long_request = peer.recv_request().await.unwrap();
     let started = Instant::now();
     let short = echo("short");
-    let (short, ()) = tokio::join!(
-        client.request_with_timeout::<_, Echo>(&short, 80 * MS),
-        async {
-            peer.recv_request().await.unwrap();
-            tokio::time::sleep(1500 * MS).await;
-            peer.answer(&long_request, &echo("long")).await.unwrap();
-        }
-    );
+    let (short, ()) = tokio::join!(client.request_with_timeout(&short, 80 * MS), async {
+        peer.recv_request().await.unwrap();
+        tokio::time::sleep(1500 * MS).await;
+        peer.answer(&long_request, &echo("long")).await.unwrap();
+    });
     assert!(
         matches!(short, Err(ClientError::Timeout(t)) if t == 80 * MS),
         "{short:?}"
@@ -140,16 +135,14 @@ async fn a_short_timeout_fires_at_its_deadline_behind_a_long_one() {
         let client = client.clone();
         async move {
             client
-                .request_with_timeout::<_, Echo>(&echo("long"), Duration::from_secs(5))
+                .request_with_timeout(&echo("long"), Duration::from_secs(5))
                 .await
         }
     });
     peer.recv_request().await.unwrap();
     tokio::spawn(slow_peer(peer));
     let started = Instant::now();
-    let short = client
-        .request_with_timeout::<_, Echo>(&echo("short"), 80 * MS)
-        .await;
+    let short = client.request_with_timeout(&echo("short"), 80 * MS).await;
     assert!(matches!(short, Err(ClientError::Timeout(_))), "{short:?}");
     assert_eq!(started.elapsed(), 80 * MS);
     assert!(!long.is_finished());

@@ -21,7 +21,7 @@ pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_
 
 /// 0x0001: echoed back.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0001)]
+#[packet(opcode = 0x0001, response = Echo)]
 pub struct Echo {
     /// The bytes.
     pub payload: Bytes,
@@ -29,7 +29,7 @@ pub struct Echo {
 
 /// 0x0010: asks for `a + b`.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0010)]
+#[packet(opcode = 0x0010, response = Sum)]
 pub struct Add {
     /// Left.
     pub a: i64,
@@ -44,7 +44,7 @@ pub struct Sum(pub i64);
 
 /// 0x0020: the handler fails with this code and message.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0020)]
+#[packet(opcode = 0x0020, response = Sum)]
 pub struct Fail {
     /// The code.
     pub code: u16,
@@ -54,17 +54,17 @@ pub struct Fail {
 
 /// 0x0021: the synchronous handler panics.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0021)]
+#[packet(opcode = 0x0021, response = Sum)]
 pub struct Panic;
 
 /// 0x0022: the asynchronous handler panics after a sleep.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0022)]
+#[packet(opcode = 0x0022, response = Sum)]
 pub struct AsyncPanic;
 
 /// 0x0030: answered with [`Slept`] after `ms` milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0030)]
+#[packet(opcode = 0x0030, response = Slept)]
 pub struct Sleep {
     /// Milliseconds to sleep.
     pub ms: u32,
@@ -82,7 +82,7 @@ pub struct Slept {
 
 /// 0x0040: adds `by` to the shared counter; answered with an acknowledgement.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0040)]
+#[packet(opcode = 0x0040, response = ())]
 pub struct Bump {
     /// How much.
     pub by: u64,
@@ -90,7 +90,7 @@ pub struct Bump {
 
 /// 0x0041: asks for the shared counter.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0041)]
+#[packet(opcode = 0x0041, response = Count)]
 pub struct GetCount;
 
 /// 0x0042: the shared counter.
@@ -102,7 +102,7 @@ pub struct Count(pub u64);
 /// padding: a request whose size the test chooses and whose effect it can
 /// read back ([`GetCount`]).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0043)]
+#[packet(opcode = 0x0043, response = ())]
 pub struct Tally {
     /// How much.
     pub by: u64,
@@ -112,7 +112,7 @@ pub struct Tally {
 
 /// 0x0050: asks who the server thinks the caller is.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0050)]
+#[packet(opcode = 0x0050, response = YouAre)]
 pub struct WhoAmI;
 
 /// 0x0051: the caller's connection, as the server sees it.
@@ -129,7 +129,7 @@ pub struct YouAre {
 
 /// 0x0060: the server pushes `count` [`Note`]s, then acknowledges.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0060)]
+#[packet(opcode = 0x0060, response = ())]
 pub struct PushMe {
     /// How many.
     pub count: u32,
@@ -145,7 +145,7 @@ pub struct Note {
 
 /// 0x0070: its handler requires encryption.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0070)]
+#[packet(opcode = 0x0070, response = Secret)]
 pub struct Secret;
 
 /// 0x0099: no handler answers it.

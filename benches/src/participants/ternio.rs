@@ -31,7 +31,7 @@ pub static PUSH_BACKOFFS: AtomicU64 = AtomicU64::new(0);
 
 /// Opcode 0x0001: answered with the same payload.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0001)]
+#[packet(opcode = 0x0001, response = Echo)]
 pub struct Echo {
     /// The bytes to echo.
     pub payload: Bytes,
@@ -39,7 +39,7 @@ pub struct Echo {
 
 /// Opcode 0x0002: the same, for encrypted requests only.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0002)]
+#[packet(opcode = 0x0002, response = SecureEcho)]
 pub struct SecureEcho {
     /// The bytes to echo.
     pub payload: Bytes,
@@ -48,7 +48,7 @@ pub struct SecureEcho {
 /// Opcode 0x0010: starts pushing `Pushed` packets of `size` bytes to this
 /// connection until it closes. Answered with an acknowledgement.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0010)]
+#[packet(opcode = 0x0010, response = ())]
 pub struct StartPush {
     /// Payload bytes of each pushed packet.
     pub size: u32,
@@ -64,7 +64,7 @@ pub struct Pushed {
 
 /// Opcode 0x0020: puts this connection in `group`. Acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0020)]
+#[packet(opcode = 0x0020, response = ())]
 pub struct JoinGroup {
     /// The group's name.
     pub group: String,
@@ -72,7 +72,7 @@ pub struct JoinGroup {
 
 /// Opcode 0x0021: pushes `payload` to every member of `group`.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0021)]
+#[packet(opcode = 0x0021, response = BroadcastReply)]
 pub struct Broadcast {
     /// The group's name.
     pub group: String,
@@ -93,7 +93,7 @@ pub struct BroadcastReply {
 /// Opcode 0x0023: how many members `group` has on every node of the
 /// cluster (`Hub::cluster_members`; this node's alone without a backplane).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0023)]
+#[packet(opcode = 0x0023, response = GroupMembersReply)]
 pub struct GroupMembers {
     /// The group's name.
     pub group: String,

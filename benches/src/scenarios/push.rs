@@ -126,7 +126,7 @@ pub fn run(
                     callback_count.fetch_add(1, Ordering::Relaxed);
                 });
                 client
-                    .request_async::<StartPush, ()>(&StartPush {
+                    .request_async(&StartPush {
                         size: PUSH_SIZE as u32,
                     })
                     .await?;

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 /// 0x0001: echoed back by the peers of these tests.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
-#[packet(opcode = 0x0001)]
+#[packet(opcode = 0x0001, response = Echo)]
 pub struct Echo {
     /// The bytes.
     pub payload: Bytes,
