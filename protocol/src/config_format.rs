@@ -76,6 +76,17 @@ pub mod duration_or_off {
     }
 }
 
+/// Writes `None` as `"off"`, a value as itself.
+fn some_or_off<T: Serialize, S: Serializer>(
+    value: &Option<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => value.serialize(serializer),
+        None => serializer.serialize_str(OFF),
+    }
+}
+
 /// An `Option` of an unsigned integer (`u16`, `u32`, `u64`, `usize`):
 /// `"off"` is `None`. A number that does not fit is an error naming the
 /// type's range.
@@ -87,10 +98,7 @@ pub mod number_or_off {
         value: &Option<T>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(value) => value.serialize(serializer),
-            None => serializer.serialize_str(OFF),
-        }
+        some_or_off(value, serializer)
     }
 
     /// Reads `"off"` or a number in `T`'s range.
@@ -114,10 +122,7 @@ pub mod table_or_off {
         value: &Option<T>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(value) => value.serialize(serializer),
-            None => serializer.serialize_str(OFF),
-        }
+        some_or_off(value, serializer)
     }
 
     /// Reads `"off"` or a table.

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use ternio::{AppError, Context, HandlerError, IntoReply, Packet, packet_controller};
+use ternio::{
+    AppCode, AppError, Context, ErrorCode, HandlerError, IntoReply, Packet, packet_controller,
+};
 
 #[derive(Packet)]
 #[packet(opcode = 0x0010, response = Sum)]
@@ -66,8 +68,8 @@ impl fmt::Display for Refused {
 }
 
 impl AppError for Refused {
-    fn code(&self) -> u16 {
-        100
+    fn code(&self) -> ErrorCode {
+        AppCode::new(100).into()
     }
 }
 
