@@ -80,5 +80,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(backplane) = backplane {
         backplane.shutdown().await;
     }
+    tracing::info!("rooms server stopped");
     Ok(())
 }
