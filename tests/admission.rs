@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use futures_util::{SinkExt, StreamExt};
+use ternio::DisconnectReason;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::protocol::system::{self, Disconnect};
 use ternio::protocol::{Decode, Packet};
-use ternio::{DisconnectReason, Server};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -277,10 +277,7 @@ async fn loopback_is_limited_by_default_per_address() {
 #[tokio::test]
 async fn ipv4_mapped_loopback_is_loopback_and_reported_as_ipv4() {
     // A listener on ::ffff:127.0.0.1 sees IPv4 peers as IPv4-mapped IPv6.
-    let built = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let built = test_server_builder()
         .map_tcp("[::ffff:127.0.0.1]:0")
         .exempt_loopback(true)
         .max_connections_per_ip(1)

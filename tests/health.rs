@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use ternio::{DisconnectReason, Server, ServerConfig, ServerHandle};
+use ternio::{DisconnectReason, ServerConfig, ServerHandle};
 use ternio_tests::*;
 
 /// A test server with a health listener: its TCP and health addresses, its
@@ -23,10 +23,7 @@ fn start_with_health(
     ServerHandle,
     JoinHandle<std::io::Result<()>>,
 ) {
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let server = test_server_builder()
         .map_tcp("127.0.0.1:0")
         .config(config)
         .health("127.0.0.1:0")

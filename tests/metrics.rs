@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ternio::Server;
 use ternio::metrics::REQUEST_DURATION_BUCKETS;
 use ternio::protocol::ErrorCode;
 use ternio_client::Client;
@@ -127,10 +126,7 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let server = test_server_builder()
         .map_tcp("127.0.0.1:0")
         .prometheus(metrics_address)
         .build()

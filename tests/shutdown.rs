@@ -3,18 +3,15 @@
 
 use std::time::{Duration, Instant};
 
+use ternio::DisconnectReason;
 use ternio::protocol::Decode;
 use ternio::protocol::system::{self, Disconnect};
-use ternio::{DisconnectReason, Server};
 use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
 
 #[tokio::test]
 async fn running_requests_finish_before_the_disconnect() {
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let server = test_server_builder()
         .map_tcp("127.0.0.1:0")
         .build()
         .unwrap();
@@ -90,10 +87,7 @@ async fn idle_connections_close_at_once_and_new_ones_are_refused() {
 
 #[tokio::test]
 async fn run_until_shuts_down_when_its_future_resolves() {
-    let server = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let server = test_server_builder()
         .map_tcp("127.0.0.1:0")
         .build()
         .unwrap();

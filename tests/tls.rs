@@ -18,7 +18,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use ternio::protocol::frame::Frame;
 use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode};
-use ternio::{Identity, Server, ServerBuilder, ServerHandle, TlsConfig};
+use ternio::{Identity, ServerBuilder, ServerHandle, TlsConfig};
 use ternio_client::{Client, ClientConfig, ClientError, ClientTls, SecureConfig};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,10 +106,7 @@ fn tls_server(
     tls: &TlsConfig,
     configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> (SocketAddr, SocketAddr, ServerHandle) {
-    let builder = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let builder = test_server_builder()
         .map_tcp_tls("127.0.0.1:0", tls.clone())
         .map_websocket_tls("127.0.0.1:0", "/ws", tls.clone());
     let server = configure(builder).build().expect("the test server builds");

@@ -16,13 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use ternio::Identity;
 use ternio::protocol::frame::{Flags, Framing, Header};
 use ternio::protocol::secure::{Initiator, Responder, StaticKeypair};
 use ternio::protocol::system;
 use ternio::protocol::{Decode, Encode, Packet};
-use ternio::{Identity, Server};
 use ternio_client::{Client, ClientConfig, SecureConfig};
-use ternio_tests::{Counter, Echo, RawConnection, TestController};
+use ternio_tests::{Echo, RawConnection, test_server_builder};
 use zeroize::Zeroizing;
 
 /// The keys the test watches for: they appear nowhere else.
@@ -171,10 +171,7 @@ fn a_servers_identity_key_is_wiped_when_the_server_is_dropped() {
         // test's making.
         let identity = Identity::from_private_key(IDENTITY_KEY);
         let public = *identity.public_key();
-        let server = Server::builder()
-            .discover_controllers(false)
-            .controller(TestController)
-            .state(Counter::default())
+        let server = test_server_builder()
             .identity(identity)
             .map_tcp("127.0.0.1:0")
             .build()

@@ -241,17 +241,22 @@ pub async fn assert_echoed(client: &ternio_client::Client, payload: Bytes) {
     assert_eq!(answer.payload, payload);
 }
 
+/// A builder with the test controller (explicitly, no discovery) and its
+/// state, and nothing else yet: listeners and limits are the test's.
+pub fn test_server_builder() -> ServerBuilder {
+    Server::builder()
+        .discover_controllers(false)
+        .controller(TestController)
+        .state(Counter::default())
+}
+
 /// A server with the test controller (explicitly, no discovery) on a free
 /// port of 127.0.0.1, after `configure` had its say. Runs until the handle's
 /// shutdown or the end of the test's runtime.
 pub fn start_server(
     configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> (SocketAddr, ServerHandle) {
-    let builder = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
-        .map_tcp("127.0.0.1:0");
+    let builder = test_server_builder().map_tcp("127.0.0.1:0");
     let server = configure(builder).build().expect("the test server builds");
     let address = server.tcp_addrs()[0];
     let handle = server.handle();
@@ -264,10 +269,7 @@ pub fn start_server(
 pub fn start_server_with_ws(
     configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> (SocketAddr, SocketAddr, ServerHandle) {
-    let builder = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default())
+    let builder = test_server_builder()
         .map_tcp("127.0.0.1:0")
         .map_websocket("127.0.0.1:0", "/ws");
     let server = configure(builder).build().expect("the test server builds");
@@ -282,10 +284,7 @@ pub fn start_server_with_ws(
 pub fn start_in_memory_server(
     configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> ServerHandle {
-    let builder = Server::builder()
-        .discover_controllers(false)
-        .controller(TestController)
-        .state(Counter::default());
+    let builder = test_server_builder();
     let server = configure(builder).build().expect("the test server builds");
     let handle = server.handle();
     tokio::spawn(server.run());
@@ -512,11 +511,7 @@ pub async fn restart_server(
 ) -> ServerHandle {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let mut builder = Server::builder()
-            .discover_controllers(false)
-            .controller(TestController)
-            .state(Counter::default())
-            .map_tcp(tcp);
+        let mut builder = test_server_builder().map_tcp(tcp);
         if let Some(ws) = ws {
             builder = builder.map_websocket(ws, "/ws");
         }
