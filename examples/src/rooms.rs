@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use ternio::{
-    Codec, ConnectionHandle, Context, HandlerError, Hub, Packet, ServerBuilder, State, Stored,
-    packet_controller,
+    Codec, ConnectionHandle, Context, ErrorCode, FromContext, HandlerError, Hub, Packet, Rejection,
+    ServerBuilder, State, packet_controller,
 };
 
 /// 0x0300: logs in under a name; the admin token makes the player an admin.
@@ -166,6 +166,29 @@ pub struct Seat {
     pub y: u8,
 }
 
+/// A handler that takes `Name` runs only for a connection that logged in;
+/// any other gets `UNAUTHORIZED`.
+impl FromContext for Name {
+    type Rejection = Rejection;
+
+    fn from_context(ctx: &Context) -> Result<Self, Rejection> {
+        ctx.store()
+            .get::<Name>()
+            .ok_or_else(|| Rejection::new(ErrorCode::Unauthorized, "log in first"))
+    }
+}
+
+/// A handler that takes `Seat` runs only for a player in a room.
+impl FromContext for Seat {
+    type Rejection = Rejection;
+
+    fn from_context(ctx: &Context) -> Result<Self, Rejection> {
+        ctx.store()
+            .get::<Seat>()
+            .ok_or_else(|| Rejection::new(errors::NOT_IN_ROOM, "join a room first"))
+    }
+}
+
 /// Serves the game's requests; [`serve`] registers it.
 #[derive(Debug, Default)]
 pub struct RoomsController;
@@ -198,7 +221,7 @@ impl RoomsController {
     fn join_room(
         request: JoinRoom,
         ctx: &Context,
-        name: Stored<Name>,
+        Name(name): Name,
         scores: State<Scores>,
     ) -> Result<RoomState, HandlerError> {
         let room = request.room.trim().to_owned();
@@ -208,10 +231,6 @@ impl RoomsController {
                 "a room name has 1 to 32 characters",
             ));
         }
-        // permission = 1 means Login ran: the name is in the store.
-        let Some(Name(name)) = name.0 else {
-            return Err(HandlerError::new(errors::BAD_NAME, "log in first"));
-        };
         leave_room(&ctx.connection(), &name);
         let hub = ctx.hub();
         hub.join(&room, ctx.connection_id());
@@ -241,15 +260,13 @@ impl RoomsController {
     fn step(
         request: Move,
         ctx: &Context,
-        name: Stored<Name>,
+        Name(name): Name,
+        mut seat: Seat,
         scores: State<Scores>,
     ) -> Result<(), HandlerError> {
         if !(-1..=1).contains(&request.dx) || !(-1..=1).contains(&request.dy) {
             return Err(HandlerError::new(errors::BAD_MOVE, "one step at a time"));
         }
-        let (Some(Name(name)), Some(mut seat)) = (name.0, ctx.store().get::<Seat>()) else {
-            return Err(HandlerError::new(errors::NOT_IN_ROOM, "join a room first"));
-        };
         seat.x = seat.x.saturating_add_signed(request.dx).min(BOARD - 1);
         seat.y = seat.y.saturating_add_signed(request.dy).min(BOARD - 1);
         ctx.store().insert(seat.clone());

@@ -2,6 +2,7 @@
 //! listeners in a [`Server`].
 
 use std::any::TypeId;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use crate::admission::Admission;
+use crate::around::{self, AroundRequest, Layer, Next, Reply};
 use crate::backplane::Backplane;
 use crate::build_error::BuildError;
 use crate::close::CloseCause;
@@ -50,6 +52,7 @@ pub struct ServerBuilder {
     config: ServerConfig,
     identity: Option<Identity>,
     middleware: Vec<Arc<dyn Middleware>>,
+    arounds: Vec<Arc<Layer>>,
     /// Whether [`Policies`] was placed in the chain by hand.
     placed_policies: bool,
     /// What joins this server to the other nodes of a cluster, if anything.
@@ -78,6 +81,7 @@ impl Default for ServerBuilder {
             config: ServerConfig::default(),
             identity: None,
             middleware: Vec::new(),
+            arounds: Vec::new(),
             placed_policies: false,
             backplane: None,
             hooks: Hooks::default(),
@@ -120,6 +124,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("config", &self.config)
             .field("identity", &self.identity)
             .field("middleware", &self.middleware.len())
+            .field("arounds", &self.arounds.len())
             .field("backplane", &self.backplane.is_some())
             .field("metrics", &self.metrics)
             .field("health", &self.health)
@@ -268,6 +273,32 @@ impl ServerBuilder {
     /// internet.
     pub fn health(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
         self.health = Some(resolve(address));
+        self
+    }
+
+    /// Adds an around layer: async code that wraps every handler, after
+    /// the layers added before it (see [`around`](crate::around) for what
+    /// it may do, where it runs, and what it costs).
+    ///
+    /// ```
+    /// use ternio::Server;
+    ///
+    /// let builder = Server::builder().around(|request, next| async move {
+    ///     let handler = request.handler();
+    ///     let reply = next.run(request).await;
+    ///     if let Some(code) = reply.error_code() {
+    ///         tracing::info!(handler, %code, "refused");
+    ///     }
+    ///     reply
+    /// });
+    /// # drop(builder);
+    /// ```
+    pub fn around<F, Fut>(mut self, layer: F) -> Self
+    where
+        F: Fn(AroundRequest, Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Reply> + Send + 'static,
+    {
+        self.arounds.push(around::layer(layer));
         self
     }
 
@@ -510,6 +541,7 @@ impl ServerBuilder {
                 identity: self.identity,
                 middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
                 middleware,
+                arounds: self.arounds,
                 hooks: self.hooks,
                 admission: Arc::new(admission),
                 metrics,

@@ -1,18 +1,14 @@
-//! What a handler takes besides its request: its [`Context`] (the request's
-//! header and its connection's handle), and the other extractors
-//! ([`FromContext`]: `State<T>`, `Stored<T>`, `Hub`, `ConnectionHandle`).
+//! A request's [`Context`]: its header and its connection's handle.
 
-use std::any::type_name;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
 use ternio_protocol::frame::Header;
 
-use crate::hub::{ConnectionHandle, Hub};
+use crate::hub::ConnectionHandle;
 use crate::ids::ConnectionId;
 use crate::registry::ConnectionShared;
-use crate::store::AppState;
 
 /// The context of one request: its header, and the connection it came
 /// from. A `Context` dereferences to that connection's
@@ -80,140 +76,5 @@ impl fmt::Debug for Context {
             .field("transport", &self.connection.transport())
             .field("header", &self.header)
             .finish()
-    }
-}
-
-/// A value a handler takes as a parameter besides its request, built from
-/// the request's [`Context`].
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a handler parameter",
-    note = "after the request packet, a handler may take `&Context`, `Context`, or `State<T>`"
-)]
-pub trait FromContext: Sized {
-    /// Builds the value for one request.
-    fn from_context(ctx: &Context) -> Self;
-
-    /// Checked once when the server is built: whether the value can be built
-    /// at all (for `State<T>`, whether a `T` was given). The error says why not.
-    #[doc(hidden)]
-    fn check(_state: &CheckState<'_>) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// What a [`FromContext::check`] may look at.
-#[doc(hidden)]
-pub struct CheckState<'a>(pub(crate) &'a AppState);
-
-impl fmt::Debug for CheckState<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CheckState").finish_non_exhaustive()
-    }
-}
-
-impl FromContext for Context {
-    fn from_context(ctx: &Context) -> Self {
-        ctx.clone()
-    }
-}
-
-impl FromContext for ConnectionHandle {
-    fn from_context(ctx: &Context) -> Self {
-        ctx.connection()
-    }
-}
-
-/// Shared application state of type `T`, given with
-/// [`ServerBuilder::state`](crate::ServerBuilder::state).
-///
-/// A handler that takes `State<T>` makes the server's `build()` fail when no
-/// `T` was given, rather than failing at the first request.
-pub struct State<T>(pub Arc<T>);
-
-impl<T: fmt::Debug> fmt::Debug for State<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("State").field(&self.0).finish()
-    }
-}
-
-impl<T> Deref for State<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> Clone for State<T> {
-    fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
-    }
-}
-
-impl<T: Send + Sync + 'static> FromContext for State<T> {
-    fn from_context(ctx: &Context) -> Self {
-        // `check` ran when the server was built, so the value is there.
-        Self(
-            ctx.state()
-                .unwrap_or_else(|| panic!("no state of type {}", type_name::<T>())),
-        )
-    }
-
-    fn check(state: &CheckState<'_>) -> Result<(), String> {
-        if state.0.contains::<T>() {
-            Ok(())
-        } else {
-            Err(format!(
-                "it takes State<{0}>, but no {0} was given to Server::builder().state(...)",
-                type_name::<T>()
-            ))
-        }
-    }
-}
-
-impl FromContext for Hub {
-    fn from_context(ctx: &Context) -> Self {
-        ctx.hub()
-    }
-}
-
-/// A handler parameter: a copy of the connection's stored `T`, if any.
-///
-/// ```
-/// use ternio::{Packet, Stored, packet_controller};
-///
-/// #[derive(Clone)]
-/// struct Nickname(String);
-///
-/// #[derive(Packet)]
-/// #[packet(opcode = 0x0010, response = YouAre)]
-/// struct WhoAmI;
-///
-/// #[derive(Packet)]
-/// #[packet(opcode = 0x0011)]
-/// struct YouAre(Option<String>);
-///
-/// #[derive(Default)]
-/// struct Names;
-///
-/// #[packet_controller]
-/// impl Names {
-///     fn who_am_i(_request: WhoAmI, nick: Stored<Nickname>) -> YouAre {
-///         YouAre(nick.0.map(|nick| nick.0))
-///     }
-/// }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored<T>(pub Option<T>);
-
-impl<T> Deref for Stored<T> {
-    type Target = Option<T>;
-    fn deref(&self) -> &Option<T> {
-        &self.0
-    }
-}
-
-impl<T: Clone + Send + Sync + 'static> FromContext for Stored<T> {
-    fn from_context(ctx: &Context) -> Self {
-        Self(ctx.store().get())
     }
 }

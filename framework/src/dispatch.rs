@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
-use ternio_protocol::{Bytes, DecodeError, IntoReply, Packet, Request};
+use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request};
 
 use crate::build_error::BuildError;
-use crate::context::{CheckState, Context, FromContext};
+use crate::context::Context;
+use crate::extract::{CheckState, FromContext, FromContextAsync};
 use crate::metrics::HandlerMetrics;
-use crate::middleware::{self, Concurrency, HandlerPolicy, Outcome};
+use crate::middleware::{self, Concurrency, HandlerPolicy, Outcome, Rejection};
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
 use crate::store::AppState;
 
@@ -116,11 +117,16 @@ pub(crate) type ReplyFuture = Pin<Box<dyn Future<Output = DeferredReply> + Send>
 
 type SyncFn =
     dyn Fn(&Bytes, &Context, FrameReply<'_>) -> Result<Outcome, DecodeError> + Send + Sync;
+type DeferredFn = dyn Fn(&Bytes, &Context) -> Result<DeferredReply, DecodeError> + Send + Sync;
 type AsyncFn = dyn Fn(&Bytes, Context) -> Result<ReplyFuture, DecodeError> + Send + Sync;
 
 pub(crate) enum HandlerKind {
-    /// Runs inline on the connection's task and writes its reply in place.
-    Sync(Box<SyncFn>),
+    /// Runs inline on the connection's task and writes its reply in place;
+    /// behind around layers, `deferred` runs it and keeps its reply.
+    Sync {
+        inline: Box<SyncFn>,
+        deferred: Box<DeferredFn>,
+    },
     /// Returns a future, polled on the connection's task beside the others.
     Async(Box<AsyncFn>),
 }
@@ -162,11 +168,46 @@ impl HandlerSpec {
         Req: Packet,
         R: IntoReply,
     {
-        let call = move |body: &Bytes, ctx: &Context, sink: FrameReply<'_>| {
-            let request = Req::decode_packet(body)?;
-            Ok(f(request, ctx).into_reply(sink))
+        Self::sync_extracted(name, move |request, ctx| Ok(f(request, ctx)))
+    }
+
+    /// [`sync`](Self::sync) for a handler whose parameters may refuse the
+    /// request: `Err` answers it with the rejection (what
+    /// `#[packet_controller]` builds).
+    #[doc(hidden)]
+    pub fn sync_extracted<Req, R>(
+        name: &'static str,
+        f: impl Fn(Req, &Context) -> Result<R, Rejection> + Send + Sync + 'static,
+    ) -> Self
+    where
+        Req: Packet,
+        R: IntoReply,
+    {
+        let f = Arc::new(f);
+        let inline = {
+            let f = Arc::clone(&f);
+            move |body: &Bytes, ctx: &Context, sink: FrameReply<'_>| {
+                let request = Req::decode_packet(body)?;
+                Ok(match f(request, ctx) {
+                    Ok(reply) => reply.into_reply(sink),
+                    Err(rejection) => sink.reject(&rejection),
+                })
+            }
         };
-        Self::new::<Req>(name, HandlerKind::Sync(Box::new(call)))
+        let deferred = move |body: &Bytes, ctx: &Context| {
+            let request = Req::decode_packet(body)?;
+            Ok(match f(request, ctx) {
+                Ok(reply) => reply.into_reply(DeferredSink),
+                Err(rejection) => DeferredReply::Rejected(rejection),
+            })
+        };
+        Self::new::<Req>(
+            name,
+            HandlerKind::Sync {
+                inline: Box::new(inline),
+                deferred: Box::new(deferred),
+            },
+        )
     }
 
     /// An asynchronous handler for `Req`: its future runs on the connection's
@@ -180,11 +221,27 @@ impl HandlerSpec {
         R: IntoReply + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
     {
+        Self::async_extracted(name, move |request, ctx| f(request, ctx).map(Ok))
+    }
+
+    /// [`asynchronous`](Self::asynchronous) for a handler whose parameters
+    /// may refuse the request (what `#[packet_controller]` builds).
+    #[doc(hidden)]
+    pub fn async_extracted<Req, R, Fut>(
+        name: &'static str,
+        f: impl Fn(Req, Context) -> Fut + Send + Sync + 'static,
+    ) -> Self
+    where
+        Req: Packet,
+        R: IntoReply + Send + 'static,
+        Fut: Future<Output = Result<R, Rejection>> + Send + 'static,
+    {
         let call = move |body: &Bytes, ctx: Context| -> Result<ReplyFuture, DecodeError> {
             let request = Req::decode_packet(body)?;
             let future = AssertUnwindSafe(f(request, ctx)).catch_unwind();
             Ok(Box::pin(future.map(|outcome| match outcome {
-                Ok(reply) => reply.into_reply(DeferredSink),
+                Ok(Ok(reply)) => reply.into_reply(DeferredSink),
+                Ok(Err(rejection)) => DeferredReply::Rejected(rejection),
                 Err(panic) => DeferredReply::Panicked(panic_message(&*panic)),
             })))
         };
@@ -205,6 +262,12 @@ impl HandlerSpec {
     /// Records the start-up check of extractor `E` (for `State<T>`: that a
     /// `T` was given to the server).
     pub fn extractor<E: FromContext>(mut self) -> Self {
+        self.checks.push(E::check);
+        self
+    }
+
+    /// [`extractor`](Self::extractor) for a parameter of an `async` handler.
+    pub fn async_extractor<E: FromContextAsync<M>, M>(mut self) -> Self {
         self.checks.push(E::check);
         self
     }
@@ -246,6 +309,24 @@ impl HandlerSpec {
     pub fn concurrency(mut self, limit: usize) -> Self {
         self.policy.concurrency = Some(Concurrency::new(limit.max(1)));
         self
+    }
+
+    /// Runs the handler for `body` as a future (behind around layers): a
+    /// body that does not decode is answered `MALFORMED`.
+    pub(crate) fn deferred(&self, body: &Bytes, ctx: Context) -> ReplyFuture {
+        let started = match &self.kind {
+            HandlerKind::Sync { deferred, .. } => deferred(body, &ctx).map(|reply| {
+                let ready: ReplyFuture = Box::pin(std::future::ready(reply));
+                ready
+            }),
+            HandlerKind::Async(start) => start(body, ctx),
+        };
+        started.unwrap_or_else(|error| {
+            Box::pin(std::future::ready(DeferredReply::Error {
+                code: ErrorCode::Malformed.to_u16(),
+                message: error.to_string(),
+            }))
+        })
     }
 
     /// The opcode this handler answers.
@@ -331,7 +412,7 @@ impl DispatchTable {
                 second: spec.name,
             });
         }
-        if spec.policy.timeout.is_some() && matches!(spec.kind, HandlerKind::Sync(_)) {
+        if spec.policy.timeout.is_some() && matches!(spec.kind, HandlerKind::Sync { .. }) {
             return Err(BuildError::Handler {
                 handler: spec.name,
                 reason: "a time limit needs an async handler: a synchronous one cannot be cut off"

@@ -35,8 +35,9 @@
 //!
 //! The crate root holds what an application uses: the server and its
 //! builder, the [`Context`] and other handler parameters, the [`Hub`] and
-//! [`ConnectionHandle`], the errors it meets. Two modules serve other
-//! readers: [`middleware`], for code that runs around every request (and
+//! [`ConnectionHandle`], the errors it meets. [`extract`] says how a
+//! handler's parameters are built, and how to write one that may refuse a
+//! request or await. Two modules serve other readers: [`middleware`], for code that runs around every request (and
 //! the built-in [`Policies`](middleware::Policies) and
 //! [`AuditLog`](middleware::AuditLog)), and [`backplane`], for what
 //! carries a hub's traffic between the nodes of a cluster. For operators,
@@ -57,6 +58,7 @@
 extern crate self as ternio;
 
 mod admission;
+pub mod around;
 pub mod backplane;
 mod build_error;
 mod builder;
@@ -65,6 +67,7 @@ mod config;
 mod connection;
 mod context;
 mod dispatch;
+pub mod extract;
 mod health;
 mod hub;
 mod identity;
@@ -93,11 +96,13 @@ pub use build_error::BuildError;
 pub use builder::ServerBuilder;
 pub use close::CloseCause;
 pub use config::{ServerConfig, SlowConsumerPolicy};
-pub use context::{Context, FromContext, State, Stored};
+pub use context::Context;
 pub use dispatch::Controller;
+pub use extract::{FromContext, FromContextAsync, State, Stored};
 pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
+pub use middleware::Rejection;
 pub use outbox::{Delivery, PushError};
 pub use server::{Server, ServerHandle};
 pub use signal::shutdown_signal;
@@ -109,10 +114,10 @@ pub use transport::tls::{TlsConfig, TlsError};
 /// What the code that `#[packet_controller]` generates names; not an API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::context::CheckState;
     pub use crate::dispatch::{
         Answers, AnswersOpaque, Controller, ControllerRegistration, Discoverable, HandlerSpec,
         check_reply, checked_opaque_reply,
     };
+    pub use crate::extract::{CheckState, extract, extract_async};
     pub use inventory;
 }

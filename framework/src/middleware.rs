@@ -9,13 +9,14 @@
 //! rejection. Time limits are not a `before` check: the server drops the
 //! handler's future when its limit passes and answers error 5.
 
+use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use governor::{Quota, RateLimiter};
-use ternio_protocol::ErrorCode;
 use ternio_protocol::frame::Header;
+use ternio_protocol::{AppError, ErrorCode, HandlerError};
 
 use crate::ids::{ConnectionId, Transport};
 use crate::registry::ConnectionShared;
@@ -119,13 +120,38 @@ impl RequestInfo<'_> {
     }
 }
 
-/// Why middleware refused a request: the error code and message the client gets.
+/// Why middleware or an extractor refused a request: the error code and
+/// message the client gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     /// The error code.
     pub code: ErrorCode,
     /// The message.
     pub message: String,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// A handler that took `Result<T, Rejection>` may answer with the rejection.
+impl AppError for Rejection {
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+}
+
+impl From<HandlerError> for Rejection {
+    fn from(error: HandlerError) -> Self {
+        Self {
+            code: error.code,
+            message: error.message,
+        }
+    }
 }
 
 impl Rejection {
@@ -148,7 +174,8 @@ pub enum Outcome {
     /// The handler (or the server for it: decoding, timeout, panic) answered
     /// with this error code.
     Failed(ErrorCode),
-    /// Middleware refused the request with this code; the handler did not run.
+    /// Middleware or an extractor refused the request with this code; the
+    /// handler did not run.
     Rejected(ErrorCode),
     /// The handler did not finish: the connection closed, or the peer
     /// cancelled the request (`CANCEL`, docs/PROTOCOL.md section 4.1).

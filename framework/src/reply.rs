@@ -10,7 +10,7 @@ use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
 use crate::ids::Transport;
 use crate::metrics::Metrics;
-use crate::middleware::Outcome;
+use crate::middleware::{Outcome, Rejection};
 
 /// The server's metrics and the connection's transport, for a reply to count itself.
 #[derive(Clone, Copy)]
@@ -79,6 +79,14 @@ impl<'a> FrameReply<'a> {
 
     fn header(&self, opcode: u16, flags: Flags) -> Header {
         Header::new(opcode, flags, self.request.request_id)
+    }
+
+    /// The error of a request refused before its handler ran.
+    pub(crate) fn reject(self, rejection: &Rejection) -> Outcome {
+        match self.error(rejection.code.to_u16(), &rejection.message) {
+            Outcome::Failed(code) => Outcome::Rejected(code),
+            outcome => outcome,
+        }
     }
 
     /// A reply already encoded as `opcode` + `body`.
@@ -170,6 +178,8 @@ pub(crate) enum DeferredReply {
     /// The peer cancelled the request (`CANCEL`); its future was dropped
     /// and nothing is sent.
     Cancelled,
+    /// A parameter (an extractor) refused the request; the handler did not run.
+    Rejected(Rejection),
 }
 
 impl DeferredReply {
@@ -191,6 +201,7 @@ impl DeferredReply {
                 &format_args!("{handler} ran past its time limit"),
             ),
             Self::Cancelled => Outcome::Cancelled,
+            Self::Rejected(rejection) => sink.reject(&rejection),
         }
     }
 }

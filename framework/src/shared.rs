@@ -7,15 +7,17 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ternio_protocol::DisconnectReason;
+use ternio_protocol::{Bytes, DisconnectReason};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::admission::Admission;
+use crate::around::{Chain, Layer};
 use crate::close::{CloseCause, CloseNotice};
 use crate::config::ServerConfig;
-use crate::dispatch::DispatchTable;
+use crate::context::Context;
+use crate::dispatch::{DispatchTable, ReplyFuture};
 use crate::hub::ConnectionHandle;
 use crate::identity::Identity;
 use crate::ids::{ConnectionId, Transport};
@@ -56,6 +58,8 @@ pub(crate) struct ServerShared {
     pub(crate) identity: Option<Identity>,
     /// The middleware chain, built-in policies included.
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    /// The around layers, outermost first.
+    pub(crate) arounds: Vec<Arc<Layer>>,
     /// Whether some middleware reads how long a request took.
     pub(crate) middleware_times: bool,
     /// The application's connect and disconnect hooks.
@@ -184,4 +188,18 @@ impl ServerShared {
 
 fn shutdown_notice() -> CloseNotice {
     CloseNotice::new(DisconnectReason::Shutdown, "the server is shutting down")
+}
+
+impl Chain for ServerShared {
+    fn layers(&self) -> &[Arc<Layer>] {
+        &self.arounds
+    }
+
+    fn handle(&self, handler: usize, body: &Bytes, ctx: Context) -> ReplyFuture {
+        self.table.handler(handler).deferred(body, ctx)
+    }
+
+    fn handler_name(&self, handler: usize) -> &'static str {
+        self.table.handler(handler).name()
+    }
 }

@@ -101,9 +101,11 @@ use ternio_protocol::frame::{self, DEFAULT_MAX_FRAME_SIZE, Header};
 use ternio_protocol::{Bytes, DisconnectReason, Frame, Packet};
 
 use crate::config::ServerConfig;
-use crate::context::{Context, FromContext};
+use crate::context::Context;
+use crate::extract::{FromContext, FromContextAsync};
 use crate::hub::{ConnectionHandle, Hub};
 use crate::ids::{ConnectionId, Transport};
+use crate::middleware::Rejection;
 use crate::outbox::Outbox;
 use crate::registry::{ConnectionShared, HubShared};
 use crate::store::{AppState, ConnectionStore};
@@ -219,14 +221,27 @@ impl TestConnection {
 
     /// A handler parameter for a request on this connection, as the server
     /// builds it: `State<T>`, `Stored<T>`, `Hub`, `ConnectionHandle`,
-    /// `Context`.
+    /// `Context`, or the application's own [`FromContext`] types. To see
+    /// a refusal, extract `Result<E, E::Rejection>` (or `Option<E>`).
     ///
     /// # Panics
     ///
-    /// As the server's dispatch would: `State<T>` of a `T` never given to
-    /// [`TestServer::state`].
+    /// When `E` refuses the request (its rejection is in the message), as
+    /// `State<T>` does for a `T` never given to [`TestServer::state`].
     pub fn extract<E: FromContext>(&self) -> E {
-        E::from_context(&self.context())
+        E::from_context(&self.context()).unwrap_or_else(|rejection| refused::<E>(rejection.into()))
+    }
+
+    /// [`extract`](Self::extract) for a parameter of an `async` handler
+    /// (a [`FromContextAsync`] type).
+    ///
+    /// # Panics
+    ///
+    /// When `E` refuses the request.
+    pub async fn extract_async<E: FromContextAsync<M>, M>(&self) -> E {
+        E::from_context_async(&self.context())
+            .await
+            .unwrap_or_else(|rejection| refused::<E>(rejection.into()))
     }
 
     /// The connection's handle (id, permission, store, groups, pushes).
@@ -274,6 +289,16 @@ impl TestConnection {
         self.shared.outbox.close(notice, order.graceful);
         Some(seen)
     }
+}
+
+/// The panic of an `extract` whose extractor refused.
+fn refused<E>(rejection: Rejection) -> ! {
+    panic!(
+        "{} refused the request: {} ({})",
+        std::any::type_name::<E>(),
+        rejection.message,
+        rejection.code
+    )
 }
 
 impl Drop for TestConnection {

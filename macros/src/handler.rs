@@ -155,7 +155,7 @@ impl Handler {
         args.extend(
             self.extractors
                 .iter()
-                .map(|extractor| extractor.argument(&ternio, &ctx_ref)),
+                .map(|extractor| extractor.argument(&ternio, &ctx_ref, self.is_async)),
         );
         let method = &self.ident;
         let call = quote!(Self::#method(#(#args),*));
@@ -172,9 +172,9 @@ impl Handler {
             let span = req_ty.span();
             let t = ternio.at(span);
             if self.is_async {
-                quote_spanned!(span=> #t::__private::HandlerSpec::asynchronous::<#req_ty, #output, _>)
+                quote_spanned!(span=> #t::__private::HandlerSpec::async_extracted::<#req_ty, #output, _>)
             } else {
-                quote_spanned!(span=> #t::__private::HandlerSpec::sync::<#req_ty, #output>)
+                quote_spanned!(span=> #t::__private::HandlerSpec::sync_extracted::<#req_ty, #output>)
             }
         };
         // The check that the handler answers with the response `Req`
@@ -223,13 +223,18 @@ impl Handler {
             quote! {
                 move |#request: #req_ty, #ctx_param: #t::Context| {
                     #recapture
-                    async move { #answer }
+                    async move {
+                        ::core::result::Result::<_, #t::Rejection>::Ok(#answer)
+                    }
                 }
             }
         } else {
-            quote!(move |#request: #req_ty, #ctx_param: &#t::Context| #answer)
+            quote!(move |#request: #req_ty, #ctx_param: &#t::Context| ::core::result::Result::Ok(#answer))
         };
-        let extractor_checks = self.extractors.iter().filter_map(Extractor::check);
+        let extractor_checks = self
+            .extractors
+            .iter()
+            .filter_map(|extractor| extractor.check(self.is_async));
         let options = &self.options;
         let cfgs = &self.cfgs;
         quote! {
@@ -344,37 +349,46 @@ impl Extractor {
     }
 
     /// The argument passed for this parameter; `ctx_ref` is a `&Context`.
-    fn argument(&self, ternio: &CratePath, ctx_ref: &TokenStream) -> TokenStream {
+    /// A refusal returns the rejection from the handler's closure.
+    fn argument(&self, ternio: &CratePath, ctx_ref: &TokenStream, is_async: bool) -> TokenStream {
         match self {
             Self::ContextRef => ctx_ref.clone(),
             Self::Ref(ty) => {
-                let from_context = from_context(ternio, ty);
-                quote!(&#from_context(#ctx_ref))
+                let extracted = extract(ternio, ty, ctx_ref, is_async);
+                quote!(&#extracted)
             }
-            Self::Owned(ty) => {
-                let from_context = from_context(ternio, ty);
-                quote!(#from_context(#ctx_ref))
-            }
+            Self::Owned(ty) => extract(ternio, ty, ctx_ref, is_async),
         }
     }
 
-    /// `.extractor::<T>()`, which records the extractor's start-up check.
-    fn check(&self) -> Option<TokenStream> {
+    /// `.extractor::<T>()` (`.async_extractor::<T, _>()` in an `async`
+    /// handler), which records the extractor's start-up check.
+    fn check(&self, is_async: bool) -> Option<TokenStream> {
         match self {
             Self::ContextRef => None,
             Self::Ref(ty) | Self::Owned(ty) => {
                 let span = ty.span();
-                Some(quote_spanned!(span=> .extractor::<#ty>()))
+                Some(if is_async {
+                    quote_spanned!(span=> .async_extractor::<#ty, _>())
+                } else {
+                    quote_spanned!(span=> .extractor::<#ty>())
+                })
             }
         }
     }
 }
 
-/// `<T as FromContext>::from_context`, spanned at `T`.
-fn from_context(ternio: &CratePath, ty: &Type) -> TokenStream {
+/// `T`, built from the context or returned as the handler's rejection,
+/// spanned at `T`: `extract::<T>(ctx)?`, or in an `async` handler
+/// `extract_async::<T, _>(ctx).await?`.
+fn extract(ternio: &CratePath, ty: &Type, ctx_ref: &TokenStream, is_async: bool) -> TokenStream {
     let span = ty.span();
     let t = ternio.at(span);
-    quote_spanned!(span=> <#ty as #t::FromContext>::from_context)
+    if is_async {
+        quote_spanned!(span=> #t::__private::extract_async::<#ty, _>(#ctx_ref).await?)
+    } else {
+        quote_spanned!(span=> #t::__private::extract::<#ty>(#ctx_ref)?)
+    }
 }
 
 fn impl_trait_param(ty: &syn::TypeImplTrait) -> syn::Error {
@@ -449,11 +463,11 @@ mod tests {
             out,
             "{ :: ternio :: __private :: check_reply :: < Join , Result < Joined , Refused > > () ; \
              let this = :: std :: sync :: Arc :: clone (& self) ; \
-             :: ternio :: __private :: HandlerSpec :: sync :: < Join , Result < Joined , Refused > > (\"Rooms::join\" , \
+             :: ternio :: __private :: HandlerSpec :: sync_extracted :: < Join , Result < Joined , Refused > > (\"Rooms::join\" , \
              move | request : Join , ctx : & :: ternio :: Context | \
-             Self :: join (& * this , request , ctx , \
-             < State < Store > as :: ternio :: FromContext > :: from_context (ctx) , \
-             & < Config as :: ternio :: FromContext > :: from_context (ctx))) \
+             :: core :: result :: Result :: Ok (Self :: join (& * this , request , ctx , \
+             :: ternio :: __private :: extract :: < State < Store > > (ctx) ? , \
+             & :: ternio :: __private :: extract :: < Config > (ctx) ?))) \
              . extractor :: < State < Store > > () . extractor :: < Config > () \
              . encrypted () . timeout_ms (500) }"
         );
@@ -468,12 +482,13 @@ mod tests {
             out,
             "{ :: ternio :: __private :: check_reply :: < Leave , () > () ; \
              let this = :: std :: sync :: Arc :: clone (& self) ; \
-             :: ternio :: __private :: HandlerSpec :: asynchronous :: < Leave , () , _ > (\"Rooms::leave\" , \
+             :: ternio :: __private :: HandlerSpec :: async_extracted :: < Leave , () , _ > (\"Rooms::leave\" , \
              move | request : Leave , ctx : :: ternio :: Context | { \
              let this = :: std :: sync :: Arc :: clone (& this) ; \
-             async move { Self :: leave (& * this , request , & ctx , \
-             < Context as :: ternio :: FromContext > :: from_context (& ctx)) . await } }) \
-             . extractor :: < Context > () }"
+             async move { :: core :: result :: Result :: < _ , :: ternio :: Rejection > :: Ok (\
+             Self :: leave (& * this , request , & ctx , \
+             :: ternio :: __private :: extract_async :: < Context , _ > (& ctx) . await ?) . await) } }) \
+             . async_extractor :: < Context , _ > () }"
         );
     }
 
@@ -484,15 +499,15 @@ mod tests {
         });
         assert_eq!(
             out,
-            "{ :: ternio :: __private :: HandlerSpec :: sync :: < Ping , _ > (\"Rooms::ping\" , \
+            "{ :: ternio :: __private :: HandlerSpec :: sync_extracted :: < Ping , _ > (\"Rooms::ping\" , \
              move | request : Ping , _ : & :: ternio :: Context | \
-             :: ternio :: __private :: checked_opaque_reply :: < Ping , _ > \
-             ({ let reply = Self :: r#ping (request) ; reply })) }"
+             :: core :: result :: Result :: Ok (:: ternio :: __private :: checked_opaque_reply :: < Ping , _ > \
+             ({ let reply = Self :: r#ping (request) ; reply }))) }"
         );
         let out = spec(parse_quote! {
             async fn tick(self: &Self, request: Tick) -> Option<(u8, impl Sized)> {}
         });
-        assert!(out.contains("asynchronous :: < Tick , _ , _ >"), "{out}");
+        assert!(out.contains("async_extracted :: < Tick , _ , _ >"), "{out}");
         assert!(
             out.contains(
                 ":: ternio :: __private :: checked_opaque_reply :: < Tick , _ > \

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use futures_util::future::{Abortable, Aborted};
 use futures_util::stream::StreamExt;
 use ternio_protocol::frame::Header;
@@ -19,6 +20,7 @@ use tracing::Instrument;
 
 use super::Engine;
 use super::cancel::Cancels;
+use crate::around::{AroundRequest, Next, Reply};
 use crate::context::Context;
 use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
 use crate::metrics::TransportMetrics;
@@ -216,8 +218,26 @@ impl Engine {
             request_id = header.request_id,
             handler = handler.name
         );
+        if !server.arounds.is_empty() {
+            // Behind the around layers, every handler runs as a future.
+            let next = Next::new(server.clone(), index, frame.body);
+            let started = catch_unwind(AssertUnwindSafe(|| {
+                let chain = next.run(AroundRequest::new(ctx, handler.name));
+                let chain: ReplyFuture =
+                    Box::pin(AssertUnwindSafe(chain).catch_unwind().map(|ended| {
+                        ended
+                            .unwrap_or_else(|panic| {
+                                Reply(DeferredReply::Panicked(panic_message(&*panic)))
+                            })
+                            .0
+                    }));
+                Ok(chain)
+            }));
+            self.start(call, started, span);
+            return;
+        }
         match &handler.kind {
-            HandlerKind::Sync(run) => {
+            HandlerKind::Sync { inline: run, .. } => {
                 let _entered = span.enter();
                 self.run_inline(&call, |sink| run(&frame.body, &ctx, sink));
             }
