@@ -314,3 +314,26 @@ fn the_chat_server_reads_the_file_and_its_flags_win() {
     );
     assert!(stderr.contains("bad.toml"), "{stderr}");
 }
+
+/// The password of a Redis URL given on the command line is a secret:
+/// `--print-config` (whose output ends up in tickets and logs) hides it.
+#[test]
+fn print_config_hides_the_redis_password() {
+    let output = chat_server()
+        .args([
+            "--redis",
+            "redis://ops:hunter2@10.0.0.5:6379/0",
+            "--print-config",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(!printed.contains("hunter2"), "{printed}");
+    assert!(!printed.contains("ops"), "{printed}");
+    let settings = ChatServerSettings::parse(&printed).unwrap();
+    assert_eq!(
+        settings.redis.unwrap().url,
+        "redis://<redacted>@10.0.0.5:6379/0"
+    );
+}

@@ -72,8 +72,13 @@ impl ChatServerSettings {
         Self::parse(&text).map_err(|error| format!("{}: {error}", path.display()))
     }
 
-    /// The settings as TOML (what `--print-config` shows).
+    /// The settings as TOML (what `--print-config` shows), with the
+    /// password of a Redis URL redacted.
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).expect("the chat server's settings are plain TOML values")
+        let shown = Self {
+            redis: self.redis.as_ref().map(RedisSettings::redacted),
+            ..self.clone()
+        };
+        toml::to_string(&shown).expect("the chat server's settings are plain TOML values")
     }
 }

@@ -208,7 +208,7 @@ impl fmt::Debug for RedisConfig {
 }
 
 /// `url` with its user and password (`redis://user:password@host`) hidden.
-fn redacted_url(url: &str) -> String {
+pub(crate) fn redacted_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

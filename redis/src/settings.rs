@@ -101,6 +101,16 @@ impl Default for RedisSettings {
 }
 
 impl RedisSettings {
+    /// These settings with the user and password of `url`
+    /// (`redis://user:password@host/`) replaced by `<redacted>`: what to
+    /// print or log.
+    pub fn redacted(&self) -> Self {
+        Self {
+            url: crate::config::redacted_url(&self.url),
+            ..self.clone()
+        }
+    }
+
     /// The [`RedisConfig`] of these settings and the cluster's `secret`,
     /// with the CA certificate read from `tls_ca_file` if one is named.
     /// Fails if that file cannot be read, with an error naming it.
