@@ -606,3 +606,42 @@ async fn close_stops_an_attempt_under_way() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
+
+/// Through a proxy that cuts each connection after a random number of
+/// bytes (inside frames too), a client with a reconnect policy keeps
+/// working: every request either gets its answer or fails with the loss,
+/// never with a wrong answer, and the server ends up holding the one
+/// connection that is open. (With resumption, none would fail: issue 24.)
+#[tokio::test]
+async fn a_client_behind_a_cutting_proxy_reconnects_through_cuts_mid_frame() {
+    let setup = Setup::start(|b| b);
+    let proxy = CuttingProxy::start(setup.tcp, 0x5eed, 200..2_000).await;
+    let client = Client::connect_tcp_with(proxy.address(), policy(5, None))
+        .await
+        .unwrap();
+    let (mut answered, mut lost) = (0, 0);
+    for i in 0..300u32 {
+        let payload = bytes::Bytes::from(format!("echo {i} {}", "x".repeat(i as usize % 97)));
+        match client
+            .request_async(&Echo {
+                payload: payload.clone(),
+            })
+            .await
+        {
+            Ok(echo) => {
+                assert_eq!(echo.payload, payload);
+                answered += 1;
+            }
+            Err(ClientError::Closed(_)) => lost += 1,
+            Err(other) => panic!("request {i}: {other}"),
+        }
+    }
+    assert!(proxy.cuts() >= 5, "only {} cuts", proxy.cuts());
+    assert!(answered > 100, "{answered} answered, {lost} lost");
+    proxy.set_budget(0..0);
+    client.request_async(&Add { a: 1, b: 2 }).await.unwrap();
+    eventually("the server holds only the open connection", || {
+        setup.server.connection_count() == 1
+    })
+    .await;
+}

@@ -16,7 +16,9 @@ use ternio::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 
+mod proxy;
 mod wait;
+pub use proxy::CuttingProxy;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
 
 /// 0x0001: echoed back.
