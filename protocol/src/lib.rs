@@ -11,7 +11,13 @@
 //!   strings, zero-copy [`Bytes`], vectors, options, arrays);
 //! - [`prefix`]: the TCP length prefix, for buffers of whole frames;
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
-//! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE` and `REKEY`;
+//! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE`, `REKEY`,
+//!   `CANCEL`, `DEADLINE`, and resumption's `RESUME_TICKET`, `ACK` and
+//!   `RESUME`;
+//! - [`resume`]: the handshake that resumes a secure session on a new
+//!   connection;
+//! - [`replay`]: the [`ReplayBuffer`] of frames not yet acknowledged and
+//!   the [`AckSchedule`] of frames received, for resumable sessions;
 //! - [`error`]: error codes, disconnect reasons and decoding errors;
 //! - [`reply`]: how a handler's return value becomes a response frame, and
 //!   [`Request`], which pairs a request packet with its response;
@@ -40,7 +46,9 @@ pub mod error;
 pub mod frame;
 pub mod packet;
 pub mod prefix;
+pub mod replay;
 pub mod reply;
+pub mod resume;
 pub mod secure;
 pub mod system;
 pub mod websocket;
@@ -50,4 +58,7 @@ pub use codec::{Decode, Encode, Reader};
 pub use error::{AppCode, DecodeError, DisconnectReason, ErrorCode, FrameError};
 pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
 pub use packet::Packet;
+pub use replay::{AckError, AckSchedule, ReplayBuffer};
 pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};
+pub use resume::{ResumeInitiator, ResumePattern, ResumeResponder, resume_psk};
+pub use system::{Ack, Resume, ResumeTicket, Resumed, Ticket};

@@ -236,7 +236,7 @@ pub fn key_from_hex(text: &str) -> Option<[u8; KEY_LEN]> {
 /// handshake, both ephemeral keys, and each Diffie-Hellman result) are
 /// wiped when the handshake is dropped: snow's own implementation wipes
 /// nothing. Everything else (hash, cipher, random source) is snow's.
-fn noise_builder(params: snow::params::NoiseParams) -> snow::Builder<'static> {
+pub(crate) fn noise_builder<'a>(params: snow::params::NoiseParams) -> snow::Builder<'a> {
     snow::Builder::with_resolver(params, Box::new(WipingResolver))
 }
 
@@ -468,13 +468,17 @@ impl Responder {
     }
 }
 
+/// Which end of a handshake a [`SecureChannel`] is built for.
 #[derive(Clone, Copy)]
-enum Side {
+pub(crate) enum Side {
     Client,
     Server,
 }
 
-fn channel(mut state: snow::HandshakeState, side: Side) -> Result<SecureChannel, HandshakeError> {
+pub(crate) fn channel(
+    mut state: snow::HandshakeState,
+    side: Side,
+) -> Result<SecureChannel, HandshakeError> {
     if !state.is_handshake_finished() {
         return Err(HandshakeError::Noise("handshake not finished".into()));
     }

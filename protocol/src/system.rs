@@ -29,6 +29,15 @@ pub const CANCEL: u16 = 0xFF06;
 /// Opcode of `DEADLINE` (project allocation, docs/PROTOCOL.md section 4.1):
 /// one-way, how long the requester will wait for a request it sends next.
 pub const DEADLINE: u16 = 0xFF07;
+/// Opcode of `RESUME_TICKET` (project allocation, docs/PROTOCOL.md section
+/// 4.2): the client asks for a [`ResumeTicket`]; counting starts.
+pub const RESUME_TICKET: u16 = 0xFF08;
+/// Opcode of `ACK` (project allocation, docs/PROTOCOL.md section 4.2):
+/// one-way, how many counted frames the sender has received.
+pub const ACK: u16 = 0xFF09;
+/// Opcode of `RESUME` (project allocation, docs/PROTOCOL.md section 4.2):
+/// the first request of a new connection that takes a session over.
+pub const RESUME: u16 = 0xFF0A;
 
 /// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +156,235 @@ impl Decode for Deadline {
 impl Packet for Deadline {
     const OPCODE: u16 = DEADLINE;
     const NAME: &'static str = "DEADLINE";
+}
+
+/// Bytes of a [`Ticket`].
+pub const TICKET_LEN: usize = 32;
+
+/// A resumption ticket (section 4.2): 32 random bytes that name a session
+/// on the server that issued it. It carries no node id and no key.
+///
+/// It is a credential: on a plain session it alone resumes the session (a
+/// bearer token); on a secure one it must come with a handshake keyed by
+/// the session's handshake hash. So its `Debug` shows only its first four
+/// bytes, and comparing two takes the same time wherever they differ.
+#[derive(Clone)]
+pub struct Ticket(pub [u8; TICKET_LEN]);
+
+impl Ticket {
+    /// A new ticket from the operating system's random source (the one
+    /// that generates static keys).
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; TICKET_LEN];
+        crate::aead::fill_random(&mut bytes);
+        Self(bytes)
+    }
+
+    /// The ticket's bytes.
+    pub fn as_bytes(&self) -> &[u8; TICKET_LEN] {
+        &self.0
+    }
+}
+
+/// Constant time: how far two tickets agree does not show in how long the
+/// comparison takes.
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        let mut difference = 0u8;
+        for (a, b) in self.0.iter().zip(other.0.iter()) {
+            difference |= a ^ b;
+        }
+        std::hint::black_box(difference) == 0
+    }
+}
+
+impl Eq for Ticket {}
+
+/// The first four bytes in hex and "…": enough to tell tickets apart in a
+/// log, not enough to use one.
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ticket({}…)", crate::secure::to_hex(&self.0[..4]))
+    }
+}
+
+impl Encode for Ticket {
+    fn encode(&self, out: &mut BytesMut) {
+        out.put_slice(&self.0);
+    }
+    fn encoded_len(&self) -> usize {
+        TICKET_LEN
+    }
+}
+
+impl Decode for Ticket {
+    const MIN_LEN: usize = TICKET_LEN;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        reader.read_array().map(Self)
+    }
+}
+
+/// `RESUME_TICKET`'s response: the ticket that resumes this session, and
+/// how long the server keeps the session once the connection is lost. The
+/// request has an empty body (use `()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeTicket {
+    /// The ticket to send in `RESUME`.
+    pub ticket: Ticket,
+    /// How long, in milliseconds, the server keeps the session after it
+    /// loses the connection.
+    pub ttl_ms: u32,
+}
+
+impl Encode for ResumeTicket {
+    fn encode(&self, out: &mut BytesMut) {
+        self.ticket.encode(out);
+        self.ttl_ms.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        TICKET_LEN + 4
+    }
+}
+
+impl Decode for ResumeTicket {
+    const MIN_LEN: usize = TICKET_LEN + 4;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ticket: Ticket::decode(reader)?,
+            ttl_ms: u32::decode(reader)?,
+        })
+    }
+}
+
+impl Packet for ResumeTicket {
+    const OPCODE: u16 = RESUME_TICKET;
+    const NAME: &'static str = "RESUME_TICKET";
+}
+
+/// `ACK`: the sender has received `received` counted frames so far on this
+/// session (section 4.2); the peer may drop those from its replay buffer.
+/// Sent with request id 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// Counted frames received so far, over the session's life.
+    pub received: u64,
+}
+
+impl Encode for Ack {
+    fn encode(&self, out: &mut BytesMut) {
+        self.received.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        8
+    }
+}
+
+impl Decode for Ack {
+    const MIN_LEN: usize = 8;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        u64::decode(reader).map(|received| Self { received })
+    }
+}
+
+impl Packet for Ack {
+    const OPCODE: u16 = ACK;
+    const NAME: &'static str = "ACK";
+}
+
+/// `RESUME` request (section 4.2): the first frame of a new connection,
+/// taking over the session of `ticket`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    /// The session's current ticket.
+    pub ticket: Ticket,
+    /// Counted frames the client has received from the server.
+    pub received: u64,
+    /// 0 plain, 3 `NNpsk0`, 4 `NKpsk0` ([`ResumePattern`](crate::resume::ResumePattern)).
+    pub pattern: u8,
+    /// The first Noise message (empty on a plain session): the rest of the
+    /// body, with no length in front.
+    pub message: Bytes,
+}
+
+impl Encode for Resume {
+    fn encode(&self, out: &mut BytesMut) {
+        self.ticket.encode(out);
+        self.received.encode(out);
+        self.pattern.encode(out);
+        out.put_slice(&self.message);
+    }
+    fn encoded_len(&self) -> usize {
+        TICKET_LEN + 8 + 1 + self.message.len()
+    }
+}
+
+impl Decode for Resume {
+    const MIN_LEN: usize = TICKET_LEN + 8 + 1;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ticket: Ticket::decode(reader)?,
+            received: u64::decode(reader)?,
+            pattern: u8::decode(reader)?,
+            message: reader.read_rest(),
+        })
+    }
+}
+
+impl Packet for Resume {
+    const OPCODE: u16 = RESUME;
+    const NAME: &'static str = "RESUME";
+}
+
+/// `RESUME`'s response (same opcode, `RESPONSE` set): the session is taken
+/// over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resumed {
+    /// Counted frames the server has received from the client.
+    pub received: u64,
+    /// The session's new ticket: the one just used is dead.
+    pub ticket: Ticket,
+    /// How long, in milliseconds, the server keeps the session after it
+    /// loses this connection.
+    pub ttl_ms: u32,
+    /// The second Noise message (empty on a plain session): the rest of the
+    /// body, with no length in front.
+    pub message: Bytes,
+}
+
+impl Encode for Resumed {
+    fn encode(&self, out: &mut BytesMut) {
+        self.received.encode(out);
+        self.ticket.encode(out);
+        self.ttl_ms.encode(out);
+        out.put_slice(&self.message);
+    }
+    fn encoded_len(&self) -> usize {
+        8 + TICKET_LEN + 4 + self.message.len()
+    }
+}
+
+impl Decode for Resumed {
+    const MIN_LEN: usize = 8 + TICKET_LEN + 4;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            received: u64::decode(reader)?,
+            ticket: Ticket::decode(reader)?,
+            ttl_ms: u32::decode(reader)?,
+            message: reader.read_rest(),
+        })
+    }
+}
+
+impl Packet for Resumed {
+    const OPCODE: u16 = RESUME;
+    const NAME: &'static str = "RESUME";
+}
+
+/// Whether frames under `opcode` are counted for resumption (section 4.2):
+/// application opcodes `0x0000..=0xFEFF` are, in either direction and
+/// whatever their flags; system opcodes never are.
+pub const fn is_counted(opcode: u16) -> bool {
+    opcode < 0xFF00
 }
 
 /// `DISCONNECT`: sent before closing on purpose, with the reason.
@@ -274,6 +512,82 @@ mod tests {
         );
         assert!(Cancel::decode_body(&Bytes::from_static(&[1, 0, 0])).is_err());
         assert!(Deadline::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 1, 0, 0, 0, 9])).is_err());
+    }
+
+    fn encoded<T: Encode>(value: &T) -> Bytes {
+        let mut out = BytesMut::new();
+        value.encode(&mut out);
+        assert_eq!(out.len(), value.encoded_len());
+        out.freeze()
+    }
+
+    #[test]
+    fn resumption_packets_round_trip() {
+        let ticket = Ticket(std::array::from_fn(|i| i as u8));
+        let answer = ResumeTicket {
+            ticket: ticket.clone(),
+            ttl_ms: 30_000,
+        };
+        let body = encoded(&answer);
+        assert_eq!(body.len(), 36);
+        assert_eq!(&body[32..], 30_000u32.to_le_bytes());
+        assert_eq!(ResumeTicket::decode_body(&body), Ok(answer));
+        let ack = Ack { received: 7 };
+        assert_eq!(Ack::decode_body(&encoded(&ack)), Ok(ack));
+        for message in [Bytes::new(), Bytes::from_static(&[9; 48])] {
+            let resume = Resume {
+                ticket: ticket.clone(),
+                received: 3,
+                pattern: 3,
+                message: message.clone(),
+            };
+            let body = encoded(&resume);
+            assert_eq!(&body[32..41], [3, 0, 0, 0, 0, 0, 0, 0, 3]);
+            assert_eq!(Resume::decode_body(&body), Ok(resume));
+            let resumed = Resumed {
+                received: 5,
+                ticket: ticket.clone(),
+                ttl_ms: 1,
+                message,
+            };
+            assert_eq!(Resumed::decode_body(&encoded(&resumed)), Ok(resumed));
+        }
+        assert_eq!(<Resumed as Packet>::OPCODE, RESUME);
+        assert!(is_counted(0x0000) && is_counted(0xFEFF));
+        assert!(!is_counted(ACK) && !is_counted(0xFF00));
+    }
+
+    #[test]
+    fn resumption_packets_refuse_short_and_trailing_bodies() {
+        let body = encoded(&ResumeTicket {
+            ticket: Ticket([1; 32]),
+            ttl_ms: 5,
+        });
+        assert!(ResumeTicket::decode_body(&body.slice(..35)).is_err());
+        let mut long = BytesMut::from(&body[..]);
+        long.put_u8(0);
+        assert!(ResumeTicket::decode_body(&long.freeze()).is_err());
+        assert!(Ack::decode_body(&Bytes::from_static(&[1; 7])).is_err());
+        assert!(Ack::decode_body(&Bytes::from_static(&[1; 9])).is_err());
+        // Resume and Resumed take the rest as the message, but not less than
+        // their fixed fields.
+        assert!(Resume::decode_body(&Bytes::from_static(&[0; 40])).is_err());
+        assert!(Resume::decode_body(&Bytes::from_static(&[0; 41])).is_ok());
+        assert!(Resumed::decode_body(&Bytes::from_static(&[0; 43])).is_err());
+        assert!(Resumed::decode_body(&Bytes::from_static(&[0; 44])).is_ok());
+    }
+
+    #[test]
+    fn a_ticket_shows_little_and_compares_whole() {
+        let mut bytes = [0xAB; 32];
+        bytes[..4].copy_from_slice(&[0xDE, 0xAD, 0xBE, 0xEF]);
+        let ticket = Ticket(bytes);
+        assert_eq!(format!("{ticket:?}"), "Ticket(deadbeef…)");
+        let mut other = bytes;
+        other[31] = 0;
+        assert_ne!(ticket, Ticket(other));
+        assert_eq!(ticket, Ticket(bytes));
+        assert_ne!(Ticket::generate(), Ticket::generate());
     }
 
     #[test]

@@ -170,6 +170,7 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
         tcp(Header::new(0x0123, Flags::NONE, 0), &sample()),
     );
     secure_vectors::vectors(&mut vectors);
+    resume_vectors::vectors(&mut vectors);
     vectors
 }
 
@@ -473,5 +474,213 @@ mod secure_vectors {
         key.decrypt_in_place_detached(&nonce.into(), &[], text, (&*tag).into())
             .unwrap();
         assert_eq!(text, b"after rekey");
+    }
+}
+
+/// Section 4.2's vectors: resumption packets, the PSK, and a resumed NNpsk0
+/// session with fixed keys and a fixed handshake hash.
+mod resume_vectors {
+    use super::*;
+    use ternio_protocol::resume::{ResumeInitiator, ResumeResponder, resume_psk};
+    use ternio_protocol::secure::{KEY_LEN, PROLOGUE, Sealer};
+    use ternio_protocol::system::{Ack, Resume, ResumeTicket, Resumed, Ticket};
+
+    fn sequence(start: u8) -> [u8; KEY_LEN] {
+        std::array::from_fn(|i| start + i as u8)
+    }
+
+    /// The session's ticket (80..9f), the new one a resumption gives (a0..bf),
+    /// the handshake hash of the session's latest handshake (60..7f).
+    fn ticket() -> Ticket {
+        Ticket(sequence(0x80))
+    }
+    fn new_ticket() -> Ticket {
+        Ticket(sequence(0xA0))
+    }
+    fn hash() -> [u8; 32] {
+        sequence(0x60)
+    }
+
+    /// NNpsk0 run by snow directly with the fixed keys: (message 1,
+    /// message 2, client-to-server key, server-to-client key, handshake hash).
+    fn reference_nnpsk0() -> (Vec<u8>, Vec<u8>, [u8; 32], [u8; 32], Vec<u8>) {
+        let name = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
+        let psk = resume_psk(&hash());
+        let build = || {
+            snow::Builder::new(name.parse().unwrap())
+                .prologue(PROLOGUE)
+                .unwrap()
+                .psk(0, &psk)
+                .unwrap()
+        };
+        let (client_e, server_e) = (sequence(0x20), sequence(0x40));
+        let mut client = build()
+            .fixed_ephemeral_key_for_testing_only(&client_e)
+            .build_initiator()
+            .unwrap();
+        let mut server = build()
+            .fixed_ephemeral_key_for_testing_only(&server_e)
+            .build_responder()
+            .unwrap();
+        let mut first = vec![0u8; 128];
+        let len = client.write_message(&[], &mut first).unwrap();
+        first.truncate(len);
+        server.read_message(&first, &mut [0u8; 128]).unwrap();
+        let mut second = vec![0u8; 128];
+        let len = server.write_message(&[], &mut second).unwrap();
+        second.truncate(len);
+        client.read_message(&second, &mut [0u8; 128]).unwrap();
+        let hash = client.get_handshake_hash().to_vec();
+        let (c2s, s2c) = client.dangerously_get_raw_split();
+        (first, second, c2s, s2c, hash)
+    }
+
+    pub(super) fn vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
+        vectors.insert(
+            "resume-ticket-request".into(),
+            tcp(Header::new(system::RESUME_TICKET, Flags::NONE, 4), &()),
+        );
+        vectors.insert(
+            "resume-ticket-response".into(),
+            tcp(
+                Header::new(system::RESUME_TICKET, Flags::RESPONSE, 4),
+                &ResumeTicket {
+                    ticket: ticket(),
+                    ttl_ms: 30_000,
+                },
+            ),
+        );
+        vectors.insert(
+            "ack-frame".into(),
+            tcp(
+                Header::new(system::ACK, Flags::NONE, 0),
+                &Ack { received: 40 },
+            ),
+        );
+        vectors.insert("resume-psk".into(), resume_psk(&hash()).to_vec());
+        // A plain session: the client got 5 counted frames, the server 3.
+        vectors.insert(
+            "resume-plain-request".into(),
+            tcp(
+                Header::new(system::RESUME, Flags::NONE, 1),
+                &Resume {
+                    ticket: ticket(),
+                    received: 5,
+                    pattern: 0,
+                    message: Bytes::new(),
+                },
+            ),
+        );
+        vectors.insert(
+            "resumed-plain-response".into(),
+            tcp(
+                Header::new(system::RESUME, Flags::RESPONSE, 1),
+                &Resumed {
+                    received: 3,
+                    ticket: new_ticket(),
+                    ttl_ms: 30_000,
+                    message: Bytes::new(),
+                },
+            ),
+        );
+        // The same on a session opened with NN.
+        let (first, second, c2s, s2c, resumed_hash) = reference_nnpsk0();
+        let mut initiator =
+            ResumeInitiator::with_ephemeral(None, &hash(), &sequence(0x20)).unwrap();
+        let message = initiator.message().unwrap();
+        assert_eq!(message, first, "NNpsk0 message 1");
+        let (reply, mut server) =
+            ResumeResponder::respond_with(3, &message, None, &hash(), Some(&sequence(0x40)))
+                .unwrap();
+        assert_eq!(reply, second, "NNpsk0 message 2");
+        let client = initiator.finish(&reply).unwrap();
+        assert_eq!(client.handshake_hash, resumed_hash);
+        assert_eq!(server.handshake_hash, resumed_hash);
+        vectors.insert(
+            "resume-nnpsk0-request".into(),
+            tcp(
+                Header::new(system::RESUME, Flags::NONE, 1),
+                &Resume {
+                    ticket: ticket(),
+                    received: 5,
+                    pattern: 3,
+                    message: Bytes::from(message),
+                },
+            ),
+        );
+        vectors.insert(
+            "resumed-nnpsk0-response".into(),
+            tcp(
+                Header::new(system::RESUME, Flags::RESPONSE, 1),
+                &Resumed {
+                    received: 3,
+                    ticket: new_ticket(),
+                    ttl_ms: 30_000,
+                    message: Bytes::from(reply),
+                },
+            ),
+        );
+        vectors.insert("resumed-nnpsk0-client-to-server-key".into(), c2s.to_vec());
+        vectors.insert("resumed-nnpsk0-server-to-client-key".into(), s2c.to_vec());
+        vectors.insert("resumed-nnpsk0-handshake-hash".into(), resumed_hash);
+        // The server's first frame after RESUMED: its frame number 5, which
+        // the client lacks, replayed as first sent (a push, id 0), sealed
+        // under the new key with counter 0.
+        let echo = Echo {
+            payload: Bytes::from_static(b"ping"),
+        };
+        let mut replayed = BytesMut::new();
+        server
+            .sealer
+            .write_frame_with(
+                &mut replayed,
+                Framing::LengthPrefixed,
+                Header::new(0x0001, Flags::NONE, 0),
+                usize::MAX,
+                |out| echo.encode(out),
+            )
+            .unwrap();
+        let mut again = BytesMut::new();
+        Sealer::new(&s2c)
+            .write_frame_with(
+                &mut again,
+                Framing::LengthPrefixed,
+                Header::new(0x0001, Flags::NONE, 0),
+                usize::MAX,
+                |out| echo.encode(out),
+            )
+            .unwrap();
+        assert_eq!(again, replayed);
+        vectors.insert("resumed-nnpsk0-sealed-replay".into(), replayed.to_vec());
+    }
+
+    #[test]
+    fn resumption_frames_decode_back() {
+        let documented = documented();
+        let body = |name: &str| {
+            let mut buf = BytesMut::from(&documented[name][..]);
+            FrameDecoder::default()
+                .decode(&mut buf)
+                .unwrap()
+                .unwrap()
+                .body
+        };
+        let resume = Resume::decode_body(&body("resume-nnpsk0-request")).unwrap();
+        assert_eq!(
+            (resume.ticket, resume.received, resume.pattern),
+            (ticket(), 5, 3)
+        );
+        let resumed = Resumed::decode_body(&body("resumed-nnpsk0-response")).unwrap();
+        assert_eq!(resumed.ticket, new_ticket());
+        // The server answers the documented message 1 with the documented
+        // message 2.
+        let (reply, _) =
+            ResumeResponder::respond_with(3, &resume.message, None, &hash(), Some(&sequence(0x40)))
+                .unwrap();
+        assert_eq!(reply, resumed.message);
+        assert_eq!(
+            Ack::decode_body(&body("ack-frame")),
+            Ok(Ack { received: 40 })
+        );
     }
 }

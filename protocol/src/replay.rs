@@ -1,0 +1,500 @@
+//! What each side of a resumable session keeps and counts
+//! (docs/PROTOCOL.md section 4.2).
+//!
+//! - [`ReplayBuffer`]: the counted frames this side sent that the peer has
+//!   not acknowledged yet, as plain frames, to replay after a resumption.
+//! - [`AckSchedule`]: the counted frames this side received, and when an
+//!   `ACK` of them is due.
+//!
+//! Counted frames are those with an application opcode
+//! ([`system::is_counted`](crate::system::is_counted)), in either direction.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+
+use crate::frame::{HEADER_LEN, Header};
+
+/// The clock [`AckSchedule`] takes: `std::time::Instant`, or `web_time`'s
+/// on `wasm32-unknown-unknown` (where std's has no clock); it is the same
+/// type everywhere else.
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+pub use std::time::Instant;
+/// The clock [`AckSchedule`] takes: `std::time::Instant`, or `web_time`'s
+/// on `wasm32-unknown-unknown` (where std's has no clock); it is the same
+/// type everywhere else.
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub use web_time::Instant;
+
+/// Ternio's default bound of a replay buffer: 64 KiB of frames (headers and
+/// plain bodies).
+pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
+/// Ternio's default: an `ACK` after this many unacknowledged counted frames.
+pub const ACK_EVERY_FRAMES: u64 = 32;
+/// Ternio's default: an `ACK` once unacknowledged counted frames reach this
+/// many bytes (headers and plain bodies).
+pub const ACK_EVERY_BYTES: usize = 16 * 1024;
+/// Ternio's default: an `ACK` at the latest this long after the first
+/// unacknowledged counted frame.
+pub const ACK_DELAY: Duration = Duration::from_millis(200);
+
+/// An `ACK` the sender cannot have meant: `DISCONNECT MALFORMED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// It acknowledges frames never sent.
+    #[error("ACK of {received} frames, but only {sent} were sent")]
+    AheadOfSent {
+        /// What the `ACK` says.
+        received: u64,
+        /// Counted frames sent so far.
+        sent: u64,
+    },
+    /// It goes back below an earlier acknowledgement.
+    #[error("ACK of {received} frames after one of {acknowledged}")]
+    Backwards {
+        /// What the `ACK` says.
+        received: u64,
+        /// The highest acknowledgement so far.
+        acknowledged: u64,
+    },
+}
+
+/// One kept frame: its header and where its body is.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    header: Header,
+    /// Offset of the body, counted over every body byte ever kept.
+    start: u64,
+    len: usize,
+}
+
+/// The counted frames one side sent and the peer has not acknowledged, as
+/// plain frames (header with `ENCRYPTED` clear, plain body), bounded in
+/// bytes.
+///
+/// Bodies sit one after the other in one buffer, headers in a ring beside
+/// it; an acknowledgement moves the buffer's start, and later frames reuse
+/// the room (the buffer moves its bytes down rather than grow when it can).
+/// Once both have grown to the traffic's high-water mark, recording a frame
+/// allocates nothing.
+///
+/// When a frame would take it past its bound, it drops everything and stays
+/// *overflowed*: this side can no longer replay, so the session is no longer
+/// resumable (its ticket should go), but the connection goes on, and
+/// [`sent`](Self::sent) keeps counting.
+#[derive(Debug)]
+pub struct ReplayBuffer {
+    limit: usize,
+    bodies: BytesMut,
+    frames: VecDeque<Kept>,
+    /// Body offset (over every body byte ever kept) of `bodies[0]`.
+    base: u64,
+    /// Bytes kept: headers and bodies.
+    bytes: usize,
+    /// Number of the oldest frame kept (the acknowledgement, while not overflowed).
+    first: u64,
+    sent: u64,
+    acknowledged: u64,
+    overflowed: bool,
+}
+
+impl Default for ReplayBuffer {
+    /// A buffer bounded by [`DEFAULT_REPLAY_LIMIT`].
+    fn default() -> Self {
+        Self::new(DEFAULT_REPLAY_LIMIT)
+    }
+}
+
+impl ReplayBuffer {
+    /// An empty buffer that keeps at most `limit_bytes` of frames (7 bytes
+    /// of header plus the plain body each).
+    pub fn new(limit_bytes: usize) -> Self {
+        Self {
+            limit: limit_bytes,
+            bodies: BytesMut::new(),
+            frames: VecDeque::new(),
+            base: 0,
+            bytes: 0,
+            first: 0,
+            sent: 0,
+            acknowledged: 0,
+            overflowed: false,
+        }
+    }
+
+    /// Counts a counted frame sent, and keeps a plain copy of it (its
+    /// header with `ENCRYPTED` cleared, and `body`, the plain body). Returns
+    /// `false` when it is not kept: this frame took the buffer past its
+    /// bound (everything is dropped, the buffer is overflowed) or the buffer
+    /// already was.
+    pub fn record(&mut self, header: Header, body: &[u8]) -> bool {
+        self.sent += 1;
+        if self.overflowed {
+            return false;
+        }
+        let size = HEADER_LEN + body.len();
+        if self.bytes + size > self.limit {
+            self.overflow();
+            return false;
+        }
+        let start = self.base + self.bodies.len() as u64;
+        self.bodies.extend_from_slice(body);
+        self.frames.push_back(Kept {
+            header: header.without_encryption(),
+            start,
+            len: body.len(),
+        });
+        self.bytes += size;
+        true
+    }
+
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        // Give the memory back: nothing will be kept again.
+        self.bodies = BytesMut::new();
+        self.frames = VecDeque::new();
+        self.bytes = 0;
+    }
+
+    /// Counted frames sent in total over the session: the number the next
+    /// one gets. Counts on after an overflow.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// The highest acknowledgement so far.
+    pub fn acknowledged(&self) -> u64 {
+        self.acknowledged
+    }
+
+    /// Takes the peer's count of frames received (an `ACK`, or the
+    /// `received` of `RESUME` or `RESUMED`): drops the frames numbered
+    /// below it. Fails, changing nothing, when it counts frames never sent
+    /// or goes below an earlier acknowledgement.
+    pub fn acknowledge(&mut self, received: u64) -> Result<(), AckError> {
+        if received > self.sent {
+            return Err(AckError::AheadOfSent {
+                received,
+                sent: self.sent,
+            });
+        }
+        if received < self.acknowledged {
+            return Err(AckError::Backwards {
+                received,
+                acknowledged: self.acknowledged,
+            });
+        }
+        self.acknowledged = received;
+        if self.overflowed {
+            return Ok(());
+        }
+        while self.first < received {
+            let kept = self
+                .frames
+                .pop_front()
+                .expect("frames below `sent` are kept");
+            self.bodies.advance(kept.len);
+            self.base += kept.len as u64;
+            self.bytes -= HEADER_LEN + kept.len;
+            self.first += 1;
+        }
+        Ok(())
+    }
+
+    /// The frames numbered from `received` on, oldest first, as recorded
+    /// (plain header, plain body), for the peer that has received
+    /// `received`: `None` when they are not all here (the buffer
+    /// overflowed, or `received` is below the oldest frame kept) or when
+    /// `received` is above [`sent`](Self::sent). Replaying leaves them kept
+    /// (and counted) until acknowledged: do not [`record`](Self::record)
+    /// them again.
+    pub fn replay_from(&self, received: u64) -> Option<impl Iterator<Item = (Header, &[u8])>> {
+        if self.overflowed || received < self.first || received > self.sent {
+            return None;
+        }
+        let skip = usize::try_from(received - self.first).ok()?;
+        Some(self.frames.iter().skip(skip).map(move |kept| {
+            let at = (kept.start - self.base) as usize;
+            (kept.header, &self.bodies[at..at + kept.len])
+        }))
+    }
+
+    /// Whether a frame took the buffer past its bound: it keeps nothing
+    /// more, and the session cannot be resumed.
+    pub fn is_overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Bytes kept: 7 per frame plus the plain bodies.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Frames kept.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether no frame is kept.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The bound, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// The receiving side's count of counted frames, and when to `ACK` them:
+/// after [`ACK_EVERY_FRAMES`] frames or [`ACK_EVERY_BYTES`] bytes not yet
+/// acknowledged, or [`ACK_DELAY`] after the first of them, whichever comes
+/// first (Ternio's defaults; [`with_limits`](Self::with_limits) sets
+/// others).
+#[derive(Debug, Clone)]
+pub struct AckSchedule {
+    count: u64,
+    acked: u64,
+    unacked_bytes: usize,
+    first_unacked_at: Option<Instant>,
+    every_frames: u64,
+    every_bytes: usize,
+    delay: Duration,
+}
+
+impl Default for AckSchedule {
+    /// Ternio's defaults: 32 frames, 16 KiB, 200 ms.
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AckSchedule {
+    /// A schedule with Ternio's defaults, nothing received yet.
+    pub fn new() -> Self {
+        Self::with_limits(ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY)
+    }
+
+    /// A schedule that asks for an `ACK` after `frames` frames or `bytes`
+    /// bytes unacknowledged, or `delay` after the first of them.
+    pub fn with_limits(frames: u64, bytes: usize, delay: Duration) -> Self {
+        Self {
+            count: 0,
+            acked: 0,
+            unacked_bytes: 0,
+            first_unacked_at: None,
+            every_frames: frames,
+            every_bytes: bytes,
+            delay,
+        }
+    }
+
+    /// Counts a counted frame received, of `frame_bytes` bytes (7 of header
+    /// plus the plain body), at `now`. Returns whether an `ACK` is due now.
+    pub fn received(&mut self, frame_bytes: usize, now: Instant) -> bool {
+        self.count += 1;
+        self.unacked_bytes = self.unacked_bytes.saturating_add(frame_bytes);
+        self.first_unacked_at.get_or_insert(now);
+        self.is_due(now)
+    }
+
+    /// Whether an `ACK` is due at `now`: some frame is unacknowledged and
+    /// one of the three limits is reached.
+    pub fn is_due(&self, now: Instant) -> bool {
+        let Some(first) = self.first_unacked_at else {
+            return false;
+        };
+        self.count - self.acked >= self.every_frames
+            || self.unacked_bytes >= self.every_bytes
+            || now.saturating_duration_since(first) >= self.delay
+    }
+
+    /// When an `ACK` falls due by the delay, if nothing else brings it
+    /// first: `None` when every frame received is acknowledged.
+    pub fn due_at(&self) -> Option<Instant> {
+        self.first_unacked_at
+            .map(|first| first.checked_add(self.delay).unwrap_or(first))
+    }
+
+    /// Notes that an `ACK` of [`count`](Self::count) was sent.
+    pub fn acked(&mut self) {
+        self.acked = self.count;
+        self.unacked_bytes = 0;
+        self.first_unacked_at = None;
+    }
+
+    /// The `ACK` to send now, noted as sent.
+    pub fn take_ack(&mut self) -> crate::system::Ack {
+        self.acked();
+        crate::system::Ack {
+            received: self.count,
+        }
+    }
+
+    /// Counted frames received over the session: the `received` of `ACK`,
+    /// `RESUME` and `RESUMED`.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether some frame received is not acknowledged yet.
+    pub fn has_unacked(&self) -> bool {
+        self.count > self.acked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Flags;
+
+    fn header(id: u32) -> Header {
+        Header::new(0x0001, Flags::NONE, id)
+    }
+
+    fn replayed(buffer: &ReplayBuffer, from: u64) -> Option<Vec<(u32, Vec<u8>)>> {
+        buffer.replay_from(from).map(|frames| {
+            frames
+                .map(|(header, body)| (header.request_id, body.to_vec()))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn acknowledged_frames_go_and_the_rest_replay_in_order() {
+        let mut buffer = ReplayBuffer::new(1024);
+        for id in 0..5u32 {
+            assert!(buffer.record(header(id), &[id as u8; 3]));
+        }
+        assert_eq!((buffer.sent(), buffer.len(), buffer.bytes()), (5, 5, 50));
+        assert_eq!(replayed(&buffer, 5), Some(vec![]));
+        assert_eq!(
+            replayed(&buffer, 3),
+            Some(vec![(3, vec![3; 3]), (4, vec![4; 3])])
+        );
+        buffer.acknowledge(2).unwrap();
+        assert_eq!((buffer.len(), buffer.bytes()), (3, 30));
+        assert_eq!(replayed(&buffer, 1), None, "below the oldest kept");
+        assert_eq!(replayed(&buffer, 6), None, "above what was sent");
+        assert_eq!(
+            replayed(&buffer, 2).unwrap().len(),
+            3,
+            "from the acknowledgement"
+        );
+        assert!(buffer.record(header(5), b"xy"));
+        assert_eq!(
+            replayed(&buffer, 4),
+            Some(vec![(4, vec![4; 3]), (5, b"xy".to_vec())])
+        );
+        buffer.acknowledge(6).unwrap();
+        assert!(buffer.is_empty());
+        assert_eq!(buffer.bytes(), 0);
+        assert_eq!(replayed(&buffer, 6), Some(vec![]));
+    }
+
+    #[test]
+    fn acknowledgements_must_stay_within_what_was_sent_and_never_go_back() {
+        let mut buffer = ReplayBuffer::new(1024);
+        buffer.record(header(1), b"a");
+        buffer.record(header(2), b"b");
+        assert_eq!(
+            buffer.acknowledge(3),
+            Err(AckError::AheadOfSent {
+                received: 3,
+                sent: 2
+            })
+        );
+        buffer.acknowledge(1).unwrap();
+        buffer.acknowledge(1).unwrap();
+        assert_eq!(
+            buffer.acknowledge(0),
+            Err(AckError::Backwards {
+                received: 0,
+                acknowledged: 1
+            })
+        );
+        assert_eq!(buffer.len(), 1);
+    }
+
+    #[test]
+    fn the_replayed_copy_is_plain() {
+        let mut buffer = ReplayBuffer::new(1024);
+        let sealed = Header::new(0x0002, Flags::RESPONSE.with(Flags::ENCRYPTED), 9);
+        buffer.record(sealed, b"body");
+        let (header, body) = buffer.replay_from(0).unwrap().next().unwrap();
+        assert_eq!(header, Header::new(0x0002, Flags::RESPONSE, 9));
+        assert_eq!(body, b"body");
+    }
+
+    #[test]
+    fn past_its_bound_it_drops_everything_and_counts_on() {
+        // 7 + 10 bytes a frame: three fit in 60, not four.
+        let mut buffer = ReplayBuffer::new(60);
+        for id in 0..3 {
+            assert!(buffer.record(header(id), &[0; 10]));
+        }
+        buffer.acknowledge(1).unwrap();
+        assert!(
+            buffer.record(header(3), &[0; 10]),
+            "room again after an ACK"
+        );
+        assert!(!buffer.record(header(4), &[0; 10]));
+        assert!(buffer.is_overflowed());
+        assert_eq!((buffer.len(), buffer.bytes(), buffer.sent()), (0, 0, 5));
+        assert!(!buffer.record(header(5), &[]), "records nothing after");
+        assert_eq!(buffer.sent(), 6);
+        assert!(buffer.replay_from(6).is_none());
+        assert!(buffer.replay_from(1).is_none());
+        // ACKs are still checked and taken.
+        buffer.acknowledge(6).unwrap();
+        assert!(buffer.acknowledge(7).is_err());
+        // A single frame larger than the bound overflows an empty buffer.
+        let mut small = ReplayBuffer::new(10);
+        assert!(!small.record(header(0), &[0; 4]));
+        assert!(small.is_overflowed());
+    }
+
+    #[test]
+    fn steady_traffic_reuses_the_buffer() {
+        let mut buffer = ReplayBuffer::new(4096);
+        for round in 0..100u64 {
+            for id in 0..8 {
+                assert!(buffer.record(header(id), &[round as u8; 100]));
+            }
+            buffer.acknowledge(buffer.sent()).unwrap();
+        }
+        assert!(buffer.bodies.capacity() < 4096);
+        assert_eq!(buffer.sent(), 800);
+    }
+
+    #[test]
+    fn an_ack_is_due_after_its_frames_its_bytes_or_its_delay() {
+        let start = Instant::now();
+        let mut schedule = AckSchedule::new();
+        assert_eq!(schedule.due_at(), None);
+        assert!(!schedule.is_due(start + Duration::from_secs(9)));
+        for n in 1..ACK_EVERY_FRAMES {
+            assert!(!schedule.received(10, start), "frame {n}");
+        }
+        assert_eq!(schedule.due_at(), Some(start + ACK_DELAY));
+        assert!(schedule.received(10, start), "the 32nd frame");
+        assert_eq!(schedule.take_ack().received, 32);
+        assert!(!schedule.has_unacked());
+        assert_eq!(schedule.due_at(), None);
+        // Bytes.
+        assert!(!schedule.received(ACK_EVERY_BYTES - 1, start));
+        assert!(schedule.received(1, start));
+        schedule.acked();
+        // Time.
+        let later = start + Duration::from_millis(50);
+        assert!(!schedule.received(7, later));
+        assert_eq!(schedule.due_at(), Some(later + ACK_DELAY));
+        assert!(!schedule.is_due(later + Duration::from_millis(199)));
+        assert!(schedule.is_due(later + ACK_DELAY));
+        assert!(schedule.received(7, later + ACK_DELAY));
+        assert_eq!(schedule.count(), 36);
+        schedule.acked();
+        assert_eq!(schedule.count(), 36);
+    }
+}
