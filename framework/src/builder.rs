@@ -27,6 +27,7 @@ use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
 use crate::middleware::{Middleware, Policies};
 use crate::registry::HubShared;
+use crate::sessions::Sessions;
 use crate::shared::{Hooks, ServerShared};
 use crate::store::AppState;
 #[cfg(feature = "tls")]
@@ -327,6 +328,34 @@ impl ServerBuilder {
         self
     }
 
+    /// Calls `hook` when a resumable session's link is lost: the session
+    /// (its id, store, groups, and the pushes sent to it) waits for its
+    /// client for the resumption TTL ([`resumable`](Self::resumable)).
+    /// `on_disconnect` runs if it does not come back.
+    pub fn on_suspend(mut self, hook: impl Fn(&ConnectionHandle) + Send + Sync + 'static) -> Self {
+        self.hooks.suspend.push(Arc::new(hook));
+        self
+    }
+
+    /// Calls `hook` when a client resumed its session on a new link.
+    pub fn on_resume(mut self, hook: impl Fn(&ConnectionHandle) + Send + Sync + 'static) -> Self {
+        self.hooks.resume.push(Arc::new(hook));
+        self
+    }
+
+    /// Lets clients resume their sessions (docs/PROTOCOL.md section 4.2): a
+    /// session whose link is lost waits `ttl` for its client, keeping its
+    /// id, store, groups and the pushes sent to it, and each side replays
+    /// what the other missed. `replay_bytes` bounds the frames a session
+    /// keeps until the client acknowledges them (past it, the session is no
+    /// longer resumable; the connection goes on). Off by default; 64 KiB
+    /// is a good bound.
+    pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {
+        self.config.resume_ttl = Some(ttl);
+        self.config.resume_replay_bytes = replay_bytes;
+        self
+    }
+
     /// What a push to a connection whose outbox is full does
     /// (default: disconnect it with `SLOW_CONSUMER`).
     pub fn slow_consumer(mut self, policy: SlowConsumerPolicy) -> Self {
@@ -542,6 +571,7 @@ impl ServerBuilder {
                 middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
                 middleware,
                 arounds: self.arounds,
+                sessions: Sessions::default(),
                 hooks: self.hooks,
                 admission: Arc::new(admission),
                 metrics,

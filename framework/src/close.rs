@@ -58,4 +58,13 @@ pub enum CloseCause {
     Disconnected(DisconnectReason),
     /// The socket failed.
     Failed(String),
+    /// The session's link was lost and its client did not resume it within
+    /// the resumption TTL.
+    ResumeExpired,
+    /// The session's link was lost, and it could no longer be resumed (its
+    /// replay buffer overflowed while it waited, or a resumption failed).
+    ResumeLost,
+    /// This link carried a `RESUME`: the session it resumed goes on (under
+    /// its own id); the link's own, never used, ends.
+    Resumed,
 }

@@ -222,6 +222,22 @@ pub struct ServerConfig {
     /// (contract section 5.2): by default after 65,536 frames or 2 minutes
     /// under one key, whichever comes first, checked as a frame is sealed.
     pub rekey: RekeyPolicy,
+    /// How long a session whose link was lost waits for its client to
+    /// resume it (docs/PROTOCOL.md section 4.2), keeping its id, store,
+    /// groups and the pushes sent to it meanwhile (within
+    /// [`max_outbox_bytes`](Self::max_outbox_bytes)). `None`: resumption is
+    /// off, a `RESUME_TICKET` is answered error 1, and a lost link ends its
+    /// session at once. Default `None`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration_or_off")
+    )]
+    pub resume_ttl: Option<Duration>,
+    /// Bytes of the frames a resumable session sent and its client has not
+    /// acknowledged yet, kept to replay after a resumption. A session that
+    /// would keep more is no longer resumable (its connection goes on).
+    /// Default 64 KiB.
+    pub resume_replay_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -255,6 +271,8 @@ impl Default for ServerConfig {
             require_encryption: false,
             handshake_timeout: Duration::from_secs(10),
             rekey: RekeyPolicy::default(),
+            resume_ttl: None,
+            resume_replay_bytes: 64 * 1024,
         }
     }
 }

@@ -78,6 +78,7 @@ mod outbox;
 mod registry;
 mod reply;
 mod server;
+mod sessions;
 mod shared;
 mod signal;
 mod store;

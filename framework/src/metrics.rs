@@ -28,7 +28,7 @@
 //! | `ternio_request_duration_seconds` | histogram | `opcode`, `handler` | from dispatch to reply, buckets [`REQUEST_DURATION_BUCKETS`] |
 //! | `ternio_errors_total` | counter | `code` | error replies sent, by the code's name: `unknown_opcode`, `malformed`, `unauthorized`, `rate_limited`, `timeout`, `encryption_required`, `internal`, `overloaded`, `handshake_failed`, `decrypt_failed`, or `application` (codes 100 and above), `unassigned` (0, 11 to 99) |
 //! | `ternio_handshakes_total` | counter | `result` | secure handshakes: `ok`, `failed` |
-//! | `ternio_disconnects_total` | counter | `reason` | connections closed, by the `DISCONNECT` reason's name either side sent (`normal`, `shutdown`, `malformed`, `frame_too_large`, `idle_timeout`, `handshake_timeout`, `decrypt_failed`, `too_many_connections`, `slow_consumer`, `kicked`, `other`), or `peer_closed` (closed without one), `failed` (an I/O error) |
+//! | `ternio_disconnects_total` | counter | `reason` | connections closed, by the `DISCONNECT` reason's name either side sent (`normal`, `shutdown`, `malformed`, `frame_too_large`, `idle_timeout`, `handshake_timeout`, `decrypt_failed`, `too_many_connections`, `slow_consumer`, `kicked`, `other`), or `peer_closed` (closed without one), `failed` (an I/O error), `resume_expired` (a suspended session's client did not come back in time), `resume_lost` (a suspended session could no longer be resumed), `resumed` (a link that resumed another session: its own ends) |
 //! | `ternio_refused_connections_total` | counter | `transport`, `reason` | connections refused before they were served: `total`, `per_ip`, `rate`, `pending` (the caps of [`ServerConfig`](crate::ServerConfig)), `proxy_header` (a trusted proxy's connection without a valid PROXY header in time) |
 //!
 //! The Redis backplane (`ternio-redis`) adds its own `ternio_backplane_*`
@@ -227,6 +227,9 @@ pub(crate) struct Metrics {
     disconnects: [Counter; 11],
     peer_closed: Counter,
     failed: Counter,
+    resume_expired: Counter,
+    resume_lost: Counter,
+    resumed: Counter,
 }
 
 impl Metrics {
@@ -254,6 +257,9 @@ impl Metrics {
             }),
             peer_closed: counter!("ternio_disconnects_total", "reason" => "peer_closed"),
             failed: counter!("ternio_disconnects_total", "reason" => "failed"),
+            resume_expired: counter!("ternio_disconnects_total", "reason" => "resume_expired"),
+            resume_lost: counter!("ternio_disconnects_total", "reason" => "resume_lost"),
+            resumed: counter!("ternio_disconnects_total", "reason" => "resumed"),
         }
     }
 
@@ -293,6 +299,9 @@ impl Metrics {
             }
             CloseCause::PeerClosed => self.peer_closed.increment(1),
             CloseCause::Failed(_) => self.failed.increment(1),
+            CloseCause::ResumeExpired => self.resume_expired.increment(1),
+            CloseCause::ResumeLost => self.resume_lost.increment(1),
+            CloseCause::Resumed => self.resumed.increment(1),
         }
     }
 }

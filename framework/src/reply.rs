@@ -4,6 +4,7 @@
 use std::fmt;
 
 use ternio_protocol::frame::{self, Flags, Framing, Header};
+use ternio_protocol::replay::ReplayBuffer;
 use ternio_protocol::secure::Sealer;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
@@ -32,6 +33,9 @@ pub(crate) struct FrameReply<'a> {
     sealer: Option<&'a mut Sealer>,
     /// Counts the frames and errors written, when metrics are on.
     metrics: Option<ReplyMetrics<'a>>,
+    /// Keeps a plain copy of each frame with an application opcode, on a
+    /// resumable session.
+    replay: Option<&'a mut ReplayBuffer>,
 }
 
 impl<'a> FrameReply<'a> {
@@ -50,7 +54,15 @@ impl<'a> FrameReply<'a> {
             max_frame_size,
             sealer,
             metrics,
+            replay: None,
         }
+    }
+
+    /// Records every frame written with an application opcode in `replay`
+    /// (on a resumable session).
+    pub(crate) fn recording(mut self, replay: Option<&'a mut ReplayBuffer>) -> Self {
+        self.replay = replay;
+        self
     }
 
     /// Writes one frame, sealed or not, whose body `body` writes.
@@ -59,12 +71,35 @@ impl<'a> FrameReply<'a> {
         header: Header,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
-        let written = match self.sealer.as_deref_mut() {
-            Some(sealer) => {
+        let replay = self.replay.as_deref_mut().filter(|_| !header.is_system());
+        let written = match (self.sealer.as_deref_mut(), replay) {
+            (Some(sealer), None) => {
                 sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
             }
-            None => {
-                frame::write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
+            (Some(sealer), Some(replay)) => sealer.write_frame_observed(
+                self.out,
+                self.framing,
+                header,
+                self.max_frame_size,
+                body,
+                |plain| {
+                    replay.record(header, plain);
+                },
+            ),
+            (None, replay) => {
+                let start = self.out.len();
+                let written = frame::write_frame_with(
+                    self.out,
+                    self.framing,
+                    header,
+                    self.max_frame_size,
+                    body,
+                );
+                if let (Ok(_), Some(replay)) = (&written, replay) {
+                    let body_at = start + self.framing.prefix_len() + frame::HEADER_LEN;
+                    replay.record(header, &self.out[body_at..]);
+                }
+                written
             }
         };
         if let (Ok(_), Some(metrics)) = (&written, &self.metrics) {

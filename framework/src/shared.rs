@@ -25,16 +25,41 @@ use crate::metrics::Metrics;
 use crate::middleware::Middleware;
 use crate::outbox::Outbox;
 use crate::registry::{ConnectionShared, HubShared};
+use crate::sessions::Sessions;
 use crate::store::{AppState, ConnectionStore};
 
 type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
 type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
 
-/// The application's connect and disconnect hooks.
+/// The application's connect, disconnect, suspend and resume hooks.
 #[derive(Default)]
 pub(crate) struct Hooks {
     pub(crate) connect: Vec<ConnectHook>,
     pub(crate) disconnect: Vec<DisconnectHook>,
+    pub(crate) suspend: Vec<ConnectHook>,
+    pub(crate) resume: Vec<ConnectHook>,
+}
+
+impl Hooks {
+    /// Tells the suspend hooks that `connection`'s link was lost and its
+    /// session waits for its client.
+    pub(crate) fn suspended(&self, connection: &Arc<ConnectionShared>) {
+        call(&self.suspend, connection);
+    }
+
+    /// Tells the resume hooks that `connection`'s session was resumed.
+    pub(crate) fn resumed(&self, connection: &Arc<ConnectionShared>) {
+        call(&self.resume, connection);
+    }
+}
+
+fn call(hooks: &[ConnectHook], connection: &Arc<ConnectionShared>) {
+    if !hooks.is_empty() {
+        let handle = ConnectionHandle::new(Arc::clone(connection));
+        for hook in hooks {
+            hook(&handle);
+        }
+    }
 }
 
 /// What every connection of a server shares.
@@ -58,6 +83,8 @@ pub(crate) struct ServerShared {
     pub(crate) identity: Option<Identity>,
     /// The middleware chain, built-in policies included.
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    /// The resumable sessions, by ticket.
+    pub(crate) sessions: Sessions,
     /// The around layers, outermost first.
     pub(crate) arounds: Vec<Arc<Layer>>,
     /// Whether some middleware reads how long a request took.

@@ -672,6 +672,22 @@ impl Sealer {
         max_frame_size: usize,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
+        self.write_frame_observed(out, framing, header, max_frame_size, body, |_| {})
+    }
+
+    /// [`write_frame_with`](Self::write_frame_with), showing `observe` the
+    /// plain body just before it is sealed (a resumable session keeps a
+    /// copy to replay under later keys). Not called when the frame is not
+    /// written.
+    pub fn write_frame_observed(
+        &mut self,
+        out: &mut BytesMut,
+        framing: Framing,
+        header: Header,
+        max_frame_size: usize,
+        body: impl FnOnce(&mut BytesMut),
+        observe: impl FnOnce(&[u8]),
+    ) -> Result<usize, FrameError> {
         let counter = self.next;
         if counter == u64::MAX {
             return Err(FrameError::CounterExhausted);
@@ -694,6 +710,7 @@ impl Sealer {
         let header_at = start + framing.prefix_len();
         let plain_at = header_at + HEADER_LEN + COUNTER_LEN;
         let (head, plain) = out[header_at..].split_at_mut(HEADER_LEN + COUNTER_LEN);
+        observe(plain);
         let tag = self.cipher.seal(counter, &head[..HEADER_LEN], plain);
         debug_assert_eq!(out.len() - plain_at + HEADER_LEN + COUNTER_LEN, len);
         out.extend_from_slice(&tag);

@@ -13,6 +13,7 @@
 mod alarm;
 mod cancel;
 mod requests;
+mod resume;
 mod security;
 mod timers;
 
@@ -31,6 +32,8 @@ use tokio::time::Instant;
 use self::alarm::Alarm;
 use self::cancel::Cancels;
 use self::requests::Pending;
+use self::resume::Resumption;
+pub(crate) use self::resume::{end_link, resume};
 use self::security::Security;
 use self::timers::{Due, Timers};
 use crate::close::CloseNotice;
@@ -48,6 +51,18 @@ pub(crate) enum AfterFrame {
     /// The engine wrote its `DISCONNECT` into the outbound buffer: stop
     /// reading, flush, close.
     Close,
+}
+
+/// Why the transport stops serving its link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The engine wrote its `DISCONNECT` (or the peer's came): flush and close.
+    Closed,
+    /// A `RESUME` came: run [`resume`], then serve on.
+    Resume,
+    /// Another link took the session over: drop this one, then
+    /// [`end_link`] hands the session to it.
+    TakenOver,
 }
 
 /// The transport-independent state of one connection: the running requests,
@@ -75,6 +90,12 @@ pub(crate) struct Engine {
     went_quiet: bool,
     /// Frames ready to be written, each with its length prefix.
     pub(crate) out: BytesMut,
+    /// Resumption, once the peer asked for a ticket.
+    resume: Option<Box<Resumption>>,
+    /// A `RESUME` received as the first frame, for the transport to run.
+    resume_request: Option<(Header, ternio_protocol::system::Resume)>,
+    /// Frames handled so far (counted up to 2: a `RESUME` must be first).
+    frames_seen: u8,
     /// Where sealed bodies that arrived as shared `Bytes` (WebSocket
     /// messages) are copied to be opened in place: reused once the previous
     /// body is dropped, so opening allocates nothing in steady state; a body
@@ -98,6 +119,9 @@ impl Engine {
             alarm,
             next_ping_id: 1,
             went_quiet: false,
+            resume: None,
+            resume_request: None,
+            frames_seen: 0,
             open_buf: BytesMut::new(),
             out: BytesMut::new(),
         }
@@ -152,15 +176,12 @@ impl Engine {
         std::mem::take(&mut self.went_quiet)
     }
 
-    pub(crate) fn connection(&self) -> &Arc<ConnectionShared> {
-        &self.connection
-    }
-
     /// Whether to read more: not closing, fewer requests running than the
     /// limit, and the peer keeping up with what is already written.
     pub(crate) fn wants_input(&self) -> bool {
         self.closing.is_none()
             && self.closed.is_none()
+            && self.resume_request.is_none()
             && self.pending.len() < self.server.config.max_requests_in_flight
             && self.out.len() < self.server.config.outbound_high_water
     }
@@ -168,6 +189,19 @@ impl Engine {
     /// Whether no asynchronous request is running.
     pub(crate) fn no_requests_running(&self) -> bool {
         self.pending.is_empty()
+    }
+
+    /// Whether the transport stops serving its link now, and why.
+    pub(crate) fn stop(&self) -> Option<Stop> {
+        if self.closed.is_some() {
+            Some(Stop::Closed)
+        } else if self.resume_request.is_some() {
+            Some(Stop::Resume)
+        } else if self.resume.as_ref().is_some_and(|resume| resume.is_taken()) {
+            Some(Stop::TakenOver)
+        } else {
+            None
+        }
     }
 
     /// Why the connection closed, once its `DISCONNECT` is written into `out`
@@ -208,6 +242,7 @@ impl Engine {
             server,
             transport: self.connection.transport,
         });
+        let replay = self.resume.as_mut().map(|resume| &mut resume.replay);
         FrameReply::new(
             &mut self.out,
             request,
@@ -215,6 +250,7 @@ impl Engine {
             sealer,
             metrics,
         )
+        .recording(replay)
     }
 
     fn error(
@@ -263,6 +299,13 @@ impl Engine {
 
     fn handle(&mut self, frame: Frame) -> AfterFrame {
         let header = frame.header;
+        self.frames_seen = self.frames_seen.saturating_add(1).min(2);
+        if !header.is_system() {
+            self.count_received(frame::HEADER_LEN + frame.body.len());
+        } else if header.opcode == system::ACK {
+            // Whatever its flags: a malformed ACK closes the connection.
+            return self.on_ack(header, &frame.body);
+        }
         if header.flags.is_response() {
             // Replies to our own requests (a PONG); nothing else is expected.
             return AfterFrame::Continue;
@@ -306,6 +349,8 @@ impl Engine {
                 self.error(header, ErrorCode::Malformed, &"a plain REKEY");
             }
             system::PONG => {}
+            system::RESUME_TICKET => return self.resume_ticket(header, &frame.body),
+            system::RESUME => return self.on_resume_request(frame),
             system::CANCEL | system::DEADLINE if header.request_id != 0 => {
                 self.error(
                     header,
@@ -360,6 +405,10 @@ impl Engine {
             progress |= self.take_outbox();
         }
         progress |= self.poll_timers(cx);
+        if self.resume.is_some() {
+            self.check_replay();
+            progress |= self.poll_takeover(cx);
+        }
         if self.closing.is_some() && self.pending.is_empty() {
             let notice = self.closing.take().expect("closing");
             self.close_now(&notice);
@@ -389,6 +438,7 @@ impl Engine {
                 Due::Close(notice) => {
                     self.close_now(&notice);
                 }
+                Due::Ack => self.write_ack(),
                 Due::GraceOver => {
                     if let Some(notice) = self.closing.take() {
                         self.close_now(&notice);
@@ -449,6 +499,12 @@ impl Engine {
     fn append_push(&mut self, frame: &[u8]) {
         if let Some(metrics) = self.metrics() {
             metrics.frames_out.increment(1);
+        }
+        if let Some(resume) = &mut self.resume
+            && let Ok(header) = Header::parse(frame)
+            && !header.is_system()
+        {
+            resume.replay.record(header, &frame[frame::HEADER_LEN..]);
         }
         self.rekey_if_due();
         match &mut self.security {

@@ -129,6 +129,15 @@ impl Engine {
     /// the first, is error 9.
     pub(super) fn handshake(&mut self, frame: Frame) -> AfterFrame {
         let header = frame.header;
+        if self.resume.is_some() {
+            // A session's kind is fixed once counting started (section 4.2).
+            self.error(
+                header,
+                ErrorCode::HandshakeFailed,
+                &"a handshake after RESUME_TICKET: run the handshake first",
+            );
+            return AfterFrame::Continue;
+        }
         if !matches!(self.security, Security::Plain) {
             self.error(
                 header,

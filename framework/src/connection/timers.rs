@@ -32,6 +32,8 @@ pub(crate) enum Due {
     Close(CloseNotice),
     /// The close grace ran out: the close goes ahead with requests running.
     GraceOver,
+    /// An `ACK` of the frames received is due (resumption).
+    Ack,
 }
 
 /// The limits the deadlines follow (from the server's configuration).
@@ -72,6 +74,8 @@ pub(crate) struct Timers {
     /// When a graceful close stops waiting for the running requests.
     grace: Option<Instant>,
     stall: Option<Span>,
+    /// When the next `ACK` is due, on a resumable session.
+    ack: Option<Instant>,
 }
 
 impl Timers {
@@ -94,6 +98,7 @@ impl Timers {
                 .then(|| now + config.handshake_timeout),
             grace: None,
             stall: None,
+            ack: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl Timers {
             self.handshake,
             self.grace,
             stall,
+            self.ack,
         ]
         .into_iter()
         .flatten()
@@ -172,7 +178,22 @@ impl Timers {
             self.grace = None;
             return Some(Due::GraceOver);
         }
+        if self.ack.is_some_and(|at| at <= now) {
+            self.ack = None;
+            return Some(Due::Ack);
+        }
         None
+    }
+
+    /// An `ACK` is due at `at`, unless one is due sooner already.
+    pub(crate) fn set_ack(&mut self, at: Instant) {
+        self.ack = Some(self.ack.map_or(at, |due| due.min(at)));
+    }
+
+    /// No `ACK` is due (one was just sent, or the session is no longer
+    /// resumable).
+    pub(crate) fn set_ack_off(&mut self) {
+        self.ack = None;
     }
 
     /// The idle timeout, while it runs: not while frames wait for the peer

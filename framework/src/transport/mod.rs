@@ -16,6 +16,7 @@ use tracing::{Instrument, Span};
 
 use crate::admission::{Pending, Permit, Refusal, normalize_addr};
 use crate::close::CloseCause;
+use crate::connection::Stop;
 use crate::ids::Transport;
 use crate::shared::ServerShared;
 use ternio_protocol::DisconnectReason;
@@ -74,6 +75,10 @@ pub(crate) enum Exit {
     Closed,
     /// The socket failed.
     Io(io::Error),
+    /// A `RESUME` came as the first frame: run it, then serve on.
+    Resume,
+    /// Another link took the session over: drop this one at once.
+    TakenOver,
 }
 
 impl Exit {
@@ -87,6 +92,17 @@ impl Exit {
             }
             Self::Closed => CloseCause::Disconnected(closed.unwrap_or(DisconnectReason::Normal)),
             Self::Io(error) => CloseCause::Failed(error.to_string()),
+            // (The session went on elsewhere: nothing closes it.)
+            Self::Resume | Self::TakenOver => CloseCause::Resumed,
+        }
+    }
+
+    /// The exit of an engine that stopped (`stop`).
+    pub(crate) fn of(stop: Stop) -> Self {
+        match stop {
+            Stop::Closed => Self::Closed,
+            Stop::Resume => Self::Resume,
+            Stop::TakenOver => Self::TakenOver,
         }
     }
 }

@@ -22,7 +22,7 @@ use tokio_util::io::poll_read_buf;
 
 use crate::admission::{Permit, Refusal};
 use crate::close::CloseNotice;
-use crate::connection::{AfterFrame, Engine};
+use crate::connection::{self, AfterFrame, Engine};
 use crate::ids::Transport;
 use crate::shared::ServerShared;
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
@@ -113,16 +113,19 @@ pub(crate) async fn serve<S: Io>(
         reading: true,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");
-    let connection = Arc::clone(conn.engine.connection());
-    let cause = in_span(span, async move {
-        let exit = poll_fn(|cx| conn.poll_run(cx)).await;
+    in_span(span, async move {
+        let exit = loop {
+            match poll_fn(|cx| conn.poll_run(cx)).await {
+                Exit::Resume => connection::resume(&mut conn.engine).await,
+                exit => break exit,
+            }
+        };
         let cause = exit.cause(conn.engine.closed());
-        conn.close(exit, linger).await;
-        cause
+        conn.close(&exit, linger).await;
+        connection::end_link(conn.engine, cause).await;
     })
     .await;
-    server.close_connection(&connection, cause);
-    tracing::debug!(connection = %id, "tcp connection closed");
+    tracing::debug!(connection = %id, "tcp link closed");
 }
 
 impl<S: Io> TcpConnection<S> {
@@ -157,8 +160,8 @@ impl<S: Io> TcpConnection<S> {
                 self.engine.note_frames(false, false);
             }
             progress |= self.engine.poll_work(cx);
-            if self.engine.closed().is_some() {
-                return Poll::Ready(Exit::Closed);
+            if let Some(stop) = self.engine.stop() {
+                return Poll::Ready(Exit::of(stop));
             }
             if !self.engine.out.is_empty() {
                 let mut wrote = 0;
@@ -302,11 +305,12 @@ impl<S: Io> TcpConnection<S> {
     /// Ends the connection: the last frames (with the `DISCONNECT`, if the
     /// engine wrote one) flushed, then a clean close: the peer sees FIN, not
     /// a reset, because its unread input is drained first.
-    async fn close(mut self, exit: Exit, linger: Duration) {
-        if let Exit::Io(error) = exit {
-            tracing::debug!(%error, "connection failed");
-            return;
+    async fn close(&mut self, exit: &Exit, linger: Duration) {
+        match exit {
+            Exit::Io(error) => tracing::debug!(%error, "connection failed"),
+            // The session goes to another link: this one is dropped as it is.
+            Exit::TakenOver | Exit::Resume => {}
+            _ => write_and_close(&mut self.stream, &self.engine.out, linger).await,
         }
-        write_and_close(&mut self.stream, &self.engine.out, linger).await;
     }
 }

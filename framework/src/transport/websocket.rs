@@ -35,7 +35,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::admission::{Pending, Permit, Refusal};
 use crate::close::CloseNotice;
-use crate::connection::{AfterFrame, Engine};
+use crate::connection::{self, AfterFrame, Engine};
 use crate::ids::Transport;
 use crate::shared::ServerShared;
 use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
@@ -269,21 +269,20 @@ pub(crate) async fn serve<S: Io>(
         settled: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
-    let connection = Arc::clone(conn.engine.connection());
-    let cause = in_span(span, async move {
+    in_span(span, async move {
         let exit = loop {
             match poll_fn(|cx| conn.poll_run(cx)).await {
+                Stop::Done(Exit::Resume) => connection::resume(&mut conn.engine).await,
                 Stop::Done(exit) => break exit,
                 Stop::RenewBuffers => conn = conn.with_fresh_buffers().await,
             }
         };
         let cause = exit.cause(conn.engine.closed());
-        conn.close(exit, linger).await;
-        cause
+        conn.close(&exit, linger).await;
+        connection::end_link(conn.engine, cause).await;
     })
     .await;
-    server.close_connection(&connection, cause);
-    tracing::debug!(connection = %id, "websocket connection closed");
+    tracing::debug!(connection = %id, "websocket link closed");
 }
 
 impl<S: Io> WsConnection<S> {
@@ -338,9 +337,9 @@ impl<S: Io> WsConnection<S> {
             progress |= written.is_some();
             let waiting = !self.engine.out.is_empty() || self.needs_flush;
             self.engine.note_writes(cx, waiting, written.unwrap_or(0));
-            if self.engine.closed().is_some() {
-                // The `DISCONNECT` and what is before it go out in `close`.
-                return Poll::Ready(Stop::Done(Exit::Closed));
+            if let Some(stop) = self.engine.stop() {
+                // A `DISCONNECT` and what is before it go out in `close`.
+                return Poll::Ready(Stop::Done(Exit::of(stop)));
             }
             if !self.reading
                 && self.engine.no_requests_running()
@@ -482,12 +481,14 @@ impl<S: Io> WsConnection<S> {
 
     /// Ends the connection with a complete close handshake: our Close frame
     /// (its code following the `DISCONNECT` reason), then the peer's.
-    async fn close(mut self, exit: Exit, linger: Duration) {
+    async fn close(&mut self, exit: &Exit, linger: Duration) {
         let code = match exit {
             Exit::Io(error) => {
                 tracing::debug!(%error, "connection failed");
                 return;
             }
+            // The session goes to another link: this one is dropped as it is.
+            Exit::TakenOver | Exit::Resume => return,
             Exit::Closed => self
                 .close_code
                 .or_else(|| self.engine.closed().map(close_code))

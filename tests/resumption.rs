@@ -1,0 +1,607 @@
+//! Resumption on the server (docs/PROTOCOL.md section 4.2), over real TCP,
+//! with a client written here from the document: it asks for a ticket,
+//! counts the frames it receives, and after its link is cut presents the
+//! ticket on a new connection. The session keeps its id, store and groups;
+//! what was sent while the link was down, and what the client never read,
+//! arrives once and in order; a stolen ticket, an expired one, a used one
+//! and one whose replay buffer overflowed are refused.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ternio::protocol::frame::{Flags, Frame, Framing, Header};
+use ternio::protocol::resume::ResumeInitiator;
+use ternio::protocol::secure::{Initiator, SecureChannel};
+use ternio::protocol::system::{
+    self, Ack, ErrorBody, Resume, ResumeTicket, Resumed, Ticket, is_counted,
+};
+use ternio::protocol::{Bytes, Decode, Encode, ErrorCode, Packet};
+use ternio::{CloseCause, ServerBuilder, ServerHandle};
+use ternio_tests::*;
+
+/// A client of the resumption protocol, from the document alone.
+struct Session {
+    raw: RawConnection,
+    channel: Option<SecureChannel>,
+    /// Counted frames received (application opcodes).
+    received: u64,
+    ticket: Option<Ticket>,
+}
+
+impl Session {
+    async fn plain(address: SocketAddr) -> Self {
+        Self {
+            raw: RawConnection::connect(address).await,
+            channel: None,
+            received: 0,
+            ticket: None,
+        }
+    }
+
+    /// A session after an NN handshake.
+    async fn secure(address: SocketAddr) -> Self {
+        let mut session = Self::plain(address).await;
+        let mut initiator = Initiator::new(None).unwrap();
+        let body = initiator.request_body().unwrap();
+        session
+            .raw
+            .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1000), &body)
+            .await;
+        let answer = session.raw.recv().await.expect("the handshake's answer");
+        session.channel = Some(initiator.finish(&answer.body).unwrap());
+        session
+    }
+
+    /// Cuts the link: the socket is closed, the session's state kept (its
+    /// link is replaced by one to a listener of the test's own, which never
+    /// answers).
+    async fn cut(&mut self) {
+        let nowhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead = RawConnection::connect(nowhere.local_addr().unwrap()).await;
+        drop(std::mem::replace(&mut self.raw, dead));
+    }
+
+    /// Sends `body` under `header`, sealed on a secure session.
+    async fn send_frame(&mut self, header: Header, body: &[u8]) {
+        match &mut self.channel {
+            Some(channel) => {
+                let mut out = BytesMut::new();
+                channel
+                    .sealer
+                    .write_frame_with(
+                        &mut out,
+                        Framing::LengthPrefixed,
+                        header,
+                        usize::MAX,
+                        |out| out.extend_from_slice(body),
+                    )
+                    .unwrap();
+                self.raw.send_raw(&out).await.unwrap();
+            }
+            None => self.raw.send_body(header, body).await,
+        }
+    }
+
+    async fn request<P: Packet>(&mut self, packet: &P, request_id: u32) {
+        let mut body = BytesMut::new();
+        packet.encode(&mut body);
+        self.send_frame(Header::new(P::OPCODE, Flags::NONE, request_id), &body)
+            .await;
+    }
+
+    /// The next frame, opened, counted when its opcode is counted; `None`
+    /// at the end of the stream.
+    async fn recv(&mut self) -> Option<Frame> {
+        let frame = self.raw.recv().await?;
+        let frame = match (&mut self.channel, frame.header.flags.is_encrypted()) {
+            (Some(channel), true) => {
+                let mut body = BytesMut::from(&frame.body[..]);
+                channel.opener.open(&frame.header, &mut body).unwrap();
+                Frame {
+                    header: frame.header,
+                    body: body.freeze(),
+                }
+            }
+            _ => frame,
+        };
+        if is_counted(frame.header.opcode) {
+            self.received += 1;
+        }
+        Some(frame)
+    }
+
+    /// The next frame that is not an `ACK` from the server.
+    async fn recv_app(&mut self) -> Frame {
+        loop {
+            let frame = self.recv().await.expect("a frame");
+            if frame.header.opcode != system::ACK {
+                return frame;
+            }
+        }
+    }
+
+    /// Asks for a ticket; counting starts after its answer.
+    async fn ask_ticket(&mut self) -> ResumeTicket {
+        self.send_frame(Header::new(system::RESUME_TICKET, Flags::NONE, 900), &[])
+            .await;
+        let answer = self.recv_app().await;
+        assert_eq!(answer.header.opcode, system::RESUME_TICKET);
+        assert!(
+            !answer.header.flags.is_error(),
+            "{:?}",
+            ErrorBody::parse(&answer.body)
+        );
+        let ticket = ResumeTicket::decode_body(&answer.body).unwrap();
+        self.ticket = Some(ticket.ticket.clone());
+        ticket
+    }
+
+    /// Resumes on a new connection to `address`: the answer, or the error.
+    async fn resume(self, address: SocketAddr) -> Result<(Self, Resumed), ErrorBody> {
+        let ticket = self.ticket.clone().expect("a ticket");
+        let hash = self
+            .channel
+            .as_ref()
+            .map(|channel| channel.handshake_hash.clone());
+        resume_with(address, ticket, self.received, hash.as_deref()).await
+    }
+}
+
+/// Presents `ticket` on a new connection, claiming `received` frames, bound
+/// to `hash` (a secure session's latest handshake hash) if given.
+async fn resume_with(
+    address: SocketAddr,
+    ticket: Ticket,
+    received: u64,
+    hash: Option<&[u8]>,
+) -> Result<(Session, Resumed), ErrorBody> {
+    let mut raw = RawConnection::connect(address).await;
+    let mut initiator = hash.map(|hash| ResumeInitiator::new(None, hash).unwrap());
+    let (pattern, message) = match &mut initiator {
+        Some(initiator) => (initiator.pattern().to_u8(), initiator.message().unwrap()),
+        None => (0, Vec::new()),
+    };
+    let request = Resume {
+        ticket,
+        received,
+        pattern,
+        message: Bytes::from(message),
+    };
+    raw.send(Header::new(system::RESUME, Flags::NONE, 901), &request)
+        .await;
+    let answer = raw.recv().await.expect("an answer to RESUME");
+    assert_eq!(answer.header.opcode, system::RESUME);
+    assert_eq!(answer.header.request_id, 901);
+    assert!(!answer.header.flags.is_encrypted(), "the answer is plain");
+    if answer.header.flags.is_error() {
+        return Err(ErrorBody::parse(&answer.body).unwrap());
+    }
+    let resumed = Resumed::decode_body(&answer.body).unwrap();
+    let channel = initiator.map(|initiator| initiator.finish(&resumed.message).unwrap());
+    let session = Session {
+        raw,
+        channel,
+        received,
+        ticket: Some(resumed.ticket.clone()),
+    };
+    Ok((session, resumed))
+}
+
+/// What the hooks saw.
+#[derive(Default)]
+struct Seen {
+    suspended: AtomicU32,
+    resumed: AtomicU32,
+    disconnects: std::sync::Mutex<Vec<CloseCause>>,
+}
+
+fn start(ttl: Duration, replay_bytes: usize) -> (SocketAddr, ServerHandle, Arc<Seen>) {
+    start_with(ttl, replay_bytes, |builder| builder)
+}
+
+fn start_with(
+    ttl: Duration,
+    replay_bytes: usize,
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (SocketAddr, ServerHandle, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let (on_suspend, on_resume, on_disconnect) =
+        (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
+    let (address, server) = start_server(move |builder| {
+        configure(
+            builder
+                .resumable(ttl, replay_bytes)
+                .on_suspend(move |_| {
+                    on_suspend.suspended.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_resume(move |_| {
+                    on_resume.resumed.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_disconnect(move |_, cause| {
+                    on_disconnect
+                        .disconnects
+                        .lock()
+                        .unwrap()
+                        .push(cause.clone());
+                }),
+        )
+    });
+    (address, server, seen)
+}
+
+async fn suspended(seen: &Seen, count: u32) {
+    eventually("the session is suspended", || {
+        seen.suspended.load(Ordering::SeqCst) >= count
+    })
+    .await;
+}
+
+fn who(frame: &Frame) -> YouAre {
+    assert_eq!(frame.header.opcode, YouAre::OPCODE, "{frame:?}");
+    YouAre::decode_body(&frame.body).unwrap()
+}
+
+#[tokio::test]
+async fn a_plain_session_resumes_with_its_id_and_misses_nothing() {
+    let (address, server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    let ticket = session.ask_ticket().await;
+    assert_eq!(ticket.ttl_ms, 10_000);
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    // A request still running when the link breaks.
+    session.request(&Sleep { ms: 300, tag: 7 }, 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = session.received;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // Pushed while the client is away.
+    let handle = server
+        .hub()
+        .connection(ternio::ConnectionId(id))
+        .expect("kept");
+    handle.push(&Note { seq: 100 }).unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    assert_eq!(session.received, before);
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 2, "the server got both requests");
+    assert_ne!(resumed.ticket, ticket.ticket, "tickets rotate");
+    // The answer to the request that was running, then the push: once each.
+    let slept = session.recv_app().await;
+    assert_eq!(
+        (slept.header.opcode, slept.header.request_id),
+        (Slept::OPCODE, 2)
+    );
+    let note = session.recv_app().await;
+    assert_eq!(Note::decode_body(&note.body).unwrap(), Note { seq: 100 });
+    session.request(&WhoAmI, 3).await;
+    let again = who(&session.recv_app().await);
+    assert_eq!(again.connection_id, id, "the same session");
+    assert_eq!(seen.resumed.load(Ordering::SeqCst), 1);
+    // The link that carried the RESUME ended its own session, nothing else.
+    eventually("one connection", || server.connection_count() == 1).await;
+    assert!(
+        seen.disconnects
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|cause| *cause == CloseCause::Resumed),
+        "{:?}",
+        seen.disconnects.lock().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn frames_the_client_never_read_are_replayed_once_in_order() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.request(&PushMe { count: 6 }, 1).await;
+    // The handler pushes six notes and returns: its acknowledgement goes
+    // first, then the notes. Read it and two notes; the other four are
+    // sent but never read: the link breaks first.
+    let ack = session.recv_app().await;
+    assert_eq!(
+        (ack.header.opcode, ack.header.request_id),
+        (PushMe::OPCODE, 1)
+    );
+    for seq in 0..2 {
+        let note = session.recv_app().await;
+        assert_eq!(Note::decode_body(&note.body).unwrap().seq, seq);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 1);
+    for seq in 2..6 {
+        let note = session.recv_app().await;
+        assert_eq!(Note::decode_body(&note.body).unwrap().seq, seq);
+    }
+    // Nothing more: no frame twice.
+    session.request(&Add { a: 1, b: 2 }, 2).await;
+    let sum = session.recv_app().await;
+    assert_eq!(Sum::decode_body(&sum.body).unwrap(), Sum(3));
+}
+
+#[tokio::test]
+async fn a_secure_session_resumes_under_fresh_keys_and_a_stolen_ticket_is_useless() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::secure(address).await;
+    let ticket = session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    session.cut().await;
+    suspended(&seen, 1).await;
+
+    // The attacker has the ticket and the count, not the handshake hash.
+    let stolen = resume_with(address, ticket.ticket.clone(), 1, Some(&[7u8; 32])).await;
+    let refused = stolen.err().expect("refused");
+    assert_eq!(
+        refused.code,
+        ErrorCode::HandshakeFailed,
+        "{}",
+        refused.message
+    );
+    // Nor does a plain resumption of a secure session work.
+    let plain = resume_with(address, ticket.ticket.clone(), 1, None).await;
+    assert_eq!(
+        plain.err().expect("refused").code,
+        ErrorCode::HandshakeFailed
+    );
+
+    // The session was not taken: its client resumes it.
+    let old_keys_hash = session.channel.as_ref().unwrap().handshake_hash.clone();
+    let (mut session, _) = session.resume(address).await.expect("resumed");
+    let channel = session.channel.as_ref().unwrap();
+    assert_ne!(channel.handshake_hash, old_keys_hash, "a fresh handshake");
+    session.request(&WhoAmI, 2).await;
+    let frame = session.recv_app().await;
+    assert!(
+        frame.header.flags.is_encrypted(),
+        "sealed under the new keys"
+    );
+    assert_eq!(who(&frame).connection_id, id);
+
+    // The first ticket is dead now.
+    let replayed = resume_with(address, ticket.ticket, 1, Some(&old_keys_hash)).await;
+    assert_eq!(
+        replayed.err().expect("refused").code,
+        ErrorCode::HandshakeFailed
+    );
+}
+
+#[tokio::test]
+async fn a_session_whose_client_does_not_come_back_ends_at_its_ttl() {
+    let (address, _server, seen) = start(Duration::from_millis(300), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    assert!(
+        seen.disconnects.lock().unwrap().is_empty(),
+        "not before the TTL"
+    );
+    eventually("the session expired", || {
+        seen.disconnects
+            .lock()
+            .unwrap()
+            .contains(&CloseCause::ResumeExpired)
+    })
+    .await;
+    let refused = session.resume(address).await.err().expect("refused");
+    assert_eq!(refused.code, ErrorCode::HandshakeFailed);
+    assert!(refused.message.contains("ticket"), "{}", refused.message);
+}
+
+#[tokio::test]
+async fn an_overflowing_replay_buffer_ends_resumability_not_the_connection() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 2048);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    // Three 1 KiB echoes, never acknowledged: past the 2 KiB bound.
+    for id in 1..=3 {
+        session
+            .request(
+                &Echo {
+                    payload: Bytes::from(vec![b'x'; 1024]),
+                },
+                id,
+            )
+            .await;
+        assert_eq!(session.recv_app().await.header.request_id, id);
+    }
+    session.request(&Add { a: 2, b: 2 }, 4).await;
+    assert_eq!(
+        session.recv_app().await.header.request_id,
+        4,
+        "the connection goes on"
+    );
+    session.cut().await;
+    eventually("the session ended with its link", || {
+        !seen.disconnects.lock().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(seen.suspended.load(Ordering::SeqCst), 0);
+    let refused = session.resume(address).await.err().expect("refused");
+    assert_eq!(refused.code, ErrorCode::HandshakeFailed);
+}
+
+#[tokio::test]
+async fn acknowledgements_keep_the_replay_buffer_small_both_ways() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 4096);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    let mut server_acks = Vec::new();
+    for id in 1..=40u32 {
+        session
+            .request(
+                &Echo {
+                    payload: Bytes::from(vec![b'y'; 512]),
+                },
+                id,
+            )
+            .await;
+        loop {
+            let frame = session.recv().await.unwrap();
+            if frame.header.opcode == system::ACK {
+                server_acks.push(Ack::decode_body(&frame.body).unwrap().received);
+                continue;
+            }
+            assert_eq!(frame.header.request_id, id);
+            break;
+        }
+        // The client acknowledges each answer: the server's buffer (4 KiB)
+        // never holds more than one.
+        let ack = Ack {
+            received: session.received,
+        };
+        let mut body = BytesMut::new();
+        ack.encode(&mut body);
+        session
+            .send_frame(Header::new(system::ACK, Flags::NONE, 0), &body)
+            .await;
+    }
+    // The server acknowledged every 32 frames or 16 KiB (40 × 519 bytes).
+    assert!(!server_acks.is_empty(), "the server sent no ACK");
+    assert!(
+        server_acks.windows(2).all(|pair| pair[0] < pair[1]),
+        "{server_acks:?}"
+    );
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let (mut session, resumed) = session.resume(address).await.expect("still resumable");
+    assert_eq!(resumed.received, 40);
+    session.request(&Add { a: 1, b: 1 }, 41).await;
+    assert_eq!(session.recv_app().await.header.request_id, 41);
+}
+
+#[tokio::test]
+async fn an_ack_for_frames_never_sent_closes_the_connection() {
+    let (address, _server, _seen) = start(Duration::from_secs(10), 4096);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    let mut body = BytesMut::new();
+    Ack { received: 5 }.encode(&mut body);
+    session
+        .send_frame(Header::new(system::ACK, Flags::NONE, 0), &body)
+        .await;
+    session
+        .raw
+        .expect_disconnect(ternio::DisconnectReason::Malformed)
+        .await;
+}
+
+#[tokio::test]
+async fn a_resume_while_the_old_link_still_looks_alive_takes_the_session_over() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    // The client thinks its link is dead; the server does not know yet.
+    let ticket = session.ticket.clone().unwrap();
+    let (mut resumed, _) = resume_with(address, ticket, session.received, None)
+        .await
+        .expect("taken over");
+    resumed.request(&WhoAmI, 2).await;
+    assert_eq!(who(&resumed.recv_app().await).connection_id, id);
+    // The old link is dropped.
+    assert!(session.raw.recv().await.is_none(), "the old link is closed");
+    assert_eq!(seen.suspended.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn resume_is_refused_when_off_late_or_unknown() {
+    // Off: the ticket request is an unknown opcode.
+    let (address, _server) = start_server(|builder| builder);
+    let mut session = Session::plain(address).await;
+    session
+        .send_frame(Header::new(system::RESUME_TICKET, Flags::NONE, 5), &[])
+        .await;
+    let answer = session.recv().await.unwrap();
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::UnknownOpcode
+    );
+
+    let (address, _server, _seen) = start(Duration::from_secs(10), 4096);
+    // Not the first frame of its connection.
+    let mut raw = RawConnection::connect(address).await;
+    raw.request(&Add { a: 1, b: 1 }, 1).await;
+    raw.recv().await.unwrap();
+    let request = Resume {
+        ticket: Ticket::generate(),
+        received: 0,
+        pattern: 0,
+        message: Bytes::new(),
+    };
+    raw.send(Header::new(system::RESUME, Flags::NONE, 2), &request)
+        .await;
+    let answer = raw.recv().await.unwrap();
+    let error = ErrorBody::parse(&answer.body).unwrap();
+    assert_eq!(error.code, ErrorCode::HandshakeFailed, "{}", error.message);
+    // An unknown ticket: refused, and the connection is a fresh session.
+    let refused = resume_with(address, Ticket::generate(), 0, None).await;
+    assert_eq!(refused.err().unwrap().code, ErrorCode::HandshakeFailed);
+}
+
+#[tokio::test]
+async fn a_resume_claiming_frames_never_sent_is_refused_and_the_session_waits_on() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.request(&Add { a: 1, b: 1 }, 1).await;
+    session.recv_app().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // One frame was sent; a client claiming five is refused.
+    let ticket = session.ticket.clone().unwrap();
+    let refused = resume_with(address, ticket, 5, None)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refused.code, ErrorCode::HandshakeFailed);
+    assert!(
+        refused.message.contains("cannot replay"),
+        "{}",
+        refused.message
+    );
+    // The session still waits for its client, which resumes it.
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 1);
+    session.request(&Add { a: 2, b: 2 }, 2).await;
+    assert_eq!(session.recv_app().await.header.request_id, 2);
+    assert_eq!(seen.suspended.load(Ordering::SeqCst), 1, "suspended once");
+}
+
+#[tokio::test]
+async fn a_handshake_after_the_ticket_is_refused_and_malformed_acks_close() {
+    let (address, _server, _seen) = start(Duration::from_secs(10), 4096);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    let body = Initiator::new(None).unwrap().request_body().unwrap();
+    session
+        .send_frame(Header::new(system::HANDSHAKE, Flags::NONE, 3), &body)
+        .await;
+    let answer = session.recv().await.unwrap();
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::HandshakeFailed
+    );
+    // An ACK with an id (or flags, or a body of another size) is malformed.
+    let mut ack = BytesMut::new();
+    Ack { received: 0 }.encode(&mut ack);
+    session
+        .send_frame(Header::new(system::ACK, Flags::NONE, 4), &ack)
+        .await;
+    session
+        .raw
+        .expect_disconnect(ternio::DisconnectReason::Malformed)
+        .await;
+}
