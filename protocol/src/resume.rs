@@ -8,7 +8,7 @@
 //! `Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s` and, when the client pins the
 //! server's key, `Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s`, with the prologue
 //! `ternio/2` and empty payloads, run by snow with the same wiping X25519 as
-//! [`secure`](crate::secure). Both messages are 48 bytes.
+//! [`secure`]. Both messages are 48 bytes.
 //!
 //! A plain session resumes with pattern 0 and no handshake: its ticket is a
 //! bearer token.

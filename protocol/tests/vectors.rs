@@ -501,9 +501,17 @@ mod resume_vectors {
         sequence(0x60)
     }
 
-    /// NNpsk0 run by snow directly with the fixed keys: (message 1,
-    /// message 2, client-to-server key, server-to-client key, handshake hash).
-    fn reference_nnpsk0() -> (Vec<u8>, Vec<u8>, [u8; 32], [u8; 32], Vec<u8>) {
+    /// What NNpsk0 gives with the fixed keys.
+    struct Reference {
+        first: Vec<u8>,
+        second: Vec<u8>,
+        c2s: [u8; 32],
+        s2c: [u8; 32],
+        hash: Vec<u8>,
+    }
+
+    /// NNpsk0 run by snow directly with the fixed keys.
+    fn reference_nnpsk0() -> Reference {
         let name = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
         let psk = resume_psk(&hash());
         let build = || {
@@ -532,7 +540,13 @@ mod resume_vectors {
         client.read_message(&second, &mut [0u8; 128]).unwrap();
         let hash = client.get_handshake_hash().to_vec();
         let (c2s, s2c) = client.dangerously_get_raw_split();
-        (first, second, c2s, s2c, hash)
+        Reference {
+            first,
+            second,
+            c2s,
+            s2c,
+            hash,
+        }
     }
 
     pub(super) fn vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
@@ -584,7 +598,13 @@ mod resume_vectors {
             ),
         );
         // The same on a session opened with NN.
-        let (first, second, c2s, s2c, resumed_hash) = reference_nnpsk0();
+        let Reference {
+            first,
+            second,
+            c2s,
+            s2c,
+            hash: resumed_hash,
+        } = reference_nnpsk0();
         let mut initiator =
             ResumeInitiator::with_ephemeral(None, &hash(), &sequence(0x20)).unwrap();
         let message = initiator.message().unwrap();
