@@ -501,7 +501,7 @@ mod resume_vectors {
         sequence(0x60)
     }
 
-    /// What NNpsk0 gives with the fixed keys.
+    /// What NNpsk0 or NKpsk0 gives with the fixed keys.
     struct Reference {
         first: Vec<u8>,
         second: Vec<u8>,
@@ -510,9 +510,14 @@ mod resume_vectors {
         hash: Vec<u8>,
     }
 
-    /// NNpsk0 run by snow directly with the fixed keys.
-    fn reference_nnpsk0() -> Reference {
-        let name = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
+    /// NNpsk0, or NKpsk0 with the server's fixed static key, run by snow
+    /// directly with the fixed keys.
+    fn reference(nk: bool) -> Reference {
+        let name = if nk {
+            "Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s"
+        } else {
+            "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"
+        };
         let psk = resume_psk(&hash());
         let build = || {
             snow::Builder::new(name.parse().unwrap())
@@ -521,12 +526,19 @@ mod resume_vectors {
                 .psk(0, &psk)
                 .unwrap()
         };
+        let identity = super::secure_vectors::server_static();
         let (client_e, server_e) = (sequence(0x20), sequence(0x40));
-        let mut client = build()
+        let mut client = build();
+        let mut server = build();
+        if nk {
+            client = client.remote_public_key(identity.public()).unwrap();
+            server = server.local_private_key(identity.private()).unwrap();
+        }
+        let mut client = client
             .fixed_ephemeral_key_for_testing_only(&client_e)
             .build_initiator()
             .unwrap();
-        let mut server = build()
+        let mut server = server
             .fixed_ephemeral_key_for_testing_only(&server_e)
             .build_responder()
             .unwrap();
@@ -604,7 +616,7 @@ mod resume_vectors {
             c2s,
             s2c,
             hash: resumed_hash,
-        } = reference_nnpsk0();
+        } = reference(false);
         let mut initiator =
             ResumeInitiator::with_ephemeral(None, &hash(), &sequence(0x20)).unwrap();
         let message = initiator.message().unwrap();
@@ -672,6 +684,36 @@ mod resume_vectors {
             .unwrap();
         assert_eq!(again, replayed);
         vectors.insert("resumed-nnpsk0-sealed-replay".into(), replayed.to_vec());
+        // NKpsk0: the messages and the keys, with the server's fixed identity.
+        let nk = reference(true);
+        let identity = super::secure_vectors::server_static();
+        let mut initiator =
+            ResumeInitiator::with_ephemeral(Some(identity.public()), &hash(), &sequence(0x20))
+                .unwrap();
+        let message = initiator.message().unwrap();
+        assert_eq!(message, nk.first, "NKpsk0 message 1");
+        let (reply, server) = ResumeResponder::respond_with(
+            4,
+            &message,
+            Some(&identity),
+            &hash(),
+            Some(&sequence(0x40)),
+        )
+        .unwrap();
+        assert_eq!(reply, nk.second, "NKpsk0 message 2");
+        let client = initiator.finish(&reply).unwrap();
+        assert_eq!(client.handshake_hash, nk.hash);
+        assert_eq!(server.handshake_hash, nk.hash);
+        vectors.insert("resume-nkpsk0-message-1".into(), message);
+        vectors.insert("resume-nkpsk0-message-2".into(), reply);
+        vectors.insert(
+            "resumed-nkpsk0-client-to-server-key".into(),
+            nk.c2s.to_vec(),
+        );
+        vectors.insert(
+            "resumed-nkpsk0-server-to-client-key".into(),
+            nk.s2c.to_vec(),
+        );
     }
 
     #[test]
