@@ -8,7 +8,7 @@
 //! `Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s` and, when the client pins the
 //! server's key, `Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s`, with the prologue
 //! `ternio/2` and empty payloads, run by snow with the same wiping X25519 as
-//! [`secure`](crate::secure). Both messages are 48 bytes.
+//! [`secure`]. Both messages are 48 bytes.
 //!
 //! A plain session resumes with pattern 0 and no handshake: its ticket is a
 //! bearer token.
@@ -123,7 +123,17 @@ fn forget_psk(state: &mut snow::HandshakeState) {
 /// The client's half of a resumption handshake.
 pub struct ResumeInitiator {
     pattern: ResumePattern,
-    state: snow::HandshakeState,
+    /// `None` once [`finish`](Self::finish) took it.
+    state: Option<snow::HandshakeState>,
+}
+
+/// Overwrites snow's copy of the PSK when the handshake is given up.
+impl Drop for ResumeInitiator {
+    fn drop(&mut self) {
+        if let Some(state) = &mut self.state {
+            forget_psk(state);
+        }
+    }
 }
 
 impl fmt::Debug for ResumeInitiator {
@@ -177,7 +187,7 @@ impl ResumeInitiator {
         }
         Ok(Self {
             pattern,
-            state: builder.build_initiator()?,
+            state: Some(builder.build_initiator()?),
         })
     }
 
@@ -189,7 +199,8 @@ impl ResumeInitiator {
     /// The first Noise message: the `message` of the `RESUME` request.
     pub fn message(&mut self) -> Result<Vec<u8>, HandshakeError> {
         let mut message = vec![0u8; RESUME_MESSAGE_LEN];
-        let len = self.state.write_message(&[], &mut message)?;
+        let state = self.state.as_mut().expect("taken only by finish");
+        let len = state.write_message(&[], &mut message)?;
         message.truncate(len);
         Ok(message)
     }
@@ -204,10 +215,12 @@ impl ResumeInitiator {
                 expected: RESUME_MESSAGE_LEN,
             });
         }
+        let mut state = self.state.take().expect("taken only by finish");
         let mut payload = [0u8; RESUME_MESSAGE_LEN];
-        self.state.read_message(message2, &mut payload)?;
-        forget_psk(&mut self.state);
-        secure::channel(self.state, Side::Client)
+        let read = state.read_message(message2, &mut payload);
+        forget_psk(&mut state);
+        read?;
+        secure::channel(state, Side::Client)
     }
 }
 

@@ -501,10 +501,23 @@ mod resume_vectors {
         sequence(0x60)
     }
 
-    /// NNpsk0 run by snow directly with the fixed keys: (message 1,
-    /// message 2, client-to-server key, server-to-client key, handshake hash).
-    fn reference_nnpsk0() -> (Vec<u8>, Vec<u8>, [u8; 32], [u8; 32], Vec<u8>) {
-        let name = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
+    /// What NNpsk0 or NKpsk0 gives with the fixed keys.
+    struct Reference {
+        first: Vec<u8>,
+        second: Vec<u8>,
+        c2s: [u8; 32],
+        s2c: [u8; 32],
+        hash: Vec<u8>,
+    }
+
+    /// NNpsk0, or NKpsk0 with the server's fixed static key, run by snow
+    /// directly with the fixed keys.
+    fn reference(nk: bool) -> Reference {
+        let name = if nk {
+            "Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s"
+        } else {
+            "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"
+        };
         let psk = resume_psk(&hash());
         let build = || {
             snow::Builder::new(name.parse().unwrap())
@@ -513,12 +526,19 @@ mod resume_vectors {
                 .psk(0, &psk)
                 .unwrap()
         };
+        let identity = super::secure_vectors::server_static();
         let (client_e, server_e) = (sequence(0x20), sequence(0x40));
-        let mut client = build()
+        let mut client = build();
+        let mut server = build();
+        if nk {
+            client = client.remote_public_key(identity.public()).unwrap();
+            server = server.local_private_key(identity.private()).unwrap();
+        }
+        let mut client = client
             .fixed_ephemeral_key_for_testing_only(&client_e)
             .build_initiator()
             .unwrap();
-        let mut server = build()
+        let mut server = server
             .fixed_ephemeral_key_for_testing_only(&server_e)
             .build_responder()
             .unwrap();
@@ -532,7 +552,13 @@ mod resume_vectors {
         client.read_message(&second, &mut [0u8; 128]).unwrap();
         let hash = client.get_handshake_hash().to_vec();
         let (c2s, s2c) = client.dangerously_get_raw_split();
-        (first, second, c2s, s2c, hash)
+        Reference {
+            first,
+            second,
+            c2s,
+            s2c,
+            hash,
+        }
     }
 
     pub(super) fn vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
@@ -584,7 +610,13 @@ mod resume_vectors {
             ),
         );
         // The same on a session opened with NN.
-        let (first, second, c2s, s2c, resumed_hash) = reference_nnpsk0();
+        let Reference {
+            first,
+            second,
+            c2s,
+            s2c,
+            hash: resumed_hash,
+        } = reference(false);
         let mut initiator =
             ResumeInitiator::with_ephemeral(None, &hash(), &sequence(0x20)).unwrap();
         let message = initiator.message().unwrap();
@@ -652,6 +684,36 @@ mod resume_vectors {
             .unwrap();
         assert_eq!(again, replayed);
         vectors.insert("resumed-nnpsk0-sealed-replay".into(), replayed.to_vec());
+        // NKpsk0: the messages and the keys, with the server's fixed identity.
+        let nk = reference(true);
+        let identity = super::secure_vectors::server_static();
+        let mut initiator =
+            ResumeInitiator::with_ephemeral(Some(identity.public()), &hash(), &sequence(0x20))
+                .unwrap();
+        let message = initiator.message().unwrap();
+        assert_eq!(message, nk.first, "NKpsk0 message 1");
+        let (reply, server) = ResumeResponder::respond_with(
+            4,
+            &message,
+            Some(&identity),
+            &hash(),
+            Some(&sequence(0x40)),
+        )
+        .unwrap();
+        assert_eq!(reply, nk.second, "NKpsk0 message 2");
+        let client = initiator.finish(&reply).unwrap();
+        assert_eq!(client.handshake_hash, nk.hash);
+        assert_eq!(server.handshake_hash, nk.hash);
+        vectors.insert("resume-nkpsk0-message-1".into(), message);
+        vectors.insert("resume-nkpsk0-message-2".into(), reply);
+        vectors.insert(
+            "resumed-nkpsk0-client-to-server-key".into(),
+            nk.c2s.to_vec(),
+        );
+        vectors.insert(
+            "resumed-nkpsk0-server-to-client-key".into(),
+            nk.s2c.to_vec(),
+        );
     }
 
     #[test]
