@@ -553,6 +553,12 @@ impl RekeyPolicy {
         frames: u64::MAX,
         interval: Duration::MAX,
     };
+
+    /// A new key after `frames` sealed frames or `interval`, whichever
+    /// comes first.
+    pub const fn new(frames: u64, interval: Duration) -> Self {
+        Self { frames, interval }
+    }
 }
 
 impl Default for RekeyPolicy {
@@ -935,10 +941,7 @@ mod tests {
     #[test]
     fn the_policy_asks_for_a_rekey_after_its_frames_or_its_time() {
         let mut sealer = Sealer::new(&[7; KEY_LEN]);
-        sealer.set_rekey_policy(RekeyPolicy {
-            frames: 2,
-            interval: Duration::from_secs(3600),
-        });
+        sealer.set_rekey_policy(RekeyPolicy::new(2, Duration::from_secs(3600)));
         let header = Header::new(1, Flags::NONE, 0);
         let mut out = BytesMut::new();
         assert!(!sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
@@ -948,10 +951,7 @@ mod tests {
         }
         assert!(sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
         assert!(!sealer.rekey_due());
-        sealer.set_rekey_policy(RekeyPolicy {
-            frames: u64::MAX,
-            interval: Duration::ZERO,
-        });
+        sealer.set_rekey_policy(RekeyPolicy::new(u64::MAX, Duration::ZERO));
         assert!(sealer.rekey_due());
         sealer.set_rekey_policy(RekeyPolicy::NEVER);
         assert!(!sealer.rekey_due());

@@ -239,6 +239,12 @@ impl Keepalive {
     /// The smallest interval and timeout that apply.
     const MIN: Duration = Duration::from_millis(10);
 
+    /// A `PING` after `interval` of silence, the connection lost if nothing
+    /// arrives within `timeout` after it.
+    pub const fn new(interval: Duration, timeout: Duration) -> Self {
+        Self { interval, timeout }
+    }
+
     /// The interval that applies (at least 10 ms).
     pub(crate) fn interval(&self) -> Duration {
         self.interval.max(Self::MIN)
