@@ -533,12 +533,16 @@ pub fn rekey(key: &[u8; KEY_LEN]) -> Zeroizing<[u8; KEY_LEN]> {
 ///
 /// With feature `serde`, it reads from a settings table such as
 /// `{ frames = 65536, interval = "2m" }`; a missing key takes its default.
+///
+/// Built with [`RekeyPolicy::new`], [`RekeyPolicy::NEVER`] or
+/// [`RekeyPolicy::default`]; the struct is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct RekeyPolicy {
     /// Frames sealed under one key before the next frame brings a `REKEY`.
     pub frames: u64,
