@@ -114,6 +114,7 @@ pub const SECOND_MESSAGE_LEN: usize = KEY_LEN + TAG_LEN;
 
 /// Why a handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// The `HANDSHAKE` body is empty or names no known pattern.
     #[error("unknown handshake pattern {0:?}")]
@@ -143,6 +144,7 @@ impl From<snow::Error> for HandshakeError {
 /// A sealed frame that does not open: the connection must close with
 /// `DISCONNECT DECRYPT_FAILED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// The body is shorter than a counter and a tag.
     #[error("sealed body of {0} bytes is shorter than counter and tag")]
