@@ -14,9 +14,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use ternio_client::{
-    Client, ClientConfig, ClientError, ConnectionState, ReconnectPolicy, Subscription,
-};
+use ternio_client::{Client, ClientError, ConnectionState, ReconnectPolicy, Subscription};
 use ternio_examples::chat::{ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft};
 use tokio::sync::mpsc;
 
@@ -65,17 +63,12 @@ struct Pushes {
 }
 
 async fn run(args: Args) -> Result<(), ClientError> {
-    let config = ClientConfig {
-        reconnect: Some(ReconnectPolicy::default()),
-        ..ClientConfig::default()
+    let builder = Client::builder().reconnect(ReconnectPolicy::default());
+    let builder = match &args.ws {
+        Some(url) => builder.websocket(url.as_str()),
+        None => builder.tcp(args.tcp.as_deref().unwrap_or("127.0.0.1:7101")),
     };
-    let client = match &args.ws {
-        Some(url) => Client::connect_ws_with(url, config).await?,
-        None => {
-            let address = args.tcp.as_deref().unwrap_or("127.0.0.1:7101");
-            Client::connect_tcp_with(address, config).await?
-        }
-    };
+    let client = builder.connect().await?;
     // Subscribed before anything is asked: no push is missed.
     let mut pushes = Pushes {
         messages: client.subscribe(),

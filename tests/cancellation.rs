@@ -185,12 +185,13 @@ async fn an_answered_request_sends_no_cancel_and_others_are_untouched() {
 #[tokio::test]
 async fn a_client_sending_deadlines_has_the_server_stop_with_it() {
     let (address, seen) = start();
-    let config = ClientConfig {
-        send_deadlines: true,
-        request_timeout: Duration::from_millis(200),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let client = Client::builder()
+        .tcp(address.to_string())
+        .send_deadlines(true)
+        .request_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
     let result = client.request_async(&Hang { ms: 60_000 }).await;
     assert!(
         matches!(
@@ -315,11 +316,9 @@ async fn the_client_announces_deadlines_and_cancels_on_the_wire() {
     for send_deadlines in [true, false] {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let config = ClientConfig {
-            send_deadlines,
-            request_timeout: Duration::from_millis(300),
-            ..ClientConfig::default()
-        };
+        let mut config = ClientConfig::default();
+        config.send_deadlines = send_deadlines;
+        config.request_timeout = Duration::from_millis(300);
         let (client, accepted) =
             tokio::join!(Client::connect_tcp_with(address, config), listener.accept());
         let client = client.unwrap();

@@ -181,10 +181,8 @@ async fn two_users_over_tcp_and_websocket_chat_in_a_room() {
 #[tokio::test]
 async fn a_secure_user_and_a_plain_user_share_a_room() {
     let (tcp, ws, _server) = start_chat();
-    let secure = ClientConfig {
-        secure: Some(SecureConfig::anonymous()),
-        ..ClientConfig::default()
-    };
+    let mut secure = ClientConfig::default();
+    secure.secure = Some(SecureConfig::anonymous());
     let mut dana = User::new(
         Client::connect_ws_with(&format!("ws://{ws}/ws"), secure)
             .await

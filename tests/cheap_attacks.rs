@@ -169,15 +169,12 @@ async fn before_the_handshake_a_server_that_requires_encryption_takes_only_small
         Some(DisconnectReason::FrameTooLarge)
     );
     // The same frame, sealed after a handshake, is served.
-    let client = ternio_client::Client::connect_tcp_with(
-        address,
-        ternio_client::ClientConfig {
-            secure: Some(ternio_client::SecureConfig::anonymous()),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let client = ternio_client::Client::builder()
+        .tcp(address.to_string())
+        .secure(ternio_client::SecureConfig::anonymous())
+        .connect()
+        .await
+        .unwrap();
     assert_echoed(&client, echo.payload).await;
 }
 
@@ -256,12 +253,10 @@ async fn close_cause_of_slow_reader(
 /// replies pile up is closed as a slow consumer.
 #[tokio::test]
 async fn a_peer_that_reads_far_too_little_is_a_slow_consumer() {
-    let config = ternio::ServerConfig {
-        write_timeout: Duration::from_millis(500),
-        min_drain_rate: 256 * 1024,
-        outbound_high_water: 64 * 1024,
-        ..ternio::ServerConfig::default()
-    };
+    let mut config = ternio::ServerConfig::default();
+    config.write_timeout = Duration::from_millis(500);
+    config.min_drain_rate = 256 * 1024;
+    config.outbound_high_water = 64 * 1024;
     // 40 echoes of 256 KiB, more than the socket buffers hold; 512 bytes
     // read every 50 ms: 10 KiB/s, far below the 256 KiB/s asked.
     let cause = close_cause_of_slow_reader(config, 40, 512, Duration::from_millis(50), true).await;
@@ -329,12 +324,9 @@ async fn a_failed_handshake_closes_a_connection_that_must_be_encrypted() {
 /// other trickles, as the outside probe tries it).
 #[tokio::test]
 async fn a_trickled_websocket_upgrade_is_closed_at_the_upgrade_timeout() {
-    let (_, ws_address, _server) = start_server_with_ws(|b| {
-        b.config(ternio::ServerConfig {
-            websocket_upgrade_timeout: FRAME_TIMEOUT,
-            ..ternio::ServerConfig::default()
-        })
-    });
+    let mut config = ternio::ServerConfig::default();
+    config.websocket_upgrade_timeout = FRAME_TIMEOUT;
+    let (_, ws_address, _server) = start_server_with_ws(|b| b.config(config));
     let mut stream = TcpStream::connect(ws_address).await.unwrap();
     let request = format!(
         "GET /ws HTTP/1.1\r\nHost: {ws_address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
@@ -354,12 +346,10 @@ async fn a_peer_that_reads_steadily_below_the_drain_rate_is_a_slow_consumer() {
     // 1 MB/s (16 KiB every 16 ms): it makes progress all the time, and keeps
     // up with nothing. 160 echoes of 256 KiB: 40 MiB to send back, more than
     // 1 MB/s drains in the test's patience.
-    let config = ternio::ServerConfig {
-        write_timeout: Duration::from_secs(2),
-        min_drain_rate: 4 * 1024 * 1024,
-        outbound_high_water: 256 * 1024,
-        ..ternio::ServerConfig::default()
-    };
+    let mut config = ternio::ServerConfig::default();
+    config.write_timeout = Duration::from_secs(2);
+    config.min_drain_rate = 4 * 1024 * 1024;
+    config.outbound_high_water = 256 * 1024;
     let cause =
         close_cause_of_slow_reader(config, 160, 16 * 1024, Duration::from_millis(16), false).await;
     assert_eq!(

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use ternio::DisconnectReason;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::protocol::system::{self, Disconnect};
-use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
+use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -33,11 +33,12 @@ async fn thousands_of_requests_in_flight_on_one_connection() {
 #[tokio::test]
 async fn the_in_flight_limit_is_an_error_and_a_dropped_request_frees_its_slot() {
     let (address, _server) = start_server(|b| b);
-    let config = ClientConfig {
-        max_in_flight: 1,
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let client = Client::builder()
+        .tcp(address.to_string())
+        .max_in_flight(1)
+        .connect()
+        .await
+        .unwrap();
     let slow = client.clone();
     let waiting =
         spawn_started(async move { slow.request_async(&Sleep { ms: 1000, tag: 1 }).await }).await;

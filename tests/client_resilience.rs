@@ -55,10 +55,10 @@ async fn drain(stream: &mut TcpStream) -> u64 {
 // ---------------------------------------------------------------- keepalive
 
 fn keepalive(interval_ms: u64, timeout_ms: u64) -> Option<Keepalive> {
-    Some(Keepalive {
-        interval: Duration::from_millis(interval_ms),
-        timeout: Duration::from_millis(timeout_ms),
-    })
+    Some(Keepalive::new(
+        Duration::from_millis(interval_ms),
+        Duration::from_millis(timeout_ms),
+    ))
 }
 
 #[tokio::test]
@@ -134,15 +134,12 @@ impl Proxy {
 async fn a_dead_path_is_noticed_and_the_client_reconnects(ws: bool, secure: bool) {
     let (tcp, ws_address, _server) = start_server_with_ws(|b| b);
     let proxy = Proxy::start(if ws { ws_address } else { tcp }).await;
-    let config = ClientConfig {
-        keepalive: keepalive(200, 400),
-        secure: secure.then(SecureConfig::anonymous),
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: Duration::from_millis(20),
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
+    let mut reconnect = ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(20);
+    let mut config = ClientConfig::default();
+    config.keepalive = keepalive(200, 400);
+    config.secure = secure.then(SecureConfig::anonymous);
+    config.reconnect = Some(reconnect);
     let client = if ws {
         let url = format!("ws://{}/ws", proxy.address);
         Client::connect_ws_with(&url, config).await.unwrap()
@@ -199,12 +196,10 @@ async fn a_dead_secure_path_is_noticed_and_the_client_reconnects() {
 async fn an_idle_healthy_connection_stays_up() {
     let (tcp, ws, _server) = start_server_with_ws(|b| b);
     for (transport, secure) in [(0, false), (1, false), (0, true), (1, true)] {
-        let config = ClientConfig {
-            // A PING every 50 ms of silence; 2 s for each PONG.
-            keepalive: keepalive(50, 2000),
-            secure: secure.then(SecureConfig::anonymous),
-            ..ClientConfig::default()
-        };
+        let mut config = ClientConfig::default();
+        // A PING every 50 ms of silence; 2 s for each PONG.
+        config.keepalive = keepalive(50, 2000);
+        config.secure = secure.then(SecureConfig::anonymous);
         let client = if transport == 0 {
             Client::connect_tcp_with(tcp, config).await.unwrap()
         } else {
@@ -255,15 +250,12 @@ async fn deaf_server() -> (
 async fn a_server_that_does_not_read_fails_the_link_at_the_bound() {
     let (address, deaf, accepted) = deaf_server().await;
     let limit = 2 * 1024 * 1024;
-    let config = ClientConfig {
-        max_outbound: limit,
-        keepalive: None,
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: Duration::from_millis(20),
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
+    let mut reconnect = ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(20);
+    let mut config = ClientConfig::default();
+    config.max_outbound = limit;
+    config.keepalive = None;
+    config.reconnect = Some(reconnect);
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let mut deaf = deaf.await.unwrap();
     // On the wire: a length prefix and a header, then the body.

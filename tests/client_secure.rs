@@ -336,10 +336,8 @@ async fn secure_config_runs_the_handshake_on_connect() {
             .handshake_timeout(Duration::from_secs(2))
     });
     for transport in BOTH {
-        let config = ClientConfig {
-            secure: Some(SecureConfig::pinned(public)),
-            ..ClientConfig::default()
-        };
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::pinned(public));
         let client = connect(transport, tcp, ws, config).await.unwrap();
         assert!(client.is_secure());
         // The server requires encryption for everything: the very first
@@ -353,18 +351,14 @@ async fn secure_config_runs_the_handshake_on_connect() {
         );
 
         // A wrong key fails the connect itself.
-        let config = ClientConfig {
-            secure: Some(SecureConfig::pinned(*Identity::generate().public_key())),
-            ..ClientConfig::default()
-        };
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::pinned(*Identity::generate().public_key()));
         let error = connect(transport, tcp, ws, config).await.unwrap_err();
         assert!(matches!(error, ClientError::KeyRejected(_)), "{error:?}");
 
         // NN on connect.
-        let config = ClientConfig {
-            secure: Some(SecureConfig::anonymous()),
-            ..ClientConfig::default()
-        };
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
         let client = connect(transport, tcp, ws, config).await.unwrap();
         assert_eq!(client.request_async(&Secret).await.unwrap(), Secret);
     }
@@ -694,14 +688,11 @@ async fn a_plain_disconnect_on_a_secure_link_only_loses_the_connection() {
         while peer.recv().await.is_some() {}
         let _ = report.send(reason);
     });
-    let config = ClientConfig {
-        secure: Some(SecureConfig::anonymous()),
-        reconnect: Some(ternio_client::ReconnectPolicy {
-            initial_delay: Duration::from_millis(10),
-            ..Default::default()
-        }),
-        ..ClientConfig::default()
-    };
+    let mut reconnect = ternio_client::ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(10);
+    let mut config = ClientConfig::default();
+    config.secure = Some(SecureConfig::anonymous());
+    config.reconnect = Some(reconnect);
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let mut states = client.state_changes();
     // In flight when the link is lost: it fails, the client goes on.
@@ -794,14 +785,9 @@ async fn the_client_seals_pongs_and_rekeys_both_ways() {
         let _ = report.send(rekeys);
         while peer.recv().await.is_some() {}
     });
-    let config = ClientConfig {
-        secure: Some(SecureConfig::anonymous()),
-        rekey: ternio::RekeyPolicy {
-            frames: 2,
-            interval: Duration::from_secs(3600),
-        },
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.secure = Some(SecureConfig::anonymous());
+    config.rekey = ternio::RekeyPolicy::new(2, Duration::from_secs(3600));
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let mut notes = client.subscribe::<Note>();
     assert_eq!(notes.next().await, Some(Note { seq: 9 }));

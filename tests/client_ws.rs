@@ -437,10 +437,8 @@ async fn a_message_above_the_frame_limit_closes_the_connection() {
         let _ = messages_until_close(&mut ws).await;
     })
     .await;
-    let config = ClientConfig {
-        max_frame_size: 1024,
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.max_frame_size = 1024;
     let client = Client::connect_ws_with(&url(address), config)
         .await
         .unwrap();

@@ -138,10 +138,8 @@ async fn a_request_head_over_the_limit_gets_431() {
 #[tokio::test]
 async fn a_silent_peer_on_the_health_port_is_closed_at_the_timeout() {
     let timeout = Duration::from_millis(300);
-    let config = ServerConfig {
-        health_timeout: timeout,
-        ..Default::default()
-    };
+    let mut config = ServerConfig::default();
+    config.health_timeout = timeout;
     let (_, health, _handle, _running) = start_with_health(config);
     let started = Instant::now();
     let mut silent = TcpStream::connect(health).await.unwrap();

@@ -120,11 +120,10 @@ fn replies_a_peer_does_not_read_stop_at_the_high_water_mark() {
     let _one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let address = run(ternio::ServerConfig {
-        outbound_high_water: HIGH_WATER,
-        write_timeout: Duration::from_secs(60),
-        ..ternio::ServerConfig::default()
-    });
+    let mut config = ternio::ServerConfig::default();
+    config.outbound_high_water = HIGH_WATER;
+    config.write_timeout = Duration::from_secs(60);
+    let address = run(config);
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let mut requests = BytesMut::new();
     for id in 1..=REQUESTS {

@@ -398,11 +398,10 @@ async fn pace(hub: &Hub, reader: u64) {
 /// small receive buffer of its own) is behind once the kernel's send buffer
 /// (up to 4 MiB here) is full: the tests send 8 to 16 MB.
 fn small_buffers() -> ServerConfig {
-    ServerConfig {
-        max_outbox_bytes: 64 * 1024,
-        outbound_high_water: 64 * 1024,
-        ..ServerConfig::default()
-    }
+    let mut config = ServerConfig::default();
+    config.max_outbox_bytes = 64 * 1024;
+    config.outbound_high_water = 64 * 1024;
+    config
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,9 +525,10 @@ async fn a_broadcast_is_encoded_once_whatever_the_number_of_members() {
     let (tcp, ws) = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
     let hub = server.handle().hub();
     tokio::spawn(server.run());
-    let secure = || ClientConfig {
-        secure: Some(SecureConfig::anonymous()),
-        ..ClientConfig::default()
+    let secure = || {
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
+        config
     };
     let url = format!("ws://{ws}/ws");
     let mut members = Vec::new();

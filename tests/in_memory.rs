@@ -322,12 +322,9 @@ async fn a_peer_that_stops_reading_is_closed_at_the_write_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn at_shutdown_running_requests_have_the_grace_and_no_more() {
-    let server = start_in_memory_server(|b| {
-        b.config(ServerConfig {
-            shutdown_grace: Duration::from_secs(5),
-            ..ServerConfig::default()
-        })
-    });
+    let mut config = ServerConfig::default();
+    config.shutdown_grace = Duration::from_secs(5);
+    let server = start_in_memory_server(|b| b.config(config));
     let mut raw = connect(&server);
     raw.request(&Sleep { ms: 60_000, tag: 1 }, 1).await;
     raw.request(&Sleep { ms: 2_000, tag: 2 }, 2).await;
@@ -348,11 +345,9 @@ async fn at_shutdown_running_requests_have_the_grace_and_no_more() {
 async fn a_peer_held_back_by_the_servers_backpressure_is_neither_late_nor_idle() {
     let causes = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&causes);
-    let config = ServerConfig {
-        frame_timeout: Duration::from_secs(10),
-        min_drain_rate: 256,
-        ..ServerConfig::default()
-    };
+    let mut config = ServerConfig::default();
+    config.frame_timeout = Duration::from_secs(10);
+    config.min_drain_rate = 256;
     let server = start_in_memory_server(move |b| {
         b.config(config)
             .on_disconnect(move |_, cause| seen.lock().unwrap().push(cause.clone()))
@@ -388,11 +383,9 @@ async fn a_peer_held_back_by_the_servers_backpressure_is_neither_late_nor_idle()
 #[tokio::test(start_paused = true)]
 async fn the_client_answers_the_servers_pings_and_an_idle_connection_stays_for_hours() {
     let server = start_in_memory_server(|b| b.idle_timeout(Some(Duration::from_secs(60))));
-    let config = ternio_client::ClientConfig {
-        // Only the server's PINGs keep this connection alive.
-        keepalive: None,
-        ..ternio_client::ClientConfig::default()
-    };
+    let mut config = ternio_client::ClientConfig::default();
+    // Only the server's PINGs keep this connection alive.
+    config.keepalive = None;
     let client = client_in_memory(&server, config).await;
     tokio::time::sleep(Duration::from_secs(4 * 3600)).await;
     let sum: Sum = client.request_async(&Add { a: 2, b: 2 }).await.unwrap();
@@ -403,10 +396,8 @@ async fn the_client_answers_the_servers_pings_and_an_idle_connection_stays_for_h
 #[tokio::test(start_paused = true)]
 async fn a_secure_session_runs_over_an_in_memory_pipe() {
     let server = start_in_memory_server(|b| b.require_encryption(true));
-    let config = ternio_client::ClientConfig {
-        secure: Some(ternio_client::SecureConfig::default()),
-        ..ternio_client::ClientConfig::default()
-    };
+    let mut config = ternio_client::ClientConfig::default();
+    config.secure = Some(ternio_client::SecureConfig::default());
     let client = client_in_memory(&server, config).await;
     let echo = Echo {
         payload: Bytes::from_static(b"sealed in memory"),

@@ -377,12 +377,10 @@ fn stalling_server() -> StallingServer {
     let seen = Arc::clone(&causes);
     let released = Arc::new(Notify::new());
     let signal = Arc::clone(&released);
-    let config = ServerConfig {
-        write_timeout: WRITE_TIMEOUT,
-        outbound_high_water: 64 * 1024,
-        close_linger: PATIENCE,
-        ..ServerConfig::default()
-    };
+    let mut config = ServerConfig::default();
+    config.write_timeout = WRITE_TIMEOUT;
+    config.outbound_high_water = 64 * 1024;
+    config.close_linger = PATIENCE;
     let (tcp, ws, handle) = start_server_with_ws(move |b| {
         b.config(config)
             .controller(HoldController)

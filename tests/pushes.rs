@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use ternio::Packet;
-use ternio_client::{Client, ClientConfig, Subscription};
+use ternio_client::{Client, Subscription};
 use ternio_tests::*;
 
 /// 0x0061 read as another type: `Note` carries 4 bytes, this wants 8.
@@ -153,11 +153,12 @@ async fn dropping_a_subscription_unsubscribes_and_later_pushes_are_unhandled() {
 #[tokio::test]
 async fn a_subscriber_that_falls_behind_loses_pushes_without_blocking_the_reader() {
     let (address, _server) = start_server(|b| b);
-    let config = ClientConfig {
-        push_buffer: 8,
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let client = Client::builder()
+        .tcp(address.to_string())
+        .push_buffer(8)
+        .connect()
+        .await
+        .unwrap();
     let mut slow = client.subscribe::<Note>();
     let mut tiny = client.subscribe_with_buffer::<Note>(1);
     let mut fast = client.subscribe_with_buffer::<Note>(1000);

@@ -63,18 +63,17 @@ impl Setup {
 /// after `SHUTDOWN`, the count of attempts starting again after every
 /// connection) unless changed.
 fn policy(delay_ms: u64, max_attempts: Option<u32>) -> ClientConfig {
-    ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: Duration::from_millis(delay_ms),
-            max_delay: Duration::from_millis(delay_ms),
-            multiplier: 1.0,
-            jitter: 0.0,
-            max_attempts,
-            healthy_after: Duration::ZERO,
-            busy_delay: Duration::ZERO,
-        }),
-        ..ClientConfig::default()
-    }
+    let mut reconnect = ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(delay_ms);
+    reconnect.max_delay = Duration::from_millis(delay_ms);
+    reconnect.multiplier = 1.0;
+    reconnect.jitter = 0.0;
+    reconnect.max_attempts = max_attempts;
+    reconnect.healthy_after = Duration::ZERO;
+    reconnect.busy_delay = Duration::ZERO;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(reconnect);
+    config
 }
 
 /// Waits (up to 5 s) for a state that `accept` accepts.
@@ -183,10 +182,8 @@ async fn websocket_requests_issued_while_reconnecting_wait_then_succeed() {
 }
 
 async fn requests_in_flight_fail_with_the_reason_of_the_loss(transport: Transport) {
-    let grace = ServerConfig {
-        shutdown_grace: Duration::from_millis(100),
-        ..ServerConfig::default()
-    };
+    let mut grace = ServerConfig::default();
+    grace.shutdown_grace = Duration::from_millis(100);
     let mut setup = Setup::start(|b| b.config(grace));
     let client = setup.client(transport, policy(50, Some(100))).await;
     let in_flight = {
@@ -553,10 +550,8 @@ async fn hanging_ws_server() -> (String, Arc<AtomicUsize>, mpsc::UnboundedReceiv
 #[tokio::test]
 async fn each_attempt_is_bounded_by_the_connect_timeout() {
     let (url, accepted, _) = hanging_ws_server().await;
-    let config = ClientConfig {
-        connect_timeout: Duration::from_millis(200),
-        ..policy(20, Some(2))
-    };
+    let mut config = policy(20, Some(2));
+    config.connect_timeout = Duration::from_millis(200);
     let client = Client::connect_ws_with(&url, config).await.unwrap();
     let started = Instant::now();
     assert!(matches!(client.ping().await, Err(ClientError::Closed(_))));
@@ -582,10 +577,8 @@ async fn each_attempt_is_bounded_by_the_connect_timeout() {
 #[tokio::test]
 async fn close_stops_an_attempt_under_way() {
     let (url, accepted, mut ends) = hanging_ws_server().await;
-    let config = ClientConfig {
-        connect_timeout: Duration::from_secs(30),
-        ..policy(20, None)
-    };
+    let mut config = policy(20, None);
+    config.connect_timeout = Duration::from_secs(30);
     let client = Client::connect_ws_with(&url, config).await.unwrap();
     assert!(matches!(client.ping().await, Err(ClientError::Closed(_))));
     eventually("the second connection is accepted", || {

@@ -79,19 +79,18 @@ fn reconnecting_every(
     secure: Option<SecureConfig>,
     max_attempts: Option<u32>,
 ) -> ClientConfig {
-    ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: Duration::from_millis(delay_ms),
-            max_delay: Duration::from_millis(delay_ms),
-            multiplier: 1.0,
-            jitter: 0.0,
-            max_attempts,
-            healthy_after: Duration::ZERO,
-            busy_delay: Duration::ZERO,
-        }),
-        secure,
-        ..ClientConfig::default()
-    }
+    let mut reconnect = ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(delay_ms);
+    reconnect.max_delay = Duration::from_millis(delay_ms);
+    reconnect.multiplier = 1.0;
+    reconnect.jitter = 0.0;
+    reconnect.max_attempts = max_attempts;
+    reconnect.healthy_after = Duration::ZERO;
+    reconnect.busy_delay = Duration::ZERO;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(reconnect);
+    config.secure = secure;
+    config
 }
 
 async fn wait_for_state(client: &Client, accept: impl FnMut(&ConnectionState) -> bool) {

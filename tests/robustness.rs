@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use ternio::DisconnectReason;
 use ternio::protocol::frame::{Flags, Header};
 use ternio::protocol::{Encode, Packet};
-use ternio_client::{Client, ClientConfig, ClientError, CloseReason};
+use ternio_client::{Client, ClientError, CloseReason};
 use ternio_tests::*;
 
 /// The server-wide count of `Bump`s and `Tally`s, read on a fresh connection.
@@ -118,11 +118,12 @@ async fn the_configured_frame_limit_applies_both_ways() {
         other => panic!("expected FRAME_TOO_LARGE, got {other:?}"),
     }
     // A client held to the same limit refuses to send it at all.
-    let config = ClientConfig {
-        max_frame_size: 1024,
-        ..ClientConfig::default()
-    };
-    let careful = Client::connect_tcp_with(address, config).await.unwrap();
+    let careful = Client::builder()
+        .tcp(address.to_string())
+        .max_frame_size(1024)
+        .connect()
+        .await
+        .unwrap();
     let result = careful
         .request_async(&Echo {
             payload: Bytes::from(vec![1; 1016]),

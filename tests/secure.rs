@@ -444,10 +444,7 @@ async fn everything_the_server_writes_after_the_handshake_is_sealed() {
 /// REKEY; a REKEY that carries anything is MALFORMED.
 #[tokio::test]
 async fn both_sides_rekey_and_counters_go_on() {
-    let policy = ternio::RekeyPolicy {
-        frames: 2,
-        interval: Duration::from_secs(3600),
-    };
+    let policy = ternio::RekeyPolicy::new(2, Duration::from_secs(3600));
     let (address, _server) = start_server(|b| b.rekey(policy));
     let mut conn = SecureConnection::open(address, None).await;
     let mut rekeys = 0;

@@ -176,11 +176,9 @@ async fn drained_does_not_resolve_before_the_connections_close() {
 async fn a_request_that_outlives_the_grace_ends_the_wait_at_the_drain_bound() {
     let grace = Duration::from_millis(300);
     let linger = Duration::from_millis(200);
-    let config = ternio::ServerConfig {
-        shutdown_grace: grace,
-        close_linger: linger,
-        ..Default::default()
-    };
+    let mut config = ternio::ServerConfig::default();
+    config.shutdown_grace = grace;
+    config.close_linger = linger;
     let (address, handle) = start_server(|b| b.config(config));
     let mut raw = RawConnection::connect(address).await;
     raw.request(&Sleep { ms: 30_000, tag: 1 }, 1).await;

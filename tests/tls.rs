@@ -272,10 +272,8 @@ async fn a_secure_session_runs_inside_tls() {
             .require_encryption(true)
             .handshake_timeout(Duration::from_secs(2))
     });
-    let config = ClientConfig {
-        secure: Some(SecureConfig::pinned(public)),
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.secure = Some(SecureConfig::pinned(public));
     let client = Client::connect_tls_with(&tcp.to_string(), &ca.trust(), config.clone())
         .await
         .unwrap();
@@ -290,10 +288,8 @@ async fn a_secure_session_runs_inside_tls() {
     let sum: Sum = client.request_async(&Add { a: 2, b: 3 }).await.unwrap();
     assert_eq!(sum, Sum(5));
     // A wrong pinned key fails inside TLS as outside it.
-    let config = ClientConfig {
-        secure: Some(SecureConfig::pinned(*Identity::generate().public_key())),
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.secure = Some(SecureConfig::pinned(*Identity::generate().public_key()));
     let error = Client::connect_tls_with(&tcp.to_string(), &ca.trust(), config)
         .await
         .unwrap_err();

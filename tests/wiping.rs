@@ -21,7 +21,7 @@ use ternio::protocol::frame::{Flags, Framing, Header};
 use ternio::protocol::secure::{Initiator, Responder, StaticKeypair};
 use ternio::protocol::system;
 use ternio::protocol::{Decode, Encode, Packet};
-use ternio_client::{Client, ClientConfig, SecureConfig};
+use ternio_client::Client;
 use ternio_tests::{Echo, RawConnection, test_server_builder};
 use zeroize::Zeroizing;
 
@@ -185,11 +185,12 @@ fn a_servers_identity_key_is_wiped_when_the_server_is_dropped() {
         runtime.block_on(async {
             let running = tokio::spawn(server.run());
             for _ in 0..3 {
-                let config = ClientConfig {
-                    secure: Some(SecureConfig::pinned(public)),
-                    ..ClientConfig::default()
-                };
-                let client = Client::connect_tcp_with(address, config).await.unwrap();
+                let client = Client::builder()
+                    .tcp(address.to_string())
+                    .pin(public)
+                    .connect()
+                    .await
+                    .unwrap();
                 let echo: Echo = client
                     .request_async(&Echo {
                         payload: Bytes::from_static(b"sealed"),

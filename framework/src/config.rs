@@ -36,12 +36,17 @@ use ternio_protocol::secure::RekeyPolicy;
 /// # #[cfg(not(feature = "serde"))]
 /// # fn main() {}
 /// ```
+///
+/// `#[non_exhaustive]`: from outside this crate, start from
+/// [`ServerConfig::default`] (or a settings file) and set fields, or use
+/// the setters of [`ServerBuilder`](crate::ServerBuilder).
 #[derive(Debug, Clone)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Largest frame (header + body) accepted or sent. Default 1 MiB.
     pub max_frame_size: usize,

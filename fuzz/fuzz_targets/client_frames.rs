@@ -151,13 +151,11 @@ async fn drive(data: &[u8]) {
         let (stream, _) = listener.accept().await.unwrap();
         script(stream, secure, input).await
     });
-    let config = ClientConfig {
-        secure: secure.then(SecureConfig::anonymous),
-        request_timeout: Duration::from_secs(2),
-        connect_timeout: Duration::from_secs(2),
-        max_frame_size: 64 * 1024,
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.secure = secure.then(SecureConfig::anonymous);
+    config.request_timeout = Duration::from_secs(2);
+    config.connect_timeout = Duration::from_secs(2);
+    config.max_frame_size = 64 * 1024;
     let Ok(client) = Client::connect_tcp_with(address, config).await else {
         let _ = server.await;
         return;

@@ -259,6 +259,7 @@ impl fmt::Display for DisconnectReason {
 
 /// A frame that breaks section 1: the connection that sent it is closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// A length prefix or message shorter than the 7-byte header.
     #[error("frame of {0} bytes is shorter than the 7-byte header")]
@@ -293,6 +294,7 @@ impl FrameError {
 
 /// A body that does not decode as the expected type: error `MALFORMED`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The body ended in the middle of a field.
     #[error("body ended early: {needed} more bytes needed")]

@@ -187,6 +187,7 @@ pub trait Request: Packet {
 
 /// A response that is not the one expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResponseError {
     /// The response carries another opcode than the expected type's.
     #[error("expected a response with opcode {expected:#06X}, got {got:#06X}")]

@@ -114,6 +114,7 @@ pub const SECOND_MESSAGE_LEN: usize = KEY_LEN + TAG_LEN;
 
 /// Why a handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// The `HANDSHAKE` body is empty or names no known pattern.
     #[error("unknown handshake pattern {0:?}")]
@@ -143,6 +144,7 @@ impl From<snow::Error> for HandshakeError {
 /// A sealed frame that does not open: the connection must close with
 /// `DISCONNECT DECRYPT_FAILED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// The body is shorter than a counter and a tag.
     #[error("sealed body of {0} bytes is shorter than counter and tag")]
@@ -537,12 +539,16 @@ pub fn rekey(key: &[u8; KEY_LEN]) -> Zeroizing<[u8; KEY_LEN]> {
 ///
 /// With feature `serde`, it reads from a settings table such as
 /// `{ frames = 65536, interval = "2m" }`; a missing key takes its default.
+///
+/// Built with [`RekeyPolicy::new`], [`RekeyPolicy::NEVER`] or
+/// [`RekeyPolicy::default`]; the struct is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct RekeyPolicy {
     /// Frames sealed under one key before the next frame brings a `REKEY`.
     pub frames: u64,
@@ -557,6 +563,12 @@ impl RekeyPolicy {
         frames: u64::MAX,
         interval: Duration::MAX,
     };
+
+    /// A new key after `frames` sealed frames or `interval`, whichever
+    /// comes first.
+    pub const fn new(frames: u64, interval: Duration) -> Self {
+        Self { frames, interval }
+    }
 }
 
 impl Default for RekeyPolicy {
@@ -956,10 +968,7 @@ mod tests {
     #[test]
     fn the_policy_asks_for_a_rekey_after_its_frames_or_its_time() {
         let mut sealer = Sealer::new(&[7; KEY_LEN]);
-        sealer.set_rekey_policy(RekeyPolicy {
-            frames: 2,
-            interval: Duration::from_secs(3600),
-        });
+        sealer.set_rekey_policy(RekeyPolicy::new(2, Duration::from_secs(3600)));
         let header = Header::new(1, Flags::NONE, 0);
         let mut out = BytesMut::new();
         assert!(!sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
@@ -969,10 +978,7 @@ mod tests {
         }
         assert!(sealer.rekey_if_due(&mut out, Framing::Message).unwrap());
         assert!(!sealer.rekey_due());
-        sealer.set_rekey_policy(RekeyPolicy {
-            frames: u64::MAX,
-            interval: Duration::ZERO,
-        });
+        sealer.set_rekey_policy(RekeyPolicy::new(u64::MAX, Duration::ZERO));
         assert!(sealer.rekey_due());
         sealer.set_rekey_policy(RekeyPolicy::NEVER);
         assert!(!sealer.rekey_due());

@@ -36,7 +36,10 @@ pub const DEFAULT_MAX_ENVELOPE_SIZE: usize =
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[non_exhaustive]`: built with [`RedisConfig::new`] and its setters.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct RedisConfig {
     /// The Redis server, as `redis://host:port/db` (or
     /// `redis://:password@host/`), or `rediss://…` for TLS: the server's

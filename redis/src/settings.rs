@@ -38,8 +38,12 @@ use crate::secret::ClusterSecret;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[non_exhaustive]`: start from [`RedisSettings::default`] (or a
+/// settings file) and set fields.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RedisSettings {
     /// [`RedisConfig::url`]. Default `redis://127.0.0.1:6379/`.
     pub url: String,

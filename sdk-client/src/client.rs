@@ -198,10 +198,8 @@ impl Client {
     ///     socket.bind(local)?;
     ///     socket.connect(server).await
     /// };
-    /// let config = ClientConfig {
-    ///     reconnect: Some(ReconnectPolicy::default()),
-    ///     ..ClientConfig::default()
-    /// };
+    /// let mut config = ClientConfig::default();
+    /// config.reconnect = Some(ReconnectPolicy::default());
     /// let client = Client::connect_stream_with(connector, config).await?;
     /// # Ok(())
     /// # }

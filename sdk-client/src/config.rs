@@ -37,12 +37,16 @@ use crate::reconnect::ReconnectPolicy;
 /// # #[cfg(not(feature = "serde"))]
 /// # fn main() {}
 /// ```
+///
+/// `#[non_exhaustive]`: start from [`ClientConfig::default`] and set
+/// fields, or use the setters of [`Client::builder`](crate::Client::builder).
 #[derive(Debug, Clone)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// How long a request waits for its response unless the call says
     /// otherwise. Default 10 s. While the client reconnects, the wait for
@@ -198,12 +202,16 @@ const MIN_OUTBOUND: usize = 64 * 1024 + 1024;
 ///
 /// In a settings file: `keepalive = { interval = "15s", timeout = "10s" }`,
 /// or `keepalive = "off"`.
+///
+/// Built with [`Keepalive::new`] (or from [`Keepalive::default`]); the
+/// struct is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct Keepalive {
     /// How long the server may stay silent before a `PING` goes out.
     /// Default 15 s: a quarter of the server's default idle timeout (60 s),
@@ -239,6 +247,12 @@ impl Keepalive {
     /// The smallest interval and timeout that apply.
     const MIN: Duration = Duration::from_millis(10);
 
+    /// A `PING` after `interval` of silence, the connection lost if nothing
+    /// arrives within `timeout` after it.
+    pub const fn new(interval: Duration, timeout: Duration) -> Self {
+        Self { interval, timeout }
+    }
+
     /// The interval that applies (at least 10 ms).
     pub(crate) fn interval(&self) -> Duration {
         self.interval.max(Self::MIN)
@@ -260,12 +274,16 @@ impl Keepalive {
 ///
 /// In a settings file: a `[secure]` table, with `pin` the server's public
 /// key in hex (64 digits); `secure = "off"`, or no `secure` key, for none.
+///
+/// Built with [`SecureConfig::pinned`] or [`SecureConfig::anonymous`]; the
+/// struct is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct SecureConfig {
     /// The server's static X25519 public key (its identity, printed by the
     /// server as 64 hex digits), or `None` for an anonymous `Noise_NN`

@@ -168,10 +168,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn watch(start: Instant) -> Watch {
-        let keepalive = Keepalive {
-            interval: 100 * MS,
-            timeout: 40 * MS,
-        };
+        let keepalive = Keepalive::new(100 * MS, 40 * MS);
         Watch::new(keepalive, 0, start)
     }
 

@@ -96,7 +96,7 @@
 //! session is set up again on every new connection before requests flow:
 //!
 //! ```no_run
-//! use ternio_client::{Client, ClientConfig, ClientError, SecureConfig};
+//! use ternio_client::{Client, ClientError};
 //! use ternio_client::protocol::secure::key_from_hex;
 //!
 //! # async fn run() -> Result<(), ClientError> {
@@ -110,11 +110,11 @@
 //!     Err(other) => return Err(other),
 //! }
 //! // ...or as part of connecting.
-//! let config = ClientConfig {
-//!     secure: Some(SecureConfig::pinned(key)),
-//!     ..ClientConfig::default()
-//! };
-//! let client = Client::connect_ws_with("ws://127.0.0.1:7002/ws", config).await?;
+//! let client = Client::builder()
+//!     .websocket("ws://127.0.0.1:7002/ws")
+//!     .pin(key) // SecureConfig::pinned(key) in ClientConfig::secure
+//!     .connect()
+//!     .await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -78,12 +78,16 @@ use crate::error::CloseReason;
 ///
 /// In a settings file: a `[reconnect]` table (an empty one takes every
 /// default), `max_attempts = "off"` to never give up.
+///
+/// `#[non_exhaustive]`: start from [`ReconnectPolicy::default`] and set the
+/// fields to change.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct ReconnectPolicy {
     /// The delay before the first attempt. Default 100 ms.
     #[cfg_attr(

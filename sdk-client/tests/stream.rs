@@ -10,8 +10,7 @@ use std::time::Duration;
 use peer::{Echo, Note, pipes};
 use ternio_client::protocol::system;
 use ternio_client::{
-    Bytes, Client, ClientConfig, ClientError, CloseReason, ConnectionState, DisconnectReason,
-    ReconnectPolicy,
+    Bytes, Client, ClientError, CloseReason, ConnectionState, DisconnectReason, ReconnectPolicy,
 };
 use tokio::io::DuplexStream;
 
@@ -26,15 +25,13 @@ fn echo(text: &'static str) -> Echo {
 #[tokio::test(start_paused = true)]
 async fn a_stream_carries_requests_and_pushes_and_is_opened_again_after_a_loss() {
     let (connector, mut peers, calls) = pipes();
-    let config = ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: Duration::from_millis(100),
-            jitter: 0.0,
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(100);
+    policy.jitter = 0.0;
+    let client = Client::builder()
+        .stream(connector)
+        .reconnect(policy)
+        .connect()
         .await
         .unwrap();
     let mut peer = peers.recv().await.expect("the first pipe");

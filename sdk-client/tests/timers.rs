@@ -14,8 +14,8 @@ use std::time::Duration;
 use peer::{Echo, Peer, pipe, pipes};
 use ternio_client::protocol::system;
 use ternio_client::{
-    Bytes, Client, ClientConfig, ClientError, CloseReason, ConnectionState, DisconnectReason,
-    Keepalive, Packet, ReconnectPolicy,
+    Bytes, Client, ClientError, CloseReason, ConnectionState, DisconnectReason, Keepalive, Packet,
+    ReconnectPolicy,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -59,11 +59,10 @@ async fn slow_peer(mut peer: Peer) {
 #[tokio::test(start_paused = true)]
 async fn a_request_times_out_by_default_or_per_call() {
     let (connector, mut peers, _) = pipes();
-    let config = ClientConfig {
-        request_timeout: 100 * MS,
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let client = Client::builder()
+        .stream(connector)
+        .request_timeout(100 * MS)
+        .connect()
         .await
         .unwrap();
     tokio::spawn(slow_peer(peers.recv().await.unwrap()));
@@ -151,10 +150,10 @@ async fn a_short_timeout_fires_at_its_deadline_behind_a_long_one() {
 // ------------------------------------------------------------------ keepalive
 
 fn keepalive(interval_ms: u64, timeout_ms: u64) -> Option<Keepalive> {
-    Some(Keepalive {
-        interval: Duration::from_millis(interval_ms),
-        timeout: Duration::from_millis(timeout_ms),
-    })
+    Some(Keepalive::new(
+        Duration::from_millis(interval_ms),
+        Duration::from_millis(timeout_ms),
+    ))
 }
 
 /// A peer that never sends a byte (a half-open connection, as after a crash
@@ -162,12 +161,11 @@ fn keepalive(interval_ms: u64, timeout_ms: u64) -> Option<Keepalive> {
 #[tokio::test(start_paused = true)]
 async fn a_silent_server_is_noticed_within_interval_and_timeout() {
     let (connector, mut peers, _) = pipes();
-    let config = ClientConfig {
-        keepalive: keepalive(300, 500),
-        ..ClientConfig::default()
-    };
     let started = Instant::now();
-    let client = Client::connect_stream_with(connector, config)
+    let client = Client::builder()
+        .stream(connector)
+        .keepalive(keepalive(300, 500))
+        .connect()
         .await
         .unwrap();
     let mut peer = peers.recv().await.unwrap();
@@ -199,11 +197,10 @@ async fn a_silent_server_is_noticed_within_interval_and_timeout() {
 #[tokio::test(start_paused = true)]
 async fn an_idle_healthy_connection_stays_up() {
     let (connector, mut peers, _) = pipes();
-    let config = ClientConfig {
-        keepalive: keepalive(50, 2000),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let client = Client::builder()
+        .stream(connector)
+        .keepalive(keepalive(50, 2000))
+        .connect()
         .await
         .unwrap();
     tokio::spawn(peers.recv().await.unwrap().echo_until_closed());
@@ -266,14 +263,12 @@ impl Refusing {
 #[tokio::test(start_paused = true)]
 async fn a_server_that_refuses_every_connection_is_not_hammered() {
     let (connector, peers, _) = pipes();
-    let config = ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            max_attempts: None,
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let mut policy = ReconnectPolicy::default();
+    policy.max_attempts = None;
+    let client = Client::builder()
+        .stream(connector)
+        .reconnect(policy)
+        .connect()
         .await
         .unwrap();
     let server = Refusing::start(peers, DisconnectReason::TooManyConnections, Duration::ZERO);
@@ -313,20 +308,18 @@ async fn a_server_that_refuses_every_connection_is_not_hammered() {
 #[tokio::test(start_paused = true)]
 async fn delays_grow_across_connections_that_do_not_last() {
     let (connector, peers, _) = pipes();
-    let policy = ReconnectPolicy {
-        initial_delay: 50 * MS,
-        max_delay: Duration::from_secs(2),
-        multiplier: 2.0,
-        jitter: 0.0,
-        max_attempts: Some(5),
-        healthy_after: Duration::from_secs(10),
-        busy_delay: Duration::ZERO,
-    };
-    let config = ClientConfig {
-        reconnect: Some(policy.clone()),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = 50 * MS;
+    policy.max_delay = Duration::from_secs(2);
+    policy.multiplier = 2.0;
+    policy.jitter = 0.0;
+    policy.max_attempts = Some(5);
+    policy.healthy_after = Duration::from_secs(10);
+    policy.busy_delay = Duration::ZERO;
+    let client = Client::builder()
+        .stream(connector)
+        .reconnect(policy.clone())
+        .connect()
         .await
         .unwrap();
     let server = Refusing::start(peers, DisconnectReason::TooManyConnections, Duration::ZERO);
@@ -356,18 +349,16 @@ async fn delays_grow_across_connections_that_do_not_last() {
 async fn only_a_connection_that_stayed_up_starts_the_count_again() {
     for (healthy_after, gives_up) in [(100 * MS, false), (Duration::from_secs(30), true)] {
         let (connector, peers, _) = pipes();
-        let config = ClientConfig {
-            reconnect: Some(ReconnectPolicy {
-                initial_delay: 20 * MS,
-                multiplier: 1.0,
-                jitter: 0.0,
-                max_attempts: Some(2),
-                healthy_after,
-                ..ReconnectPolicy::default()
-            }),
-            ..ClientConfig::default()
-        };
-        let client = Client::connect_stream_with(connector, config)
+        let mut policy = ReconnectPolicy::default();
+        policy.initial_delay = 20 * MS;
+        policy.multiplier = 1.0;
+        policy.jitter = 0.0;
+        policy.max_attempts = Some(2);
+        policy.healthy_after = healthy_after;
+        let client = Client::builder()
+            .stream(connector)
+            .reconnect(policy)
+            .connect()
             .await
             .unwrap();
         // Every connection is told IDLE_TIMEOUT after 400 ms.
@@ -413,20 +404,18 @@ async fn growing_delays_are_visible_in_the_attempt_times() {
             async move { stream.ok_or_else(|| io::Error::from(io::ErrorKind::ConnectionRefused)) }
         }
     };
-    let config = ClientConfig {
-        reconnect: Some(ReconnectPolicy {
-            initial_delay: 50 * MS,
-            max_delay: 400 * MS,
-            multiplier: 2.0,
-            jitter: 0.0,
-            max_attempts: Some(5),
-            // Not after the SHUTDOWN here: the delays alone.
-            busy_delay: Duration::ZERO,
-            ..ReconnectPolicy::default()
-        }),
-        ..ClientConfig::default()
-    };
-    let client = Client::connect_stream_with(connector, config)
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = 50 * MS;
+    policy.max_delay = 400 * MS;
+    policy.multiplier = 2.0;
+    policy.jitter = 0.0;
+    policy.max_attempts = Some(5);
+    // Not after the SHUTDOWN here: the delays alone.
+    policy.busy_delay = Duration::ZERO;
+    let client = Client::builder()
+        .stream(connector)
+        .reconnect(policy)
+        .connect()
         .await
         .unwrap();
     let mut states = client.state_changes();
