@@ -8,7 +8,9 @@
 //! over TCP and, with `--ws`, over WebSocket at path `/ws`, until Ctrl-C or
 //! SIGTERM (which close every connection with `DISCONNECT SHUTDOWN`; the
 //! process exits with code 0 once they are closed). With `--health ADDR`,
-//! `/healthz` and `/readyz` answer probes over HTTP there.
+//! `/healthz` and `/readyz` answer probes over HTTP there. Sessions can be
+//! resumed for 30 s after a lost connection (`--resume-ttl SECS`, 0 for
+//! off; docs/PROTOCOL.md section 4.2).
 //!
 //! With a certificate chain and its key (PEM), it serves TLS too:
 //! `--tcp-tls ADDR` (frames inside TLS) and `--wss ADDR` (`wss://ADDR/ws`).
@@ -21,6 +23,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use ternio::{Identity, Server, TlsConfig, packet_controller};
@@ -59,6 +62,10 @@ struct Args {
     /// PEM file of the TLS private key.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Seconds a session whose connection was lost waits for its client to
+    /// resume it (docs/PROTOCOL.md section 4.2); 0 turns resumption off.
+    #[arg(long, default_value_t = 30)]
+    resume_ttl: u64,
 }
 
 /// Answers both echo packets.
@@ -89,6 +96,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let public_key = identity.public_hex();
 
     let mut builder = Server::builder().identity(identity).map_tcp(args.tcp);
+    if args.resume_ttl > 0 {
+        builder = builder.resumable(Duration::from_secs(args.resume_ttl), 64 * 1024);
+    }
     if let Some(ws) = args.ws {
         builder = builder.map_websocket(ws, "/ws");
     }

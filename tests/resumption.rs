@@ -605,3 +605,55 @@ async fn a_handshake_after_the_ticket_is_refused_and_malformed_acks_close() {
         .expect_disconnect(ternio::DisconnectReason::Malformed)
         .await;
 }
+
+/// `examples/echo_server` resumes sessions (for 30 s by default), for the
+/// clients that third parties write from docs/PROTOCOL.md.
+#[tokio::test]
+async fn the_echo_server_resumes_a_session() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(echo_server_binary())
+        .args(["--tcp", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the echo server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let address: SocketAddr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("tcp listening on ")?.parse().ok())
+        .expect("the TCP address");
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let mut session = Session::plain(address).await;
+    let ticket = session.ask_ticket().await;
+    assert_eq!(ticket.ttl_ms, 30_000);
+    session
+        .request(
+            &Echo {
+                payload: Bytes::from_static(b"one"),
+            },
+            1,
+        )
+        .await;
+    session.recv_app().await;
+    session.cut().await;
+    // (Whether the server noticed the loss yet or not: a resumption takes
+    // the session over either way.)
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 1);
+    session
+        .request(
+            &Echo {
+                payload: Bytes::from_static(b"two"),
+            },
+            2,
+        )
+        .await;
+    let answer = session.recv_app().await;
+    assert_eq!(Echo::decode_body(&answer.body).unwrap().payload, "two");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

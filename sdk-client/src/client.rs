@@ -16,6 +16,7 @@ use crate::push::{Subscription, SubscriptionGuard};
 use crate::secure::Seal;
 use crate::shared::Shared;
 use crate::state::ConnectionState;
+use crate::state::SessionEvent;
 use crate::stream::{Connector, DynConnector};
 use crate::supervisor::supervise;
 use crate::tasks::TaskSet;
@@ -231,6 +232,7 @@ impl Client {
             opened.link.shutdown();
             return Err(error);
         }
+        shared.ask_ticket(&opened.link);
         if !shared.install(&opened.link, 0) {
             let reason = opened
                 .link
@@ -251,6 +253,15 @@ impl Client {
 
     fn shared(&self) -> &Shared {
         &self.inner.shared
+    }
+
+    /// Watches what becomes of the session across lost connections: with
+    /// [`ClientConfig::resume`] and a reconnect policy, each reconnection
+    /// either resumes it ([`SessionEvent::Resumed`]: the requests in flight
+    /// get their answers, the pushes sent meanwhile arrive, once each) or
+    /// starts a new one ([`SessionEvent::Lost`]).
+    pub fn session_events(&self) -> tokio::sync::watch::Receiver<SessionEvent> {
+        self.shared().session_events()
     }
 
     /// Sends `request` and waits for its response, up to the default timeout.

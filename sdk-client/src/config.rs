@@ -138,6 +138,17 @@ pub struct ClientConfig {
     /// Values below one largest frame (`max_frame_size` + 128 bytes) or
     /// below 65 KiB count as the larger of the two.
     pub max_outbound: usize,
+    /// Whether a client with a [`reconnect`](Self::reconnect) policy
+    /// resumes its session after a lost connection (docs/PROTOCOL.md
+    /// section 4.2), when the server offers it: it asks for a ticket once
+    /// connected (after the handshake), and a reconnection presents it, so
+    /// that the requests in flight get their answers and the pushes sent
+    /// meanwhile arrive, each once and in order. When the server refuses
+    /// (the ticket expired, or it does not resume sessions) the requests
+    /// in flight fail and a new session starts
+    /// ([`SessionEvent::Lost`](crate::SessionEvent::Lost)). Default `true`;
+    /// nothing happens without a reconnect policy.
+    pub resume: bool,
 }
 
 impl Default for ClientConfig {
@@ -154,6 +165,7 @@ impl Default for ClientConfig {
             push_buffer: 1024,
             keepalive: Some(Keepalive::default()),
             max_outbound: 8 * 1024 * 1024,
+            resume: true,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::inbound::Inbound;
 use crate::keepalive;
 use crate::link::{Link, Out};
 use crate::outbound::Wire;
+use crate::resuming;
 use crate::shared::Shared;
 use crate::socket;
 use crate::stream::{self, DynConnector};
@@ -42,7 +43,8 @@ impl Endpoint {
         let (link, mut tasks) = match self {
             Self::Tcp(addresses) => {
                 let out = tcp::connect(addresses, limit).await?;
-                let link = Arc::new(Link::new(Out::Tcp(Arc::clone(&out))));
+                let link =
+                    Arc::new(Link::new(Out::Tcp(Arc::clone(&out))).with_session(shared.session()));
                 let inbound = Inbound::new(shared, &link);
                 let reader = tcp::read_loop(inbound.clone(), Arc::clone(&out), max);
                 let writer = socket::write_loop(inbound, out);
@@ -51,7 +53,7 @@ impl Endpoint {
             Self::Ws(url, trust) => {
                 let (out, reader) = ws::connect(url, trust, limit, max).await?;
                 let sender = out.sender().clone();
-                let link = Arc::new(Link::new(Out::Ws(out)));
+                let link = Arc::new(Link::new(Out::Ws(out)).with_session(shared.session()));
                 let inbound = Inbound::new(shared, &link);
                 let writer = match sender {
                     WsSender::Socket(socket) => {
@@ -67,7 +69,9 @@ impl Endpoint {
             Self::Stream(connector) => {
                 let stream = connector.connect().await.map_err(ClientError::Connect)?;
                 let (out, read) = stream::open(stream, limit, Wire::Tcp);
-                let link = Arc::new(Link::new(Out::Stream(Arc::clone(&out))));
+                let link = Arc::new(
+                    Link::new(Out::Stream(Arc::clone(&out))).with_session(shared.session()),
+                );
                 let inbound = Inbound::new(shared, &link);
                 let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);
                 let writer = socket::write_loop(inbound, out);
@@ -75,6 +79,14 @@ impl Endpoint {
             }
         };
         tasks.extend(keepalive::spawn(shared, &link));
+        if shared.wants_resume() {
+            let session = shared.session();
+            tasks.push(tokio::spawn(resuming::acknowledge(
+                session,
+                Arc::clone(&link),
+                config.max_frame_size,
+            )));
+        }
         Ok(Opened {
             link,
             tasks: TaskSet::new(tasks),

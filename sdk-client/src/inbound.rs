@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::buffers;
-use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{Decode, DisconnectReason, Frame};
 
@@ -16,6 +16,7 @@ use crate::events::LinkEvents;
 use crate::handshake;
 use crate::link::Link;
 use crate::requests::Answer;
+use crate::resuming;
 use crate::send::{Mode, SendError};
 use crate::shared::Shared;
 
@@ -87,10 +88,28 @@ impl Inbound {
                 CloseReason::Protocol("a REKEY that is not sealed, empty and without id".into())
             });
         }
+        if header.flags.is_response() && header.request_id != 0 {
+            return self.on_answer(header, body, sealed);
+        }
+        if !header.is_system() && self.shared.wants_resume() {
+            // A push (or an error about a send): counted and delivered only
+            // from the link the session is on.
+            let len = HEADER_LEN + body.len();
+            let session = self.shared.session();
+            let due = self
+                .shared
+                .links()
+                .if_accepted(&self.link, || session.received(len))?;
+            // Delivered first: a link lost as the ACK goes out loses
+            // nothing taken.
+            let lost = self.deliver(header, &body);
+            return lost.or_else(|| self.ack_if(due));
+        }
         if header.flags.is_response() {
             return self.on_answer(header, body, sealed);
         }
         match header.opcode {
+            system::ACK => self.shared.session().on_ack(header, &body),
             system::DISCONNECT => {
                 let disconnect = Disconnect::decode_lossy(&body);
                 Some(CloseReason::Disconnected(disconnect))
@@ -109,11 +128,23 @@ impl Inbound {
                 self.shared.pushes().count_unhandled();
                 None
             }
-            opcode => {
-                self.shared.pushes().deliver(opcode, &body);
-                None
-            }
+            _ => self.deliver(header, &body),
         }
+    }
+
+    /// Delivers a push (or reports an error about a send), what a frame
+    /// with an application opcode that answers no request is.
+    fn deliver(&self, header: Header, body: &Bytes) -> Option<CloseReason> {
+        if header.flags.is_response() {
+            // An error about a fire-and-forget send: nobody waits for it.
+            tracing::warn!(
+                opcode = header.opcode,
+                "the server reported an error for a send"
+            );
+        } else {
+            self.shared.pushes().deliver(header.opcode, body);
+        }
+        None
     }
 
     /// Handles an answer: to the handshake under way, or to a request.
@@ -124,6 +155,17 @@ impl Inbound {
             let rekey = self.shared.config().rekey;
             return handshake::answer(&self.link, *pending, (header, &body, sealed), rekey);
         }
+        if header.opcode == system::RESUME
+            && let Some(pending) = self.link.take_resume(header.request_id)
+        {
+            let rekey = self.shared.config().rekey;
+            return resuming::answer(pending, &self.link, (header, &body, sealed), rekey);
+        }
+        if header.opcode == system::RESUME_TICKET {
+            // Counting starts before the next frame is read.
+            self.shared.session().on_ticket(header, &body);
+            return None;
+        }
         if header.request_id == 0 {
             // An error about a fire-and-forget send: nobody waits for it.
             tracing::warn!(
@@ -133,10 +175,15 @@ impl Inbound {
             return None;
         }
         let id = header.request_id;
-        let answer = self
-            .shared
-            .links()
-            .answer(&self.link, Frame { header, body }, sealed);
+        let counted = !header.is_system() && self.shared.wants_resume();
+        let len = HEADER_LEN + body.len();
+        let session = self.shared.session();
+        let (answer, due) =
+            self.shared
+                .links()
+                .answer(&self.link, Frame { header, body }, sealed, || {
+                    counted && session.received(len)
+                });
         match answer {
             Answer::Taken(Some(waker)) => waker.wake(),
             Answer::Taken(None) | Answer::NotWaiting => {}
@@ -146,7 +193,23 @@ impl Inbound {
                 return Some(self.decrypt_failed(message));
             }
         }
-        None
+        // After the answer went to its request: a link lost now loses
+        // nothing taken.
+        self.ack_if(due)
+    }
+
+    /// Sends the session's `ACK` when one is `due` (every 32 frames or 16
+    /// KiB received); returns why the link is lost, if sending showed it.
+    fn ack_if(&self, due: bool) -> Option<CloseReason> {
+        if !due {
+            return None;
+        }
+        let ack = self.shared.session().take_ack()?;
+        let header = Header::new(system::ACK, Flags::NONE, 0);
+        match self.link.send(header, &ack, self.max_frame_size(), false) {
+            Err(SendError::Lost(reason)) => Some(reason),
+            _ => None,
+        }
     }
 
     /// Tells the server `DECRYPT_FAILED` (in plain) and returns the reason

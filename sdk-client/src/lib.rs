@@ -163,6 +163,8 @@ mod outbound;
 mod push;
 mod reconnect;
 mod requests;
+mod resume;
+mod resuming;
 mod secure;
 mod send;
 mod shared;
@@ -188,7 +190,7 @@ pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
-pub use state::ConnectionState;
+pub use state::{ConnectionState, SessionEvent};
 pub use stream::Connector;
 #[cfg(feature = "tls")]
 pub use tls::{ClientTls, TlsConnector};

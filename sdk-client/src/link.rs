@@ -16,6 +16,7 @@ use ternio_protocol::secure::{Initiator, RekeyPolicy, Sealer, SecureChannel};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{ClientError, CloseReason};
+use crate::resume::{PendingResume, Session};
 use crate::secure::{self, LinkSecurity, PendingHandshake};
 use crate::send::{Mode, SendError};
 use crate::socket::SocketOut;
@@ -57,6 +58,13 @@ pub(crate) struct Link {
     /// `true` while a handshake waits for its answer: requests wait for
     /// it to end before they go out.
     handshaking: watch::Sender<bool>,
+    /// The session's resumption state, which records what goes out.
+    session: Option<Arc<Session>>,
+    /// The `RESUME` under way on this link, if any.
+    resume: Mutex<Option<PendingResume>>,
+    /// The handshake hash of this link's secure session, once it is up:
+    /// what a resumption on a later link is keyed by.
+    handshake_hash: Mutex<Option<Vec<u8>>>,
 }
 
 impl Link {
@@ -69,7 +77,16 @@ impl Link {
             secure: AtomicBool::new(false),
             handshake_id: AtomicU32::new(0),
             handshaking: watch::Sender::new(false),
+            session: None,
+            resume: Mutex::new(None),
+            handshake_hash: Mutex::new(None),
         }
+    }
+
+    /// The link of `session`: what it sends is recorded for resumption.
+    pub(crate) fn with_session(mut self, session: Arc<Session>) -> Self {
+        self.session = Some(session);
+        self
     }
 
     /// Encodes one frame, sealed once the secure session is up (refused
@@ -94,6 +111,23 @@ impl Link {
     /// until its answer is read), or `DISCONNECT DECRYPT_FAILED`, plain
     /// whatever the session.
     pub(crate) fn send_as<E: Encode + ?Sized>(
+        &self,
+        mode: Mode,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        match &self.session {
+            Some(session) => session.send(header, body, || {
+                self.send_unrecorded(mode, header, body, max_frame_size)
+            }),
+            None => self.send_unrecorded(mode, header, body, max_frame_size),
+        }
+    }
+
+    /// [`send_as`](Self::send_as) without recording the frame for
+    /// resumption: a `RESUME`, and the frames it replays.
+    pub(crate) fn send_unrecorded<E: Encode + ?Sized>(
         &self,
         mode: Mode,
         header: Header,
@@ -186,13 +220,36 @@ impl Link {
     /// is sealed, and sealed frames open.
     pub(crate) fn complete_handshake(&self, channel: SecureChannel, rekey: RekeyPolicy) {
         let SecureChannel {
-            mut sealer, opener, ..
+            mut sealer,
+            opener,
+            handshake_hash,
         } = channel;
+        *lock(&self.handshake_hash) = Some(handshake_hash);
         sealer.set_rekey_policy(rekey);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
         self.end_handshake(Some(sealer));
         self.handshaking.send_replace(false);
+    }
+
+    /// The handshake hash of this link's secure session, once it is up.
+    pub(crate) fn handshake_hash(&self) -> Option<Vec<u8>> {
+        lock(&self.handshake_hash).clone()
+    }
+
+    /// Records the `RESUME` about to be sent: the reader gives it the answer.
+    pub(crate) fn begin_resume(&self, pending: PendingResume) {
+        *lock(&self.resume) = Some(pending);
+    }
+
+    /// The `RESUME` waiting for the answer with request id `id`, if any.
+    pub(crate) fn take_resume(&self, id: u32) -> Option<PendingResume> {
+        let mut resume = lock(&self.resume);
+        if resume.as_ref().is_some_and(|pending| pending.id == id) {
+            resume.take()
+        } else {
+            None
+        }
     }
 
     /// Ends the wait for a handshake that failed: frames go out plain again

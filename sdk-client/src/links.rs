@@ -58,6 +58,20 @@ struct Conn {
     /// [`healthy_after`](crate::ReconnectPolicy::healthy_after) has the
     /// count of attempts go on from there.
     installed: (Instant, u32),
+    /// A link resuming the session, not installed yet: it takes the
+    /// answers and pushes the server replays.
+    resuming: Option<Arc<Link>>,
+}
+
+impl Conn {
+    /// Whether frames from `link` reach the requests and subscriptions.
+    fn accepts(&self, link: &Arc<Link>) -> bool {
+        self.current.is(link)
+            || self
+                .resuming
+                .as_ref()
+                .is_some_and(|resuming| Arc::ptr_eq(resuming, link))
+    }
 }
 
 /// The client's links over time, and the requests on the current one.
@@ -67,6 +81,8 @@ pub(crate) struct Links {
     state: watch::Sender<ConnectionState>,
     /// Set when the client closes: nothing is installed or reconnects after it.
     closing: AtomicBool,
+    /// The handshake hash of the last link lost: a resumption is keyed by it.
+    last_hash: Mutex<Option<Vec<u8>>>,
 }
 
 impl Links {
@@ -79,8 +95,10 @@ impl Links {
                 current,
                 requests: Requests::default(),
                 installed: (now, 0),
+                resuming: None,
             }),
             closing: AtomicBool::new(false),
+            last_hash: Mutex::new(None),
         }
     }
 
@@ -131,19 +149,38 @@ impl Links {
 
     /// Hands the answer `frame` (which came `sealed` or not) to the
     /// request that waits for it, if `link` is still the current link.
+    /// `count` runs first, under the same lock (a resumable session counts
+    /// the frames it takes); its result comes back with the answer.
     pub(crate) fn answer(
         &self,
         link: &Arc<Link>,
         frame: ternio_protocol::Frame,
         sealed: bool,
-    ) -> Answer {
+        count: impl FnOnce() -> bool,
+    ) -> (Answer, bool) {
         let mut conn = lock(&self.conn);
-        // Only the current link answers the waiting requests.
-        if !conn.current.is(link) {
-            return Answer::NotWaiting;
+        // Only the current link (or the one resuming the session) answers
+        // the waiting requests.
+        if !conn.accepts(link) {
+            return (Answer::NotWaiting, false);
         }
+        let due = count();
         let id = frame.header.request_id;
-        conn.requests.answer(id, frame, sealed)
+        (conn.requests.answer(id, frame, sealed), due)
+    }
+
+    /// Runs `with` under the lock if `link` is the current link or the one
+    /// resuming the session: what a frame that is not an answer does there
+    /// (counted, delivered) is then in step with what the session knows.
+    pub(crate) fn if_accepted<R>(&self, link: &Arc<Link>, with: impl FnOnce() -> R) -> Option<R> {
+        let conn = lock(&self.conn);
+        conn.accepts(link).then(with)
+    }
+
+    /// Lets `link`, not installed yet, take the frames a resumption replays
+    /// (`None`: no link is resuming any more).
+    pub(crate) fn set_resuming(&self, link: Option<&Arc<Link>>) {
+        lock(&self.conn).resuming = link.map(Arc::clone);
     }
 
     fn set_current(&self, conn: &mut Conn, current: Current) {
@@ -165,6 +202,7 @@ impl Links {
         let ready = matches!(conn.current, Current::Reconnecting(_))
             && !self.is_closing()
             && link.lost_reason().is_none();
+        conn.resuming = None;
         if ready {
             conn.installed = (now, attempt);
             self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
@@ -193,6 +231,7 @@ impl Links {
         link: &Arc<Link>,
         reason: CloseReason,
         policy: Option<&ReconnectPolicy>,
+        keep_requests: bool,
         now: Instant,
     ) -> bool {
         let reason = if self.is_closing() {
@@ -214,12 +253,34 @@ impl Links {
                 }
                 None => Current::Closed(reason.clone()),
             };
+            let requests_stay = keep_requests && reconnect;
+            if reconnect {
+                *lock(&self.last_hash) = link.handshake_hash();
+            }
             self.set_current(&mut conn, next);
-            (conn.requests.fail_all(&reason), !reconnect)
+            let wakers = if requests_stay {
+                // A resumed session answers them on the next link.
+                Vec::new()
+            } else {
+                conn.requests.fail_all(&reason)
+            };
+            (wakers, !reconnect)
         };
         tracing::debug!(%reason, in_flight = wakers.len(), "client connection lost");
         wakers.into_iter().for_each(Waker::wake);
         closed
+    }
+
+    /// Fails the requests waiting for an answer with `reason` (a session
+    /// that could not be resumed).
+    pub(crate) fn fail_requests(&self, reason: &CloseReason) {
+        let wakers = lock(&self.conn).requests.fail_all(reason);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// The handshake hash of the last link lost, for a resumption.
+    pub(crate) fn last_handshake_hash(&self) -> Option<Vec<u8>> {
+        lock(&self.last_hash).clone()
     }
 
     /// Closes for good with `reason`, whatever the client was doing:

@@ -21,9 +21,11 @@ use crate::link::Link;
 use crate::links::Links;
 use crate::push::Registry;
 use crate::requests::{Failure, deadline_after};
+use crate::resume::{ResumeFailed, Session};
+use crate::resuming;
 use crate::secure::Seal;
 use crate::send::SendError;
-use crate::state::ConnectionState;
+use crate::state::{ConnectionState, SessionEvent};
 
 /// What the client's handles, its supervisor and its links' tasks share.
 pub(crate) struct Shared {
@@ -35,6 +37,10 @@ pub(crate) struct Shared {
     deadline_moved: Notify,
     /// The push subscriptions, which outlive connections.
     pushes: Arc<Registry>,
+    /// The session's resumption state (docs/PROTOCOL.md section 4.2).
+    session: Arc<Session>,
+    /// What became of the session across lost connections.
+    session_events: watch::Sender<SessionEvent>,
 }
 
 impl Shared {
@@ -44,8 +50,103 @@ impl Shared {
             security: Security::new(config.secure),
             deadline_moved: Notify::new(),
             pushes: Arc::new(Registry::default()),
+            session: Arc::new(Session::new()),
+            session_events: watch::Sender::new(SessionEvent::Started),
             config,
         }
+    }
+
+    /// The session's resumption state.
+    pub(crate) fn session(&self) -> Arc<Session> {
+        Arc::clone(&self.session)
+    }
+
+    /// Whether the client resumes its session after a lost connection:
+    /// [`ClientConfig::resume`] with a reconnect policy.
+    pub(crate) fn wants_resume(&self) -> bool {
+        self.config.resume && self.config.reconnect.is_some()
+    }
+
+    /// Watches what becomes of the session across lost connections.
+    pub(crate) fn session_events(&self) -> watch::Receiver<SessionEvent> {
+        self.session_events.subscribe()
+    }
+
+    /// Asks the server for a ticket on `link`, a new session's, before it
+    /// is installed (nothing waits for the answer: the reader takes it).
+    pub(crate) fn ask_ticket(&self, link: &Link) {
+        if !self.wants_resume() {
+            return;
+        }
+        let id = self.links.with_requests(|requests| requests.free_id());
+        let header = Header::new(system::RESUME_TICKET, Flags::NONE, id);
+        // A failure shows as the link's loss.
+        let _ = link.send(header, &(), self.config.max_frame_size, false);
+    }
+
+    /// Resumes the session on `link`, a reconnection not installed yet.
+    /// Refused (or not tried: no ticket, past its TTL), the link carries a
+    /// new session: the requests in flight fail, and the handshake and
+    /// ticket of a new session follow. `Err` when the link failed.
+    pub(crate) async fn resume_or_start(
+        &self,
+        link: &Arc<Link>,
+        lost_at: Instant,
+    ) -> Result<(), ClientError> {
+        if self.wants_resume() && self.session.is_resumable() {
+            let expired = lost_at.elapsed() >= self.session.ttl();
+            let outcome = if expired {
+                Err(ResumeFailed::Refused(
+                    "the session's time to live passed".into(),
+                ))
+            } else {
+                let id = self.links.with_requests(|requests| requests.free_id());
+                // The frames the server replays come on this link before it
+                // is installed.
+                self.links.set_resuming(Some(link));
+                let secure = self.secure_config().and_then(|secure| {
+                    self.links
+                        .last_handshake_hash()
+                        .map(|hash| (hash, secure.pin))
+                });
+                resuming::resume(
+                    &self.session,
+                    link,
+                    id,
+                    secure,
+                    self.config.max_frame_size,
+                    self.config.connect_timeout,
+                )
+                .await
+            };
+            match outcome {
+                Ok(()) => {
+                    let count = self.session.resumptions();
+                    tracing::debug!(count, "session resumed");
+                    self.session_events
+                        .send_replace(SessionEvent::Resumed { count });
+                    return Ok(());
+                }
+                Err(ResumeFailed::Link(error)) => {
+                    self.links.set_resuming(None);
+                    return Err(error);
+                }
+                Err(ResumeFailed::Refused(reason)) => {
+                    self.links.set_resuming(None);
+                    tracing::debug!(%reason, "session not resumed: a new one starts");
+                    self.session.reset();
+                    let lost = CloseReason::Protocol(format!("the session was lost: {reason}"));
+                    self.links.fail_requests(&lost);
+                    self.session_events
+                        .send_replace(SessionEvent::Lost { reason });
+                }
+            }
+        } else {
+            self.session.reset();
+        }
+        self.secure_new_link(link).await?;
+        self.ask_ticket(link);
+        Ok(())
     }
 
     pub(crate) fn config(&self) -> &ClientConfig {
@@ -98,7 +199,10 @@ impl Shared {
     /// subscriptions when the client closes for good, and shuts the link.
     pub(crate) fn lose(&self, link: &Arc<Link>, reason: CloseReason) {
         let policy = self.config.reconnect.as_ref();
-        if self.links.lose(link, reason, policy, Instant::now()) {
+        // A session that can be resumed keeps its requests in flight: their
+        // answers come on the next connection.
+        let keep = self.wants_resume() && self.session.is_resumable() && is_resumable(&reason);
+        if self.links.lose(link, reason, policy, keep, Instant::now()) {
             self.pushes.close();
         }
         link.shutdown();
@@ -227,7 +331,15 @@ impl Shared {
                 // (in `with_link`) and go again with a new slot.
                 Err(SendError::Handshaking) => continue,
                 // The link was lost after the request registered: the loss
-                // failed its slot with the reason.
+                // failed its slot with the reason, or (a session kept for
+                // resuming) left it waiting: then it never went out, and
+                // goes on the next link with a new slot.
+                Err(SendError::Gone)
+                    if self.links.with_requests(|requests| requests.is_waiting(id)) =>
+                {
+                    drop(guard);
+                    continue;
+                }
                 Err(SendError::Gone) => {}
                 Err(SendError::Lost(reason)) => self.lose(&link, reason),
             }
@@ -393,4 +505,16 @@ impl Drop for SlotGuard<'_> {
             self.cancel();
         }
     }
+}
+
+/// Whether a link lost for `reason` leaves its session resumable: a lost
+/// connection, not a server that ended the session (`DISCONNECT`).
+fn is_resumable(reason: &CloseReason) -> bool {
+    matches!(
+        reason,
+        CloseReason::PeerClosed
+            | CloseReason::Io(..)
+            | CloseReason::KeepaliveTimeout { .. }
+            | CloseReason::DecryptFailed(_)
+    )
 }

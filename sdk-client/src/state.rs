@@ -41,3 +41,27 @@ impl ConnectionState {
         matches!(self, Self::Closed(_))
     }
 }
+
+/// What became of the client's session across lost connections, from
+/// [`Client::session_events`](crate::Client::session_events): with
+/// [`ClientConfig::resume`](crate::ClientConfig::resume) and a reconnect
+/// policy, a reconnection either resumes the session (the requests in
+/// flight are answered, the pushes sent meanwhile arrive, each once) or
+/// starts a new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// The first session, never resumed or lost.
+    Started,
+    /// The session was resumed on a new connection; `count` resumptions so far.
+    Resumed {
+        /// Resumptions of this session so far.
+        count: u64,
+    },
+    /// The session could not be resumed: a new one started on the new
+    /// connection, and the requests in flight failed.
+    Lost {
+        /// Why (the server's refusal, or why the client did not try).
+        reason: String,
+    },
+}

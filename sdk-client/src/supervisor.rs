@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::{Endpoint, Opened};
 use crate::error::{ClientError, CloseReason};
-use crate::link::{Link, RETIRE_GRACE};
+use crate::link::RETIRE_GRACE;
 use crate::reconnect::{Retry, is_busy};
 use crate::shared::Shared;
 use crate::state::ConnectionState;
@@ -28,6 +28,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, installed
             Ok(state) => state.clone(),
             Err(_) => return,
         };
+        let lost_at = Instant::now();
         tasks.retire(RETIRE_GRACE);
         // The loss chose the attempt to start with (see `Links::lose`).
         let ConnectionState::Reconnecting { attempt } = state else {
@@ -37,7 +38,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, endpoint: Endpoint, installed
             .lost_reason()
             .cloned()
             .unwrap_or(CloseReason::PeerClosed);
-        match reconnect(&shared, &endpoint, &mut changes, attempt, &lost).await {
+        match reconnect(&shared, &endpoint, &mut changes, (attempt, lost_at), &lost).await {
             Some(next) => (link, tasks) = (next.link, next.tasks),
             None => return,
         }
@@ -62,7 +63,7 @@ async fn reconnect(
     shared: &Arc<Shared>,
     endpoint: &Endpoint,
     changes: &mut watch::Receiver<ConnectionState>,
-    attempt: u32,
+    (attempt, lost_at): (u32, Instant),
     lost: &CloseReason,
 ) -> Option<Opened> {
     // The state only becomes Reconnecting when a policy is set.
@@ -88,7 +89,7 @@ async fn reconnect(
                 _ = changes.wait_for(ConnectionState::is_closed) => return None,
             }
         }
-        match attempt_once(shared, endpoint, changes, attempt).await {
+        match attempt_once(shared, endpoint, changes, attempt, lost_at).await {
             Attempted::Installed(opened) => {
                 tracing::debug!(attempt, "client reconnected");
                 return Some(opened);
@@ -102,14 +103,18 @@ async fn reconnect(
     }
 }
 
-/// Runs attempt `attempt`: opens a link (within the connect timeout), sets
-/// up the secure channel on it if the client has one, and installs it.
+/// Runs attempt `attempt`: opens a link (within the connect timeout),
+/// resumes the session on it (the link lost at `lost_at`) or starts a new
+/// one (with the secure channel, if the client has one), and installs it.
+/// No request waiting for the reconnection goes out on the link before
+/// that is done.
 /// Stops when the client is closed meanwhile (dropping the attempt's tasks).
 async fn attempt_once(
     shared: &Arc<Shared>,
     endpoint: &Endpoint,
     changes: &mut watch::Receiver<ConnectionState>,
     attempt: u32,
+    lost_at: Instant,
 ) -> Attempted {
     let timeout = shared.config().connect_timeout;
     let opened = tokio::select! {
@@ -130,7 +135,7 @@ async fn attempt_once(
         }
     };
     let resumed = tokio::select! {
-        resumed = resume_secure_channel(shared, &opened.link) => resumed,
+        resumed = shared.resume_or_start(&opened.link, lost_at) => resumed,
         _ = changes.wait_for(ConnectionState::is_closed) => return Attempted::Closed,
     };
     match resumed {
@@ -159,23 +164,4 @@ async fn attempt_once(
             }
         }
     }
-}
-
-/// **The hook for secure sessions.** Runs on every re-established link after
-/// the transport is up and before the link is installed, so that no request
-/// waiting for the reconnection goes out on it before this completes.
-///
-/// A client whose session was secure (by [`ClientConfig::secure`] or a
-/// completed [`Client::handshake`]) runs the same handshake again here
-/// (same pattern, same pinned key): the new connection has no secure
-/// channel, and the server would reject sealed frames on it
-/// (`DECRYPT_FAILED`); the new channel has fresh keys, and both directions'
-/// counters start at 0. The link's reader processes the answer, as it would
-/// on an installed link. An error here (the server's key changed, say)
-/// counts as a failed attempt.
-///
-/// [`ClientConfig::secure`]: crate::ClientConfig::secure
-/// [`Client::handshake`]: crate::Client::handshake
-async fn resume_secure_channel(shared: &Shared, link: &Arc<Link>) -> Result<(), ClientError> {
-    shared.secure_new_link(link).await
 }

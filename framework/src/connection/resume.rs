@@ -118,7 +118,13 @@ impl Engine {
     /// closes the connection (`MALFORMED`).
     pub(super) fn on_ack(&mut self, header: Header, body: &Bytes) -> AfterFrame {
         let ack = match Ack::decode_body(body) {
-            Ok(ack) if header.request_id == 0 && header.flags == Flags::NONE => ack,
+            // (A sealed one has ENCRYPTED set: no other flag is allowed.)
+            Ok(ack)
+                if header.request_id == 0
+                    && header.flags.without(Flags::ENCRYPTED) == Flags::NONE =>
+            {
+                ack
+            }
             Ok(_) => return self.malformed_ack("an ACK has id 0 and no flags"),
             Err(error) => return self.malformed_ack(&error.to_string()),
         };

@@ -1,0 +1,251 @@
+//! Resumption's state at the client (docs/PROTOCOL.md section 4.2): the
+//! ticket, the frames sent and kept until the server acknowledges them, and
+//! the count of frames received that `ACK`s report. The exchanges on a
+//! link are in `resuming`.
+//!
+//! The frames sent are recorded under the session's lock, in the same
+//! critical section that queues them on the link, so that their numbers
+//! are the order they reach the wire. The frames received are counted on
+//! the link's reader task, in the order they arrive; the answers to
+//! `RESUME_TICKET` and `RESUME` are taken there too, so that counting
+//! starts, and new keys are in place, before the next frame is read.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ternio_protocol::frame::Header;
+use ternio_protocol::replay::{AckSchedule, ReplayBuffer};
+use ternio_protocol::resume::ResumeInitiator;
+use ternio_protocol::system::{self, Ack, ResumeTicket, Resumed, Ticket};
+use ternio_protocol::{Decode, Encode};
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+
+use crate::error::{ClientError, CloseReason};
+use crate::send::SendError;
+use crate::sync::lock;
+
+/// The session's resumption state, shared by its links.
+pub(crate) struct Session {
+    state: Mutex<State>,
+    /// Wakes the acknowledging task when an `ACK` may come due.
+    pub(crate) ack_due: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// The frames sent since the ticket was asked for, until acknowledged;
+    /// `None` when not recording.
+    replay: Option<ReplayBuffer>,
+    /// The frames received since the ticket's answer; `None` when not counting.
+    acks: Option<AckSchedule>,
+    ticket: Option<Ticket>,
+    ttl: Duration,
+    /// Resumptions so far.
+    resumed: u64,
+}
+
+/// Why a `RESUME` did not resume the session.
+pub(crate) enum ResumeFailed {
+    /// The server refused it: the connection is a new session.
+    Refused(String),
+    /// The connection failed: another attempt may resume.
+    Link(ClientError),
+}
+
+/// A `RESUME` sent on a link and not answered yet.
+pub(crate) struct PendingResume {
+    pub(crate) id: u32,
+    /// The resumption handshake of a secure session.
+    pub(crate) initiator: Option<ResumeInitiator>,
+    /// Where the outcome goes.
+    pub(crate) done: oneshot::Sender<Result<Resumed, ResumeFailed>>,
+}
+
+impl Session {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            ack_due: Notify::new(),
+        }
+    }
+
+    /// Whether the session can be resumed: it has a ticket, and keeps every
+    /// frame the server has not acknowledged.
+    pub(crate) fn is_resumable(&self) -> bool {
+        let state = lock(&self.state);
+        state.ticket.is_some()
+            && state
+                .replay
+                .as_ref()
+                .is_some_and(|replay| !replay.is_overflowed())
+    }
+
+    /// How long the server keeps the session after a loss.
+    pub(crate) fn ttl(&self) -> Duration {
+        lock(&self.state).ttl
+    }
+
+    /// Resumptions so far.
+    pub(crate) fn resumptions(&self) -> u64 {
+        lock(&self.state).resumed
+    }
+
+    /// Forgets the session: a new one starts (nothing recorded or counted
+    /// until its ticket is asked for).
+    pub(crate) fn reset(&self) {
+        let mut state = lock(&self.state);
+        *state = State {
+            resumed: state.resumed,
+            ..State::default()
+        };
+    }
+
+    /// Sends `header` + `body` on `link` with `send`, recording it when it
+    /// is counted and the session records: under the session's lock, so
+    /// that the order of the records is the order on the wire. The
+    /// `RESUME_TICKET` request starts the recording.
+    pub(crate) fn send<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        send: impl FnOnce() -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        let counted = !header.is_system();
+        let starts = header.opcode == system::RESUME_TICKET && !header.flags.is_response();
+        if !counted && !starts {
+            return send();
+        }
+        let mut state = lock(&self.state);
+        if starts {
+            send()?;
+            if state.replay.is_none() {
+                state.replay = Some(ReplayBuffer::default());
+            }
+            return Ok(());
+        }
+        let Some(replay) = state.replay.as_mut() else {
+            drop(state);
+            return send();
+        };
+        let mut plain = BytesMut::with_capacity(body.encoded_len());
+        body.encode(&mut plain);
+        send()?;
+        if !replay.record(header, &plain) {
+            tracing::debug!("replay buffer full: the session is no longer resumable");
+            state.ticket = None;
+        }
+        Ok(())
+    }
+
+    /// Counts a frame received with an application opcode (`bytes`:
+    /// header and plain body); `true` when an `ACK` is due now.
+    pub(crate) fn received(&self, bytes: usize) -> bool {
+        let mut state = lock(&self.state);
+        let Some(acks) = state.acks.as_mut() else {
+            return false;
+        };
+        let due = acks.received(bytes, Instant::now().into_std());
+        if !due {
+            drop(state);
+            self.ack_due.notify_one();
+        }
+        due
+    }
+
+    /// The `ACK` to send now, if anything is unacknowledged.
+    pub(crate) fn take_ack(&self) -> Option<Ack> {
+        let mut state = lock(&self.state);
+        let acks = state.acks.as_mut()?;
+        acks.has_unacked().then(|| acks.take_ack())
+    }
+
+    /// When the next `ACK` is due, if one will be.
+    pub(crate) fn ack_due_at(&self) -> Option<Instant> {
+        let state = lock(&self.state);
+        state
+            .acks
+            .as_ref()
+            .and_then(AckSchedule::due_at)
+            .map(Instant::from_std)
+    }
+
+    /// Takes the server's `ACK`: the frames it acknowledges are dropped.
+    pub(crate) fn on_ack(&self, header: Header, body: &Bytes) -> Option<CloseReason> {
+        let ack = match Ack::decode_body(body) {
+            Ok(ack) if header.request_id == 0 => ack,
+            _ => return Some(CloseReason::Protocol("a malformed ACK".into())),
+        };
+        let mut state = lock(&self.state);
+        let replay = state.replay.as_mut()?;
+        match replay.acknowledge(ack.received) {
+            Ok(()) => None,
+            Err(error) => Some(CloseReason::Protocol(format!("ACK: {error}"))),
+        }
+    }
+
+    /// Takes the answer to `RESUME_TICKET`: counting starts with the next
+    /// frame. An error (a server that does not resume sessions) stops the
+    /// recording.
+    pub(crate) fn on_ticket(&self, header: Header, body: &Bytes) {
+        let mut state = lock(&self.state);
+        let ticket = (!header.flags.is_error())
+            .then(|| ResumeTicket::decode_body(body).ok())
+            .flatten();
+        match ticket {
+            Some(answer) => {
+                state.ticket = Some(answer.ticket);
+                state.ttl = Duration::from_millis(u64::from(answer.ttl_ms));
+                if state.acks.is_none() {
+                    state.acks = Some(AckSchedule::new());
+                }
+            }
+            None => {
+                tracing::debug!("the server does not resume sessions");
+                *state = State {
+                    resumed: state.resumed,
+                    ..State::default()
+                };
+            }
+        }
+    }
+
+    /// The ticket and the count of frames received, for a `RESUME`.
+    pub(crate) fn resume_request(&self) -> Result<(Ticket, u64), ResumeFailed> {
+        let state = lock(&self.state);
+        let ticket = state.ticket.clone().ok_or_else(|| {
+            ResumeFailed::Refused(
+                "the session has no ticket (or no longer keeps what it sent)".into(),
+            )
+        })?;
+        Ok((ticket, state.acks.as_ref().map_or(0, AckSchedule::count)))
+    }
+
+    /// Takes the server's answer to a `RESUME`: its new ticket, and its
+    /// count as an acknowledgement; returns the frames it lacks, to send
+    /// again first.
+    pub(crate) fn resumed(&self, resumed: &Resumed) -> Result<Vec<(Header, Bytes)>, ResumeFailed> {
+        let mut state = lock(&self.state);
+        state.ticket = Some(resumed.ticket.clone());
+        state.ttl = Duration::from_millis(u64::from(resumed.ttl_ms));
+        let replay = state
+            .replay
+            .as_mut()
+            .ok_or_else(|| ResumeFailed::Refused("nothing kept to replay".into()))?;
+        let lacking: Option<Vec<(Header, Bytes)>> =
+            replay.replay_from(resumed.received).map(|frames| {
+                frames
+                    .map(|(header, body)| (header, Bytes::copy_from_slice(body)))
+                    .collect()
+            });
+        let Some(frames) = lacking.filter(|_| replay.acknowledge(resumed.received).is_ok()) else {
+            return Err(ResumeFailed::Refused(format!(
+                "the server received {} frames: the client cannot replay from there",
+                resumed.received
+            )));
+        };
+        state.resumed += 1;
+        Ok(frames)
+    }
+}

@@ -1,0 +1,192 @@
+//! The Rust client resumes its session through a proxy that cuts its
+//! connections at random points (inside frames too): every request is
+//! answered and run exactly once, every push arrives exactly once and in
+//! order, over TCP and WebSocket, plain and secure. And when the server
+//! cannot resume (its TTL passed), the client says so and starts anew.
+
+use std::time::Duration;
+
+use ternio::{Context, Identity, Packet, ServerBuilder, packet_controller};
+use ternio_client::{Client, ClientConfig, ReconnectPolicy, SecureConfig, SessionEvent};
+use ternio_tests::*;
+
+/// 0x0A00: the server counts it (per connection), pushes `Note` with the
+/// count, then answers with the count.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0A00, response = Count)]
+struct Next;
+
+/// The count of `Next`s a connection sent, in its store.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen(u64);
+
+#[derive(Default)]
+struct Sequencer;
+
+#[packet_controller(explicit)]
+impl Sequencer {
+    fn next(_request: Next, ctx: &Context) -> Count {
+        let Seen(seen) = ctx.store().get::<Seen>().unwrap_or_default();
+        let now = seen + 1;
+        ctx.store().insert(Seen(now));
+        ctx.push(&Note { seq: now as u32 }).expect("a small push");
+        Count(now)
+    }
+}
+
+/// A server with the sequencer and resumption (30 s, 64 KiB) on TCP and
+/// WebSocket; `configure` may change them.
+fn server(
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+    ternio::ServerHandle,
+) {
+    start_server_with_ws(|builder| {
+        configure(
+            builder
+                .controller(Sequencer)
+                .resumable(Duration::from_secs(30), 64 * 1024),
+        )
+    })
+}
+
+fn config(secure: Option<SecureConfig>) -> ClientConfig {
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    policy.max_attempts = None;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(policy);
+    config.secure = secure;
+    config.request_timeout = Duration::from_secs(20);
+    config
+}
+
+/// Runs `count` requests through `client` while the proxy cuts, and checks
+/// that each ran once, in order, and that every push came once, in order.
+async fn survives_cuts(client: Client, proxy: &CuttingProxy, count: u64) {
+    let mut notes = client.subscribe::<Note>();
+    for expected in 1..=count {
+        let answer = client
+            .request_async(&Next)
+            .await
+            .unwrap_or_else(|error| panic!("request {expected}: {error}"));
+        assert_eq!(answer, Count(expected), "each request runs once, in order");
+    }
+    for expected in 1..=count {
+        let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
+            .await
+            .expect("the push within 10 s")
+            .expect("a push");
+        assert_eq!(u64::from(note.seq), expected, "each push once, in order");
+    }
+    assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
+    match &*client.session_events().borrow() {
+        SessionEvent::Resumed { count } => assert!(*count >= 3, "{count} resumptions"),
+        other => panic!("the session was not resumed: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_plain_tcp_client_resumes_through_random_cuts() {
+    let (tcp, _, _server) = server(|builder| builder);
+    let proxy = CuttingProxy::start(tcp, 0xC0FFEE, 300..3_000).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(None))
+        .await
+        .unwrap();
+    survives_cuts(client, &proxy, 300).await;
+}
+
+#[tokio::test]
+async fn a_secure_tcp_client_resumes_through_random_cuts() {
+    let identity = Identity::generate();
+    let pin = *identity.public_key();
+    let (tcp, _, _server) = server(move |builder| builder.identity(identity));
+    let proxy = CuttingProxy::start(tcp, 0xBADC0DE, 600..4_000).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(Some(SecureConfig::pinned(pin))))
+        .await
+        .unwrap();
+    survives_cuts(client, &proxy, 300).await;
+}
+
+#[tokio::test]
+async fn a_websocket_client_resumes_through_random_cuts() {
+    let (_, ws, _server) = server(|builder| builder);
+    let proxy = CuttingProxy::start(ws, 0xFEED, 800..4_000).await;
+    let url = format!("ws://{}/ws", proxy.address());
+    let client = Client::connect_ws_with(&url, config(Some(SecureConfig::anonymous())))
+        .await
+        .unwrap();
+    survives_cuts(client, &proxy, 200).await;
+}
+
+#[tokio::test]
+async fn past_the_ttl_the_session_is_lost_and_a_new_one_starts() {
+    let (tcp, _, _server) =
+        server(|builder| builder.resumable(Duration::from_millis(100), 64 * 1024));
+    let proxy = CuttingProxy::start(tcp, 1, 0..0).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(None))
+        .await
+        .unwrap();
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+    // The network is down for longer than the server keeps the session.
+    proxy.set_open(false);
+    proxy.cut_all();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy.set_open(true);
+    let mut events = client.session_events();
+    let lost = tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
+    )
+    .await
+    .expect("the loss is reported")
+    .unwrap()
+    .clone();
+    assert!(matches!(lost, SessionEvent::Lost { .. }), "{lost:?}");
+    // A new session: the server's count starts again.
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+}
+
+#[tokio::test]
+async fn requests_in_flight_across_cuts_are_answered_once_each() {
+    let (tcp, _, _server) = server(|builder| builder);
+    let proxy = CuttingProxy::start(tcp, 0xABCD, 500..5_000).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(None))
+        .await
+        .unwrap();
+    let mut notes = client.subscribe::<Note>();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for _ in 0..50 {
+                    answers.push(client.request_async(&Next).await.expect("answered").0);
+                }
+                answers
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.extend(task.await.unwrap());
+    }
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        (1..=400).collect::<Vec<u64>>(),
+        "each request ran once"
+    );
+    for expected in 1..=400u64 {
+        let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
+            .await
+            .expect("the push within 10 s")
+            .expect("a push");
+        assert_eq!(u64::from(note.seq), expected, "each push once, in order");
+    }
+    assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
+}
