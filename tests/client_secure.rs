@@ -693,6 +693,8 @@ async fn a_plain_disconnect_on_a_secure_link_only_loses_the_connection() {
     let mut config = ClientConfig::default();
     config.secure = Some(SecureConfig::anonymous());
     config.reconnect = Some(reconnect);
+    // (This peer scripts every frame: no resumption ticket asked for.)
+    config.resume = false;
     let client = Client::connect_tcp_with(address, config).await.unwrap();
     let mut states = client.state_changes();
     // In flight when the link is lost: it fails, the client goes on.

@@ -94,6 +94,7 @@ async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
             | Participant::TernioTcpAead
             | Participant::TernioWsAead
             | Participant::TernioTcpLean
+            | Participant::TernioTcpResume
             | Participant::TernioWsLean),
         ) => {
             let running = ternio::start(participant, None)?;

@@ -167,6 +167,12 @@ impl ClientBuilder {
         self
     }
 
+    /// [`ClientConfig::resume`]: whether a reconnection resumes the session.
+    pub fn resume(mut self, on: bool) -> Self {
+        self.config.resume = on;
+        self
+    }
+
     /// [`ClientConfig::push_buffer`].
     pub fn push_buffer(mut self, pushes: usize) -> Self {
         self.config.push_buffer = pushes;

@@ -44,6 +44,8 @@ struct State {
     ttl: Duration,
     /// Resumptions so far.
     resumed: u64,
+    /// Where a frame's plain body is encoded to be recorded (reused).
+    scratch: BytesMut,
 }
 
 /// Why a `RESUME` did not resume the session.
@@ -125,14 +127,25 @@ impl Session {
             }
             return Ok(());
         }
-        let Some(replay) = state.replay.as_mut() else {
+        let State {
+            replay: Some(replay),
+            scratch,
+            ..
+        } = &mut *state
+        else {
             drop(state);
             return send();
         };
-        let mut plain = BytesMut::with_capacity(body.encoded_len());
-        body.encode(&mut plain);
-        send()?;
-        if !replay.record(header, &plain) {
+        scratch.clear();
+        body.encode(scratch);
+        let sent = send();
+        let kept = sent.is_ok() && replay.record(header, scratch);
+        if scratch.capacity() > 64 * 1024 {
+            // A large frame's room goes back.
+            *scratch = BytesMut::new();
+        }
+        sent?;
+        if !kept {
             tracing::debug!("replay buffer full: the session is no longer resumable");
             state.ticket = None;
         }

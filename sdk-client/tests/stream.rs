@@ -28,9 +28,11 @@ async fn a_stream_carries_requests_and_pushes_and_is_opened_again_after_a_loss()
     let mut policy = ReconnectPolicy::default();
     policy.initial_delay = Duration::from_millis(100);
     policy.jitter = 0.0;
+    // (This peer scripts every frame: no resumption ticket asked for.)
     let client = Client::builder()
         .stream(connector)
         .reconnect(policy)
+        .resume(false)
         .connect()
         .await
         .unwrap();

@@ -42,6 +42,9 @@ pub enum Participant {
     TonicDuplexTls,
     /// Diagnostic: Ternio's TCP server with a hand-written client (no SDK).
     TernioTcpLean,
+    /// Diagnostic: ternio-tcp with resumption on (the server keeps what it
+    /// sends until acknowledged, the client too, both acknowledge).
+    TernioTcpResume,
     /// Ternio's WebSocket server driven by raw-ws's own client (no SDK):
     /// the like-for-like WebSocket comparison, which the budgets use.
     TernioWsLean,
@@ -65,7 +68,8 @@ impl Participant {
 
     /// Diagnostic participants: not run unless named with `--only`; they
     /// split Ternio's server cost from its client's.
-    pub const DIAGNOSTIC: [Participant; 1] = [Participant::TernioTcpLean];
+    pub const DIAGNOSTIC: [Participant; 2] =
+        [Participant::TernioTcpLean, Participant::TernioTcpResume];
 
     /// The participant's name on the command line and in the report.
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl Participant {
             Participant::TonicUnaryTls => "tonic-unary-tls",
             Participant::TonicDuplexTls => "tonic-duplex-tls",
             Participant::TernioTcpLean => "ternio-tcp-lean",
+            Participant::TernioTcpResume => "ternio-tcp-resume",
             Participant::TernioWsLean => "ternio-ws-lean",
         }
     }
@@ -149,6 +154,9 @@ impl Participant {
             Participant::TonicDuplexTls => "tonic duplex over HTTP/2 + TLS 1.3",
             Participant::TernioTcpLean => {
                 "diagnostic: the ternio-tcp server, driven by a hand-written client written like raw-tcp's"
+            }
+            Participant::TernioTcpResume => {
+                "diagnostic: ternio-tcp with resumption on: `resumable(30 s, 64 KiB)` on the server, a client with a reconnect policy that asked for a ticket (both keep what they send until acknowledged)"
             }
             Participant::TernioWsLean => {
                 "the ternio-ws server, driven by raw-ws's own client (tokio-tungstenite, the same settings): the WebSocket budgets compare it with raw-ws"
@@ -298,7 +306,8 @@ impl EchoClient {
             Participant::TernioTcp
             | Participant::TernioWs
             | Participant::TernioTcpAead
-            | Participant::TernioWsAead => {
+            | Participant::TernioWsAead
+            | Participant::TernioTcpResume => {
                 EchoClient::Ternio(ternio::EchoClient::connect(participant, endpoint).await?)
             }
             Participant::TernioTcpLean | Participant::TernioWsLean => EchoClient::TernioLean(

@@ -210,6 +210,9 @@ pub fn start(participant: Participant, backplane: Option<RedisBackplane>) -> Res
     if let Some(backplane) = backplane {
         builder = builder.backplane(backplane);
     }
+    if participant == Participant::TernioTcpResume {
+        builder = builder.resumable(std::time::Duration::from_secs(30), 64 * 1024);
+    }
     let websocket = matches!(
         participant,
         Participant::TernioWs | Participant::TernioWsAead | Participant::TernioWsLean
@@ -283,6 +286,15 @@ pub async fn connect_client(participant: Participant, addr: SocketAddr) -> Resul
     Ok(match participant {
         Participant::TernioWs | Participant::TernioWsAead => {
             Client::connect_ws(&format!("ws://{addr}/ws")).await?
+        }
+        // A reconnect policy: the client asks for a ticket, and both sides
+        // keep and acknowledge what they send.
+        Participant::TernioTcpResume => {
+            Client::builder()
+                .tcp(addr.to_string())
+                .reconnect(ternio_client::ReconnectPolicy::default())
+                .connect()
+                .await?
         }
         _ => Client::connect_tcp(addr).await?,
     })
