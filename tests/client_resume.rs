@@ -65,6 +65,17 @@ fn config(secure: Option<SecureConfig>) -> ClientConfig {
     config
 }
 
+/// Checks that the next `count` pushes are notes 1 to `count`, in order.
+async fn pushes_in_order(notes: &mut ternio_client::Subscription<Note>, count: u64) {
+    for expected in 1..=count {
+        let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
+            .await
+            .expect("the push within 10 s")
+            .expect("a push");
+        assert_eq!(u64::from(note.seq), expected, "each push once, in order");
+    }
+}
+
 /// Runs `count` requests through `client` while the proxy cuts, and checks
 /// that each ran once, in order, and that every push came once, in order.
 async fn survives_cuts(client: Client, proxy: &CuttingProxy, count: u64) {
@@ -76,13 +87,7 @@ async fn survives_cuts(client: Client, proxy: &CuttingProxy, count: u64) {
             .unwrap_or_else(|error| panic!("request {expected}: {error}"));
         assert_eq!(answer, Count(expected), "each request runs once, in order");
     }
-    for expected in 1..=count {
-        let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
-            .await
-            .expect("the push within 10 s")
-            .expect("a push");
-        assert_eq!(u64::from(note.seq), expected, "each push once, in order");
-    }
+    pushes_in_order(&mut notes, count).await;
     assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
     match &*client.session_events().borrow() {
         SessionEvent::Resumed { count } => assert!(*count >= 3, "{count} resumptions"),
@@ -181,12 +186,6 @@ async fn requests_in_flight_across_cuts_are_answered_once_each() {
         (1..=400).collect::<Vec<u64>>(),
         "each request ran once"
     );
-    for expected in 1..=400u64 {
-        let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
-            .await
-            .expect("the push within 10 s")
-            .expect("a push");
-        assert_eq!(u64::from(note.seq), expected, "each push once, in order");
-    }
+    pushes_in_order(&mut notes, 400).await;
     assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
 }
