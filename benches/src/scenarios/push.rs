@@ -36,15 +36,19 @@ pub enum PushTarget {
     TernioTcpSocket,
     /// Ternio over WebSocket, read by `ternio-client` (`Client::on`).
     TernioWs,
+    /// Ternio over TCP with resumption on (the server keeps each push until
+    /// the client acknowledges it), read by `ternio-client`.
+    TernioTcpResume,
 }
 
 impl PushTarget {
     /// Every target, in report order.
-    pub const ALL: [PushTarget; 4] = [
+    pub const ALL: [PushTarget; 5] = [
         PushTarget::RawTcp,
         PushTarget::TernioTcpSocket,
         PushTarget::TernioTcp,
         PushTarget::TernioWs,
+        PushTarget::TernioTcpResume,
     ];
 
     /// Its name in the results.
@@ -54,6 +58,7 @@ impl PushTarget {
             PushTarget::TernioTcp => "ternio-tcp",
             PushTarget::TernioTcpSocket => "ternio-tcp-socket",
             PushTarget::TernioWs => "ternio-ws",
+            PushTarget::TernioTcpResume => "ternio-tcp-resume",
         }
     }
 
@@ -63,6 +68,7 @@ impl PushTarget {
             PushTarget::RawTcp => Participant::RawTcp,
             PushTarget::TernioTcp | PushTarget::TernioTcpSocket => Participant::TernioTcp,
             PushTarget::TernioWs => Participant::TernioWs,
+            PushTarget::TernioTcpResume => Participant::TernioTcpResume,
         }
     }
 
@@ -118,7 +124,7 @@ pub fn run(
                 },
                 1,
             ),
-            PushTarget::TernioTcp | PushTarget::TernioWs => {
+            PushTarget::TernioTcp | PushTarget::TernioWs | PushTarget::TernioTcpResume => {
                 let client = ternio::connect_client(target.participant(), addr).await?;
                 let count = Arc::new(AtomicU64::new(0));
                 let callback_count = Arc::clone(&count);
