@@ -85,6 +85,15 @@ impl Session {
         }
     }
 
+    /// Sends `ACK` of `received` frames, under `request_id` (0 for a
+    /// well-formed one).
+    async fn send_ack(&mut self, received: u64, request_id: u32) {
+        let mut body = BytesMut::new();
+        Ack { received }.encode(&mut body);
+        self.send_frame(Header::new(system::ACK, Flags::NONE, request_id), &body)
+            .await;
+    }
+
     async fn request<P: Packet>(&mut self, packet: &P, request_id: u32) {
         let mut body = BytesMut::new();
         packet.encode(&mut body);
@@ -458,14 +467,8 @@ async fn acknowledgements_keep_the_replay_buffer_small_both_ways() {
         }
         // The client acknowledges each answer: the server's buffer (4 KiB)
         // never holds more than one.
-        let ack = Ack {
-            received: session.received,
-        };
-        let mut body = BytesMut::new();
-        ack.encode(&mut body);
-        session
-            .send_frame(Header::new(system::ACK, Flags::NONE, 0), &body)
-            .await;
+        let received = session.received;
+        session.send_ack(received, 0).await;
     }
     // The server acknowledged every 32 frames or 16 KiB (40 × 519 bytes).
     assert!(!server_acks.is_empty(), "the server sent no ACK");
@@ -486,11 +489,7 @@ async fn an_ack_for_frames_never_sent_closes_the_connection() {
     let (address, _server, _seen) = start(Duration::from_secs(10), 4096);
     let mut session = Session::plain(address).await;
     session.ask_ticket().await;
-    let mut body = BytesMut::new();
-    Ack { received: 5 }.encode(&mut body);
-    session
-        .send_frame(Header::new(system::ACK, Flags::NONE, 0), &body)
-        .await;
+    session.send_ack(5, 0).await;
     session
         .raw
         .expect_disconnect(ternio::DisconnectReason::Malformed)
@@ -595,11 +594,7 @@ async fn a_handshake_after_the_ticket_is_refused_and_malformed_acks_close() {
         ErrorCode::HandshakeFailed
     );
     // An ACK with an id (or flags, or a body of another size) is malformed.
-    let mut ack = BytesMut::new();
-    Ack { received: 0 }.encode(&mut ack);
-    session
-        .send_frame(Header::new(system::ACK, Flags::NONE, 4), &ack)
-        .await;
+    session.send_ack(0, 4).await;
     session
         .raw
         .expect_disconnect(ternio::DisconnectReason::Malformed)

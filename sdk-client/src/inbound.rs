@@ -205,8 +205,7 @@ impl Inbound {
             return None;
         }
         let ack = self.shared.session().take_ack()?;
-        let header = Header::new(system::ACK, Flags::NONE, 0);
-        match self.link.send(header, &ack, self.max_frame_size(), false) {
+        match resuming::send_ack(&self.link, &ack, self.max_frame_size()) {
             Err(SendError::Lost(reason)) => Some(reason),
             _ => None,
         }

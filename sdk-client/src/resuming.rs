@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::secure::RekeyPolicy;
-use ternio_protocol::system::{self, ErrorBody, Resume, Resumed};
+use ternio_protocol::system::{self, Ack, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -98,13 +98,17 @@ pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_fram
         }
         if session.ack_due_at().is_some_and(|at| at <= Instant::now())
             && let Some(ack) = session.take_ack()
+            && send_ack(&link, &ack, max_frame_size).is_err()
         {
-            let header = Header::new(system::ACK, Flags::NONE, 0);
-            if link.send(header, &ack, max_frame_size, false).is_err() {
-                return;
-            }
+            return;
         }
     }
+}
+
+/// Sends `ack` on `link` (one-way, id 0; sealed once the link is secure).
+pub(crate) fn send_ack(link: &Link, ack: &Ack, max_frame_size: usize) -> Result<(), SendError> {
+    let header = Header::new(system::ACK, Flags::NONE, 0);
+    link.send(header, ack, max_frame_size, false)
 }
 
 /// The error a failed send on `link` comes to.

@@ -26,7 +26,9 @@ use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
 use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping};
-use ternio_protocol::{BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
+use ternio_protocol::{
+    BytesMut, Decode, DisconnectReason, ErrorCode, Frame, FrameError, ReplySink,
+};
 use tokio::time::Instant;
 
 use self::alarm::Alarm;
@@ -213,18 +215,26 @@ impl Engine {
     /// Appends a frame of the server's own (a `PING`), sealed once the
     /// session is up.
     fn write_own<E: Encode>(&mut self, header: Header, body: &E) {
+        let _ = self.write_own_with(header, |out| body.encode(out));
+    }
+
+    /// [`write_own`](Self::write_own) for a body that `body` writes; the
+    /// error says why nothing was written.
+    fn write_own_with(
+        &mut self,
+        header: Header,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
         self.rekey_if_due();
         let max = self.server.config.max_frame_size;
-        let _ = match self.security.sealer() {
-            Some(sealer) => sealer.write_frame_with(
-                &mut self.out,
-                Framing::LengthPrefixed,
-                header,
-                max,
-                |out| body.encode(out),
-            ),
-            None => frame::write_frame(&mut self.out, Framing::LengthPrefixed, header, body, max),
-        };
+        match self.security.sealer() {
+            Some(sealer) => {
+                sealer.write_frame_with(&mut self.out, Framing::LengthPrefixed, header, max, body)
+            }
+            None => {
+                frame::write_frame_with(&mut self.out, Framing::LengthPrefixed, header, max, body)
+            }
+        }
     }
 
     /// Where the reply to `request` goes: the end of `out`, sealed once the

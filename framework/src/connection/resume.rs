@@ -79,15 +79,7 @@ impl Engine {
             return AfterFrame::Continue;
         }
         if self.resume.is_none() {
-            let (sender, takeover) = mpsc::channel(1);
-            let ticket = Ticket::generate();
-            self.server.sessions.insert(
-                &ticket,
-                Entry {
-                    takeover: sender,
-                    binding: self.binding(),
-                },
-            );
+            let (ticket, takeover) = self.register_ticket();
             self.resume = Some(Box::new(Resumption {
                 ticket,
                 replay: ReplayBuffer::new(self.server.config.resume_replay_bytes),
@@ -103,6 +95,22 @@ impl Engine {
         };
         self.reply_to(header).packet(&answer);
         AfterFrame::Continue
+    }
+
+    /// A new ticket for this session, registered with what a resumption
+    /// is bound to now (the latest handshake's hash, on a secure session),
+    /// and where the requests to hand the session over will come.
+    fn register_ticket(&self) -> (Ticket, mpsc::Receiver<Takeover>) {
+        let (sender, takeover) = mpsc::channel(1);
+        let ticket = Ticket::generate();
+        self.server.sessions.insert(
+            &ticket,
+            Entry {
+                takeover: sender,
+                binding: self.binding(),
+            },
+        );
+        (ticket, takeover)
     }
 
     /// The handshake hash a resumption of this session is bound to.
@@ -337,10 +345,16 @@ impl Engine {
             self.timers.handshake_done();
         }
         self.alarm.set(self.timers.next_deadline());
+        if let Some(mut channel) = channel {
+            channel.sealer.set_rekey_policy(server.config.rekey);
+            self.security = Security::Secure(Box::new(channel));
+        }
+        // A new ticket, bound to this resumption's handshake: the old one
+        // is dead.
+        let (ticket, takeover) = self.register_ticket();
         let resume = self.resume.as_mut().expect("a resumable session");
         server.sessions.remove(&resume.ticket);
-        let (sender, takeover) = mpsc::channel(1);
-        resume.ticket = Ticket::generate();
+        resume.ticket = ticket;
         resume.takeover = takeover;
         resume.taken = None;
         let answer = Resumed {
@@ -350,24 +364,10 @@ impl Engine {
             message: Bytes::from(message),
         };
         let max = server.config.max_frame_size;
-        // The answer goes plain, as a handshake's does.
+        // The answer goes plain, as a handshake's does, whatever the keys.
         let header = Header::new(system::RESUME, Flags::RESPONSE, request.request_id);
         frame::write_frame(&mut self.out, Framing::LengthPrefixed, header, &answer, max)
             .map_err(|error| error.to_string())?;
-        if let Some(mut channel) = channel {
-            channel.sealer.set_rekey_policy(server.config.rekey);
-            self.security = Security::Secure(Box::new(channel));
-        }
-        // The next resumption binds to this one's handshake.
-        let binding = self.binding();
-        let resume = self.resume.as_ref().expect("a resumable session");
-        server.sessions.insert(
-            &resume.ticket,
-            Entry {
-                takeover: sender,
-                binding,
-            },
-        );
         self.replay_from(received)
     }
 }
@@ -383,25 +383,9 @@ impl Engine {
             .ok_or("the frames the client lacks are no longer kept")?
             .map(|(header, body)| (header, Bytes::copy_from_slice(body)))
             .collect();
-        let max = self.server.config.max_frame_size;
         for (header, body) in frames {
-            let written = match self.security.sealer() {
-                Some(sealer) => sealer.write_frame_with(
-                    &mut self.out,
-                    Framing::LengthPrefixed,
-                    header,
-                    max,
-                    |out| out.extend_from_slice(&body),
-                ),
-                None => frame::write_frame_with(
-                    &mut self.out,
-                    Framing::LengthPrefixed,
-                    header,
-                    max,
-                    |out| out.extend_from_slice(&body),
-                ),
-            };
-            written.map_err(|error| error.to_string())?;
+            self.write_own_with(header, |out| out.extend_from_slice(&body))
+                .map_err(|error| error.to_string())?;
         }
         Ok(())
     }
