@@ -18,10 +18,21 @@
 //! [`ConnectionId`]), so a send or kick for an id of another node goes
 //! straight to that node.
 //!
-//! **Membership.** The hub tells the backplane when a connection joins or
-//! leaves a group ([`Backplane::joined`], [`Backplane::left`]); the
-//! backplane publishes it so that [`Hub::cluster_members`](crate::Hub::cluster_members)
-//! can list a group's members on every node.
+//! **Membership and presence.** The hub tells the backplane when a
+//! connection joins or leaves a group, or signs in or out while in one
+//! ([`Backplane::joined`], [`Backplane::left`]); the backplane publishes it
+//! so that [`Hub::cluster_presence`](crate::Hub::cluster_presence) can list
+//! a group's members on every node, and tells the other nodes with members
+//! in the group, whose hubs report it to their presence hooks
+//! ([`LocalHub::presence_event`]). When a node dies, the backplane reports
+//! its members [`Lost`](crate::PresenceChange::Lost) on the nodes that
+//! remain.
+//!
+//! **Users and names.** Sends and kicks to a user go to every node
+//! ([`BackplaneMessage::User`], [`BackplaneMessage::KickUser`]); the
+//! backplane keeps each node's count of connections per user
+//! ([`Backplane::user_changed`]) and the cluster's name registry
+//! ([`Backplane::claim_name`]).
 //!
 //! The `ternio-redis` crate implements it over Redis pub/sub.
 
@@ -35,6 +46,8 @@ use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 
 use crate::ids::ConnectionId;
 use crate::outbox::Delivery;
+use crate::presence::{Member, PresenceEvent};
+use crate::users::UserId;
 
 /// A boxed future that can be sent between threads, as a backplane returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -78,6 +91,22 @@ pub enum BackplaneMessage {
     Kick {
         /// The connection.
         id: ConnectionId,
+        /// The message of the `DISCONNECT`.
+        reason: String,
+    },
+    /// Push `frame` to every connection of `user`.
+    User {
+        /// The user.
+        user: UserId,
+        /// The encoded push frame.
+        frame: Bytes,
+        /// Whether a connection that is behind may miss it.
+        droppable: bool,
+    },
+    /// Close every connection of `user` with `DISCONNECT KICKED` and `reason`.
+    KickUser {
+        /// The user.
+        user: UserId,
         /// The message of the `DISCONNECT`.
         reason: String,
     },
@@ -140,17 +169,43 @@ pub trait Backplane: Send + Sync + 'static {
     /// again. Must not block; an error means the message is lost.
     fn publish(&self, message: BackplaneMessage) -> Result<(), BackplaneError>;
 
-    /// The connection `id` of this node joined `group`.
+    /// The connection `id` of this node joined `group`, or signed in or
+    /// out while in it ([`LocalHub::presence`] has its user).
     fn joined(&self, group: &str, id: ConnectionId);
 
     /// The connection `id` of this node left `group` (or closed).
     fn left(&self, group: &str, id: ConnectionId);
 
-    /// The members of `group` on the other nodes (the hub adds its own).
-    fn remote_members(
+    /// The members of `group` on the other nodes, with their users (the hub
+    /// adds its own).
+    fn remote_presence(
         &self,
         group: &str,
-    ) -> BoxFuture<'static, Result<Vec<ConnectionId>, BackplaneError>>;
+    ) -> BoxFuture<'static, Result<Vec<Member>, BackplaneError>>;
+
+    /// The number of connections of `user` on this node changed
+    /// ([`LocalHub::user_count`] has it).
+    fn user_changed(&self, user: &UserId);
+
+    /// How many connections `user` has on the other nodes.
+    fn remote_user_connections(
+        &self,
+        user: &UserId,
+    ) -> BoxFuture<'static, Result<usize, BackplaneError>>;
+
+    /// Claims `name` for the connection `id` of this node in the cluster's
+    /// name registry: true when it is `id`'s now (or was already), false
+    /// when a live connection elsewhere holds it. A name whose holder's
+    /// node died is free.
+    fn claim_name(
+        &self,
+        name: &str,
+        id: ConnectionId,
+    ) -> BoxFuture<'static, Result<bool, BackplaneError>>;
+
+    /// Frees `name`, which the connection `id` of this node held. Must not
+    /// block: queue it.
+    fn release_name(&self, name: &str, id: ConnectionId);
 
     /// What the backplane has done so far, and whether its link is up.
     fn stats(&self) -> BackplaneStats;
@@ -192,6 +247,20 @@ pub(crate) trait LocalSide: Send + Sync {
     fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)>;
     /// The ids of the local members of `group`.
     fn members(&self, group: &str) -> Vec<ConnectionId>;
+    /// The local members of `group` with their users.
+    fn presence(&self, group: &str) -> Vec<Member>;
+    /// Pushes `frame` to the local connections of `user`.
+    fn deliver_to_user(&self, user: &str, frame: &Bytes, droppable: bool) -> Delivery;
+    /// Kicks the local connections of `user`; how many.
+    fn kick_user(&self, user: &str, reason: &str) -> usize;
+    /// How many local connections `user` has.
+    fn user_count(&self, user: &str) -> usize;
+    /// Every signed-in user with its number of local connections.
+    fn users(&self) -> Vec<(UserId, usize)>;
+    /// Every name a local connection holds, with its holder.
+    fn names(&self) -> Vec<(Arc<str>, ConnectionId)>;
+    /// Tells the presence hook of a change on another node.
+    fn presence_event(&self, event: PresenceEvent);
 }
 
 impl fmt::Debug for LocalHub {
@@ -260,6 +329,59 @@ impl LocalHub {
                     ..Delivery::default()
                 }
             }
+            BackplaneMessage::User {
+                user,
+                frame,
+                droppable,
+            } => {
+                if !is_push_frame(frame, hub.max_frame_size()) {
+                    return refused;
+                }
+                hub.deliver_to_user(user, frame, *droppable)
+            }
+            BackplaneMessage::KickUser { user, reason } => Delivery {
+                queued: hub.kick_user(user, reason),
+                ..Delivery::default()
+            },
+        }
+    }
+
+    /// The members of `group` on this node, with their users.
+    pub fn presence(&self, group: &str) -> Vec<Member> {
+        self.hub
+            .upgrade()
+            .map(|hub| hub.presence(group))
+            .unwrap_or_default()
+    }
+
+    /// How many connections `user` has on this node.
+    pub fn user_count(&self, user: &str) -> usize {
+        self.hub.upgrade().map_or(0, |hub| hub.user_count(user))
+    }
+
+    /// Every signed-in user of this node with its number of connections.
+    pub fn users(&self) -> Vec<(UserId, usize)> {
+        self.hub
+            .upgrade()
+            .map(|hub| hub.users())
+            .unwrap_or_default()
+    }
+
+    /// Every name a connection of this node holds, with its holder (to
+    /// claim them again after the registry lost them).
+    pub fn names(&self) -> Vec<(Arc<str>, ConnectionId)> {
+        self.hub
+            .upgrade()
+            .map(|hub| hub.names())
+            .unwrap_or_default()
+    }
+
+    /// Tells this node's presence hook of a change on another node: a
+    /// member that joined, left, changed user, or was lost with its node.
+    /// The backplane calls it on the nodes with members in the group.
+    pub fn presence_event(&self, event: PresenceEvent) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.presence_event(event);
         }
     }
 

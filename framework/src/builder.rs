@@ -21,12 +21,13 @@ use crate::build_error::BuildError;
 use crate::close::CloseCause;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
 use crate::dispatch::{Controller, DispatchTable};
-use crate::hub::ConnectionHandle;
+use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
 use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
 use crate::middleware::{Middleware, Policies};
-use crate::registry::HubShared;
+use crate::presence::PresenceEvent;
+use crate::registry::{HubShared, PresenceHook};
 use crate::sessions::Sessions;
 use crate::shared::{Hooks, ServerShared};
 use crate::store::AppState;
@@ -59,6 +60,8 @@ pub struct ServerBuilder {
     /// What joins this server to the other nodes of a cluster, if anything.
     backplane: Option<Arc<dyn Backplane>>,
     hooks: Hooks,
+    /// The presence hooks, called in the order given.
+    presence: Option<PresenceHook>,
     metrics: bool,
     #[cfg(feature = "prometheus")]
     prometheus: Option<SocketAddr>,
@@ -86,6 +89,7 @@ impl Default for ServerBuilder {
             placed_policies: false,
             backplane: None,
             hooks: Hooks::default(),
+            presence: None,
             metrics: false,
             #[cfg(feature = "prometheus")]
             prometheus: None,
@@ -328,6 +332,50 @@ impl ServerBuilder {
         self
     }
 
+    /// Calls `hook` for every change in the membership of a group with a
+    /// member on this node: a member that joined, left (or closed), signed
+    /// in or out, or was lost with its node, wherever it is in the cluster.
+    ///
+    /// Each node with members in the group calls its hook once per change,
+    /// so a hook that tells the group pushes to this node's members only,
+    /// with [`Hub::broadcast_group_local`](crate::Hub::broadcast_group_local):
+    ///
+    /// ```
+    /// use ternio::{Packet, PresenceChange, Server};
+    ///
+    /// #[derive(Packet)]
+    /// #[packet(opcode = 0x0201)]
+    /// struct Arrived {
+    ///     room: String,
+    ///     who: String,
+    /// }
+    ///
+    /// let builder = Server::builder().on_presence(|event, hub| {
+    ///     if event.change == PresenceChange::Joined {
+    ///         let who = event.member.user.as_deref().unwrap_or("a guest").to_owned();
+    ///         let arrived = Arrived { room: event.group.to_string(), who };
+    ///         let _ = hub.broadcast_group_local(&event.group, &arrived);
+    ///     }
+    /// });
+    /// ```
+    ///
+    /// The hook runs on the task that made the change (a handler, a
+    /// connection closing, the backplane's link): it must not block. A
+    /// second hook runs after the first.
+    pub fn on_presence(
+        mut self,
+        hook: impl Fn(&PresenceEvent, &Hub) + Send + Sync + 'static,
+    ) -> Self {
+        let first = self.presence.take();
+        self.presence = Some(Arc::new(move |event: &PresenceEvent, shared| {
+            if let Some(first) = &first {
+                first(event, Arc::clone(&shared));
+            }
+            hook(event, &Hub::new(shared));
+        }));
+        self
+    }
+
     /// Calls `hook` when a resumable session's link is lost: the session
     /// (its id, store, groups, and the pushes sent to it) waits for its
     /// client for the resumption TTL ([`resumable`](Self::resumable)).
@@ -547,7 +595,7 @@ impl ServerBuilder {
             }
             None => None,
         };
-        let hub = Arc::new(HubShared::new(self.config.max_frame_size, self.backplane));
+        let hub = HubShared::new(self.config.max_frame_size, self.backplane, self.presence);
         hub.attach_backplane().map_err(BuildError::Backplane)?;
         let first_id = ConnectionId::new(hub.node_id(), 1);
         let (shutdown, _) = watch::channel(false);

@@ -279,6 +279,15 @@ impl HandlerSpec {
         self
     }
 
+    /// Requires a signed-in user (see
+    /// [`ConnectionHandle::sign_in`](crate::ConnectionHandle::sign_in)):
+    /// a connection that did not sign in is answered with error 3
+    /// `UNAUTHORIZED`, and the handler does not run.
+    pub fn signed_in(mut self) -> Self {
+        self.policy.signed_in = true;
+        self
+    }
+
     /// Requires the connection's permission level to be at least `level`
     /// (set with `ctx.set_permission(level)`, see
     /// [`ConnectionHandle::set_permission`](crate::ConnectionHandle::set_permission));

@@ -60,6 +60,7 @@ use crate::context::Context;
 use crate::hub::{ConnectionHandle, Hub};
 use crate::middleware::Rejection;
 use crate::store::AppState;
+use crate::users::UserId;
 
 /// A value a handler takes as a parameter besides its request, built from
 /// the request's [`Context`] before the handler runs. See the
@@ -340,4 +341,30 @@ pub fn extract<T: FromContext>(ctx: &Context) -> Result<T, Rejection> {
 #[doc(hidden)]
 pub async fn extract_async<T: FromContextAsync<M>, M>(ctx: &Context) -> Result<T, Rejection> {
     T::from_context_async(ctx).await.map_err(Into::into)
+}
+
+/// A handler parameter: the user the connection signed in as (see
+/// [`ConnectionHandle::sign_in`]). A connection that did not sign in is
+/// answered with error 3 `UNAUTHORIZED` and the handler does not run; take
+/// `Option<SignedIn>` to serve both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn(pub UserId);
+
+impl Deref for SignedIn {
+    type Target = UserId;
+
+    fn deref(&self) -> &UserId {
+        &self.0
+    }
+}
+
+impl FromContext for SignedIn {
+    /// `UNAUTHORIZED`: the connection did not sign in.
+    type Rejection = Rejection;
+
+    fn from_context(ctx: &Context) -> Result<Self, Rejection> {
+        ctx.user()
+            .map(Self)
+            .ok_or_else(|| Rejection::new(ErrorCode::Unauthorized, "sign in first"))
+    }
 }

@@ -17,9 +17,12 @@ use ternio_protocol::Packet;
 
 use crate::backplane::{BackplaneError, BackplaneMessage, BackplaneStats};
 use crate::ids::{ConnectionId, Transport};
+use crate::names::{ClaimError, Reservation};
 use crate::outbox::{Delivery, PushError, encode_push};
+use crate::presence::Member;
 use crate::registry::{ConnectionShared, HubShared, deliver};
 use crate::store::ConnectionStore;
+use crate::users::{UserId, check_name};
 
 /// A handle to one connection, for pushing to it from anywhere. Get it
 /// from [`Context::connection`](crate::Context::connection) or
@@ -64,6 +67,29 @@ impl ConnectionHandle {
     /// marked `#[handler(permission = N)]` need at least `N`.
     pub fn set_permission(&self, level: u32) {
         self.connection.permission.store(level, Ordering::Release);
+    }
+
+    /// Signs the connection in as `user`, as a login handler or an async
+    /// extractor does once it has checked the client's credentials; returns
+    /// the user it was signed in as before, if another. From now on
+    /// [`user`](Self::user) is `user`, [`Hub::send_user`] and
+    /// [`Hub::kick_user`] reach the connection, handlers marked
+    /// `#[handler(signed_in)]` accept it, and its groups' members see it
+    /// under this user ([`PresenceChange::Updated`](crate::PresenceChange::Updated)).
+    pub fn sign_in(&self, user: UserId) -> Option<UserId> {
+        let hub = Arc::clone(&self.connection.hub);
+        hub.set_user(&self.connection, Some(user))
+    }
+
+    /// Signs the connection out; returns the user it was signed in as.
+    pub fn sign_out(&self) -> Option<UserId> {
+        let hub = Arc::clone(&self.connection.hub);
+        hub.set_user(&self.connection, None)
+    }
+
+    /// The user the connection signed in as, if any.
+    pub fn user(&self) -> Option<UserId> {
+        self.connection.user()
     }
 
     /// The connection's typed store.
@@ -205,25 +231,43 @@ impl Hub {
         self.shared.member_ids(group)
     }
 
-    /// The ids of the members of `group` on every node of the cluster: this
-    /// node's, and what the backplane knows of the others'. Without a
-    /// backplane, the same as [`members`](Self::members). Fails when the
-    /// backplane is down (this node's members are still in
-    /// [`members`](Self::members)).
+    /// The ids of the members of `group` on every node of the cluster (see
+    /// [`cluster_presence`](Self::cluster_presence), which has their users
+    /// too).
     pub fn cluster_members(
         &self,
         group: &str,
     ) -> impl Future<Output = Result<Vec<ConnectionId>, BackplaneError>> + Send + 'static {
-        let local = self.shared.member_ids(group);
+        let presence = self.cluster_presence(group);
+        async move {
+            let members = presence.await?;
+            Ok(members.into_iter().map(|member| member.id).collect())
+        }
+    }
+
+    /// The members of `group` on every node of the cluster, with the users
+    /// they signed in as: this node's, and what the backplane knows of the
+    /// others'. Without a backplane, this node's. Fails when the backplane
+    /// is down (this node's members are still in [`members`](Self::members)).
+    pub fn cluster_presence(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<Vec<Member>, BackplaneError>> + Send + 'static {
+        let local = self.shared.presence(group);
         let node = self.shared.node_id();
         let remote = self
             .shared
             .backplane()
-            .map(|backplane| backplane.remote_members(group));
+            .map(|backplane| backplane.remote_presence(group));
         async move {
             let mut members = local;
             if let Some(remote) = remote {
-                members.extend(remote.await?.into_iter().filter(|id| id.node() != node));
+                members.extend(
+                    remote
+                        .await?
+                        .into_iter()
+                        .filter(|member| member.id.node() != node),
+                );
             }
             Ok(members)
         }
@@ -264,6 +308,135 @@ impl Hub {
             droppable: P::DROPPABLE,
         });
         Ok(delivery)
+    }
+
+    /// Pushes `packet` to this node's members of `group` only, never to
+    /// the other nodes: what a presence hook does, since every node with
+    /// members in the group hears of each change (see
+    /// [`ServerBuilder::on_presence`](crate::ServerBuilder::on_presence)).
+    pub fn broadcast_group_local<P: Packet>(
+        &self,
+        group: &str,
+        packet: &P,
+    ) -> Result<Delivery, PushError> {
+        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        Ok(deliver(
+            &self.shared.members_of(group),
+            &frame,
+            P::DROPPABLE,
+        ))
+    }
+
+    /// Pushes `packet` to every connection of `user`: this node's at once,
+    /// and with a backplane those of every other node (at most once, like
+    /// every message through the backplane). The [`Delivery`] counts this
+    /// node's connections.
+    pub fn send_user<P: Packet>(&self, user: &UserId, packet: &P) -> Result<Delivery, PushError> {
+        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        let delivery = deliver(&self.shared.user_connections(user), &frame, P::DROPPABLE);
+        let _ = self.shared.publish(|| BackplaneMessage::User {
+            user: user.clone(),
+            frame,
+            droppable: P::DROPPABLE,
+        });
+        Ok(delivery)
+    }
+
+    /// Closes every connection of `user`, on every node, with `DISCONNECT
+    /// KICKED` and `reason`. Returns how many of this node's it closed.
+    pub fn kick_user(&self, user: &UserId, reason: &str) -> usize {
+        let kicked = self.shared.kick_user_local(user, reason);
+        let _ = self.shared.publish(|| BackplaneMessage::KickUser {
+            user: user.clone(),
+            reason: reason.to_owned(),
+        });
+        kicked
+    }
+
+    /// The ids of the open connections of `user` on this node.
+    pub fn user_connections(&self, user: &UserId) -> Vec<ConnectionId> {
+        self.shared.user_ids(user)
+    }
+
+    /// How many connections `user` has on every node of the cluster (this
+    /// node's count, and the others' as the backplane knows them). Without
+    /// a backplane, this node's. Fails when the backplane is down.
+    pub fn cluster_user_connections(
+        &self,
+        user: &UserId,
+    ) -> impl Future<Output = Result<usize, BackplaneError>> + Send + 'static {
+        let local = self.shared.user_ids(user).len();
+        let remote = self
+            .shared
+            .backplane()
+            .map(|backplane| backplane.remote_user_connections(user));
+        async move {
+            let remote = match remote {
+                Some(remote) => remote.await?,
+                None => 0,
+            };
+            Ok(local + remote)
+        }
+    }
+
+    /// Claims `name` for the connection `id` in the name registry: true
+    /// when the connection holds it now (or did already), false when
+    /// another connection holds it, on this node or, with a backplane, on
+    /// any node of the cluster. The name is freed when the connection
+    /// closes, by [`release_name`](Self::release_name), or (with a
+    /// backplane) when its node dies.
+    ///
+    /// Names are 1 to [`MAX_NAME_LEN`](crate::users::MAX_NAME_LEN) bytes
+    /// without control characters, compared byte for byte: normalise them
+    /// (case, Unicode form) first if "Ann" and "ann" are to clash.
+    pub fn claim_name(
+        &self,
+        name: &str,
+        id: ConnectionId,
+    ) -> impl Future<Output = Result<bool, ClaimError>> + Send + 'static {
+        let checked = check_name(name);
+        let shared = Arc::clone(&self.shared);
+        let name: Arc<str> = name.into();
+        async move {
+            checked?;
+            match shared.reserve_name(&name, id) {
+                None => return Err(ClaimError::Closed),
+                Some(Reservation::Taken) => return Ok(false),
+                Some(Reservation::Held) => return Ok(true),
+                Some(Reservation::New) => {}
+            }
+            let Some(backplane) = shared.backplane() else {
+                return Ok(true);
+            };
+            let claimed = backplane.claim_name(&name, id).await;
+            match claimed {
+                Ok(true) if shared.name_holder(&name) == Some(id) => Ok(true),
+                // The connection closed (or released it) while the backplane
+                // was asked: free it in the cluster too.
+                Ok(true) => {
+                    backplane.release_name(&name, id);
+                    Err(ClaimError::Closed)
+                }
+                Ok(false) => {
+                    shared.release_name_locally(&name, id);
+                    Ok(false)
+                }
+                Err(error) => {
+                    shared.release_name_locally(&name, id);
+                    Err(ClaimError::Backplane(error))
+                }
+            }
+        }
+    }
+
+    /// Frees `name` if the connection `id` holds it; whether it did.
+    pub fn release_name(&self, name: &str, id: ConnectionId) -> bool {
+        self.shared.release_name(name, id)
+    }
+
+    /// The connection of this node that holds `name`, if one does.
+    pub fn name_holder(&self, name: &str) -> Option<ConnectionId> {
+        self.shared.name_holder(name)
     }
 
     /// Closes the connection `id` at once with `DISCONNECT KICKED` and

@@ -74,7 +74,9 @@ mod identity;
 mod ids;
 pub mod metrics;
 pub mod middleware;
+mod names;
 mod outbox;
+mod presence;
 mod registry;
 mod reply;
 mod server;
@@ -85,6 +87,7 @@ mod store;
 mod sync;
 pub mod testing;
 mod transport;
+pub mod users;
 
 pub use ternio_protocol as protocol;
 pub use ternio_protocol::{
@@ -104,13 +107,16 @@ pub use hub::{ConnectionHandle, Hub};
 pub use identity::Identity;
 pub use ids::{ConnectionId, Transport};
 pub use middleware::Rejection;
+pub use names::ClaimError;
 pub use outbox::{Delivery, PushError};
+pub use presence::{Member, PresenceChange, PresenceEvent};
 pub use server::{Server, ServerHandle};
 pub use signal::shutdown_signal;
 pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;
 #[cfg(feature = "tls")]
 pub use transport::tls::{TlsConfig, TlsError};
+pub use users::{InvalidName, UserId};
 
 /// What the code that `#[packet_controller]` generates names; not an API.
 #[doc(hidden)]

@@ -22,6 +22,7 @@ use crate::ids::{ConnectionId, Transport};
 use crate::registry::ConnectionShared;
 use crate::store::ConnectionStore;
 use crate::sync::lock;
+use crate::users::UserId;
 
 /// The policies a handler declares with `#[handler(...)]`.
 #[derive(Debug, Default)]
@@ -36,6 +37,8 @@ pub(crate) struct HandlerPolicy {
     pub(crate) concurrency: Option<Concurrency>,
     /// Whether a plain request is refused (error 6).
     pub(crate) encrypted: bool,
+    /// Whether a connection that did not sign in is refused (error 3).
+    pub(crate) signed_in: bool,
 }
 
 /// A concurrency limit and the count of requests running under it.
@@ -74,6 +77,7 @@ impl std::fmt::Debug for RequestInfo<'_> {
             .field("peer", &self.peer_addr())
             .field("transport", &self.transport())
             .field("permission", &self.permission())
+            .field("user", &self.user())
             .finish_non_exhaustive()
     }
 }
@@ -107,6 +111,12 @@ impl RequestInfo<'_> {
     /// The connection's permission level.
     pub fn permission(&self) -> u32 {
         self.connection.permission()
+    }
+
+    /// The user the connection signed in as, if any (see
+    /// [`ConnectionHandle::sign_in`](crate::ConnectionHandle::sign_in)).
+    pub fn user(&self) -> Option<UserId> {
+        self.connection.user()
     }
 
     /// The connection's typed store.
@@ -207,7 +217,7 @@ pub trait Middleware: Send + Sync + 'static {
     }
 }
 
-/// The built-in policies, as middleware: encryption, permission level, rate
+/// The built-in policies, as middleware: encryption, signed-in user, permission level, rate
 /// limit per connection and opcode, concurrency limit per opcode. Added innermost by
 /// default; add it yourself to put it elsewhere in the chain.
 #[derive(Debug, Default, Clone, Copy)]
@@ -220,6 +230,12 @@ impl Middleware for Policies {
             return Err(Rejection::new(
                 ErrorCode::EncryptionRequired,
                 format!("{} requires an encrypted request", request.handler),
+            ));
+        }
+        if policy.signed_in && request.connection.user().is_none() {
+            return Err(Rejection::new(
+                ErrorCode::Unauthorized,
+                format!("{} needs a signed-in user", request.handler),
             ));
         }
         if let Some(required) = policy.permission {

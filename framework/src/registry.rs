@@ -1,14 +1,15 @@
 //! The server's open connections: each one's shared half
-//! ([`ConnectionShared`]), and the registry of them all by id and by group
-//! ([`HubShared`]), with what reaches them there: a push, one encoded frame
-//! for many, a kick. [`Hub`](crate::Hub) and
+//! ([`ConnectionShared`]), and the registry of them all by id, by group and
+//! by user, with the names they hold ([`HubShared`]), with what reaches
+//! them there: a push, one encoded frame for many, a kick, a presence
+//! event. [`Hub`](crate::Hub) and
 //! [`ConnectionHandle`](crate::ConnectionHandle) are the public handles
 //! onto it.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use governor::DefaultDirectRateLimiter;
 use ternio_protocol::{Bytes, DisconnectReason, Packet};
@@ -16,9 +17,16 @@ use ternio_protocol::{Bytes, DisconnectReason, Packet};
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, LocalHub, LocalSide};
 use crate::close::CloseNotice;
 use crate::ids::{ConnectionId, Transport};
+use crate::names::{Names, Reservation};
 use crate::outbox::{Delivery, Outbox, PushError};
+use crate::presence::{Member, PresenceChange, PresenceEvent};
 use crate::store::{AppState, ConnectionStore};
 use crate::sync::lock;
+use crate::users::UserId;
+
+/// The hook of [`ServerBuilder::on_presence`](crate::ServerBuilder::on_presence),
+/// given the registry (the builder makes a [`Hub`](crate::Hub) of it).
+pub(crate) type PresenceHook = Arc<dyn Fn(&PresenceEvent, Arc<HubShared>) + Send + Sync>;
 
 /// Per-connection rate limiters, one per opcode that has a limit.
 pub(crate) type RateLimiters = HashMap<u16, DefaultDirectRateLimiter>;
@@ -37,11 +45,28 @@ pub(crate) struct ConnectionShared {
     pub(crate) rate_limiters: Mutex<RateLimiters>,
     /// The groups the connection is in, to leave them when it closes.
     pub(crate) groups: Mutex<Vec<Arc<str>>>,
+    /// The user it signed in as.
+    pub(crate) user: Mutex<Option<UserId>>,
+    /// The names it holds, to release them when it closes.
+    pub(crate) names: Mutex<Vec<Arc<str>>>,
 }
 
 impl ConnectionShared {
     pub(crate) fn permission(&self) -> u32 {
         self.permission.load(Ordering::Acquire)
+    }
+
+    /// The user it signed in as.
+    pub(crate) fn user(&self) -> Option<UserId> {
+        lock(&self.user).clone()
+    }
+
+    /// Its entry in a group's member list.
+    pub(crate) fn member(&self) -> Member {
+        Member {
+            id: self.id,
+            user: self.user(),
+        }
     }
 
     /// Pushes `packet` to this connection, encoded straight into its outbox.
@@ -61,18 +86,46 @@ impl ConnectionShared {
 pub(crate) struct HubShared {
     connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
     groups: Mutex<HashMap<Arc<str>, HashSet<ConnectionId>>>,
+    /// The open connections of each signed-in user.
+    users: Mutex<HashMap<UserId, Vec<ConnectionId>>>,
+    names: Mutex<Names>,
     pub(crate) max_frame_size: usize,
     /// What carries broadcasts, sends and kicks to the other nodes, if any.
     backplane: Option<Arc<dyn Backplane>>,
+    /// The application's presence hook, if any.
+    presence: OnceLock<PresenceHook>,
+    /// Itself, to hand a [`Hub`] to the presence hook.
+    this: Weak<HubShared>,
 }
 
 impl HubShared {
-    pub(crate) fn new(max_frame_size: usize, backplane: Option<Arc<dyn Backplane>>) -> Self {
-        Self {
+    pub(crate) fn new(
+        max_frame_size: usize,
+        backplane: Option<Arc<dyn Backplane>>,
+        presence: Option<PresenceHook>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self {
             connections: Mutex::default(),
             groups: Mutex::default(),
+            users: Mutex::default(),
+            names: Mutex::default(),
             max_frame_size,
             backplane,
+            presence: presence.map(OnceLock::from).unwrap_or_default(),
+            this: this.clone(),
+        })
+    }
+
+    /// Tells the presence hook, if any, of `event`.
+    pub(crate) fn emit(&self, event: PresenceEvent) {
+        if let (Some(hook), Some(this)) = (self.presence.get(), self.this.upgrade()) {
+            hook(&event, this);
+        }
+    }
+
+    fn emit_local(&self, group: &Arc<str>, member: Member, change: PresenceChange) {
+        if self.presence.get().is_some() {
+            self.emit(PresenceEvent::new(Arc::clone(group), member, change));
         }
     }
 
@@ -130,7 +183,8 @@ impl HubShared {
         connections.insert(connection.id, connection);
     }
 
-    /// Forgets a closed connection and takes it out of its groups.
+    /// Forgets a closed connection: takes it out of its groups (telling
+    /// the presence hook), of its user's connections, and frees its names.
     pub(crate) fn remove(&self, id: ConnectionId) {
         let Some(connection) = lock(&self.connections).remove(&id) else {
             return;
@@ -151,6 +205,16 @@ impl HubShared {
             for group in &groups {
                 backplane.left(group, id);
             }
+        }
+        let member = connection.member();
+        if let Some(user) = &member.user {
+            self.unindex_user(user, id);
+        }
+        for name in std::mem::take(&mut *lock(&connection.names)) {
+            self.release_name(&name, id);
+        }
+        for group in &groups {
+            self.emit_local(group, member.clone(), PresenceChange::Left);
         }
     }
 
@@ -184,21 +248,35 @@ impl HubShared {
             .or_default()
             .insert(id);
         if added {
-            lock(&connection.groups).push(name);
+            lock(&connection.groups).push(Arc::clone(&name));
             if let Some(backplane) = &self.backplane {
                 backplane.joined(group, id);
             }
         }
         // The connection may have closed meanwhile: undo, so no ghost stays.
         if self.get(id).is_none() {
-            self.leave(group, id);
+            self.leave_quietly(group, id);
             return false;
+        }
+        if added {
+            self.emit_local(&name, connection.member(), PresenceChange::Joined);
         }
         true
     }
 
     /// Takes the connection `id` out of `group`; whether it was in it.
     pub(crate) fn leave(&self, group: &str, id: ConnectionId) -> bool {
+        let member = self.get(id).map(|connection| connection.member());
+        let removed = self.leave_quietly(group, id);
+        if removed {
+            let member = member.unwrap_or(Member { id, user: None });
+            self.emit_local(&group.into(), member, PresenceChange::Left);
+        }
+        removed
+    }
+
+    /// [`leave`](Self::leave) without a presence event: for a join undone.
+    fn leave_quietly(&self, group: &str, id: ConnectionId) -> bool {
         let removed = {
             let mut groups = lock(&self.groups);
             let removed = groups
@@ -250,6 +328,150 @@ impl HubShared {
             .collect()
     }
 
+    /// Signs `connection` in as `user` (`None`: signs it out); returns the
+    /// user it was signed in as. Its groups hear of it (`Updated`).
+    pub(crate) fn set_user(
+        &self,
+        connection: &ConnectionShared,
+        user: Option<UserId>,
+    ) -> Option<UserId> {
+        let id = connection.id;
+        let previous = {
+            let mut current = lock(&connection.user);
+            if *current == user {
+                return user;
+            }
+            std::mem::replace(&mut *current, user.clone())
+        };
+        if let Some(previous) = &previous {
+            self.unindex_user(previous, id);
+        }
+        if let Some(user) = &user {
+            // A connection that closed meanwhile is not indexed again (the
+            // check is under the users' lock: a close after it finds the
+            // new user and unindexes it).
+            let indexed = {
+                let mut users = lock(&self.users);
+                let open = self.get(id).is_some();
+                if open {
+                    users.entry(user.clone()).or_default().push(id);
+                }
+                open
+            };
+            if indexed && let Some(backplane) = &self.backplane {
+                backplane.user_changed(user);
+            }
+        }
+        let groups = lock(&connection.groups).clone();
+        if let Some(backplane) = &self.backplane {
+            for group in &groups {
+                backplane.joined(group, id);
+            }
+        }
+        let member = Member { id, user };
+        for group in &groups {
+            self.emit_local(group, member.clone(), PresenceChange::Updated);
+        }
+        previous
+    }
+
+    fn unindex_user(&self, user: &UserId, id: ConnectionId) {
+        {
+            let mut users = lock(&self.users);
+            if let Some(ids) = users.get_mut(user) {
+                ids.retain(|other| *other != id);
+                if ids.is_empty() {
+                    users.remove(user);
+                }
+            }
+        }
+        if let Some(backplane) = &self.backplane {
+            backplane.user_changed(user);
+        }
+    }
+
+    /// The open connections of `user` on this node.
+    pub(crate) fn user_connections(&self, user: &str) -> Vec<Arc<ConnectionShared>> {
+        let ids = lock(&self.users).get(user).cloned().unwrap_or_default();
+        let connections = lock(&self.connections);
+        ids.iter()
+            .filter_map(|id| connections.get(id).cloned())
+            .collect()
+    }
+
+    /// The ids of the open connections of `user` on this node.
+    pub(crate) fn user_ids(&self, user: &str) -> Vec<ConnectionId> {
+        lock(&self.users).get(user).cloned().unwrap_or_default()
+    }
+
+    /// Every signed-in user of this node with its number of connections.
+    pub(crate) fn user_counts(&self) -> Vec<(UserId, usize)> {
+        lock(&self.users)
+            .iter()
+            .map(|(user, ids)| (user.clone(), ids.len()))
+            .collect()
+    }
+
+    /// Kicks every connection of `user` on this node; how many.
+    pub(crate) fn kick_user_local(&self, user: &str, reason: &str) -> usize {
+        let connections = self.user_connections(user);
+        for connection in &connections {
+            connection.kick(reason);
+        }
+        connections.len()
+    }
+
+    /// Reserves `name` for the connection `id` on this node.
+    pub(crate) fn reserve_name(&self, name: &Arc<str>, id: ConnectionId) -> Option<Reservation> {
+        let connection = self.get(id)?;
+        let reservation = lock(&self.names).reserve(name, id);
+        if reservation == Reservation::New {
+            lock(&connection.names).push(Arc::clone(name));
+            // Closed meanwhile: its names were freed before this one was added.
+            if self.get(id).is_none() {
+                self.release_name_locally(name, id);
+                return None;
+            }
+        }
+        Some(reservation)
+    }
+
+    /// Frees `name` if the connection `id` holds it, here and in the
+    /// cluster; whether it did.
+    pub(crate) fn release_name(&self, name: &str, id: ConnectionId) -> bool {
+        if !self.release_name_locally(name, id) {
+            return false;
+        }
+        if let Some(backplane) = &self.backplane {
+            backplane.release_name(name, id);
+        }
+        true
+    }
+
+    /// Frees `name` on this node only (a claim the cluster refused).
+    pub(crate) fn release_name_locally(&self, name: &str, id: ConnectionId) -> bool {
+        if !lock(&self.names).release(name, id) {
+            return false;
+        }
+        if let Some(connection) = self.get(id) {
+            lock(&connection.names).retain(|held| &**held != name);
+        }
+        true
+    }
+
+    /// The connection of this node that holds `name`.
+    pub(crate) fn name_holder(&self, name: &str) -> Option<ConnectionId> {
+        lock(&self.names).holder(name)
+    }
+
+    /// The local members of `group`, with their users.
+    pub(crate) fn presence(&self, group: &str) -> Vec<Member> {
+        self.members_of(group)
+            .iter()
+            .map(|connection| connection.member())
+            .collect()
+    }
+
     /// Kicks the connection `id` if it is open on this node; whether it was.
     pub(crate) fn kick_local(&self, id: ConnectionId, reason: &str) -> bool {
         let Some(connection) = self.get(id) else {
@@ -288,6 +510,34 @@ impl LocalSide for HubShared {
 
     fn members(&self, group: &str) -> Vec<ConnectionId> {
         self.member_ids(group)
+    }
+
+    fn presence(&self, group: &str) -> Vec<Member> {
+        HubShared::presence(self, group)
+    }
+
+    fn deliver_to_user(&self, user: &str, frame: &Bytes, droppable: bool) -> Delivery {
+        deliver(&self.user_connections(user), frame, droppable)
+    }
+
+    fn kick_user(&self, user: &str, reason: &str) -> usize {
+        self.kick_user_local(user, reason)
+    }
+
+    fn user_count(&self, user: &str) -> usize {
+        lock(&self.users).get(user).map_or(0, Vec::len)
+    }
+
+    fn users(&self) -> Vec<(UserId, usize)> {
+        self.user_counts()
+    }
+
+    fn names(&self) -> Vec<(Arc<str>, ConnectionId)> {
+        lock(&self.names).all()
+    }
+
+    fn presence_event(&self, event: PresenceEvent) {
+        self.emit(event);
     }
 }
 

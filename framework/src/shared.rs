@@ -119,6 +119,8 @@ impl ServerShared {
             store: ConnectionStore::default(),
             rate_limiters: Mutex::default(),
             groups: Mutex::default(),
+            user: Mutex::default(),
+            names: Mutex::default(),
         });
         if let Some(metrics) = &self.metrics {
             metrics.transport(transport).connections.increment(1.0);

@@ -131,7 +131,7 @@ impl TestServer {
     pub fn new() -> Self {
         Self {
             state: Arc::default(),
-            hub: Arc::new(HubShared::new(DEFAULT_MAX_FRAME_SIZE, None)),
+            hub: HubShared::new(DEFAULT_MAX_FRAME_SIZE, None, None),
             next_id: AtomicU64::new(1),
             config: ServerConfig::default(),
         }
@@ -166,6 +166,8 @@ impl TestServer {
             store: ConnectionStore::default(),
             rate_limiters: Default::default(),
             groups: Default::default(),
+            user: Default::default(),
+            names: Default::default(),
         });
         self.hub.insert(Arc::clone(&shared), |_| {});
         TestConnection {

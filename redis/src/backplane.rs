@@ -11,12 +11,12 @@ use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::{
     AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
-    TlsCertificates, Value,
+    TlsCertificates,
 };
-use ternio::ConnectionId;
 use ternio::backplane::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
 };
+use ternio::{ConnectionId, Member, UserId};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -25,6 +25,7 @@ use crate::counters::{Counters, Rejected};
 use crate::envelope::EnvelopeKey;
 use crate::keys::Keys;
 use crate::link;
+use crate::presence::{Mirror, View};
 
 /// Why a [`RedisBackplane`] could not start.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,14 @@ pub(crate) struct Shared {
     /// Groups whose local membership changed since it was last written.
     pub(crate) dirty: Mutex<HashSet<String>>,
     pub(crate) dirty_signal: Notify,
+    /// Users whose local count of connections changed since it was written.
+    pub(crate) dirty_users: Mutex<HashSet<UserId>>,
+    /// Names freed here, to free in Redis.
+    pub(crate) releases: Mutex<Vec<(String, ConnectionId)>>,
+    /// The other nodes' members of the groups with a member here.
+    pub(crate) mirror: Mutex<Mirror>,
+    /// Rings when a presence notice made a view stale.
+    pub(crate) presence_signal: Notify,
     /// The command connection while the link is up, for membership queries.
     pub(crate) commands: Mutex<Option<MultiplexedConnection>>,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -88,14 +97,18 @@ impl Shared {
         self.dirty_signal.notify_one();
     }
 
-    /// Marks every group with a local member.
+    /// Marks every group with a local member, and every signed-in user.
     pub(crate) fn mark_all_dirty(&self) {
-        let groups = self
-            .hub
-            .get()
-            .map(|hub| hub.memberships())
-            .unwrap_or_default();
-        self.mark_dirty(groups.into_iter().map(|(group, _)| group));
+        let Some(hub) = self.hub.get() else {
+            return;
+        };
+        lock(&self.dirty_users).extend(hub.users().into_iter().map(|(user, _)| user));
+        self.mark_dirty(hub.memberships().into_iter().map(|(group, _)| group));
+    }
+
+    /// The value of a name key held by the connection `id` of this node.
+    pub(crate) fn name_value(&self, id: ConnectionId) -> String {
+        format!("{}|{}|{}", id.0, self.node, self.token)
     }
 
     pub(crate) fn connection_config(&self) -> AsyncConnectionConfig {
@@ -198,6 +211,10 @@ impl RedisBackplane {
             counters: Counters::new(node),
             dirty: Mutex::default(),
             dirty_signal: Notify::new(),
+            dirty_users: Mutex::default(),
+            releases: Mutex::default(),
+            mirror: Mutex::default(),
+            presence_signal: Notify::new(),
             commands: Mutex::new(None),
             shutdown,
         });
@@ -310,17 +327,86 @@ impl Backplane for RedisBackplane {
         self.shared.mark_dirty([group.to_owned()]);
     }
 
-    fn remote_members(
+    fn remote_presence(
         &self,
         group: &str,
-    ) -> BoxFuture<'static, Result<Vec<ConnectionId>, BackplaneError>> {
+    ) -> BoxFuture<'static, Result<Vec<Member>, BackplaneError>> {
         let shared = Arc::clone(&self.shared);
         let group = group.to_owned();
         let connection = self.commands();
         Box::pin(async move {
             let mut connection = connection?;
-            remote_members(&shared, &mut connection, &group).await
+            remote_presence(&shared, &mut connection, &group).await
         })
+    }
+
+    fn user_changed(&self, user: &UserId) {
+        lock(&self.shared.dirty_users).insert(user.clone());
+        self.shared.dirty_signal.notify_one();
+    }
+
+    fn remote_user_connections(
+        &self,
+        user: &UserId,
+    ) -> BoxFuture<'static, Result<usize, BackplaneError>> {
+        let shared = Arc::clone(&self.shared);
+        let user = user.clone();
+        let connection = self.commands();
+        Box::pin(async move {
+            let mut connection = connection?;
+            let others = other_live_nodes(&shared, &mut connection).await?;
+            let mut pipe = redis::pipe();
+            for node in &others {
+                pipe.cmd("HGET")
+                    .arg(shared.keys.users(*node))
+                    .arg(user.as_str());
+            }
+            let counts: Vec<Option<u64>> = pipe
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok(counts.into_iter().flatten().sum::<u64>() as usize)
+        })
+    }
+
+    fn claim_name(
+        &self,
+        name: &str,
+        id: ConnectionId,
+    ) -> BoxFuture<'static, Result<bool, BackplaneError>> {
+        let shared = Arc::clone(&self.shared);
+        let name = name.to_owned();
+        let connection = self.commands();
+        // A release of this name still queued goes first, or it would free
+        // the name just claimed.
+        let pending: Vec<(String, ConnectionId)> = {
+            let mut releases = lock(&self.shared.releases);
+            let (these, others) = releases.drain(..).partition(|(queued, _)| *queued == name);
+            *releases = others;
+            these
+        };
+        Box::pin(async move {
+            let mut connection = match connection {
+                Ok(connection) => connection,
+                Err(error) => {
+                    lock(&shared.releases).extend(pending);
+                    return Err(error);
+                }
+            };
+            for (queued, holder) in &pending {
+                release_name(&shared, &mut connection, queued, *holder)
+                    .await
+                    .map_err(unavailable)?;
+            }
+            claim_name(&shared, &mut connection, &name, id)
+                .await
+                .map_err(unavailable)
+        })
+    }
+
+    fn release_name(&self, name: &str, id: ConnectionId) {
+        lock(&self.shared.releases).push((name.to_owned(), id));
+        self.shared.dirty_signal.notify_one();
     }
 
     fn stats(&self) -> BackplaneStats {
@@ -434,12 +520,18 @@ async fn try_claim(
     Ok(set.is_some())
 }
 
-/// Deletes membership keys a previous process with the same node id left.
+/// Deletes the membership and user keys a previous process with the same
+/// node id left. (Its names hold its token, which is no longer the node's:
+/// they are free.)
 async fn forget_stale_memberships(
     connection: &mut MultiplexedConnection,
     keys: &Keys,
     node: u16,
 ) -> Result<(), RedisError> {
+    redis::cmd("DEL")
+        .arg(keys.users(node))
+        .exec_async(connection)
+        .await?;
     let pattern = keys.members_pattern(node);
     let mut cursor: u64 = 0;
     loop {
@@ -462,7 +554,7 @@ async fn forget_stale_memberships(
 }
 
 /// The registered nodes, split into the alive and the dead (sorted).
-async fn live_nodes(
+pub(crate) async fn live_nodes(
     connection: &mut MultiplexedConnection,
     keys: &Keys,
 ) -> Result<(Vec<u16>, Vec<u16>), BackplaneError> {
@@ -491,13 +583,12 @@ async fn live_nodes(
     Ok((alive, dead))
 }
 
-/// The members of `group` on every live node but this one. Dead nodes are
-/// pruned from the node set on the way.
-async fn remote_members(
+/// The live nodes but this one. Dead nodes are pruned from the node set on
+/// the way.
+pub(crate) async fn other_live_nodes(
     shared: &Shared,
     connection: &mut MultiplexedConnection,
-    group: &str,
-) -> Result<Vec<ConnectionId>, BackplaneError> {
+) -> Result<Vec<u16>, BackplaneError> {
     let keys = &shared.keys;
     let (alive, dead) = live_nodes(connection, keys).await?;
     if !dead.is_empty() {
@@ -508,29 +599,98 @@ async fn remote_members(
             .exec_async(connection)
             .await;
     }
-    let others: Vec<u16> = alive
+    Ok(alive
         .into_iter()
         .filter(|node| *node != shared.node)
-        .collect();
-    if others.is_empty() {
+        .collect())
+}
+
+/// The views of `group` of each node of `nodes`.
+pub(crate) async fn read_views(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    group: &str,
+    nodes: &[u16],
+) -> Result<Vec<(u16, View)>, RedisError> {
+    if nodes.is_empty() {
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
-    for node in &others {
-        pipe.cmd("SMEMBERS").arg(keys.members(*node, group));
+    for node in nodes {
+        pipe.cmd("HGETALL").arg(shared.keys.members(*node, group));
     }
-    let sets: Vec<Value> = pipe.query_async(connection).await.map_err(unavailable)?;
-    let mut members = Vec::new();
-    for (node, set) in others.into_iter().zip(sets) {
-        let ids: Vec<u64> = redis::from_redis_value(set)
-            .map_err(|error| BackplaneError::Failed(error.to_string()))?;
-        members.extend(
-            ids.into_iter()
-                .map(ConnectionId)
-                .filter(|id| id.node() == node),
-        );
-    }
-    Ok(members)
+    let hashes: Vec<Vec<(String, String)>> = pipe.query_async(connection).await?;
+    Ok(nodes
+        .iter()
+        .zip(hashes)
+        .map(|(node, fields)| (*node, View::parse(*node, fields)))
+        .collect())
+}
+
+/// The members of `group` on every live node but this one.
+async fn remote_presence(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    group: &str,
+) -> Result<Vec<Member>, BackplaneError> {
+    let others = other_live_nodes(shared, connection).await?;
+    let views = read_views(shared, connection, group, &others)
+        .await
+        .map_err(unavailable)?;
+    Ok(views.iter().flat_map(|(_, view)| view.members()).collect())
+}
+
+/// Takes `name` for the connection `id` unless a live holder has it: the
+/// holder's node key must still carry the token it was claimed under.
+const CLAIM_NAME: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then return 1 end
+if current then
+  local node, token = string.match(current, '^%d+|(%d+)|(.*)$')
+  if node and redis.call('GET', ARGV[2] .. node) == token then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+";
+
+/// Deletes a name key if it still holds this holder's value.
+const RELEASE_NAME: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// Claims `name` in Redis for the connection `id` of this node.
+pub(crate) async fn claim_name(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    name: &str,
+    id: ConnectionId,
+) -> Result<bool, RedisError> {
+    let claimed: i64 = redis::cmd("EVAL")
+        .arg(CLAIM_NAME)
+        .arg(1)
+        .arg(shared.keys.name(name))
+        .arg(shared.name_value(id))
+        .arg(shared.keys.node_prefix())
+        .query_async(connection)
+        .await?;
+    Ok(claimed == 1)
+}
+
+/// Frees `name` in Redis if the connection `id` of this node holds it.
+pub(crate) async fn release_name(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    name: &str,
+    id: ConnectionId,
+) -> Result<(), RedisError> {
+    redis::cmd("EVAL")
+        .arg(RELEASE_NAME)
+        .arg(1)
+        .arg(shared.keys.name(name))
+        .arg(shared.name_value(id))
+        .exec_async(connection)
+        .await
 }
 
 pub(crate) fn unavailable(error: RedisError) -> BackplaneError {

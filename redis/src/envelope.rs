@@ -1,20 +1,27 @@
-//! How a [`BackplaneMessage`] travels in a Redis message: an envelope around
-//! the encoded push frame, authenticated with an HMAC-SHA256 under the
-//! cluster secret.
+//! How a [`BackplaneMessage`] (or a presence notice) travels in a Redis
+//! message: an envelope around the encoded push frame, authenticated with
+//! an HMAC-SHA256 under the cluster secret.
 //!
 //! ```text
 //! version   u8      2
-//! kind      u8      1 group, 2 everyone, 3 connection, 4 kick
+//! kind      u8      1 group, 2 everyone, 3 connection, 4 kick, 5 user,
+//!                   6 kick user, 7 presence
 //! origin    u16 LE  the publishing node
-//! flags     u8      bit 0: droppable (never for a kick); the others 0
+//! flags     u8      bit 0: droppable (only for 1, 2, 3, 5); the others 0
 //! instance  u64 LE  the publishing process's random id
 //! sequence  u64 LE  increasing per instance: its clock in µs, or one more
 //! group:      name length u16 LE, name (UTF-8), frame
 //! everyone:   frame
 //! connection: connection id u64 LE, frame
 //! kick:       connection id u64 LE, reason (UTF-8)
+//! user:       user id length u16 LE, user id (UTF-8), frame
+//! kick user:  user id length u16 LE, user id (UTF-8), reason (UTF-8)
+//! presence:   group name length u16 LE, name (UTF-8), version u64 LE
 //! mac       32 bytes
 //! ```
+//!
+//! A presence notice says that the origin node rewrote its members of the
+//! group, at that version (see `presence`).
 //!
 //! `mac = HMAC-SHA256(secret, "ternio-redis envelope v2\0" ‖ channel length
 //! u32 LE ‖ channel ‖ every byte before the mac)`: it covers the whole
@@ -31,8 +38,8 @@
 use bytes::{Buf, BufMut, Bytes};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use ternio::ConnectionId;
 use ternio::backplane::BackplaneMessage;
+use ternio::{ConnectionId, UserId};
 
 use crate::counters::Rejection;
 use crate::secret::ClusterSecret;
@@ -44,6 +51,9 @@ const GROUP: u8 = 1;
 const EVERYONE: u8 = 2;
 const CONNECTION: u8 = 3;
 const KICK: u8 = 4;
+const USER: u8 = 5;
+const KICK_USER: u8 = 6;
+const PRESENCE: u8 = 7;
 const DROPPABLE: u8 = 1;
 /// Version, kind, origin, flags, instance, sequence.
 const HEADER_LEN: usize = 21;
@@ -65,11 +75,31 @@ pub(crate) struct Stamp {
     pub(crate) sequence: u64,
 }
 
+/// What an envelope carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// What a hub sent to the other nodes.
+    Hub(BackplaneMessage),
+    /// The origin node rewrote its members of `group`, at `version`.
+    Presence {
+        /// The group.
+        group: String,
+        /// The version of its membership that the origin wrote.
+        version: u64,
+    },
+}
+
+impl From<BackplaneMessage> for Message {
+    fn from(message: BackplaneMessage) -> Self {
+        Self::Hub(message)
+    }
+}
+
 /// An authentic message read from Redis: who sent it, and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Envelope {
     pub(crate) stamp: Stamp,
-    pub(crate) message: BackplaneMessage,
+    pub(crate) message: Message,
 }
 
 /// Why a Redis message was not delivered.
@@ -89,6 +119,8 @@ pub(crate) enum EnvelopeError {
     Flags(u8),
     #[error("a name or reason is not UTF-8")]
     Utf8,
+    #[error("not a valid user id")]
+    User,
 }
 
 impl EnvelopeError {
@@ -97,9 +129,12 @@ impl EnvelopeError {
         match self {
             Self::Oversized(_) => Rejection::Oversized,
             Self::Forged => Rejection::Forged,
-            Self::Truncated | Self::Version(_) | Self::Kind(_) | Self::Flags(_) | Self::Utf8 => {
-                Rejection::Malformed
-            }
+            Self::Truncated
+            | Self::Version(_)
+            | Self::Kind(_)
+            | Self::Flags(_)
+            | Self::Utf8
+            | Self::User => Rejection::Malformed,
         }
     }
 }
@@ -129,22 +164,31 @@ impl EnvelopeKey {
     }
 
     /// Encodes `message`, stamped `stamp`, for publishing on `channel`.
-    pub(crate) fn seal(&self, channel: &[u8], stamp: Stamp, message: &BackplaneMessage) -> Vec<u8> {
-        let (kind, droppable, extra, frame_len) = match message {
-            BackplaneMessage::Group {
+    pub(crate) fn seal(&self, channel: &[u8], stamp: Stamp, message: &Message) -> Vec<u8> {
+        let (kind, droppable, size) = match message {
+            Message::Hub(BackplaneMessage::Group {
                 group,
                 frame,
                 droppable,
-            } => (GROUP, *droppable, 2 + group.len(), frame.len()),
-            BackplaneMessage::Everyone { frame, droppable } => {
-                (EVERYONE, *droppable, 0, frame.len())
+            }) => (GROUP, *droppable, 2 + group.len() + frame.len()),
+            Message::Hub(BackplaneMessage::Everyone { frame, droppable }) => {
+                (EVERYONE, *droppable, frame.len())
             }
-            BackplaneMessage::Connection {
+            Message::Hub(BackplaneMessage::Connection {
                 frame, droppable, ..
-            } => (CONNECTION, *droppable, 8, frame.len()),
-            BackplaneMessage::Kick { reason, .. } => (KICK, false, 8, reason.len()),
+            }) => (CONNECTION, *droppable, 8 + frame.len()),
+            Message::Hub(BackplaneMessage::Kick { reason, .. }) => (KICK, false, 8 + reason.len()),
+            Message::Hub(BackplaneMessage::User {
+                user,
+                frame,
+                droppable,
+            }) => (USER, *droppable, 2 + user.len() + frame.len()),
+            Message::Hub(BackplaneMessage::KickUser { user, reason }) => {
+                (KICK_USER, false, 2 + user.len() + reason.len())
+            }
+            Message::Presence { group, .. } => (PRESENCE, false, 2 + group.len() + 8),
         };
-        let mut out = Vec::with_capacity(OVERHEAD + extra + frame_len);
+        let mut out = Vec::with_capacity(OVERHEAD + size);
         out.put_u8(VERSION);
         out.put_u8(kind);
         out.put_u16_le(stamp.origin);
@@ -152,22 +196,30 @@ impl EnvelopeKey {
         out.put_u64_le(stamp.instance);
         out.put_u64_le(stamp.sequence);
         match message {
-            BackplaneMessage::Group { group, frame, .. } => {
-                // Group names are far shorter than 64 KiB; a longer one is cut
-                // to the limit, which no member's name matches.
-                let name = &group.as_bytes()[..group.len().min(usize::from(u16::MAX))];
-                out.put_u16_le(name.len() as u16);
-                out.put_slice(name);
+            Message::Hub(BackplaneMessage::Group { group, frame, .. }) => {
+                put_name(&mut out, group);
                 out.put_slice(frame);
             }
-            BackplaneMessage::Everyone { frame, .. } => out.put_slice(frame),
-            BackplaneMessage::Connection { id, frame, .. } => {
+            Message::Hub(BackplaneMessage::Everyone { frame, .. }) => out.put_slice(frame),
+            Message::Hub(BackplaneMessage::Connection { id, frame, .. }) => {
                 out.put_u64_le(id.0);
                 out.put_slice(frame);
             }
-            BackplaneMessage::Kick { id, reason } => {
+            Message::Hub(BackplaneMessage::Kick { id, reason }) => {
                 out.put_u64_le(id.0);
                 out.put_slice(reason.as_bytes());
+            }
+            Message::Hub(BackplaneMessage::User { user, frame, .. }) => {
+                put_name(&mut out, user);
+                out.put_slice(frame);
+            }
+            Message::Hub(BackplaneMessage::KickUser { user, reason }) => {
+                put_name(&mut out, user);
+                out.put_slice(reason.as_bytes());
+            }
+            Message::Presence { group, version } => {
+                put_name(&mut out, group);
+                out.put_u64_le(*version);
             }
         }
         let mac = self.mac(channel, &out).finalize().into_bytes();
@@ -214,25 +266,21 @@ fn parse(mut bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
     let flags = bytes.get_u8();
     let instance = bytes.get_u64_le();
     let sequence = bytes.get_u64_le();
-    let allowed = if kind == KICK { 0 } else { DROPPABLE };
+    let allowed = if matches!(kind, KICK | KICK_USER | PRESENCE) {
+        0
+    } else {
+        DROPPABLE
+    };
     if flags & !allowed != 0 {
         return Err(EnvelopeError::Flags(flags));
     }
     let droppable = flags & DROPPABLE != 0;
     let message = match kind {
         GROUP => {
-            if bytes.len() < 2 {
-                return Err(EnvelopeError::Truncated);
-            }
-            let len = usize::from(bytes.get_u16_le());
-            if bytes.len() < len {
-                return Err(EnvelopeError::Truncated);
-            }
-            let (name, frame) = bytes.split_at(len);
-            let group = std::str::from_utf8(name).map_err(|_| EnvelopeError::Utf8)?;
+            let group = name(&mut bytes)?;
             BackplaneMessage::Group {
                 group: group.into(),
-                frame: Bytes::copy_from_slice(frame),
+                frame: Bytes::copy_from_slice(bytes),
                 droppable,
             }
         }
@@ -253,8 +301,37 @@ fn parse(mut bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
                 reason: reason.to_owned(),
             }
         }
+        USER => BackplaneMessage::User {
+            user: user(&mut bytes)?,
+            frame: Bytes::copy_from_slice(bytes),
+            droppable,
+        },
+        KICK_USER => {
+            let user = user(&mut bytes)?;
+            let reason = std::str::from_utf8(bytes).map_err(|_| EnvelopeError::Utf8)?;
+            BackplaneMessage::KickUser {
+                user,
+                reason: reason.to_owned(),
+            }
+        }
+        PRESENCE => {
+            let group = name(&mut bytes)?.to_owned();
+            if bytes.len() != 8 {
+                return Err(EnvelopeError::Truncated);
+            }
+            let version = bytes.get_u64_le();
+            return Ok(Envelope {
+                stamp: Stamp {
+                    origin,
+                    instance,
+                    sequence,
+                },
+                message: Message::Presence { group, version },
+            });
+        }
         other => return Err(EnvelopeError::Kind(other)),
     };
+    let message = Message::Hub(message);
     Ok(Envelope {
         stamp: Stamp {
             origin,
@@ -263,6 +340,33 @@ fn parse(mut bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
         },
         message,
     })
+}
+
+/// Writes a name (a group's, a user's) with its length. Names are far
+/// shorter than 64 KiB; a longer one is cut to the limit, which no name
+/// matches.
+fn put_name(out: &mut Vec<u8>, name: &str) {
+    let name = &name.as_bytes()[..name.len().min(usize::from(u16::MAX))];
+    out.put_u16_le(name.len() as u16);
+    out.put_slice(name);
+}
+
+/// Reads a name written by [`put_name`].
+fn name<'a>(bytes: &mut &'a [u8]) -> Result<&'a str, EnvelopeError> {
+    if bytes.len() < 2 {
+        return Err(EnvelopeError::Truncated);
+    }
+    let len = usize::from(bytes.get_u16_le());
+    if bytes.len() < len {
+        return Err(EnvelopeError::Truncated);
+    }
+    let (name, rest) = bytes.split_at(len);
+    *bytes = rest;
+    std::str::from_utf8(name).map_err(|_| EnvelopeError::Utf8)
+}
+
+fn user(bytes: &mut &[u8]) -> Result<UserId, EnvelopeError> {
+    UserId::new(name(bytes)?).map_err(|_| EnvelopeError::User)
 }
 
 fn connection_id(bytes: &mut &[u8]) -> Result<ConnectionId, EnvelopeError> {
@@ -277,12 +381,14 @@ fn connection_id(bytes: &mut &[u8]) -> Result<ConnectionId, EnvelopeError> {
 pub mod fuzzing {
     use super::*;
 
+    pub use super::Message;
+
     /// `message` sealed under `secret` for `channel`.
     pub fn seal(
         secret: &ClusterSecret,
         channel: &[u8],
         (origin, instance, sequence): (u16, u64, u64),
-        message: &BackplaneMessage,
+        message: &Message,
     ) -> Vec<u8> {
         let stamp = Stamp {
             origin,
@@ -309,7 +415,7 @@ pub mod fuzzing {
         channel: &[u8],
         payload: &[u8],
         max_len: usize,
-    ) -> Result<((u16, u64, u64), BackplaneMessage), String> {
+    ) -> Result<((u16, u64, u64), Message), String> {
         EnvelopeKey::new(secret)
             .open(channel, payload, max_len)
             .map(|envelope| {
@@ -343,15 +449,16 @@ mod tests {
         }
     }
 
-    fn group() -> BackplaneMessage {
-        BackplaneMessage::Group {
+    fn group() -> Message {
+        Message::Hub(BackplaneMessage::Group {
             group: "lobby".into(),
             frame: Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00body"),
             droppable: true,
-        }
+        })
     }
 
-    fn round_trip(message: BackplaneMessage) {
+    fn round_trip(message: impl Into<Message>) {
+        let message = message.into();
         let sealed = key().seal(CHANNEL, stamp(), &message);
         let opened = key().open(CHANNEL, &sealed, MAX).expect("opens");
         assert_eq!(
@@ -379,6 +486,19 @@ mod tests {
         round_trip(BackplaneMessage::Kick {
             id: ConnectionId::new(3, 42),
             reason: "spamming".into(),
+        });
+        round_trip(BackplaneMessage::User {
+            user: UserId::new("player-42").unwrap(),
+            frame: Bytes::from_static(b"\x01\x02\x00\x00\x00\x00\x00body"),
+            droppable: true,
+        });
+        round_trip(BackplaneMessage::KickUser {
+            user: UserId::new("player-42").unwrap(),
+            reason: "banned".into(),
+        });
+        round_trip(Message::Presence {
+            group: "lobby".into(),
+            version: 1_800_000_000_000_001,
         });
     }
 
@@ -483,6 +603,15 @@ mod tests {
         assert_eq!(open(&header(9, 0)), Err(EnvelopeError::Kind(9)));
         assert_eq!(open(&header(GROUP, 2)), Err(EnvelopeError::Flags(2)));
         assert_eq!(open(&header(KICK, 1)), Err(EnvelopeError::Flags(1)));
+        assert_eq!(open(&header(PRESENCE, 1)), Err(EnvelopeError::Flags(1)));
+        assert_eq!(
+            open(&[header(PRESENCE, 0), vec![1, 0, b'a', 1, 2]].concat()),
+            Err(EnvelopeError::Truncated)
+        );
+        assert_eq!(
+            open(&[header(USER, 0), vec![2, 0, b'a', b'\n']].concat()),
+            Err(EnvelopeError::User)
+        );
         assert_eq!(open(&header(GROUP, 0)), Err(EnvelopeError::Truncated));
         assert_eq!(
             open(&[header(GROUP, 0), vec![5, 0, b'a']].concat()),

@@ -6,7 +6,9 @@
 //! | `{prefix}:node-seq` | counter | the last node id handed out (`INCR`) |
 //! | `{prefix}:node:{n}` | string, expires | node `n` is alive; its owner's token |
 //! | `{prefix}:nodes` | set | node ids that registered (pruned of dead ones) |
-//! | `{prefix}:members:{n}:{group}` | set, expires | node `n`'s members of `group` |
+//! | `{prefix}:members:{n}:{group}` | hash, expires | node `n`'s members of `group`: connection id → user id (`""` for none), and `v` → the version |
+//! | `{prefix}:users:{n}` | hash, expires | node `n`'s signed-in users: user id → connections |
+//! | `{prefix}:name:{name}` | string | the name's holder: `{connection id}\|{node}\|{node's token}` |
 //! | `{prefix}:group:{group}` | channel | broadcasts to `group` |
 //! | `{prefix}:everyone` | channel | broadcasts to every connection |
 //! | `{prefix}:to-node:{n}` | channel | sends and kicks for node `n`'s connections |
@@ -38,6 +40,19 @@ impl Keys {
 
     pub(crate) fn members(&self, node: u16, group: &str) -> String {
         format!("{}:members:{node}:{group}", self.prefix)
+    }
+
+    pub(crate) fn users(&self, node: u16) -> String {
+        format!("{}:users:{node}", self.prefix)
+    }
+
+    pub(crate) fn name(&self, name: &str) -> String {
+        format!("{}:name:{name}", self.prefix)
+    }
+
+    /// What a node's liveness key starts with (the node id follows).
+    pub(crate) fn node_prefix(&self) -> String {
+        format!("{}:node:", self.prefix)
     }
 
     /// A `SCAN` pattern for every membership key of `node`.

@@ -108,6 +108,7 @@ mod counters;
 mod envelope;
 mod keys;
 mod link;
+mod presence;
 mod replay;
 mod secret;
 #[cfg(feature = "serde")]

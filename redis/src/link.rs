@@ -1,10 +1,12 @@
-//! The link task: one per backplane. It connects to Redis, registers the
-//! node and its memberships, subscribes, then runs three loops side by side
-//! until the link fails: the publisher (queued messages out, pipelined),
-//! the subscriber (messages in, delivered to the local hub) and the
-//! control loop (heartbeats, membership and subscription changes). When
-//! the link fails it reports it, drops what was queued, and reconnects with
-//! backoff; a new link registers and subscribes everything again.
+//! The link task: one per backplane. It connects to Redis, writes the
+//! node's memberships, users and names, subscribes, registers the node,
+//! then runs three loops side by side until the link fails: the publisher
+//! (queued messages out, pipelined), the subscriber (messages in, delivered
+//! to the local hub; presence notices marked in the mirror) and the control
+//! loop (heartbeats, dead nodes, membership, user, name and subscription
+//! changes, stale views read again). When the link fails it reports it,
+//! drops what was queued, and reconnects with backoff; a new link writes,
+//! subscribes and reads everything again.
 //!
 //! The publisher stamps and seals every envelope; the subscriber opens
 //! each message (size, MAC, form) and checks its stamp before delivering
@@ -13,16 +15,19 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
 use redis::{RedisError, Value};
+use ternio::PresenceEvent;
 use ternio::backplane::BackplaneMessage;
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
-use crate::backplane::{Shared, lock};
+use crate::backplane::{self, Shared, lock};
+use crate::envelope::Message;
+use crate::presence::VERSION_FIELD;
 use crate::replay::{self, MAX_PUBLISHERS, ReplayGuard, Stamper};
 
 /// Messages taken off the queue for one pipelined write.
@@ -56,6 +61,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Backplane
     let mut ever_connected = false;
     let mut failed_attempts: u64 = 0;
     let mut stamper = Stamper::new(shared.node);
+    // Presence notices go out with the membership writes, on the command
+    // connection: a publisher of their own, with its own sequence.
+    let mut presence_stamper = Stamper::new(shared.node);
     let mut guard = ReplayGuard::new(shared.config.max_message_age, MAX_PUBLISHERS);
     loop {
         if *shutdown.borrow() {
@@ -70,6 +78,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Backplane
                     shutdown: &mut shutdown,
                     ever_connected: &mut ever_connected,
                     stamper: &mut stamper,
+                    presence_stamper: &mut presence_stamper,
                     guard: &mut guard,
                 };
                 match serve(&shared, link, state).await {
@@ -103,6 +112,7 @@ struct LinkState<'a> {
     shutdown: &'a mut watch::Receiver<bool>,
     ever_connected: &'a mut bool,
     stamper: &'a mut Stamper,
+    presence_stamper: &'a mut Stamper,
     guard: &'a mut ReplayGuard,
 }
 
@@ -130,7 +140,8 @@ async fn connect(shared: &Shared) -> Result<Link, LinkError> {
     })
 }
 
-/// Registers the node, subscribes, writes every membership, then serves
+/// Subscribes, writes every membership, user and name, registers the node
+/// (after its memberships, so that a node seen alive has them), then serves
 /// until the link fails or the backplane shuts down.
 async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
     let LinkState {
@@ -138,6 +149,7 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
         shutdown,
         ever_connected,
         stamper,
+        presence_stamper,
         guard,
     } = state;
     let Link {
@@ -152,9 +164,17 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
             shared.keys.node_channel(shared.node),
         ];
         within(shared, sink.subscribe(&fixed)).await?;
-        heartbeat(shared, &mut commands, &subscribed).await?;
         shared.mark_all_dirty();
-        sync(shared, &mut commands, &mut sink, &mut subscribed).await
+        sync(
+            shared,
+            &mut commands,
+            &mut sink,
+            &mut subscribed,
+            presence_stamper,
+        )
+        .await?;
+        claim_names_again(shared, &mut commands).await?;
+        heartbeat(shared, &mut commands, &subscribed).await
     };
     if let Err(error) = setup.await {
         return End::Lost(error);
@@ -171,10 +191,17 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
     }
     *ever_connected = true;
 
+    let control_state = Control {
+        commands: commands.clone(),
+        sink: &mut sink,
+        subscribed: &mut subscribed,
+        stamper: presence_stamper,
+        connected_at: Instant::now(),
+    };
     let result = tokio::select! {
         result = publisher(shared, queue, commands.clone(), stamper) => result,
         result = subscriber(shared, stream, guard) => result,
-        result = control(shared, commands.clone(), &mut sink, &mut subscribed) => result,
+        result = control(shared, control_state) => result,
         _ = shutdown.changed() => Ok(()),
     };
     match result {
@@ -213,21 +240,25 @@ async fn publisher(
         }
         let mut pipe = redis::pipe();
         let now = replay::now_micros();
-        for message in &batch {
-            let channel = match message {
+        let count = batch.len() as u64;
+        for message in batch.drain(..) {
+            let channel = match &message {
                 BackplaneMessage::Group { group, .. } => shared.keys.group_channel(group),
-                BackplaneMessage::Everyone { .. } => shared.keys.everyone_channel(),
+                // Every node may have connections of the user.
+                BackplaneMessage::Everyone { .. }
+                | BackplaneMessage::User { .. }
+                | BackplaneMessage::KickUser { .. } => shared.keys.everyone_channel(),
                 BackplaneMessage::Connection { id, .. } | BackplaneMessage::Kick { id, .. } => {
                     shared.keys.node_channel(id.node())
                 }
             };
-            let envelope = shared
-                .key
-                .seal(channel.as_bytes(), stamper.next(now), message);
+            let envelope = shared.key.seal(
+                channel.as_bytes(),
+                stamper.next(now),
+                &Message::Hub(message),
+            );
             pipe.cmd("PUBLISH").arg(channel).arg(envelope).ignore();
         }
-        let count = batch.len() as u64;
-        batch.clear();
         if let Err(error) = within(shared, pipe.exec_async(&mut commands)).await {
             shared.counters.dropped(count);
             return Err(error);
@@ -267,8 +298,18 @@ async fn subscriber(
             Ok(None) => {}
             Ok(Some(envelope)) => {
                 shared.counters.received(1);
-                if let Some(hub) = shared.hub.get() {
-                    hub.deliver(&envelope.message);
+                match envelope.message {
+                    Message::Hub(message) => {
+                        if let Some(hub) = shared.hub.get() {
+                            hub.deliver(&message);
+                        }
+                    }
+                    Message::Presence { group, version } => {
+                        let origin = envelope.stamp.origin;
+                        if lock(&shared.mirror).notice(&group, origin, version) {
+                            shared.presence_signal.notify_one();
+                        }
+                    }
                 }
             }
             Err((rejection, error)) => {
@@ -283,14 +324,28 @@ async fn subscriber(
     Err(LinkError::SubscriptionClosed)
 }
 
-/// Heartbeats, and membership and subscription changes as they come.
-/// Ends when the server behind the hub is gone.
-async fn control(
-    shared: &Shared,
-    mut commands: MultiplexedConnection,
-    sink: &mut PubSubSink,
-    subscribed: &mut HashSet<String>,
-) -> Result<(), LinkError> {
+/// What the control loop works with, for one link.
+struct Control<'a> {
+    commands: MultiplexedConnection,
+    sink: &'a mut PubSubSink,
+    subscribed: &'a mut HashSet<String>,
+    stamper: &'a mut Stamper,
+    /// When this link came up: dead nodes are only declared a whole node
+    /// TTL later.
+    connected_at: Instant,
+}
+
+/// Heartbeats and dead nodes, membership, user, name and subscription
+/// changes as they come, and stale views read again. Ends when the server
+/// behind the hub is gone.
+async fn control(shared: &Shared, state: Control<'_>) -> Result<(), LinkError> {
+    let Control {
+        mut commands,
+        sink,
+        subscribed,
+        stamper,
+        connected_at,
+    } = state;
     let mut ticker = tokio::time::interval(shared.config.heartbeat_interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await;
@@ -301,12 +356,133 @@ async fn control(
                     return Ok(());
                 }
                 heartbeat(shared, &mut commands, subscribed).await?;
+                if connected_at.elapsed() >= shared.config.node_ttl {
+                    drop_dead_nodes(shared, &mut commands).await?;
+                }
             }
             () = shared.dirty_signal.notified() => {
-                sync(shared, &mut commands, sink, subscribed).await?;
+                sync(shared, &mut commands, sink, subscribed, stamper).await?;
+            }
+            () = shared.presence_signal.notified() => {
+                refresh_stale(shared, &mut commands).await?;
             }
         }
     }
+}
+
+/// Tells the local hub of presence changes on other nodes.
+fn report(shared: &Shared, events: Vec<PresenceEvent>) {
+    if let Some(hub) = shared.hub.get() {
+        for event in events {
+            hub.presence_event(event);
+        }
+    }
+}
+
+/// Reads again the views that presence notices said are behind.
+async fn refresh_stale(
+    shared: &Shared,
+    commands: &mut MultiplexedConnection,
+) -> Result<(), LinkError> {
+    let stale = lock(&shared.mirror).take_stale();
+    for (group, node) in stale {
+        let read = within(
+            shared,
+            backplane::read_views(shared, commands, &group, &[node]),
+        )
+        .await;
+        let views = match read {
+            Ok(views) => views,
+            Err(error) => {
+                // Read again on the next link (every view is).
+                return Err(error);
+            }
+        };
+        for (node, view) in views {
+            let events = lock(&shared.mirror).apply(&group, node, view, false);
+            report(shared, events);
+        }
+    }
+    Ok(())
+}
+
+/// Reads every live node's view of `group`, which this node just
+/// subscribed to (again): quietly for a group it did not follow, with the
+/// differences reported for one it did (after a lost link).
+async fn read_group(
+    shared: &Shared,
+    commands: &mut MultiplexedConnection,
+    group: &str,
+) -> Result<(), LinkError> {
+    let quietly = lock(&shared.mirror).track(group);
+    let others = backplane::other_live_nodes(shared, commands)
+        .await
+        .map_err(|error| LinkError::Reply(error.to_string()))?;
+    let views = within(
+        shared,
+        backplane::read_views(shared, commands, group, &others),
+    )
+    .await?;
+    let mut events = Vec::new();
+    {
+        let mut mirror = lock(&shared.mirror);
+        for (node, view) in views {
+            events.extend(mirror.apply(group, node, view, quietly));
+        }
+    }
+    report(shared, events);
+    Ok(())
+}
+
+/// Drops the nodes whose liveness key expired from the mirror: their
+/// members are lost.
+async fn drop_dead_nodes(
+    shared: &Shared,
+    commands: &mut MultiplexedConnection,
+) -> Result<(), LinkError> {
+    let known = lock(&shared.mirror).nodes();
+    if known.is_empty() {
+        return Ok(());
+    }
+    let alive: HashSet<u16> = backplane::other_live_nodes(shared, commands)
+        .await
+        .map_err(|error| LinkError::Reply(error.to_string()))?
+        .into_iter()
+        .collect();
+    for node in known.difference(&alive) {
+        let events = lock(&shared.mirror).drop_node(*node);
+        if !events.is_empty() {
+            tracing::info!(
+                node = shared.node,
+                dead = node,
+                members = events.len(),
+                "backplane: a node's heartbeat expired; its members are gone"
+            );
+        }
+        report(shared, events);
+    }
+    Ok(())
+}
+
+/// Claims every name a local connection holds again: after Redis lost
+/// them (a restart), or the link was down when they were claimed.
+async fn claim_names_again(
+    shared: &Shared,
+    commands: &mut MultiplexedConnection,
+) -> Result<(), LinkError> {
+    let names = shared.hub.get().map(|hub| hub.names()).unwrap_or_default();
+    for (name, id) in names {
+        let claimed = within(shared, backplane::claim_name(shared, commands, &name, id)).await?;
+        if !claimed {
+            tracing::warn!(
+                node = shared.node,
+                %name,
+                connection = %id,
+                "backplane: a name held here is held by a connection of another node too (claimed while redis had lost it)"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refreshes the node's liveness key and the expiry of its membership keys.
@@ -330,20 +506,32 @@ async fn heartbeat(
         .arg(shared.keys.nodes())
         .arg(shared.node)
         .ignore();
+    pipe.cmd("PEXPIRE")
+        .arg(shared.keys.users(shared.node))
+        .arg(ttl);
     for group in &groups {
         pipe.cmd("PEXPIRE")
             .arg(shared.keys.members(shared.node, group))
             .arg(ttl);
     }
     let mut replies: Vec<Value> = within(shared, pipe.query_async(commands)).await?;
-    if replies.len() != groups.len() + 1 {
+    if replies.len() != groups.len() + 2 {
         return Err(LinkError::Reply(format!(
             "{} replies to a heartbeat of {}",
             replies.len(),
-            groups.len() + 1
+            groups.len() + 2
         )));
     }
-    let refreshed = replies.split_off(1);
+    let refreshed = replies.split_off(2);
+    let users_kept = !matches!(replies.pop(), Some(Value::Int(0) | Value::Boolean(false)));
+    if !users_kept {
+        // Lost (or there is no signed-in user): written again if there is one.
+        let users = shared.hub.get().map(|hub| hub.users()).unwrap_or_default();
+        if !users.is_empty() {
+            lock(&shared.dirty_users).extend(users.into_iter().map(|(user, _)| user));
+            shared.dirty_signal.notify_one();
+        }
+    }
     let previous: Option<String> = redis::from_redis_value(replies.remove(0))
         .map_err(|error| LinkError::Reply(error.to_string()))?;
     match previous {
@@ -372,21 +560,40 @@ async fn heartbeat(
     Ok(())
 }
 
-/// Writes the local membership of every changed group, and subscribes to
-/// the groups that gained their first local member (before their
-/// membership shows, so a node that sees the member can reach it) or
-/// unsubscribes from those that lost their last.
+/// Writes the local membership of every changed group (with a presence
+/// notice), the count of every changed user, frees the names released;
+/// subscribes to the groups that gained their first local member (before
+/// their membership shows, so a node that sees the member can reach it)
+/// and reads the other nodes' views of them, or unsubscribes from those
+/// that lost their last.
 async fn sync(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
     sink: &mut PubSubSink,
     subscribed: &mut HashSet<String>,
+    stamper: &mut Stamper,
 ) -> Result<(), LinkError> {
+    let users: Vec<_> = lock(&shared.dirty_users).drain().collect();
+    if !users.is_empty() {
+        let result = write_users(shared, commands, &users).await;
+        if result.is_err() {
+            lock(&shared.dirty_users).extend(users);
+            return result;
+        }
+    }
+    let releases: Vec<_> = std::mem::take(&mut *lock(&shared.releases));
+    for (index, (name, id)) in releases.iter().enumerate() {
+        let result = within(shared, backplane::release_name(shared, commands, name, *id)).await;
+        if let Err(error) = result {
+            lock(&shared.releases).extend(releases[index..].iter().cloned());
+            return Err(error);
+        }
+    }
     let dirty: Vec<String> = lock(&shared.dirty).drain().collect();
     if dirty.is_empty() {
         return Ok(());
     }
-    let result = write_memberships(shared, commands, sink, subscribed, &dirty).await;
+    let result = write_memberships(shared, commands, sink, subscribed, stamper, &dirty).await;
     if result.is_err() {
         // Written again on the next link.
         shared.mark_dirty(dirty);
@@ -394,11 +601,36 @@ async fn sync(
     result
 }
 
+/// Writes this node's count of connections of each of `users`.
+async fn write_users(
+    shared: &Shared,
+    commands: &mut MultiplexedConnection,
+    users: &[ternio::UserId],
+) -> Result<(), LinkError> {
+    let key = shared.keys.users(shared.node);
+    let mut pipe = redis::pipe();
+    for user in users {
+        let count = shared.hub.get().map_or(0, |hub| hub.user_count(user));
+        if count == 0 {
+            pipe.cmd("HDEL").arg(&key).arg(user.as_str()).ignore();
+        } else {
+            pipe.cmd("HSET")
+                .arg(&key)
+                .arg(user.as_str())
+                .arg(count)
+                .ignore();
+        }
+    }
+    pipe.cmd("PEXPIRE").arg(&key).arg(shared.ttl_ms()).ignore();
+    within(shared, pipe.exec_async(commands)).await
+}
+
 async fn write_memberships(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
     sink: &mut PubSubSink,
     subscribed: &mut HashSet<String>,
+    stamper: &mut Stamper,
     groups: &[String],
 ) -> Result<(), LinkError> {
     let ttl = shared.ttl_ms();
@@ -406,35 +638,56 @@ async fn write_memberships(
     let mut unsubscribe = Vec::new();
     let mut pipe = redis::pipe();
     pipe.atomic();
+    let now = replay::now_micros();
     for group in groups {
-        let members: Vec<u64> = shared
+        let members = shared
             .hub
             .get()
-            .map(|hub| hub.members(group))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|id| id.0)
-            .collect();
+            .map(|hub| hub.presence(group))
+            .unwrap_or_default();
         let key = shared.keys.members(shared.node, group);
+        // The notice's sequence is the version: it only grows, across
+        // restarts too (it is the clock).
+        let stamp = stamper.next(now);
+        let version = stamp.sequence;
         pipe.cmd("DEL").arg(&key).ignore();
+        // With no member left, the key keeps the version for a TTL (so a
+        // late reader does not take an older view for newer).
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&key).arg(VERSION_FIELD).arg(version);
+        for member in &members {
+            hset.arg(member.id.0)
+                .arg(member.user.as_ref().map_or("", |user| user.as_str()));
+        }
+        pipe.add_command(hset).ignore();
+        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).ignore();
+        let channel = shared.keys.group_channel(group);
+        let notice = Message::Presence {
+            group: group.clone(),
+            version,
+        };
+        let envelope = shared.key.seal(channel.as_bytes(), stamp, &notice);
+        pipe.cmd("PUBLISH").arg(&channel).arg(envelope).ignore();
         if members.is_empty() {
             if subscribed.remove(group) {
-                unsubscribe.push(shared.keys.group_channel(group));
+                unsubscribe.push(channel);
             }
-        } else {
-            pipe.cmd("SADD").arg(&key).arg(members).ignore();
-            pipe.cmd("PEXPIRE").arg(&key).arg(ttl).ignore();
-            if subscribed.insert(group.clone()) {
-                subscribe.push(shared.keys.group_channel(group));
-            }
+            lock(&shared.mirror).untrack(group);
+        } else if subscribed.insert(group.clone()) {
+            subscribe.push((group.clone(), channel));
         }
     }
     if !subscribe.is_empty() {
-        within(shared, sink.subscribe(&subscribe)).await?;
+        let channels: Vec<&String> = subscribe.iter().map(|(_, channel)| channel).collect();
+        within(shared, sink.subscribe(&channels)).await?;
     }
     within(shared, pipe.exec_async(commands)).await?;
     if !unsubscribe.is_empty() {
         within(shared, sink.unsubscribe(&unsubscribe)).await?;
+    }
+    // Subscribed first, then read: no notice is missed in between.
+    for (group, _) in &subscribe {
+        read_group(shared, commands, group).await?;
     }
     Ok(())
 }
@@ -454,6 +707,7 @@ async fn leave(
         .arg(shared.keys.nodes())
         .arg(shared.node)
         .ignore();
+    pipe.cmd("DEL").arg(shared.keys.users(shared.node)).ignore();
     for group in subscribed {
         pipe.cmd("DEL")
             .arg(shared.keys.members(shared.node, group))

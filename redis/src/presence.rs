@@ -1,0 +1,299 @@
+//! The cluster's presence as one node sees it: for each group with a
+//! member on this node, the other nodes' members, each node's view at the
+//! version that node last wrote (the [`Mirror`]), and the events that a
+//! change of view makes.
+//!
+//! **How it stays right.** A node writes its members of a group to Redis
+//! (a hash with the version, see `keys`) and publishes a presence notice on
+//! the group's channel in one transaction. A node with members in the
+//! group subscribes to that channel *before* it reads the views, so it
+//! misses no notice; a notice above the version it holds marks the view
+//! stale, and the link reads it again from Redis. A view only ever moves to
+//! a higher version, so a read and a notice may arrive in either order.
+//! After a link is lost, every view is read again (a changed one reports
+//! its differences); a node whose liveness key expired is dropped with its
+//! members ([`PresenceChange::Lost`]), once this node has been connected
+//! for a whole node TTL (so that after a Redis restart the other nodes
+//! have time to register again).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use ternio::{ConnectionId, Member, PresenceChange, PresenceEvent, UserId};
+
+/// The field of a membership hash that holds its version.
+pub(crate) const VERSION_FIELD: &str = "v";
+
+/// One node's members of one group, as read from Redis.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct View {
+    /// The version the node wrote; `None` when the key is gone (the node
+    /// left the group a TTL ago, or Redis lost it).
+    pub(crate) version: Option<u64>,
+    pub(crate) members: BTreeMap<ConnectionId, Option<UserId>>,
+}
+
+impl View {
+    /// The view in a membership hash of node `node` (`HGETALL`'s pairs).
+    /// Fields that are not a connection id of that node are ignored, and
+    /// so is a user id that is not valid.
+    pub(crate) fn parse(node: u16, fields: Vec<(String, String)>) -> Self {
+        let mut view = Self::default();
+        for (field, value) in fields {
+            if field == VERSION_FIELD {
+                view.version = value.parse().ok();
+                continue;
+            }
+            let Ok(id) = field.parse::<u64>().map(ConnectionId) else {
+                continue;
+            };
+            if id.node() != node {
+                continue;
+            }
+            let user = if value.is_empty() {
+                None
+            } else {
+                UserId::new(value).ok()
+            };
+            view.members.insert(id, user);
+        }
+        view
+    }
+
+    /// Its members as the hub lists them.
+    pub(crate) fn members(&self) -> impl Iterator<Item = Member> + '_ {
+        self.members.iter().map(|(id, user)| Member {
+            id: *id,
+            user: user.clone(),
+        })
+    }
+}
+
+/// The views of the groups this node has members in.
+#[derive(Debug, Default)]
+pub(crate) struct Mirror {
+    groups: HashMap<String, HashMap<u16, View>>,
+    /// Views a notice said are behind, to read again.
+    stale: HashSet<(String, u16)>,
+}
+
+impl Mirror {
+    /// Starts following `group`; false when it was followed already.
+    pub(crate) fn track(&mut self, group: &str) -> bool {
+        if self.groups.contains_key(group) {
+            return false;
+        }
+        self.groups.insert(group.to_owned(), HashMap::new());
+        true
+    }
+
+    /// Stops following `group` (no member left here): forgets its views.
+    pub(crate) fn untrack(&mut self, group: &str) {
+        self.groups.remove(group);
+        self.stale.retain(|(stale, _)| stale != group);
+    }
+
+    /// Node `node` wrote its members of `group` at `version`: whether its
+    /// view must be read again.
+    pub(crate) fn notice(&mut self, group: &str, node: u16, version: u64) -> bool {
+        let Some(views) = self.groups.get(group) else {
+            return false;
+        };
+        let behind = views
+            .get(&node)
+            .and_then(|view| view.version)
+            .is_none_or(|known| known < version);
+        behind && self.stale.insert((group.to_owned(), node))
+    }
+
+    /// The views to read again, taken.
+    pub(crate) fn take_stale(&mut self) -> Vec<(String, u16)> {
+        self.stale.drain().collect()
+    }
+
+    /// Puts `view`, read from Redis, in place of node `node`'s view of
+    /// `group`, unless the one held is newer; the events of the change
+    /// (none when `quietly`: a group just followed, whose members the
+    /// application reads itself).
+    pub(crate) fn apply(
+        &mut self,
+        group: &str,
+        node: u16,
+        view: View,
+        quietly: bool,
+    ) -> Vec<PresenceEvent> {
+        let Some(views) = self.groups.get_mut(group) else {
+            return Vec::new();
+        };
+        let held = views.entry(node).or_default();
+        match (held.version, view.version) {
+            (Some(known), Some(read)) if read <= known => return Vec::new(),
+            _ => {}
+        }
+        let version = view.version.or(held.version);
+        let old = std::mem::replace(&mut held.members, view.members);
+        held.version = version;
+        if quietly {
+            return Vec::new();
+        }
+        diff(group, &old, &held.members)
+    }
+
+    /// Every node with a view.
+    pub(crate) fn nodes(&self) -> HashSet<u16> {
+        self.groups
+            .values()
+            .flat_map(|views| views.keys().copied())
+            .collect()
+    }
+
+    /// Forgets node `node` (it died): its members are lost from every
+    /// group.
+    pub(crate) fn drop_node(&mut self, node: u16) -> Vec<PresenceEvent> {
+        let mut events = Vec::new();
+        for (group, views) in &mut self.groups {
+            if let Some(view) = views.remove(&node) {
+                events.extend(view.members().map(|member| {
+                    PresenceEvent::new(group.as_str(), member, PresenceChange::Lost)
+                }));
+            }
+        }
+        self.stale.retain(|(_, stale)| *stale != node);
+        events
+    }
+}
+
+/// The events that turn `old` into `new`.
+fn diff(
+    group: &str,
+    old: &BTreeMap<ConnectionId, Option<UserId>>,
+    new: &BTreeMap<ConnectionId, Option<UserId>>,
+) -> Vec<PresenceEvent> {
+    let event = |id: &ConnectionId, user: &Option<UserId>, change| {
+        let member = Member {
+            id: *id,
+            user: user.clone(),
+        };
+        PresenceEvent::new(group, member, change)
+    };
+    let mut events = Vec::new();
+    for (id, user) in old {
+        if !new.contains_key(id) {
+            events.push(event(id, user, PresenceChange::Left));
+        }
+    }
+    for (id, user) in new {
+        match old.get(id) {
+            None => events.push(event(id, user, PresenceChange::Joined)),
+            Some(before) if before != user => events.push(event(id, user, PresenceChange::Updated)),
+            Some(_) => {}
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(version: u64, members: &[(u64, &str)]) -> View {
+        View {
+            version: Some(version),
+            members: members
+                .iter()
+                .map(|(local, user)| {
+                    let user = (!user.is_empty()).then(|| UserId::new(*user).unwrap());
+                    (ConnectionId::new(2, *local), user)
+                })
+                .collect(),
+        }
+    }
+
+    fn changes(events: &[PresenceEvent]) -> Vec<(u64, PresenceChange)> {
+        events
+            .iter()
+            .map(|event| (event.member.id.local(), event.change))
+            .collect()
+    }
+
+    #[test]
+    fn a_view_reports_its_differences_and_never_goes_back() {
+        let mut mirror = Mirror::default();
+        assert!(mirror.track("lobby"));
+        assert!(
+            mirror
+                .apply("lobby", 2, view(10, &[(1, "ann")]), true)
+                .is_empty()
+        );
+        let events = mirror.apply("lobby", 2, view(12, &[(1, "anne"), (2, "")]), false);
+        assert_eq!(
+            changes(&events),
+            [(1, PresenceChange::Updated), (2, PresenceChange::Joined)]
+        );
+        // An older read changes nothing.
+        assert!(mirror.apply("lobby", 2, view(11, &[]), false).is_empty());
+        let events = mirror.apply("lobby", 2, view(13, &[(2, "")]), false);
+        assert_eq!(changes(&events), [(1, PresenceChange::Left)]);
+        // A key gone: empty, at the version held.
+        let gone = View::default();
+        let events = mirror.apply("lobby", 2, gone, false);
+        assert_eq!(changes(&events), [(2, PresenceChange::Left)]);
+        // Groups not followed are ignored.
+        assert!(
+            mirror
+                .apply("elsewhere", 2, view(1, &[(1, "")]), false)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn notices_mark_only_views_behind() {
+        let mut mirror = Mirror::default();
+        mirror.track("lobby");
+        mirror.apply("lobby", 2, view(10, &[(1, "")]), true);
+        assert!(!mirror.notice("lobby", 2, 10));
+        assert!(mirror.notice("lobby", 2, 11));
+        assert!(!mirror.notice("lobby", 2, 12), "already marked");
+        assert!(mirror.notice("lobby", 3, 1), "a node not seen yet");
+        assert!(!mirror.notice("other", 2, 99), "a group not followed");
+        let mut stale = mirror.take_stale();
+        stale.sort();
+        assert_eq!(stale, [("lobby".to_owned(), 2), ("lobby".to_owned(), 3)]);
+    }
+
+    #[test]
+    fn a_dead_node_loses_its_members_everywhere() {
+        let mut mirror = Mirror::default();
+        mirror.track("a");
+        mirror.track("b");
+        mirror.apply("a", 2, view(1, &[(1, "ann")]), true);
+        mirror.apply("b", 2, view(1, &[(1, "ann"), (2, "bob")]), true);
+        let mut events = changes(&mirror.drop_node(2));
+        events.sort_by_key(|(local, _)| *local);
+        assert_eq!(
+            events,
+            [
+                (1, PresenceChange::Lost),
+                (1, PresenceChange::Lost),
+                (2, PresenceChange::Lost)
+            ]
+        );
+        assert!(mirror.nodes().is_empty());
+    }
+
+    #[test]
+    fn hashes_are_read_leniently() {
+        let fields = vec![
+            ("v".to_owned(), "42".to_owned()),
+            (ConnectionId::new(2, 1).0.to_string(), "ann".to_owned()),
+            (ConnectionId::new(2, 2).0.to_string(), String::new()),
+            // Another node's id, a bad user id, junk: ignored or anonymous.
+            (ConnectionId::new(3, 1).0.to_string(), "eve".to_owned()),
+            (ConnectionId::new(2, 3).0.to_string(), "a\nb".to_owned()),
+            ("junk".to_owned(), "x".to_owned()),
+        ];
+        let view = View::parse(2, fields);
+        assert_eq!(view.version, Some(42));
+        let users: Vec<_> = view.members().map(|member| member.user).collect();
+        assert_eq!(users, [Some(UserId::new("ann").unwrap()), None, None]);
+    }
+}
