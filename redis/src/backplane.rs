@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     pub(crate) mirror: Mutex<Mirror>,
     /// Rings when a presence notice made a view stale.
     pub(crate) presence_signal: Notify,
+    /// Rings (every waiter) when a group's views were read.
+    pub(crate) presence_loaded: Notify,
     /// The command connection while the link is up, for membership queries.
     pub(crate) commands: Mutex<Option<MultiplexedConnection>>,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -215,6 +217,7 @@ impl RedisBackplane {
             releases: Mutex::default(),
             mirror: Mutex::default(),
             presence_signal: Notify::new(),
+            presence_loaded: Notify::new(),
             commands: Mutex::new(None),
             shutdown,
         });
@@ -336,6 +339,15 @@ impl Backplane for RedisBackplane {
         let connection = self.commands();
         Box::pin(async move {
             let mut connection = connection?;
+            // A group with members here: the mirror's list, which agrees
+            // with the presence events (see `presence`).
+            let followed = shared
+                .hub
+                .get()
+                .is_some_and(|hub| !hub.members(&group).is_empty());
+            if followed && let Some(members) = mirrored(&shared, &group).await {
+                return Ok(members);
+            }
             remote_presence(&shared, &mut connection, &group).await
         })
     }
@@ -355,6 +367,9 @@ impl Backplane for RedisBackplane {
         Box::pin(async move {
             let mut connection = connection?;
             let others = other_live_nodes(&shared, &mut connection).await?;
+            if others.is_empty() {
+                return Ok(0);
+            }
             let mut pipe = redis::pipe();
             for node in &others {
                 pipe.cmd("HGET")
@@ -627,7 +642,24 @@ pub(crate) async fn read_views(
         .collect())
 }
 
-/// The members of `group` on every live node but this one.
+/// The other nodes' members of `group` as the mirror holds them, once it
+/// has read them: waits for that first read, for at most the response
+/// timeout (`None` then).
+async fn mirrored(shared: &Shared, group: &str) -> Option<Vec<Member>> {
+    let deadline = tokio::time::Instant::now() + shared.config.response_timeout;
+    loop {
+        // Created before the check: a read that ends in between wakes it.
+        let loaded = shared.presence_loaded.notified();
+        if let Some(members) = lock(&shared.mirror).members(group) {
+            return Some(members);
+        }
+        if tokio::time::timeout_at(deadline, loaded).await.is_err() {
+            return None;
+        }
+    }
+}
+
+/// The members of `group` on every live node but this one, read from Redis.
 async fn remote_presence(
     shared: &Shared,
     connection: &mut MultiplexedConnection,

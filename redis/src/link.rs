@@ -406,30 +406,45 @@ async fn refresh_stale(
     Ok(())
 }
 
-/// Reads every live node's view of `group`, which this node just
+/// Reads the other nodes' views of `group`, which this node just
 /// subscribed to (again): quietly for a group it did not follow, with the
-/// differences reported for one it did (after a lost link).
+/// differences reported for one it did (after a lost link). The nodes read
+/// are the live ones and those the mirror has a view of: a node that is
+/// not (or not yet) alive and whose key is gone keeps its view, until it
+/// comes back or its death is declared.
 async fn read_group(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
     group: &str,
 ) -> Result<(), LinkError> {
-    let quietly = lock(&shared.mirror).track(group);
-    let others = backplane::other_live_nodes(shared, commands)
+    let (quietly, known) = {
+        let mut mirror = lock(&shared.mirror);
+        (mirror.track(group), mirror.nodes_of(group))
+    };
+    let alive: HashSet<u16> = backplane::other_live_nodes(shared, commands)
         .await
-        .map_err(|error| LinkError::Reply(error.to_string()))?;
+        .map_err(|error| LinkError::Reply(error.to_string()))?
+        .into_iter()
+        .collect();
+    let mut nodes: Vec<u16> = alive.union(&known).copied().collect();
+    nodes.sort_unstable();
     let views = within(
         shared,
-        backplane::read_views(shared, commands, group, &others),
+        backplane::read_views(shared, commands, group, &nodes),
     )
     .await?;
     let mut events = Vec::new();
     {
         let mut mirror = lock(&shared.mirror);
         for (node, view) in views {
+            if view.version.is_none() && !alive.contains(&node) {
+                continue;
+            }
             events.extend(mirror.apply(group, node, view, quietly));
         }
+        mirror.mark_loaded(group);
     }
+    shared.presence_loaded.notify_waiters();
     report(shared, events);
     Ok(())
 }

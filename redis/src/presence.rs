@@ -15,6 +15,12 @@
 //! members ([`PresenceChange::Lost`]), once this node has been connected
 //! for a whole node TTL (so that after a Redis restart the other nodes
 //! have time to register again).
+//!
+//! **The list and the events agree.** The first read of a group's views
+//! reports nothing: for a group with members here, `Hub::cluster_presence`
+//! answers from the mirror, once that read is done, so the list an
+//! application reads and the events that follow it together say who is
+//! there.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -72,6 +78,8 @@ impl View {
 #[derive(Debug, Default)]
 pub(crate) struct Mirror {
     groups: HashMap<String, HashMap<u16, View>>,
+    /// The groups whose views were read since they were followed.
+    loaded: HashSet<String>,
     /// Views a notice said are behind, to read again.
     stale: HashSet<(String, u16)>,
 }
@@ -89,7 +97,25 @@ impl Mirror {
     /// Stops following `group` (no member left here): forgets its views.
     pub(crate) fn untrack(&mut self, group: &str) {
         self.groups.remove(group);
+        self.loaded.remove(group);
         self.stale.retain(|(stale, _)| stale != group);
+    }
+
+    /// The views of `group` were read: its members can be listed.
+    pub(crate) fn mark_loaded(&mut self, group: &str) {
+        if self.groups.contains_key(group) {
+            self.loaded.insert(group.to_owned());
+        }
+    }
+
+    /// The other nodes' members of `group`, once its views were read: what
+    /// the presence events that follow change.
+    pub(crate) fn members(&self, group: &str) -> Option<Vec<Member>> {
+        if !self.loaded.contains(group) {
+            return None;
+        }
+        let views = self.groups.get(group)?;
+        Some(views.values().flat_map(View::members).collect())
     }
 
     /// Node `node` wrote its members of `group` at `version`: whether its
@@ -136,6 +162,14 @@ impl Mirror {
             return Vec::new();
         }
         diff(group, &old, &held.members)
+    }
+
+    /// The nodes with a view of `group`.
+    pub(crate) fn nodes_of(&self, group: &str) -> HashSet<u16> {
+        self.groups
+            .get(group)
+            .map(|views| views.keys().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Every node with a view.
@@ -243,6 +277,21 @@ mod tests {
                 .apply("elsewhere", 2, view(1, &[(1, "")]), false)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn members_are_listed_once_read() {
+        let mut mirror = Mirror::default();
+        mirror.track("lobby");
+        assert_eq!(mirror.members("lobby"), None, "not read yet");
+        mirror.apply("lobby", 2, view(10, &[(1, "ann")]), true);
+        mirror.mark_loaded("lobby");
+        let members = mirror.members("lobby").unwrap();
+        assert_eq!(members.len(), 1);
+        assert_eq!(members[0].user.as_deref(), Some("ann"));
+        mirror.untrack("lobby");
+        mirror.mark_loaded("lobby");
+        assert_eq!(mirror.members("lobby"), None, "not followed");
     }
 
     #[test]
