@@ -4,6 +4,7 @@
 //! cargo run --release -p ternio-bench -- compare [--quick] [--only NAMES] [--out DIR] [--check]
 //! cargo run --release -p ternio-bench -- smoke
 //! cargo run --release -p ternio-bench -- soak [--quick] [--compare] [--duration 10m]
+//! cargo run --release -p ternio-bench -- presence [--quick] [--out DIR]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -40,6 +41,7 @@ mod environment;
 mod idle;
 mod participants;
 mod plan;
+mod presence;
 mod report;
 mod results;
 mod scenarios;
@@ -93,6 +95,9 @@ enum Command {
     /// Well-behaved clients and attackers against the release `echo_server`
     /// example with its defaults, for minutes (not part of CI).
     Soak(soak::SoakArgs),
+    /// What users and presence cost across two nodes joined by Redis
+    /// (starts its own `redis-server`; see `presence.rs`).
+    Presence(presence::PresenceArgs),
     /// Runs one server child (used by the harness itself).
     #[command(hide = true)]
     Serve {
@@ -165,6 +170,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Smoke(common) => compare(Mode::Smoke, common),
         Command::Soak(args) => soak::run(args),
+        Command::Presence(args) => {
+            presence::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Report { from, out } => {
             let rows = results::read(&from)?;
             let Some(first) = rows.first() else {
