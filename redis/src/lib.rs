@@ -20,9 +20,13 @@
 //! # }
 //! ```
 //!
-//! With it, `Hub::broadcast_group`, `Hub::broadcast`, `Hub::send` and
-//! `Hub::kick` reach the connections of every node, and
-//! `Hub::cluster_members` lists a group's members on every node.
+//! With it, `Hub::broadcast_group`, `Hub::broadcast`, `Hub::send`,
+//! `Hub::kick`, `Hub::send_user` and `Hub::kick_user` reach the connections
+//! of every node; `Hub::cluster_presence` lists a group's members on every
+//! node with their users, and the presence hook
+//! (`ServerBuilder::on_presence`) hears of every change, the members of a
+//! node that died included; `Hub::claim_name` takes a name in the whole
+//! cluster; `Hub::cluster_user_connections` counts a user's connections.
 //!
 //! # How
 //!
@@ -36,9 +40,15 @@
 //!   frame the hub encoded once (see the envelope below), shared by every
 //!   local member of a receiving node and sealed per receiver there.
 //! - **Membership and liveness** are keys that expire: a node refreshes its
-//!   liveness key and its membership sets every heartbeat. A node that dies
-//!   stops refreshing them; within the TTL (5 s by default) its members
-//!   vanish from `cluster_members`, and nobody is left subscribed for them.
+//!   liveness key, its membership hashes and its users every heartbeat. A
+//!   node that dies stops refreshing them; within the TTL (5 s by default)
+//!   its members vanish from `cluster_members`, the other nodes report
+//!   them lost, its names are free, and nobody is left subscribed for them.
+//! - **Presence.** A node writes its members of a group with a version and
+//!   publishes a notice on the group's channel in one transaction; the
+//!   nodes with members in the group keep the others' views, read again
+//!   when a notice is newer, and report the differences to the presence
+//!   hook (`docs/SCALING.md` says why this stays consistent).
 //! - **Faults.** When Redis goes away, every node keeps serving its local
 //!   traffic: local members still get every broadcast. It logs the loss at
 //!   `warn`, counts it ([`BackplaneStats`](ternio::backplane::BackplaneStats),
@@ -66,8 +76,11 @@
 //!
 //! All under the configured prefix (`ternio` by default):
 //! `{prefix}:node-seq`, `{prefix}:node:{n}` (expires), `{prefix}:nodes`,
-//! `{prefix}:members:{n}:{group}` (expires); channels
-//! `{prefix}:group:{group}`, `{prefix}:everyone`, `{prefix}:to-node:{n}`.
+//! `{prefix}:members:{n}:{group}` (a hash, expires),
+//! `{prefix}:users:{n}` (a hash, expires), `{prefix}:name:{name}`;
+//! channels `{prefix}:group:{group}` (broadcasts and presence notices),
+//! `{prefix}:everyone` (broadcasts, user sends and kicks),
+//! `{prefix}:to-node:{n}`.
 //!
 //! # Security
 //!
@@ -97,7 +110,9 @@
 //! droppable), instance u64 LE, sequence u64 LE`, then for a group
 //! broadcast `name length u16 LE, name, frame`; for everyone `frame`; for
 //! a send `connection id u64 LE, frame`; for a kick `connection id u64 LE,
-//! reason`; then the 32-byte MAC: `HMAC-SHA256(secret, "ternio-redis
+//! reason`; for a user send `user id length u16 LE, user id, frame`; for a
+//! user kick `user id length u16 LE, user id, reason`; for a presence
+//! notice `name length u16 LE, name, version u64 LE`; then the 32-byte MAC: `HMAC-SHA256(secret, "ternio-redis
 //! envelope v2\0" ‖ channel length u32 LE ‖ channel ‖ every byte before
 //! it)`. Version 1 (no instance, sequence or MAC) is refused: upgrade every
 //! node of a cluster together.
