@@ -189,3 +189,42 @@ async fn requests_in_flight_across_cuts_are_answered_once_each() {
     pushes_in_order(&mut notes, 400).await;
     assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
 }
+
+#[tokio::test]
+async fn a_client_whose_replay_buffer_overflowed_keeps_its_connection_and_reports_the_loss() {
+    let (tcp, _, _server) = server(|builder| builder);
+    let proxy = CuttingProxy::start(tcp, 7, 0..0).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(None))
+        .await
+        .unwrap();
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+    // One request larger than the client's replay buffer (64 KiB): the
+    // session can no longer be resumed, but the connection goes on.
+    let payload = bytes::Bytes::from(vec![7u8; 100 * 1024]);
+    let echoed = client
+        .request_async(&Echo {
+            payload: payload.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(echoed.payload, payload);
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(2));
+    assert_eq!(proxy.cuts(), 0);
+
+    // After a cut, the client starts a new session and says why.
+    let mut events = client.session_events();
+    proxy.cut_all();
+    let lost = tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
+    )
+    .await
+    .expect("the loss is reported")
+    .unwrap()
+    .clone();
+    let SessionEvent::Lost { reason } = lost else {
+        unreachable!()
+    };
+    assert!(reason.contains("replay buffer overflowed"), "{reason}");
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+}

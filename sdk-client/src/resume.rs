@@ -84,6 +84,15 @@ impl Session {
                 .is_some_and(|replay| !replay.is_overflowed())
     }
 
+    /// Whether the session's replay buffer overflowed: the server may lack
+    /// frames this client can no longer send again.
+    pub(crate) fn overflowed(&self) -> bool {
+        lock(&self.state)
+            .replay
+            .as_ref()
+            .is_some_and(ReplayBuffer::is_overflowed)
+    }
+
     /// How long the server keeps the session after a loss.
     pub(crate) fn ttl(&self) -> Duration {
         lock(&self.state).ttl

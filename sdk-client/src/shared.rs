@@ -142,6 +142,18 @@ impl Shared {
                 }
             }
         } else {
+            if self.session.overflowed() {
+                // The session existed, but this client can no longer replay
+                // what the server may have missed: a new one starts, and the
+                // application is told (its requests in flight failed when
+                // the link was lost).
+                let reason =
+                    "the client's replay buffer overflowed: the session could not be resumed";
+                tracing::debug!(reason);
+                self.session_events.send_replace(SessionEvent::Lost {
+                    reason: reason.into(),
+                });
+            }
             self.session.reset();
         }
         self.secure_new_link(link).await?;
