@@ -151,24 +151,24 @@ impl Session {
     /// Resumes on a new connection to `address`: the answer, or the error.
     async fn resume(self, address: SocketAddr) -> Result<(Self, Resumed), ErrorBody> {
         let ticket = self.ticket.clone().expect("a ticket");
-        let hash = self
+        let secret = self
             .channel
             .as_ref()
-            .map(|channel| channel.handshake_hash.clone());
-        resume_with(address, ticket, self.received, hash.as_deref()).await
+            .map(|channel| channel.session_secret.to_vec());
+        resume_with(address, ticket, self.received, secret.as_deref()).await
     }
 }
 
 /// Presents `ticket` on a new connection, claiming `received` frames, bound
-/// to `hash` (a secure session's latest handshake hash) if given.
+/// to `secret` (a secure session's latest session secret) if given.
 async fn resume_with(
     address: SocketAddr,
     ticket: Ticket,
     received: u64,
-    hash: Option<&[u8]>,
+    secret: Option<&[u8]>,
 ) -> Result<(Session, Resumed), ErrorBody> {
     let mut raw = RawConnection::connect(address).await;
-    let mut initiator = hash.map(|hash| ResumeInitiator::new(None, hash).unwrap());
+    let mut initiator = secret.map(|secret| ResumeInitiator::new(None, secret).unwrap());
     let (pattern, message) = match &mut initiator {
         Some(initiator) => (initiator.pattern().to_u8(), initiator.message().unwrap()),
         None => (0, Vec::new()),
@@ -348,7 +348,7 @@ async fn a_secure_session_resumes_under_fresh_keys_and_a_stolen_ticket_is_useles
     session.cut().await;
     suspended(&seen, 1).await;
 
-    // The attacker has the ticket and the count, not the handshake hash.
+    // The attacker has the ticket and the count, not the session secret.
     let stolen = resume_with(address, ticket.ticket.clone(), 1, Some(&[7u8; 32])).await;
     let refused = stolen.err().expect("refused");
     assert_eq!(
@@ -365,10 +365,14 @@ async fn a_secure_session_resumes_under_fresh_keys_and_a_stolen_ticket_is_useles
     );
 
     // The session was not taken: its client resumes it.
-    let old_keys_hash = session.channel.as_ref().unwrap().handshake_hash.clone();
+    let old_secret = session.channel.as_ref().unwrap().session_secret.to_vec();
     let (mut session, _) = session.resume(address).await.expect("resumed");
     let channel = session.channel.as_ref().unwrap();
-    assert_ne!(channel.handshake_hash, old_keys_hash, "a fresh handshake");
+    assert_ne!(
+        &channel.session_secret[..],
+        &old_secret[..],
+        "a fresh handshake"
+    );
     session.request(&WhoAmI, 2).await;
     let frame = session.recv_app().await;
     assert!(
@@ -378,11 +382,76 @@ async fn a_secure_session_resumes_under_fresh_keys_and_a_stolen_ticket_is_useles
     assert_eq!(who(&frame).connection_id, id);
 
     // The first ticket is dead now.
-    let replayed = resume_with(address, ticket.ticket, 1, Some(&old_keys_hash)).await;
+    let replayed = resume_with(address, ticket.ticket, 1, Some(&old_secret)).await;
     assert_eq!(
         replayed.err().expect("refused").code,
         ErrorCode::HandshakeFailed
     );
+}
+
+/// Noise's handshake hash of an NN handshake, computed as an eavesdropper
+/// can: from the prologue and the two messages that crossed the wire.
+fn observed_nn_hash(request_body: &[u8], response_body: &[u8]) -> Vec<u8> {
+    use blake2::{Blake2s256, Digest};
+    let hash = |parts: &[&[u8]]| {
+        let mut hasher = Blake2s256::new();
+        for part in parts {
+            hasher.update(part);
+        }
+        hasher.finalize().to_vec()
+    };
+    // The protocol name is longer than 32 bytes: h starts as its hash.
+    let mut h = hash(&[b"Noise_NN_25519_ChaChaPoly_BLAKE2s"]);
+    h = hash(&[&h, ternio::protocol::secure::PROLOGUE]);
+    // Message 1 (after the pattern byte): e, then an empty plain payload.
+    let initiator_ephemeral = &request_body[1..33];
+    h = hash(&[&h, initiator_ephemeral]);
+    h = hash(&[&h, b""]);
+    // Message 2: e, then the empty payload's tag.
+    h = hash(&[&h, &response_body[..32]]);
+    hash(&[&h, &response_body[32..48]])
+}
+
+#[tokio::test]
+async fn an_eavesdropper_with_the_handshake_and_the_ticket_cannot_resume() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    // The handshake, as the attacker sees it on the wire.
+    let mut session = Session::plain(address).await;
+    let mut initiator = Initiator::new(None).unwrap();
+    let request_body = initiator.request_body().unwrap();
+    session
+        .raw
+        .send_body(
+            Header::new(system::HANDSHAKE, Flags::NONE, 1000),
+            &request_body,
+        )
+        .await;
+    let answer = session.raw.recv().await.expect("the handshake's answer");
+    session.channel = Some(initiator.finish(&answer.body).unwrap());
+    let observed = observed_nn_hash(&request_body, &answer.body);
+    assert_eq!(
+        observed,
+        session.channel.as_ref().unwrap().handshake_hash,
+        "the handshake hash is public"
+    );
+    let ticket = session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+
+    // It also saw the ticket (RESUME travels plain): keyed by what it can
+    // compute, its resumption fails.
+    let stolen = resume_with(address, ticket.ticket.clone(), 0, Some(&observed)).await;
+    let refused = stolen.err().expect("refused");
+    assert_eq!(
+        refused.code,
+        ErrorCode::HandshakeFailed,
+        "{}",
+        refused.message
+    );
+    session
+        .resume(address)
+        .await
+        .expect("its client resumes it");
 }
 
 #[tokio::test]

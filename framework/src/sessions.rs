@@ -29,7 +29,7 @@ pub(crate) type Takeover = oneshot::Sender<Handoff>;
 pub(crate) struct Entry {
     /// Reaches the task that holds the session.
     pub(crate) takeover: mpsc::Sender<Takeover>,
-    /// The handshake hash the session's resumption is bound to (its PSK
+    /// The session secret the session's resumption is bound to (its PSK
     /// comes from it); `None` for a plain session, whose ticket is all a
     /// client needs.
     pub(crate) binding: Option<Zeroizing<Vec<u8>>>,

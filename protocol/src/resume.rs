@@ -2,9 +2,11 @@
 //!
 //! A secure session resumes on a new connection with a Noise handshake
 //! keyed, besides its ephemeral keys, by a pre-shared key that only the two
-//! ends of the session know: [`resume_psk`] of the handshake hash of the
-//! session's latest handshake (its first, or its last resumption). A stolen
-//! ticket alone therefore resumes nothing. The patterns are
+//! ends of the session know: [`resume_psk`] of the session secret of the
+//! session's latest handshake (its first, or its last resumption; see
+//! [`SecureChannel::session_secret`]). Not of its handshake hash, which
+//! anyone who saw the handshake can compute. A stolen ticket, even with
+//! the whole handshake seen, resumes nothing. The patterns are
 //! `Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s` and, when the client pins the
 //! server's key, `Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s`, with the prologue
 //! `ternio/2` and empty payloads, run by snow with the same wiping X25519 as
@@ -18,33 +20,21 @@ use std::fmt;
 use zeroize::Zeroizing;
 
 use crate::secure::{
-    self, HandshakeError, KEY_LEN, PROLOGUE, SecureChannel, Side, StaticKeypair, TAG_LEN,
+    self, HandshakeError, KEY_LEN, PROLOGUE, SecureChannel, Side, StaticKeypair, TAG_LEN, blake2s,
 };
 
-/// What the resumption PSK hashes in front of the handshake hash.
+/// What the resumption PSK hashes in front of the session secret.
 pub const PSK_LABEL: &[u8] = b"ternio/2 resume";
 
 /// Bytes of each resumption handshake message (`psk, e` or `psk, e, es`,
 /// then `e, ee`: an ephemeral key and an empty payload's tag).
 pub const RESUME_MESSAGE_LEN: usize = KEY_LEN + TAG_LEN;
 
-/// The pre-shared key of a resumption: `BLAKE2s-256("ternio/2 resume" || h)`,
-/// where `h` is the handshake hash of the session's latest handshake.
-pub fn resume_psk(handshake_hash: &[u8]) -> Zeroizing<[u8; KEY_LEN]> {
-    let mut hash = snow::resolvers::CryptoResolver::resolve_hash(
-        &snow::resolvers::DefaultResolver,
-        &snow::params::HashChoice::Blake2s,
-    )
-    .expect("snow is built with BLAKE2s");
-    hash.reset();
-    hash.input(PSK_LABEL);
-    hash.input(handshake_hash);
-    let mut psk = Zeroizing::new([0u8; KEY_LEN]);
-    hash.result(&mut psk[..]);
-    // The hasher holds `h` in its buffer: overwrite it before it is dropped.
-    hash.reset();
-    hash.input(&[0u8; 64]);
-    psk
+/// The pre-shared key of a resumption:
+/// `BLAKE2s-256("ternio/2 resume" || secret)`, where `secret` is the session
+/// secret of the session's latest handshake.
+pub fn resume_psk(session_secret: &[u8]) -> Zeroizing<[u8; KEY_LEN]> {
+    blake2s(&[PSK_LABEL, session_secret])
 }
 
 /// The `pattern` byte of a `RESUME` request.
@@ -146,27 +136,28 @@ impl fmt::Debug for ResumeInitiator {
 
 impl ResumeInitiator {
     /// Starts `Noise_NNpsk0`, or `Noise_NKpsk0` when `server_key` pins the
-    /// server's public key, keyed by the session's latest handshake hash.
+    /// server's public key, keyed by the session secret of the session's
+    /// latest handshake.
     pub fn new(
         server_key: Option<&[u8; KEY_LEN]>,
-        handshake_hash: &[u8],
+        session_secret: &[u8],
     ) -> Result<Self, HandshakeError> {
-        Self::build(server_key, handshake_hash, None)
+        Self::build(server_key, session_secret, None)
     }
 
     /// As [`new`](Self::new) with a fixed ephemeral key: for test vectors only.
     #[doc(hidden)]
     pub fn with_ephemeral(
         server_key: Option<&[u8; KEY_LEN]>,
-        handshake_hash: &[u8],
+        session_secret: &[u8],
         ephemeral: &[u8; KEY_LEN],
     ) -> Result<Self, HandshakeError> {
-        Self::build(server_key, handshake_hash, Some(ephemeral))
+        Self::build(server_key, session_secret, Some(ephemeral))
     }
 
     fn build(
         server_key: Option<&[u8; KEY_LEN]>,
-        handshake_hash: &[u8],
+        session_secret: &[u8],
         ephemeral: Option<&[u8; KEY_LEN]>,
     ) -> Result<Self, HandshakeError> {
         let pattern = if server_key.is_some() {
@@ -174,7 +165,7 @@ impl ResumeInitiator {
         } else {
             ResumePattern::NnPsk0
         };
-        let psk = resume_psk(handshake_hash);
+        let psk = resume_psk(session_secret);
         let name = pattern.noise_name().expect("a Noise pattern");
         let mut builder = secure::noise_builder(noise_params(name))
             .prologue(PROLOGUE)?
@@ -206,7 +197,7 @@ impl ResumeInitiator {
     }
 
     /// Reads the server's second message (the `message` of `RESUMED`) and
-    /// derives the resumed session's keys; their `handshake_hash` is this
+    /// derives the resumed session's keys; their `session_secret` is this
     /// resumption's, which the next resumption is keyed by.
     pub fn finish(mut self, message2: &[u8]) -> Result<SecureChannel, HandshakeError> {
         if message2.len() != RESUME_MESSAGE_LEN {
@@ -230,7 +221,7 @@ pub struct ResumeResponder;
 
 impl ResumeResponder {
     /// Answers the `pattern` and first `message` of a `RESUME` request, for
-    /// the session whose latest handshake hash is `handshake_hash`: returns
+    /// the session whose latest session secret is `session_secret`: returns
     /// the second message (the `message` of `RESUMED`) and the resumed
     /// session's keys. `identity` is the server's static key pair, needed
     /// for `NKpsk0`.
@@ -239,14 +230,14 @@ impl ResumeResponder {
     /// [`HandshakeError::UnknownPattern`] here, as is any unknown byte; the
     /// caller checks that the pattern is the session's
     /// ([`ResumePattern::for_session`]) first. A message made with another
-    /// handshake hash fails with [`HandshakeError::Noise`].
+    /// secret fails with [`HandshakeError::Noise`].
     pub fn respond(
         pattern: u8,
         message1: &[u8],
         identity: Option<&StaticKeypair>,
-        handshake_hash: &[u8],
+        session_secret: &[u8],
     ) -> Result<(Vec<u8>, SecureChannel), HandshakeError> {
-        Self::respond_with(pattern, message1, identity, handshake_hash, None)
+        Self::respond_with(pattern, message1, identity, session_secret, None)
     }
 
     /// As [`respond`](Self::respond) with a fixed ephemeral key: for test
@@ -256,7 +247,7 @@ impl ResumeResponder {
         pattern: u8,
         message1: &[u8],
         identity: Option<&StaticKeypair>,
-        handshake_hash: &[u8],
+        session_secret: &[u8],
         ephemeral: Option<&[u8; KEY_LEN]>,
     ) -> Result<(Vec<u8>, SecureChannel), HandshakeError> {
         let resume_pattern = ResumePattern::from_u8(pattern)
@@ -268,7 +259,7 @@ impl ResumeResponder {
                 expected: RESUME_MESSAGE_LEN,
             });
         }
-        let psk = resume_psk(handshake_hash);
+        let psk = resume_psk(session_secret);
         let name = resume_pattern.noise_name().expect("a Noise pattern");
         let mut builder = secure::noise_builder(noise_params(name))
             .prologue(PROLOGUE)?
@@ -302,14 +293,17 @@ mod tests {
     use crate::secure::{Initiator, Responder};
     use bytes::BytesMut;
 
-    /// A first handshake, then a resumption keyed by its hash.
-    fn first(pin: Option<&[u8; KEY_LEN]>, identity: &StaticKeypair) -> Vec<u8> {
+    /// A first handshake: its session secret, which both ends agree on,
+    /// and its (public) handshake hash.
+    fn first(pin: Option<&[u8; KEY_LEN]>, identity: &StaticKeypair) -> (Vec<u8>, Vec<u8>) {
         let mut initiator = Initiator::new(pin).unwrap();
         let request = initiator.request_body().unwrap();
         let (reply, server) = Responder::respond(&request, Some(identity)).unwrap();
         let client = initiator.finish(&reply).unwrap();
         assert_eq!(client.handshake_hash, server.handshake_hash);
-        client.handshake_hash
+        assert_eq!(*client.session_secret, *server.session_secret);
+        assert_ne!(&client.session_secret[..], &client.handshake_hash[..]);
+        (client.session_secret.to_vec(), client.handshake_hash)
     }
 
     #[test]
@@ -332,10 +326,10 @@ mod tests {
     }
 
     #[test]
-    fn a_resumption_agrees_on_fresh_keys_and_a_fresh_hash() {
+    fn a_resumption_agrees_on_fresh_keys_and_a_fresh_secret() {
         let identity = StaticKeypair::generate();
         for pin in [None, Some(identity.public())] {
-            let h = first(pin, &identity);
+            let (h, public_hash) = first(pin, &identity);
             let mut initiator = ResumeInitiator::new(pin, &h).unwrap();
             let message = initiator.message().unwrap();
             assert_eq!(message.len(), RESUME_MESSAGE_LEN);
@@ -349,7 +343,8 @@ mod tests {
             assert_eq!(reply.len(), RESUME_MESSAGE_LEN);
             let mut client = initiator.finish(&reply).unwrap();
             assert_eq!(client.handshake_hash, server.handshake_hash);
-            assert_ne!(client.handshake_hash, h);
+            assert_eq!(*client.session_secret, *server.session_secret);
+            assert_ne!(&client.session_secret[..], &h[..]);
             let header = Header::new(1, Flags::NONE, 1);
             let mut out = BytesMut::new();
             client
@@ -362,8 +357,8 @@ mod tests {
             let mut body = BytesMut::from(&frame.body[..]);
             server.opener.open(&frame.header, &mut body).unwrap();
             assert_eq!(&body[..], b"again");
-            // The next resumption is keyed by this one's hash.
-            let mut next = ResumeInitiator::new(pin, &client.handshake_hash).unwrap();
+            // The next resumption is keyed by this one's secret.
+            let mut next = ResumeInitiator::new(pin, &client.session_secret[..]).unwrap();
             let message = next.message().unwrap();
             let pattern = next.pattern().to_u8();
             assert!(
@@ -371,19 +366,24 @@ mod tests {
                     pattern,
                     &message,
                     Some(&identity),
-                    &server.handshake_hash
+                    &server.session_secret[..]
                 )
                 .is_ok()
             );
+            assert!(ResumeResponder::respond(pattern, &message, Some(&identity), &h).is_err());
+            // Keyed by the handshake hash, which an observer can compute,
+            // a resumption fails.
+            let mut forged = ResumeInitiator::new(pin, &public_hash).unwrap();
+            let message = forged.message().unwrap();
             assert!(ResumeResponder::respond(pattern, &message, Some(&identity), &h).is_err());
         }
     }
 
     #[test]
-    fn the_wrong_handshake_hash_fails_on_the_responder() {
+    fn the_wrong_secret_fails_on_the_responder() {
         let identity = StaticKeypair::generate();
         for pin in [None, Some(identity.public())] {
-            let h = first(pin, &identity);
+            let (h, _) = first(pin, &identity);
             let mut initiator = ResumeInitiator::new(pin, &h).unwrap();
             let message = initiator.message().unwrap();
             let mut wrong = h.clone();
@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn nkpsk0_needs_the_server_identity_and_plain_has_no_handshake() {
         let identity = StaticKeypair::generate();
-        let h = first(Some(identity.public()), &identity);
+        let (h, _) = first(Some(identity.public()), &identity);
         let mut initiator = ResumeInitiator::new(Some(identity.public()), &h).unwrap();
         assert_eq!(initiator.pattern(), ResumePattern::NkPsk0);
         let message = initiator.message().unwrap();
@@ -434,7 +434,7 @@ mod tests {
     }
 
     #[test]
-    fn the_psk_depends_on_every_byte_of_the_hash() {
+    fn the_psk_depends_on_every_byte_of_the_secret() {
         let a = resume_psk(&[7; 32]);
         let mut other = [7; 32];
         other[31] = 8;

@@ -470,6 +470,29 @@ impl Responder {
     }
 }
 
+/// What the session secret hashes in front of the two keys of `Split()`.
+pub const SECRET_LABEL: &[u8] = b"ternio/2 secret";
+
+/// BLAKE2s-256 of `parts`, one after the other (snow's BLAKE2s, whose
+/// buffer is overwritten before it is dropped).
+pub(crate) fn blake2s(parts: &[&[u8]]) -> Zeroizing<[u8; KEY_LEN]> {
+    let mut hash = snow::resolvers::CryptoResolver::resolve_hash(
+        &snow::resolvers::DefaultResolver,
+        &snow::params::HashChoice::Blake2s,
+    )
+    .expect("snow is built with BLAKE2s");
+    hash.reset();
+    for part in parts {
+        hash.input(part);
+    }
+    let mut out = Zeroizing::new([0u8; KEY_LEN]);
+    hash.result(&mut out[..]);
+    // The hasher holds the input in its buffer: overwrite it.
+    hash.reset();
+    hash.input(&[0u8; 64]);
+    out
+}
+
 /// Which end of a handshake a [`SecureChannel`] is built for.
 #[derive(Clone, Copy)]
 pub(crate) enum Side {
@@ -486,6 +509,7 @@ pub(crate) fn channel(
     }
     let (mut client_to_server, mut server_to_client) = state.dangerously_get_raw_split();
     let handshake_hash = state.get_handshake_hash().to_vec();
+    let session_secret = blake2s(&[SECRET_LABEL, &client_to_server, &server_to_client]);
     let (send, receive) = match side {
         Side::Client => (&client_to_server, &server_to_client),
         Side::Server => (&server_to_client, &client_to_server),
@@ -494,6 +518,7 @@ pub(crate) fn channel(
         sealer: Sealer::new(send),
         opener: Opener::new(receive),
         handshake_hash,
+        session_secret,
     };
     // Wiped where they are, rather than moved into a wrapper (a move leaves a copy).
     zeroize::Zeroize::zeroize(&mut client_to_server);
@@ -508,7 +533,14 @@ pub struct SecureChannel {
     /// Opens what this side receives.
     pub opener: Opener,
     /// Noise's handshake hash, the same on both sides (a channel binding).
+    /// It hashes only what crossed the wire: anyone who saw the handshake
+    /// can compute it, so it is no secret.
     pub handshake_hash: Vec<u8>,
+    /// The session's secret, which only its two ends know:
+    /// `BLAKE2s-256("ternio/2 secret" || k1 || k2)` of the two keys
+    /// `Split()` gave (client-to-server first). What resumption
+    /// ([`resume_psk`](crate::resume::resume_psk)) is keyed by.
+    pub session_secret: Zeroizing<[u8; KEY_LEN]>,
 }
 
 impl fmt::Debug for SecureChannel {

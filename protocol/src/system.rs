@@ -166,7 +166,7 @@ pub const TICKET_LEN: usize = 32;
 ///
 /// It is a credential: on a plain session it alone resumes the session (a
 /// bearer token); on a secure one it must come with a handshake keyed by
-/// the session's handshake hash. So its `Debug` shows only its first four
+/// the session's secret. So its `Debug` shows only its first four
 /// bytes, and comparing two takes the same time wherever they differ.
 #[derive(Clone)]
 pub struct Ticket(pub [u8; TICKET_LEN]);

@@ -314,6 +314,10 @@ mod secure_vectors {
             vectors.insert(format!("{prefix}-handshake-response-body"), response);
             vectors.insert(format!("{prefix}-client-to-server-key"), c2s.to_vec());
             vectors.insert(format!("{prefix}-server-to-client-key"), s2c.to_vec());
+            let secret = session_secret(&c2s, &s2c);
+            assert_eq!(&client_channel.session_secret[..], &secret[..]);
+            assert_eq!(&server_channel.session_secret[..], &secret[..]);
+            vectors.insert(format!("{prefix}-session-secret"), secret);
             if !nk {
                 continue;
             }
@@ -477,8 +481,19 @@ mod secure_vectors {
     }
 }
 
+/// `BLAKE2s-256("ternio/2 secret" || c2s || s2c)`, by RustCrypto's BLAKE2s
+/// (not snow's, which the code uses).
+fn session_secret(c2s: &[u8], s2c: &[u8]) -> Vec<u8> {
+    use blake2::{Blake2s256, Digest};
+    let mut hasher = Blake2s256::new();
+    hasher.update(b"ternio/2 secret");
+    hasher.update(c2s);
+    hasher.update(s2c);
+    hasher.finalize().to_vec()
+}
+
 /// Section 4.2's vectors: resumption packets, the PSK, and a resumed NNpsk0
-/// session with fixed keys and a fixed handshake hash.
+/// session with fixed keys and a fixed session secret.
 mod resume_vectors {
     use super::*;
     use ternio_protocol::resume::{ResumeInitiator, ResumeResponder, resume_psk};
@@ -490,14 +505,14 @@ mod resume_vectors {
     }
 
     /// The session's ticket (80..9f), the new one a resumption gives (a0..bf),
-    /// the handshake hash of the session's latest handshake (60..7f).
+    /// the session secret of the session's latest handshake (60..7f).
     fn ticket() -> Ticket {
         Ticket(sequence(0x80))
     }
     fn new_ticket() -> Ticket {
         Ticket(sequence(0xA0))
     }
-    fn hash() -> [u8; 32] {
+    fn secret() -> [u8; 32] {
         sequence(0x60)
     }
 
@@ -518,7 +533,7 @@ mod resume_vectors {
         } else {
             "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"
         };
-        let psk = resume_psk(&hash());
+        let psk = resume_psk(&secret());
         let build = || {
             snow::Builder::new(name.parse().unwrap())
                 .prologue(PROLOGUE)
@@ -583,7 +598,7 @@ mod resume_vectors {
                 &Ack { received: 40 },
             ),
         );
-        vectors.insert("resume-psk".into(), resume_psk(&hash()).to_vec());
+        vectors.insert("resume-psk".into(), resume_psk(&secret()).to_vec());
         // A plain session: the client got 5 counted frames, the server 3.
         vectors.insert(
             "resume-plain-request".into(),
@@ -618,16 +633,19 @@ mod resume_vectors {
             hash: resumed_hash,
         } = reference(false);
         let mut initiator =
-            ResumeInitiator::with_ephemeral(None, &hash(), &sequence(0x20)).unwrap();
+            ResumeInitiator::with_ephemeral(None, &secret(), &sequence(0x20)).unwrap();
         let message = initiator.message().unwrap();
         assert_eq!(message, first, "NNpsk0 message 1");
         let (reply, mut server) =
-            ResumeResponder::respond_with(3, &message, None, &hash(), Some(&sequence(0x40)))
+            ResumeResponder::respond_with(3, &message, None, &secret(), Some(&sequence(0x40)))
                 .unwrap();
         assert_eq!(reply, second, "NNpsk0 message 2");
         let client = initiator.finish(&reply).unwrap();
         assert_eq!(client.handshake_hash, resumed_hash);
         assert_eq!(server.handshake_hash, resumed_hash);
+        let resumed_secret = session_secret(&c2s, &s2c);
+        assert_eq!(&client.session_secret[..], &resumed_secret[..]);
+        assert_eq!(&server.session_secret[..], &resumed_secret[..]);
         vectors.insert(
             "resume-nnpsk0-request".into(),
             tcp(
@@ -654,7 +672,7 @@ mod resume_vectors {
         );
         vectors.insert("resumed-nnpsk0-client-to-server-key".into(), c2s.to_vec());
         vectors.insert("resumed-nnpsk0-server-to-client-key".into(), s2c.to_vec());
-        vectors.insert("resumed-nnpsk0-handshake-hash".into(), resumed_hash);
+        vectors.insert("resumed-nnpsk0-session-secret".into(), resumed_secret);
         // The server's first frame after RESUMED: its frame number 5, which
         // the client lacks, replayed as first sent (a push, id 0), sealed
         // under the new key with counter 0.
@@ -688,7 +706,7 @@ mod resume_vectors {
         let nk = reference(true);
         let identity = super::secure_vectors::server_static();
         let mut initiator =
-            ResumeInitiator::with_ephemeral(Some(identity.public()), &hash(), &sequence(0x20))
+            ResumeInitiator::with_ephemeral(Some(identity.public()), &secret(), &sequence(0x20))
                 .unwrap();
         let message = initiator.message().unwrap();
         assert_eq!(message, nk.first, "NKpsk0 message 1");
@@ -696,7 +714,7 @@ mod resume_vectors {
             4,
             &message,
             Some(&identity),
-            &hash(),
+            &secret(),
             Some(&sequence(0x40)),
         )
         .unwrap();
@@ -736,9 +754,14 @@ mod resume_vectors {
         assert_eq!(resumed.ticket, new_ticket());
         // The server answers the documented message 1 with the documented
         // message 2.
-        let (reply, _) =
-            ResumeResponder::respond_with(3, &resume.message, None, &hash(), Some(&sequence(0x40)))
-                .unwrap();
+        let (reply, _) = ResumeResponder::respond_with(
+            3,
+            &resume.message,
+            None,
+            &secret(),
+            Some(&sequence(0x40)),
+        )
+        .unwrap();
         assert_eq!(reply, resumed.message);
         assert_eq!(
             Ack::decode_body(&body("ack-frame")),

@@ -12,8 +12,9 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
-use ternio_protocol::secure::{Initiator, RekeyPolicy, Sealer, SecureChannel};
+use ternio_protocol::secure::{Initiator, KEY_LEN, RekeyPolicy, Sealer, SecureChannel};
 use tokio::sync::{oneshot, watch};
+use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::resume::{PendingResume, Session};
@@ -62,9 +63,9 @@ pub(crate) struct Link {
     session: Option<Arc<Session>>,
     /// The `RESUME` under way on this link, if any.
     resume: Mutex<Option<PendingResume>>,
-    /// The handshake hash of this link's secure session, once it is up:
+    /// The session secret of this link's secure session, once it is up:
     /// what a resumption on a later link is keyed by.
-    handshake_hash: Mutex<Option<Vec<u8>>>,
+    session_secret: Mutex<Option<Zeroizing<[u8; KEY_LEN]>>>,
 }
 
 impl Link {
@@ -79,7 +80,7 @@ impl Link {
             handshaking: watch::Sender::new(false),
             session: None,
             resume: Mutex::new(None),
-            handshake_hash: Mutex::new(None),
+            session_secret: Mutex::new(None),
         }
     }
 
@@ -222,9 +223,10 @@ impl Link {
         let SecureChannel {
             mut sealer,
             opener,
-            handshake_hash,
+            session_secret,
+            ..
         } = channel;
-        *lock(&self.handshake_hash) = Some(handshake_hash);
+        *lock(&self.session_secret) = Some(session_secret);
         sealer.set_rekey_policy(rekey);
         *lock(&self.security) = LinkSecurity::Secure(Box::new(opener));
         self.secure.store(true, Ordering::Release);
@@ -232,9 +234,9 @@ impl Link {
         self.handshaking.send_replace(false);
     }
 
-    /// The handshake hash of this link's secure session, once it is up.
-    pub(crate) fn handshake_hash(&self) -> Option<Vec<u8>> {
-        lock(&self.handshake_hash).clone()
+    /// The session secret of this link's secure session, once it is up.
+    pub(crate) fn session_secret(&self) -> Option<Zeroizing<[u8; KEY_LEN]>> {
+        lock(&self.session_secret).clone()
     }
 
     /// Records the `RESUME` about to be sent: the reader gives it the answer.

@@ -14,8 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 
+use ternio_protocol::secure::KEY_LEN;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
@@ -81,8 +83,8 @@ pub(crate) struct Links {
     state: watch::Sender<ConnectionState>,
     /// Set when the client closes: nothing is installed or reconnects after it.
     closing: AtomicBool,
-    /// The handshake hash of the last link lost: a resumption is keyed by it.
-    last_hash: Mutex<Option<Vec<u8>>>,
+    /// The session secret of the last link lost: a resumption is keyed by it.
+    last_secret: Mutex<Option<Zeroizing<[u8; KEY_LEN]>>>,
 }
 
 impl Links {
@@ -98,7 +100,7 @@ impl Links {
                 resuming: None,
             }),
             closing: AtomicBool::new(false),
-            last_hash: Mutex::new(None),
+            last_secret: Mutex::new(None),
         }
     }
 
@@ -255,7 +257,7 @@ impl Links {
             };
             let requests_stay = keep_requests && reconnect;
             if reconnect {
-                *lock(&self.last_hash) = link.handshake_hash();
+                *lock(&self.last_secret) = link.session_secret();
             }
             self.set_current(&mut conn, next);
             let wakers = if requests_stay {
@@ -278,9 +280,9 @@ impl Links {
         wakers.into_iter().for_each(Waker::wake);
     }
 
-    /// The handshake hash of the last link lost, for a resumption.
-    pub(crate) fn last_handshake_hash(&self) -> Option<Vec<u8>> {
-        lock(&self.last_hash).clone()
+    /// The session secret of the last link lost, for a resumption.
+    pub(crate) fn last_session_secret(&self) -> Option<Zeroizing<[u8; KEY_LEN]>> {
+        lock(&self.last_secret).clone()
     }
 
     /// Closes for good with `reason`, whatever the client was doing:

@@ -10,11 +10,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::resume::ResumeInitiator;
-use ternio_protocol::secure::RekeyPolicy;
+use ternio_protocol::secure::{KEY_LEN, RekeyPolicy};
 use ternio_protocol::system::{self, Ack, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
@@ -22,15 +23,19 @@ use crate::resume::{PendingResume, ResumeFailed, Session};
 use crate::secure::RawBody;
 use crate::send::{Mode, SendError};
 
+/// What a secure session's resumption is keyed by: its latest session
+/// secret, and the server key the client pins, if it does.
+pub(crate) type SecureResume = (Zeroizing<[u8; KEY_LEN]>, Option<[u8; KEY_LEN]>);
+
 /// Sends `RESUME` on `link` (not installed yet), waits for the reader to
 /// take the answer (keys in place on a secure session), then replays what
-/// the server lacks. `secure` is a secure session's latest handshake hash
+/// the server lacks. `secure` is a secure session's latest session secret
 /// and pinned server key.
 pub(crate) async fn resume(
     session: &Session,
     link: &Arc<Link>,
     id: u32,
-    secure: Option<(Vec<u8>, Option<[u8; 32]>)>,
+    secure: Option<SecureResume>,
     max_frame_size: usize,
     timeout: Duration,
 ) -> Result<(), ResumeFailed> {
@@ -39,7 +44,9 @@ pub(crate) async fn resume(
         ResumeFailed::Refused(format!("resumption handshake: {error}"))
     };
     let mut initiator = match &secure {
-        Some((hash, pin)) => Some(ResumeInitiator::new(pin.as_ref(), hash).map_err(noise)?),
+        Some((secret, pin)) => {
+            Some(ResumeInitiator::new(pin.as_ref(), &secret[..]).map_err(noise)?)
+        }
         None => None,
     };
     let (pattern, message) = match &mut initiator {

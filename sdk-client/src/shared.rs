@@ -106,7 +106,7 @@ impl Shared {
                 self.links.set_resuming(Some(link));
                 let secure = self.secure_config().and_then(|secure| {
                     self.links
-                        .last_handshake_hash()
+                        .last_session_secret()
                         .map(|hash| (hash, secure.pin))
                 });
                 resuming::resume(

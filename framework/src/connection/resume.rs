@@ -113,10 +113,10 @@ impl Engine {
         (ticket, takeover)
     }
 
-    /// The handshake hash a resumption of this session is bound to.
+    /// The session secret a resumption of this session is bound to.
     fn binding(&self) -> Option<Zeroizing<Vec<u8>>> {
         match &self.security {
-            Security::Secure(channel) => Some(Zeroizing::new(channel.handshake_hash.clone())),
+            Security::Secure(channel) => Some(Zeroizing::new(channel.session_secret.to_vec())),
             _ => None,
         }
     }
