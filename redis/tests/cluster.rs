@@ -336,9 +336,12 @@ async fn chat_users_on_two_nodes_share_a_room() {
     nothing_more(&mut ann_messages).await;
     nothing_more(&mut bob_messages).await;
 
+    // Each node published its message, and received the other's. (Joins
+    // are not broadcasts: each node tells its own members of them, from
+    // the presence the backplane keeps.)
     let stats = one.server.hub().backplane_stats().expect("a backplane");
     assert!(
-        stats.connected && stats.published >= 2 && stats.received >= 2,
+        stats.connected && stats.published >= 1 && stats.received >= 1,
         "{stats:?}"
     );
 }
