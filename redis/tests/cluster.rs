@@ -20,7 +20,9 @@ use ternio::{
     ServerHandle, packet_controller,
 };
 use ternio_client::{Client, ErrorCode, Subscription};
-use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
+use ternio_examples::chat::{
+    self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft,
+};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisBackplaneError, RedisConfig};
 use ternio_testkit::redis_server::RedisServer;
 
@@ -344,6 +346,144 @@ async fn chat_users_on_two_nodes_share_a_room() {
         stats.connected && stats.published >= 1 && stats.received >= 1,
         "{stats:?}"
     );
+}
+
+/// A chat client: its requests, and the joins and leaves pushed to it.
+struct Chatter {
+    client: Client,
+    joins: Subscription<UserJoined>,
+    leaves: Subscription<UserLeft>,
+}
+
+impl Chatter {
+    async fn connect(node: &Node) -> Self {
+        let client = Client::connect_tcp(node.address).await.expect("connects");
+        Self {
+            joins: client.subscribe(),
+            leaves: client.subscribe(),
+            client,
+        }
+    }
+
+    async fn nick(&self, nick: &str) -> Result<(), ternio_client::ClientError> {
+        self.client
+            .request_async(&SetNick { nick: nick.into() })
+            .await
+    }
+
+    async fn join(&self, room: &str) -> RoomInfo {
+        self.client
+            .request_async(&JoinRoom { room: room.into() })
+            .await
+            .expect("joins")
+    }
+}
+
+fn joined(nick: &str) -> UserJoined {
+    UserJoined {
+        room: "lobby".into(),
+        nick: nick.into(),
+    }
+}
+
+fn left(nick: &str) -> UserLeft {
+    UserLeft {
+        room: "lobby".into(),
+        nick: nick.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_nicknames_member_lists_joins_and_leaves_span_the_nodes() {
+    let redis = redis();
+    let prefix = prefix("chat-presence");
+    let one = Node::start(&redis.url, &prefix, chat::serve).await;
+    let two = Node::start(&redis.url, &prefix, chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    let mut bob = Chatter::connect(&two).await;
+
+    // A nickname taken on node one is refused on node two.
+    ann.nick("ann").await.unwrap();
+    let taken = bob.nick("ann").await.unwrap_err();
+    assert_eq!(
+        taken.code(),
+        Some(ErrorCode::Application(chat::errors::BAD_NICK))
+    );
+    assert!(taken.to_string().contains("ann is taken"), "{taken}");
+    bob.nick("bob").await.unwrap();
+
+    let info = ann.join("lobby").await;
+    assert_eq!(info.members, ["ann"]);
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+    // Node one has written its member to Redis once node two sees it.
+    let ann_id = one.server.hub().members("lobby")[0].0;
+    two.await_members("lobby", &[ann_id]).await;
+
+    // Bob's list names ann, on the other node; ann hears of bob from it.
+    let info = bob.join("lobby").await;
+    assert_eq!(info.members, ["ann", "bob"]);
+    assert_eq!(next(&mut bob.joins).await, joined("bob"));
+    assert_eq!(next(&mut ann.joins).await, joined("bob"));
+    // Ann's list (a JoinRoom again changes nothing else) names bob.
+    let info = ann.join("lobby").await;
+    assert_eq!(info.members, ["ann", "bob"]);
+    // Each join was told to each member once, by its own node.
+    nothing_more(&mut ann.joins).await;
+    nothing_more(&mut bob.joins).await;
+
+    // Bob's connection closes: ann hears that he left, from node two.
+    bob.client.close().await;
+    assert_eq!(next(&mut ann.leaves).await, left("bob"));
+    nothing_more(&mut ann.leaves).await;
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    // And his nickname is free again, on every node.
+    let carol = Chatter::connect(&one).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(refused) = carol.nick("bob").await {
+        assert!(Instant::now() < deadline, "bob is still taken: {refused}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(bob.leaves.try_next(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_without_redis_lists_the_local_members_and_refuses_new_nicknames() {
+    // This test stops its Redis, so it always owns one.
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let one = Node::start(&url, &prefix("chat-down"), chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    let cara = Chatter::connect(&one).await;
+    let dan = Chatter::connect(&one).await;
+    ann.nick("ann").await.unwrap();
+    cara.nick("cara").await.unwrap();
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+
+    redis.kill();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while one.backplane.is_connected() {
+        assert!(Instant::now() < deadline, "the loss is noticed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // No one can say whether a new nickname is free: refused, and why.
+    let refused = dan.nick("dan").await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::Application(chat::errors::UNAVAILABLE))
+    );
+    // A join still works, and lists the members this node knows.
+    assert_eq!(cara.join("lobby").await.members, ["ann", "cara"]);
+    assert_eq!(next(&mut ann.joins).await, joined("cara"));
+
+    // Redis comes back: nicknames can be taken again.
+    redis.restart();
+    assert!(one.backplane.wait_connected(Duration::from_secs(10)).await);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(refused) = dan.nick("dan").await {
+        assert!(Instant::now() < deadline, "still refused: {refused}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
