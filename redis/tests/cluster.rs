@@ -693,14 +693,19 @@ async fn traffic_resumes_after_redis_restarts() {
 }
 
 /// Set in the child process that [`a_killed_node_leaves_no_ghost_members`]
-/// starts: the Redis URL and key prefix of the parent's cluster.
+/// and [`the_chat_tells_the_members_of_a_killed_node_as_left`] start: the
+/// Redis URL and key prefix of the parent's cluster.
 const CHILD_URL: &str = "TERNIO_REDIS_TEST_CHILD_URL";
 const CHILD_PREFIX: &str = "TERNIO_REDIS_TEST_CHILD_PREFIX";
 /// The parent's member of "lobby", which the child waits to see with its own.
 const CHILD_PEER: &str = "TERNIO_REDIS_TEST_CHILD_PEER";
+/// When set, the child runs the chat, and its member is a chat user with
+/// this nickname.
+const CHILD_CHAT_NICK: &str = "TERNIO_REDIS_TEST_CHILD_CHAT_NICK";
 
 /// Not a test on its own: in the child process, a node with one member in
-/// "lobby", which prints `READY <member id> <node id>` and waits to be killed.
+/// "lobby" (of the room service, or of the chat with `CHILD_CHAT_NICK`),
+/// which prints `READY <member id> <node id>` and waits to be killed.
 #[test]
 fn child_node() {
     let (Ok(url), Ok(prefix), Ok(peer)) = (
@@ -713,11 +718,24 @@ fn child_node() {
     let peer: u64 = peer.parse().expect("the peer's id");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let node = Node::rooms(&url, &prefix).await;
-        let member = Member::connect(&node).await;
-        member.enter("lobby").await;
-        node.await_members("lobby", &[peer, member.id]).await;
-        println!("READY {} {}", member.id, node.backplane.node_id());
+        let (node, id, _client) = match std::env::var(CHILD_CHAT_NICK) {
+            Ok(nick) => {
+                let node = Node::start(&url, &prefix, chat::serve).await;
+                let chatter = Chatter::connect(&node).await;
+                chatter.nick(&nick).await.expect("a nickname");
+                chatter.join("lobby").await;
+                let id = node.server.hub().members("lobby")[0].0;
+                (node, id, chatter.client)
+            }
+            Err(_) => {
+                let node = Node::rooms(&url, &prefix).await;
+                let member = Member::connect(&node).await;
+                member.enter("lobby").await;
+                (node, member.id, member.client)
+            }
+        };
+        node.await_members("lobby", &[peer, id]).await;
+        println!("READY {id} {}", node.backplane.node_id());
         // Killed by the parent long before this.
         tokio::time::sleep(Duration::from_secs(60)).await;
     });
@@ -733,6 +751,51 @@ impl Drop for ChildNode {
     }
 }
 
+impl ChildNode {
+    /// Starts [`child_node`] in a process of its own, in the cluster of
+    /// `url` and `prefix`, with `peer` in "lobby" (a chat user named
+    /// `chat_nick` with it); returns it once ready, with its member's id
+    /// and its node id.
+    async fn start(
+        url: &str,
+        prefix: &str,
+        peer: u64,
+        chat_nick: Option<&str>,
+    ) -> (Self, u64, u16) {
+        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+        command
+            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
+            .env(CHILD_URL, url)
+            .env(CHILD_PREFIX, prefix)
+            .env(CHILD_PEER, peer.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(nick) = chat_nick {
+            command.env(CHILD_CHAT_NICK, nick);
+        }
+        let mut child = Self(command.spawn().expect("the child node starts"));
+        let stdout = child.0.stdout.take().expect("its stdout");
+        let ready = tokio::task::spawn_blocking(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                // The test harness may print "test child_node ... " first.
+                .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
+        });
+        let ready = tokio::time::timeout(Duration::from_secs(30), ready)
+            .await
+            .expect("the child is ready within 30 s")
+            .expect("the reader")
+            .expect("a READY line");
+        let mut words = ready
+            .split_whitespace()
+            .map(|word| word.parse::<u64>().unwrap());
+        let (member, node) = (words.next().unwrap(), words.next().unwrap() as u16);
+        (child, member, node)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_leaves_no_ghost_members() {
     let redis = redis();
@@ -741,35 +804,8 @@ async fn a_killed_node_leaves_no_ghost_members() {
     let ann = Member::connect(&one).await;
     ann.enter("lobby").await;
 
-    let mut child = ChildNode(
-        Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
-            .env(CHILD_URL, &redis.url)
-            .env(CHILD_PREFIX, &prefix)
-            .env(CHILD_PEER, ann.id.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the child node starts"),
-    );
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let ready = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            // The test harness may print "test child_node ... " first.
-            .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
-    });
-    let ready = tokio::time::timeout(Duration::from_secs(30), ready)
-        .await
-        .expect("the child is ready within 30 s")
-        .expect("the reader")
-        .expect("a READY line");
-    let mut words = ready
-        .split_whitespace()
-        .map(|word| word.parse::<u64>().unwrap());
-    let (child_member, child_node) = (words.next().unwrap(), words.next().unwrap() as u16);
+    let (mut child, child_member, child_node) =
+        ChildNode::start(&redis.url, &prefix, ann.id, None).await;
     assert_eq!(ConnectionId(child_member).node(), child_node);
     one.await_members("lobby", &[ann.id, child_member]).await;
     assert!(
@@ -798,6 +834,46 @@ async fn a_killed_node_leaves_no_ghost_members() {
             .unwrap()
             .contains(&child_node)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_tells_the_members_of_a_killed_node_as_left() {
+    let redis = redis();
+    let prefix = prefix("chat-kill");
+    let one = Node::start(&redis.url, &prefix, chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    ann.nick("ann").await.unwrap();
+    ann.join("lobby").await;
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+    let ann_id = one.server.hub().members("lobby")[0].0;
+
+    // Cat, on a node in another process, joins: ann hears of it.
+    let (mut child, _, _) = ChildNode::start(&redis.url, &prefix, ann_id, Some("cat")).await;
+    assert_eq!(next(&mut ann.joins).await, joined("cat"));
+    assert_eq!(ann.join("lobby").await.members, ["ann", "cat"]);
+    let refused = Chatter::connect(&one).await.nick("cat").await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::Application(chat::errors::BAD_NICK))
+    );
+
+    // SIGKILL: cat's node says nothing. Once its heartbeat has expired
+    // (3 s), ann is told that cat left, and the nickname is free.
+    child.0.kill().expect("killed");
+    let killed = Instant::now();
+    let _ = child.0.wait();
+    let gone = tokio::time::timeout(Duration::from_secs(10), ann.leaves.next())
+        .await
+        .expect("cat is told as left within 10 s")
+        .expect("the subscription is open");
+    assert_eq!(gone, left("cat"));
+    assert!(
+        killed.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    Chatter::connect(&one).await.nick("cat").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
