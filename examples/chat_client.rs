@@ -9,13 +9,19 @@
 //! Type `/join ROOM`, `/leave`, `/nick NAME` or `/quit`; any other line is
 //! said to the room you are in. What the server pushes (messages, joins and
 //! leaves) is printed as it arrives. The client reconnects when the server
-//! goes away, and takes its nickname and room back when it returns.
+//! goes away, and takes its nickname and room back when it returns (in a
+//! cluster, possibly on another node: see `restore`).
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
-use ternio_client::{Client, ClientError, ConnectionState, ReconnectPolicy, Subscription};
-use ternio_examples::chat::{ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft};
+use ternio_client::{
+    Client, ClientError, ConnectionState, ErrorCode, ReconnectPolicy, Subscription,
+};
+use ternio_examples::chat::{
+    ChatMessage, JoinRoom, LeaveRoom, Say, SetNick, UserJoined, UserLeft, errors,
+};
 use tokio::sync::mpsc;
 
 /// Command line of the chat client.
@@ -241,15 +247,57 @@ async fn say(client: &Client, session: &Session, text: &str) {
     }
 }
 
+/// How long [`restore`] asks for the nickname again: longer than a
+/// cluster's heartbeat TTL (5 s by default).
+const NICK_RETRY: Duration = Duration::from_secs(10);
+
 /// After a reconnect the server knows nothing of this client: takes the
 /// nickname and the room back.
+///
+/// In a cluster, the nickname may still be held for a moment by this
+/// client's previous connection: until its node has freed it, or, when
+/// that node died, until the cluster gives up on the node (the heartbeat
+/// TTL). So a nickname refused as taken (or while the node cannot reach
+/// Redis) is asked for again, every half second, for [`NICK_RETRY`].
 async fn restore(client: &Client, session: &mut Session) {
     if let Some(nick) = session.nick.take() {
-        set_nick(client, session, &nick).await;
+        let deadline = Instant::now() + NICK_RETRY;
+        let request = SetNick { nick: nick.clone() };
+        let mut told = false;
+        loop {
+            match client.request_async(&request).await {
+                Ok(()) => {
+                    println!("! you are {nick}");
+                    session.nick = Some(nick);
+                    break;
+                }
+                Err(error) if may_pass(&error) && Instant::now() < deadline => {
+                    if !told {
+                        println!("! {nick}: {}; asking again", reason(&error));
+                        told = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => {
+                    println!("! nickname refused: {}", reason(&error));
+                    break;
+                }
+            }
+        }
     }
     if let Some(room) = session.room.take() {
         join(client, session, &room).await;
     }
+}
+
+/// Whether a refused nickname may be granted a little later: taken (by
+/// this client's previous connection, maybe), or not checked (Redis out
+/// of reach).
+fn may_pass(error: &ClientError) -> bool {
+    matches!(
+        error.code(),
+        Some(ErrorCode::Application(code)) if code == errors::BAD_NICK || code == errors::UNAVAILABLE
+    )
 }
 
 /// The server's message for an error it sent, or the whole error.

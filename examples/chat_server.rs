@@ -11,7 +11,9 @@
 //!
 //! With `--redis URL`, the server is one node of a cluster: run several
 //! (each with its own ports) against one Redis, and users on different
-//! nodes share rooms (see `docs/SCALING.md`):
+//! nodes share rooms: a nickname is unique in the whole cluster, a room's
+//! member list names its members on every node, and each member hears of
+//! every join and leave, wherever it happened (see `docs/SCALING.md`):
 //!
 //! ```text
 //! cargo run --release --example chat_server -- --redis redis://127.0.0.1:6379/ --tcp 127.0.0.1:7101 --ws 127.0.0.1:7102 --http 127.0.0.1:7103
@@ -28,11 +30,13 @@
 //! cargo run --example chat_server -- --config examples/chat_server.toml --tcp 127.0.0.1:7201 --print-config
 //! ```
 //!
-//! Everything the chat needs comes from the framework: the hub's groups are
-//! the rooms, the connection store keeps each connection's nickname and
-//! rooms, and the disconnect hook tells the rooms when someone leaves. The
-//! service itself lives in `ternio_examples::chat` (`chat::serve`), which
-//! the end-to-end tests run too.
+//! Everything the chat needs comes from the framework: the hub's name
+//! registry keeps the nicknames unique, each connection signs in under its
+//! nickname, the hub's groups are the rooms, and the presence hook tells
+//! the rooms who joins and who leaves (a closed connection, or a node that
+//! stopped answering, included). The service itself lives in
+//! `ternio_examples::chat` (`chat::serve`), which the end-to-end tests run
+//! too.
 //!
 //! Behind a load balancer, `--trusted-proxy IP` (once per proxy address)
 //! makes the server read the PROXY protocol header (v1 or v2) that the

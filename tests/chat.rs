@@ -2,7 +2,8 @@
 //! `examples/chat_server` (`ternio_examples::chat::serve`) in-process, with
 //! SDK clients over TCP and WebSocket (and one with a secure session) in a
 //! room: messages both ways, join and leave pushes, errors, and a nickname
-//! freed when its connection goes.
+//! freed when its connection goes or it takes another. (The same service
+//! on two nodes of a Redis cluster: `redis/tests/cluster.rs`.)
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -109,6 +110,16 @@ async fn two_users_over_tcp_and_websocket_chat_in_a_room() {
     ann.nick("ann").await.unwrap();
     let taken = bob.nick("ann").await.unwrap_err();
     assert_eq!(taken.code(), Some(ErrorCode::Application(errors::BAD_NICK)));
+    for bad in ["", "   ", "a\tb", &"x".repeat(33)] {
+        let refused = bob.nick(bad).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Some(ErrorCode::Application(errors::BAD_NICK)),
+            "{bad:?}"
+        );
+    }
+    // Taking one's own nickname again changes nothing.
+    ann.nick("ann").await.unwrap();
     bob.nick("bob").await.unwrap();
 
     // Saying before joining is refused.
@@ -166,10 +177,25 @@ async fn two_users_over_tcp_and_websocket_chat_in_a_room() {
     assert_eq!(next(&mut bob.joins).await, joined("lobby", "bob"));
     ann.client.close().await;
     assert_eq!(next(&mut bob.leaves).await, left("lobby", "ann"));
-    let carol = User::new(Client::connect_tcp(tcp).await.unwrap());
+    let mut carol = User::new(Client::connect_tcp(tcp).await.unwrap());
     carol.nick("ann").await.unwrap();
     let info = carol.join("lobby").await;
     assert_eq!(info.members, ["ann", "bob"]);
+    assert_eq!(next(&mut bob.joins).await, joined("lobby", "ann"));
+
+    // A new nickname frees the old one, and the room knows the member by
+    // the new one from then on.
+    bob.nick("robert").await.unwrap();
+    carol.nick("bob").await.unwrap();
+    let info = carol.join("lobby").await;
+    assert_eq!(info.members, ["bob", "robert"]);
+    bob.client
+        .request_async(&LeaveRoom {
+            room: "lobby".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(next(&mut carol.leaves).await, left("lobby", "robert"));
 
     // No push went unhandled or undecoded on the way.
     for client in [&ann.client, &bob.client, &carol.client] {

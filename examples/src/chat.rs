@@ -7,16 +7,32 @@
 //!
 //! [`serve`] adds the service to a server: `examples/chat_server.rs` runs it,
 //! and the end-to-end tests build the same server in-process.
+//!
+//! It works the same on one server and on a cluster of them (a Redis
+//! backplane, `chat_server --redis`), with the framework's users, names and
+//! presence:
+//!
+//! - a nickname is a name in the hub's registry ([`Hub::claim_name`]):
+//!   one connection of the whole cluster holds it, until it takes another
+//!   or closes; the connection signs in under it
+//!   ([`ConnectionHandle::sign_in`](ternio::ConnectionHandle::sign_in)), so its rooms' members see it by that
+//!   name;
+//! - the rooms are the hub's groups; the member list a [`JoinRoom`]
+//!   answers is the room's members on every node
+//!   ([`Hub::cluster_presence`]);
+//! - joins and leaves are told by the presence hook ([`on_presence`]),
+//!   which every node with members in the room calls for each change, a
+//!   connection that closes and a node that dies included.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::collections::BTreeSet;
 
 use ternio::{
-    AppCode, ConnectionHandle, Context, HandlerError, Hub, Packet, ServerBuilder, State, Stored,
-    packet_controller,
+    AppCode, ClaimError, Context, HandlerError, Hub, Packet, PresenceChange, PresenceEvent,
+    ServerBuilder, UserId, packet_controller,
 };
 
-/// 0x0101: takes a nickname (error 100 if another connection has it).
+/// 0x0101: takes a nickname (error 100 if another connection, on any node,
+/// has it), in place of the one the connection had.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0101, response = ())]
 pub struct SetNick {
@@ -38,7 +54,8 @@ pub struct JoinRoom {
 pub struct RoomInfo {
     /// The room's name.
     pub room: String,
-    /// The nicknames of its members, sorted, the joiner included.
+    /// The nicknames of its members on every node, sorted, the joiner
+    /// included (this node's only while the backplane is down).
     pub members: Vec<String>,
 }
 
@@ -60,7 +77,8 @@ pub struct Say {
     pub text: String,
 }
 
-/// 0x0110, pushed: someone joined a room.
+/// 0x0110, pushed: someone joined a room (to every member, the joiner
+/// included).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0110)]
 pub struct UserJoined {
@@ -70,7 +88,8 @@ pub struct UserJoined {
     pub nick: String,
 }
 
-/// 0x0111, pushed: someone left a room (or disconnected).
+/// 0x0111, pushed: someone left a room (or disconnected, or was on a node
+/// that stopped answering).
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0111)]
 pub struct UserLeft {
@@ -96,7 +115,7 @@ pub struct ChatMessage {
 pub mod errors {
     use ternio::AppCode;
 
-    /// The nickname is taken, empty or too long.
+    /// The nickname is taken, empty, too long or holds a control character.
     pub const BAD_NICK: AppCode = AppCode::new(100);
     /// A nickname is needed first.
     pub const NO_NICK: AppCode = AppCode::new(101);
@@ -104,36 +123,24 @@ pub mod errors {
     pub const NOT_IN_ROOM: AppCode = AppCode::new(102);
     /// The message or room name is empty or too long.
     pub const BAD_TEXT: AppCode = AppCode::new(103);
+    /// The cluster could not be asked whether a nickname is free (the
+    /// server's link to Redis is down): try again later.
+    pub const UNAVAILABLE: AppCode = AppCode::new(104);
 }
 
-/// Adds the chat service to `builder`: the [`ChatController`], the
-/// server-wide [`Nicknames`], and the disconnect hook ([`on_disconnect`])
-/// that tells the rooms when someone goes.
+/// Adds the chat service to `builder`: the [`ChatController`] and the
+/// presence hook ([`on_presence`]) that tells the rooms who comes and goes.
 pub fn serve(builder: ServerBuilder) -> ServerBuilder {
-    builder
-        .controller(ChatController)
-        .state(Nicknames::default())
-        .on_disconnect(|connection, _cause| on_disconnect(connection))
+    builder.controller(ChatController).on_presence(on_presence)
 }
-
-/// A connection's nickname, kept in its store.
-#[derive(Debug, Clone)]
-struct Nickname(String);
-
-/// The rooms a connection is in, kept in its store.
-#[derive(Debug, Clone, Default)]
-struct Rooms(Vec<String>);
-
-/// Nicknames in use, across the server (shared state of the chat handlers).
-#[derive(Default)]
-pub struct Nicknames(Mutex<HashSet<String>>);
 
 /// Serves the chat packets. Register it with [`serve`], which also adds the
-/// state and the hook it needs.
+/// presence hook that tells the rooms of joins and leaves.
 ///
-/// Everything the chat needs comes from the framework: the hub's groups are
-/// the rooms, the connection store keeps each connection's nickname and
-/// rooms, and the disconnect hook tells the rooms when someone leaves.
+/// Everything the chat needs comes from the framework: the hub's name
+/// registry keeps the nicknames unique, the connection's user is its
+/// nickname, the hub's groups are the rooms, and presence says who is in
+/// them, on every node.
 #[derive(Debug, Default)]
 pub struct ChatController;
 
@@ -141,48 +148,77 @@ fn error(code: AppCode, message: impl Into<String>) -> HandlerError {
     HandlerError::new(code, message)
 }
 
-/// The nicknames of a room's members, sorted.
-fn member_nicks(hub: &Hub, room: &str) -> Vec<String> {
-    let mut nicks: Vec<String> = hub
-        .members(room)
+/// The connection's nickname: the user it signed in as.
+fn nickname(ctx: &Context) -> Result<UserId, HandlerError> {
+    ctx.user()
+        .ok_or_else(|| error(errors::NO_NICK, "set a nickname first"))
+}
+
+/// The nicknames of `members`, sorted, each once.
+fn nicks(members: impl IntoIterator<Item = Option<UserId>>) -> Vec<String> {
+    let nicks: BTreeSet<String> = members
         .into_iter()
-        .filter_map(|id| hub.connection(id))
-        .filter_map(|member| member.store().get::<Nickname>())
-        .map(|nick| nick.0)
+        .flatten()
+        .map(|user| user.as_str().to_owned())
         .collect();
-    nicks.sort();
-    nicks
+    nicks.into_iter().collect()
+}
+
+/// The nicknames of a room's members on every node; this node's when the
+/// backplane cannot be asked.
+async fn member_nicks(hub: &Hub, room: &str) -> Vec<String> {
+    match hub.cluster_presence(room).await {
+        Ok(members) => nicks(members.into_iter().map(|member| member.user)),
+        Err(failure) => {
+            tracing::warn!(room, %failure, "the room's members on this node only");
+            nicks(
+                hub.members(room)
+                    .into_iter()
+                    .filter_map(|id| hub.connection(id))
+                    .map(|member| member.user()),
+            )
+        }
+    }
 }
 
 #[packet_controller(explicit)]
 impl ChatController {
-    fn set_nick(
-        request: SetNick,
-        ctx: &Context,
-        taken: State<Nicknames>,
-    ) -> Result<(), HandlerError> {
-        let nick = request.nick.trim().to_owned();
+    async fn set_nick(request: SetNick, ctx: &Context) -> Result<(), HandlerError> {
+        let nick = request.nick.trim();
         if nick.is_empty() || nick.chars().count() > 32 {
             return Err(error(errors::BAD_NICK, "a nickname has 1 to 32 characters"));
         }
-        let mut in_use = taken.0.0.lock().expect("nicknames");
-        if !in_use.insert(nick.clone()) {
-            return Err(error(errors::BAD_NICK, format!("{nick} is taken")));
+        let Ok(user) = UserId::new(nick) else {
+            return Err(error(
+                errors::BAD_NICK,
+                "a nickname has no control characters",
+            ));
+        };
+        let hub = ctx.hub();
+        let id = ctx.connection_id();
+        match hub.claim_name(nick, id).await {
+            Ok(true) => {}
+            Ok(false) => return Err(error(errors::BAD_NICK, format!("{nick} is taken"))),
+            Err(ClaimError::Backplane(failure)) => {
+                return Err(error(
+                    errors::UNAVAILABLE,
+                    format!("cannot check that {nick} is free: {failure}; try again"),
+                ));
+            }
+            Err(failure) => return Err(error(errors::BAD_NICK, failure.to_string())),
         }
-        if let Some(Nickname(old)) = ctx.store().insert(Nickname(nick)) {
-            in_use.remove(&old);
+        // The rooms it is in see it under its new nickname (an `Updated`
+        // presence change, which the chat does not announce).
+        if let Some(previous) = ctx.sign_in(user)
+            && previous.as_str() != nick
+        {
+            hub.release_name(&previous, id);
         }
         Ok(())
     }
 
-    fn join_room(
-        request: JoinRoom,
-        ctx: &Context,
-        nick: Stored<Nickname>,
-    ) -> Result<RoomInfo, HandlerError> {
-        let Some(Nickname(nick)) = nick.0 else {
-            return Err(error(errors::NO_NICK, "set a nickname first"));
-        };
+    async fn join_room(request: JoinRoom, ctx: &Context) -> Result<RoomInfo, HandlerError> {
+        nickname(ctx)?;
         let room = request.room.trim().to_owned();
         if room.is_empty() || room.chars().count() > 64 {
             return Err(error(
@@ -191,54 +227,28 @@ impl ChatController {
             ));
         }
         let hub = ctx.hub();
-        if !hub.members(&room).contains(&ctx.connection_id()) {
-            hub.join(&room, ctx.connection_id());
-            if !ctx.store().contains::<Rooms>() {
-                ctx.store().insert(Rooms::default());
-            }
-            ctx.store()
-                .with(|rooms: &mut Rooms| rooms.0.push(room.clone()));
-            let _ = hub.broadcast_group(
-                &room,
-                &UserJoined {
-                    room: room.clone(),
-                    nick,
-                },
-            );
-        }
+        // The presence hook tells the room (the joiner included), unless
+        // the connection was in it already.
+        hub.join(&room, ctx.connection_id());
         Ok(RoomInfo {
-            members: member_nicks(&hub, &room),
+            members: member_nicks(&hub, &room).await,
             room,
         })
     }
 
-    fn leave_room(
-        request: LeaveRoom,
-        ctx: &Context,
-        nick: Stored<Nickname>,
-    ) -> Result<(), HandlerError> {
-        let hub = ctx.hub();
-        if !hub.leave(&request.room, ctx.connection_id()) {
+    fn leave_room(request: LeaveRoom, ctx: &Context) -> Result<(), HandlerError> {
+        // The presence hook tells the room's other members.
+        if !ctx.hub().leave(&request.room, ctx.connection_id()) {
             return Err(error(
                 errors::NOT_IN_ROOM,
                 format!("you are not in {}", request.room),
             ));
         }
-        ctx.store()
-            .with(|rooms: &mut Rooms| rooms.0.retain(|room| room != &request.room));
-        let nick = nick.0.map(|nick| nick.0).unwrap_or_default();
-        let left = UserLeft {
-            room: request.room,
-            nick,
-        };
-        let _ = hub.broadcast_group(&left.room, &left);
         Ok(())
     }
 
-    fn say(request: Say, ctx: &Context, nick: Stored<Nickname>) -> Result<(), HandlerError> {
-        let Some(Nickname(nick)) = nick.0 else {
-            return Err(error(errors::NO_NICK, "set a nickname first"));
-        };
+    fn say(request: Say, ctx: &Context) -> Result<(), HandlerError> {
+        let nick = nickname(ctx)?;
         if request.text.is_empty() || request.text.chars().count() > 2000 {
             return Err(error(
                 errors::BAD_TEXT,
@@ -254,7 +264,7 @@ impl ChatController {
         }
         let message = ChatMessage {
             room: request.room,
-            nick,
+            nick: nick.as_str().to_owned(),
             text: request.text,
         };
         let _ = hub.broadcast_group(&message.room, &message);
@@ -262,23 +272,24 @@ impl ChatController {
     }
 }
 
-/// Tells the rooms of a closed connection that it left, and frees its
-/// nickname. [`serve`] installs it as the server's disconnect hook.
-pub fn on_disconnect(connection: &ConnectionHandle) {
-    let Some(Nickname(nick)) = connection.store().get::<Nickname>() else {
+/// Tells this node's members of a room who joined it ([`UserJoined`]) and
+/// who left it ([`UserLeft`]: left, disconnected, or lost with a node that
+/// stopped answering), under their nicknames. [`serve`] installs it as the
+/// server's presence hook: every node with members in the room calls it
+/// for each change, so each member hears of each once. A member without a
+/// nickname, and a change of nickname (`Updated`), are not told.
+pub fn on_presence(event: &PresenceEvent, hub: &Hub) {
+    let Some(nick) = &event.member.user else {
         return;
     };
-    if let Some(nicknames) = connection.state::<Nicknames>() {
-        nicknames.0.lock().expect("nicknames").remove(&nick);
-    }
-    let hub = connection.hub();
-    for room in connection.store().get::<Rooms>().unwrap_or_default().0 {
-        let _ = hub.broadcast_group(
-            &room,
-            &UserLeft {
-                room: room.clone(),
-                nick: nick.clone(),
-            },
-        );
+    let (room, nick) = (event.group.to_string(), nick.as_str().to_owned());
+    match event.change {
+        PresenceChange::Joined => {
+            let _ = hub.broadcast_group_local(&event.group, &UserJoined { room, nick });
+        }
+        PresenceChange::Left | PresenceChange::Lost => {
+            let _ = hub.broadcast_group_local(&event.group, &UserLeft { room, nick });
+        }
+        _ => {}
     }
 }

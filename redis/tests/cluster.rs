@@ -20,7 +20,9 @@ use ternio::{
     ServerHandle, packet_controller,
 };
 use ternio_client::{Client, ErrorCode, Subscription};
-use ternio_examples::chat::{self, ChatMessage, JoinRoom, Say, SetNick, UserJoined};
+use ternio_examples::chat::{
+    self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft,
+};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisBackplaneError, RedisConfig};
 use ternio_testkit::redis_server::RedisServer;
 
@@ -336,11 +338,152 @@ async fn chat_users_on_two_nodes_share_a_room() {
     nothing_more(&mut ann_messages).await;
     nothing_more(&mut bob_messages).await;
 
+    // Each node published its message, and received the other's. (Joins
+    // are not broadcasts: each node tells its own members of them, from
+    // the presence the backplane keeps.)
     let stats = one.server.hub().backplane_stats().expect("a backplane");
     assert!(
-        stats.connected && stats.published >= 2 && stats.received >= 2,
+        stats.connected && stats.published >= 1 && stats.received >= 1,
         "{stats:?}"
     );
+}
+
+/// A chat client: its requests, and the joins and leaves pushed to it.
+struct Chatter {
+    client: Client,
+    joins: Subscription<UserJoined>,
+    leaves: Subscription<UserLeft>,
+}
+
+impl Chatter {
+    async fn connect(node: &Node) -> Self {
+        let client = Client::connect_tcp(node.address).await.expect("connects");
+        Self {
+            joins: client.subscribe(),
+            leaves: client.subscribe(),
+            client,
+        }
+    }
+
+    async fn nick(&self, nick: &str) -> Result<(), ternio_client::ClientError> {
+        self.client
+            .request_async(&SetNick { nick: nick.into() })
+            .await
+    }
+
+    async fn join(&self, room: &str) -> RoomInfo {
+        self.client
+            .request_async(&JoinRoom { room: room.into() })
+            .await
+            .expect("joins")
+    }
+}
+
+fn joined(nick: &str) -> UserJoined {
+    UserJoined {
+        room: "lobby".into(),
+        nick: nick.into(),
+    }
+}
+
+fn left(nick: &str) -> UserLeft {
+    UserLeft {
+        room: "lobby".into(),
+        nick: nick.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_nicknames_member_lists_joins_and_leaves_span_the_nodes() {
+    let redis = redis();
+    let prefix = prefix("chat-presence");
+    let one = Node::start(&redis.url, &prefix, chat::serve).await;
+    let two = Node::start(&redis.url, &prefix, chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    let mut bob = Chatter::connect(&two).await;
+
+    // A nickname taken on node one is refused on node two.
+    ann.nick("ann").await.unwrap();
+    let taken = bob.nick("ann").await.unwrap_err();
+    assert_eq!(
+        taken.code(),
+        Some(ErrorCode::Application(chat::errors::BAD_NICK))
+    );
+    assert!(taken.to_string().contains("ann is taken"), "{taken}");
+    bob.nick("bob").await.unwrap();
+
+    let info = ann.join("lobby").await;
+    assert_eq!(info.members, ["ann"]);
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+    // Node one has written its member to Redis once node two sees it.
+    let ann_id = one.server.hub().members("lobby")[0].0;
+    two.await_members("lobby", &[ann_id]).await;
+
+    // Bob's list names ann, on the other node; ann hears of bob from it.
+    let info = bob.join("lobby").await;
+    assert_eq!(info.members, ["ann", "bob"]);
+    assert_eq!(next(&mut bob.joins).await, joined("bob"));
+    assert_eq!(next(&mut ann.joins).await, joined("bob"));
+    // Ann's list (a JoinRoom again changes nothing else) names bob.
+    let info = ann.join("lobby").await;
+    assert_eq!(info.members, ["ann", "bob"]);
+    // Each join was told to each member once, by its own node.
+    nothing_more(&mut ann.joins).await;
+    nothing_more(&mut bob.joins).await;
+
+    // Bob's connection closes: ann hears that he left, from node two.
+    bob.client.close().await;
+    assert_eq!(next(&mut ann.leaves).await, left("bob"));
+    nothing_more(&mut ann.leaves).await;
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    // And his nickname is free again, on every node.
+    let carol = Chatter::connect(&one).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(refused) = carol.nick("bob").await {
+        assert!(Instant::now() < deadline, "bob is still taken: {refused}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(bob.leaves.try_next(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_without_redis_lists_the_local_members_and_refuses_new_nicknames() {
+    // This test stops its Redis, so it always owns one.
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let one = Node::start(&url, &prefix("chat-down"), chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    let cara = Chatter::connect(&one).await;
+    let dan = Chatter::connect(&one).await;
+    ann.nick("ann").await.unwrap();
+    cara.nick("cara").await.unwrap();
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+
+    redis.kill();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while one.backplane.is_connected() {
+        assert!(Instant::now() < deadline, "the loss is noticed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // No one can say whether a new nickname is free: refused, and why.
+    let refused = dan.nick("dan").await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::Application(chat::errors::UNAVAILABLE))
+    );
+    // A join still works, and lists the members this node knows.
+    assert_eq!(cara.join("lobby").await.members, ["ann", "cara"]);
+    assert_eq!(next(&mut ann.joins).await, joined("cara"));
+
+    // Redis comes back: nicknames can be taken again.
+    redis.restart();
+    assert!(one.backplane.wait_connected(Duration::from_secs(10)).await);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(refused) = dan.nick("dan").await {
+        assert!(Instant::now() < deadline, "still refused: {refused}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,14 +693,19 @@ async fn traffic_resumes_after_redis_restarts() {
 }
 
 /// Set in the child process that [`a_killed_node_leaves_no_ghost_members`]
-/// starts: the Redis URL and key prefix of the parent's cluster.
+/// and [`the_chat_tells_the_members_of_a_killed_node_as_left`] start: the
+/// Redis URL and key prefix of the parent's cluster.
 const CHILD_URL: &str = "TERNIO_REDIS_TEST_CHILD_URL";
 const CHILD_PREFIX: &str = "TERNIO_REDIS_TEST_CHILD_PREFIX";
 /// The parent's member of "lobby", which the child waits to see with its own.
 const CHILD_PEER: &str = "TERNIO_REDIS_TEST_CHILD_PEER";
+/// When set, the child runs the chat, and its member is a chat user with
+/// this nickname.
+const CHILD_CHAT_NICK: &str = "TERNIO_REDIS_TEST_CHILD_CHAT_NICK";
 
 /// Not a test on its own: in the child process, a node with one member in
-/// "lobby", which prints `READY <member id> <node id>` and waits to be killed.
+/// "lobby" (of the room service, or of the chat with `CHILD_CHAT_NICK`),
+/// which prints `READY <member id> <node id>` and waits to be killed.
 #[test]
 fn child_node() {
     let (Ok(url), Ok(prefix), Ok(peer)) = (
@@ -570,11 +718,24 @@ fn child_node() {
     let peer: u64 = peer.parse().expect("the peer's id");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let node = Node::rooms(&url, &prefix).await;
-        let member = Member::connect(&node).await;
-        member.enter("lobby").await;
-        node.await_members("lobby", &[peer, member.id]).await;
-        println!("READY {} {}", member.id, node.backplane.node_id());
+        let (node, id, _client) = match std::env::var(CHILD_CHAT_NICK) {
+            Ok(nick) => {
+                let node = Node::start(&url, &prefix, chat::serve).await;
+                let chatter = Chatter::connect(&node).await;
+                chatter.nick(&nick).await.expect("a nickname");
+                chatter.join("lobby").await;
+                let id = node.server.hub().members("lobby")[0].0;
+                (node, id, chatter.client)
+            }
+            Err(_) => {
+                let node = Node::rooms(&url, &prefix).await;
+                let member = Member::connect(&node).await;
+                member.enter("lobby").await;
+                (node, member.id, member.client)
+            }
+        };
+        node.await_members("lobby", &[peer, id]).await;
+        println!("READY {id} {}", node.backplane.node_id());
         // Killed by the parent long before this.
         tokio::time::sleep(Duration::from_secs(60)).await;
     });
@@ -590,6 +751,51 @@ impl Drop for ChildNode {
     }
 }
 
+impl ChildNode {
+    /// Starts [`child_node`] in a process of its own, in the cluster of
+    /// `url` and `prefix`, with `peer` in "lobby" (a chat user named
+    /// `chat_nick` with it); returns it once ready, with its member's id
+    /// and its node id.
+    async fn start(
+        url: &str,
+        prefix: &str,
+        peer: u64,
+        chat_nick: Option<&str>,
+    ) -> (Self, u64, u16) {
+        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+        command
+            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
+            .env(CHILD_URL, url)
+            .env(CHILD_PREFIX, prefix)
+            .env(CHILD_PEER, peer.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(nick) = chat_nick {
+            command.env(CHILD_CHAT_NICK, nick);
+        }
+        let mut child = Self(command.spawn().expect("the child node starts"));
+        let stdout = child.0.stdout.take().expect("its stdout");
+        let ready = tokio::task::spawn_blocking(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                // The test harness may print "test child_node ... " first.
+                .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
+        });
+        let ready = tokio::time::timeout(Duration::from_secs(30), ready)
+            .await
+            .expect("the child is ready within 30 s")
+            .expect("the reader")
+            .expect("a READY line");
+        let mut words = ready
+            .split_whitespace()
+            .map(|word| word.parse::<u64>().unwrap());
+        let (member, node) = (words.next().unwrap(), words.next().unwrap() as u16);
+        (child, member, node)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_leaves_no_ghost_members() {
     let redis = redis();
@@ -598,35 +804,8 @@ async fn a_killed_node_leaves_no_ghost_members() {
     let ann = Member::connect(&one).await;
     ann.enter("lobby").await;
 
-    let mut child = ChildNode(
-        Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
-            .env(CHILD_URL, &redis.url)
-            .env(CHILD_PREFIX, &prefix)
-            .env(CHILD_PEER, ann.id.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the child node starts"),
-    );
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let ready = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            // The test harness may print "test child_node ... " first.
-            .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
-    });
-    let ready = tokio::time::timeout(Duration::from_secs(30), ready)
-        .await
-        .expect("the child is ready within 30 s")
-        .expect("the reader")
-        .expect("a READY line");
-    let mut words = ready
-        .split_whitespace()
-        .map(|word| word.parse::<u64>().unwrap());
-    let (child_member, child_node) = (words.next().unwrap(), words.next().unwrap() as u16);
+    let (mut child, child_member, child_node) =
+        ChildNode::start(&redis.url, &prefix, ann.id, None).await;
     assert_eq!(ConnectionId(child_member).node(), child_node);
     one.await_members("lobby", &[ann.id, child_member]).await;
     assert!(
@@ -655,6 +834,46 @@ async fn a_killed_node_leaves_no_ghost_members() {
             .unwrap()
             .contains(&child_node)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_tells_the_members_of_a_killed_node_as_left() {
+    let redis = redis();
+    let prefix = prefix("chat-kill");
+    let one = Node::start(&redis.url, &prefix, chat::serve).await;
+    let mut ann = Chatter::connect(&one).await;
+    ann.nick("ann").await.unwrap();
+    ann.join("lobby").await;
+    assert_eq!(next(&mut ann.joins).await, joined("ann"));
+    let ann_id = one.server.hub().members("lobby")[0].0;
+
+    // Cat, on a node in another process, joins: ann hears of it.
+    let (mut child, _, _) = ChildNode::start(&redis.url, &prefix, ann_id, Some("cat")).await;
+    assert_eq!(next(&mut ann.joins).await, joined("cat"));
+    assert_eq!(ann.join("lobby").await.members, ["ann", "cat"]);
+    let refused = Chatter::connect(&one).await.nick("cat").await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::Application(chat::errors::BAD_NICK))
+    );
+
+    // SIGKILL: cat's node says nothing. Once its heartbeat has expired
+    // (3 s), ann is told that cat left, and the nickname is free.
+    child.0.kill().expect("killed");
+    let killed = Instant::now();
+    let _ = child.0.wait();
+    let gone = tokio::time::timeout(Duration::from_secs(10), ann.leaves.next())
+        .await
+        .expect("cat is told as left within 10 s")
+        .expect("the subscription is open");
+    assert_eq!(gone, left("cat"));
+    assert!(
+        killed.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert_eq!(ann.join("lobby").await.members, ["ann"]);
+    Chatter::connect(&one).await.nick("cat").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,76 +12,12 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CHROMIUM_ARGS, STEP, examples, root } from './support.mjs';
-
-/** A child process whose stdout is read line by line. */
-class Child {
-  constructor(name, executable, args) {
-    this.name = name;
-    this.lines = [];
-    this.stderr = '';
-    this.waiters = [];
-    this.process = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.exited = new Promise((resolve) => this.process.once('exit', (code, signal) => resolve({ code, signal })));
-    this.process.stderr.setEncoding('utf8').on('data', (text) => { this.stderr += text; });
-    createInterface({ input: this.process.stdout }).on('line', (line) => {
-      this.lines.push(line);
-      for (const waiter of [...this.waiters]) waiter();
-    });
-  }
-
-  /** Waits for a line of stdout (earlier ones included) that matches `pattern`; returns the match. */
-  waitFor(pattern, timeout = STEP) {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        for (const line of this.lines) {
-          const match = line.match(pattern);
-          if (match) {
-            done();
-            resolve(match);
-            return true;
-          }
-        }
-        return false;
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`${this.name}: no line matching ${pattern} within ${timeout} ms; stdout:\n`
-          + `${this.lines.join('\n')}\nstderr:\n${this.stderr}`));
-      }, timeout);
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters = this.waiters.filter((waiter) => waiter !== check);
-      };
-      if (!check()) this.waiters.push(check);
-    });
-  }
-
-  /** Waits for the process to exit (within `timeout`); returns `{ code, signal }`. */
-  async exit(timeout = STEP) {
-    let timer;
-    const late = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${this.name} did not exit within ${timeout} ms; stdout:\n`
-        + `${this.lines.join('\n')}\nstderr:\n${this.stderr}`)), timeout);
-    });
-    try {
-      return await Promise.race([this.exited, late]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  kill(signal = 'SIGKILL') {
-    if (this.process.exitCode === null && this.process.signalCode === null) this.process.kill(signal);
-  }
-}
+import { CHROMIUM, CHROMIUM_ARGS, Child, STEP, examples, root } from './support.mjs';
 
 test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000 }, async (t) => {
   const built = examples({ chat_server: 'TERNIO_CHAT_SERVER', chat_bot: 'TERNIO_CHAT_BOT' });
@@ -149,7 +85,8 @@ test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000
   await bot.waitFor(/^said \[lobby\]: web, you said: hello from the browser$/);
   assert.equal(await tab.inputValue('#text'), '', 'the input is cleared once the message is said');
 
-  // The bot leaves after its one answer; the page learns it from the disconnect hook.
+  // The bot leaves after its one answer; the page learns it from the
+  // server's presence hook (its connection closed, so it left the room).
   assert.deepEqual(await bot.exit(), { code: 0, signal: null });
   await tab.locator('#log li.event', { hasText: 'rusty left' }).waitFor();
   assert.deepEqual(await tab.locator('#members li').allTextContents(), ['web']);
