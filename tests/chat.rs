@@ -182,11 +182,20 @@ async fn two_users_over_tcp_and_websocket_chat_in_a_room() {
     let info = carol.join("lobby").await;
     assert_eq!(info.members, ["ann", "bob"]);
     assert_eq!(next(&mut bob.joins).await, joined("lobby", "ann"));
+    assert_eq!(next(&mut carol.joins).await, joined("lobby", "ann"));
 
-    // A new nickname frees the old one, and the room knows the member by
-    // the new one from then on.
+    // A new nickname frees the old one; the room hears the old one leave
+    // and the new one join, and knows the member by the new one from then on.
     bob.nick("robert").await.unwrap();
+    for member in [&mut bob, &mut carol] {
+        assert_eq!(next(&mut member.leaves).await, left("lobby", "bob"));
+        assert_eq!(next(&mut member.joins).await, joined("lobby", "robert"));
+    }
     carol.nick("bob").await.unwrap();
+    for member in [&mut bob, &mut carol] {
+        assert_eq!(next(&mut member.leaves).await, left("lobby", "ann"));
+        assert_eq!(next(&mut member.joins).await, joined("lobby", "bob"));
+    }
     let info = carol.join("lobby").await;
     assert_eq!(info.members, ["bob", "robert"]);
     bob.client

@@ -207,8 +207,8 @@ impl ChatController {
             }
             Err(failure) => return Err(error(errors::BAD_NICK, failure.to_string())),
         }
-        // The rooms it is in see it under its new nickname (an `Updated`
-        // presence change, which the chat does not announce).
+        // The rooms it is in see the old nickname leave and the new one
+        // join (an `Updated` presence change).
         if let Some(previous) = ctx.sign_in(user)
             && previous.as_str() != nick
         {
@@ -276,19 +276,26 @@ impl ChatController {
 /// who left it ([`UserLeft`]: left, disconnected, or lost with a node that
 /// stopped answering), under their nicknames. [`serve`] installs it as the
 /// server's presence hook: every node with members in the room calls it
-/// for each change, so each member hears of each once. A member without a
-/// nickname, and a change of nickname (`Updated`), are not told.
+/// for each change, so each member hears of each once. A change of
+/// nickname (`Updated`) is told as the old nickname leaving and the new one
+/// joining. A member without a nickname is not told.
 pub fn on_presence(event: &PresenceEvent, hub: &Hub) {
-    let Some(nick) = &event.member.user else {
-        return;
+    let room = || event.group.to_string();
+    let left = |nick: &UserId| {
+        let nick = nick.as_str().to_owned();
+        let _ = hub.broadcast_group_local(&event.group, &UserLeft { room: room(), nick });
     };
-    let (room, nick) = (event.group.to_string(), nick.as_str().to_owned());
+    let joined = |nick: &UserId| {
+        let nick = nick.as_str().to_owned();
+        let _ = hub.broadcast_group_local(&event.group, &UserJoined { room: room(), nick });
+    };
+    let user = event.member.user.as_ref();
     match event.change {
-        PresenceChange::Joined => {
-            let _ = hub.broadcast_group_local(&event.group, &UserJoined { room, nick });
-        }
-        PresenceChange::Left | PresenceChange::Lost => {
-            let _ = hub.broadcast_group_local(&event.group, &UserLeft { room, nick });
+        PresenceChange::Joined => user.into_iter().for_each(joined),
+        PresenceChange::Left | PresenceChange::Lost => user.into_iter().for_each(left),
+        PresenceChange::Updated => {
+            event.previous_user.iter().for_each(left);
+            user.into_iter().for_each(joined);
         }
         _ => {}
     }

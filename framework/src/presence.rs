@@ -36,7 +36,8 @@ pub enum PresenceChange {
     /// Its node stopped answering (its heartbeat expired): it is gone from
     /// the group, with its node.
     Lost,
-    /// It is still in the group, under another user: it signed in or out.
+    /// It is still in the group, under another user: it signed in or out
+    /// ([`PresenceEvent::previous_user`] is the user it had).
     Updated,
 }
 
@@ -50,6 +51,9 @@ pub struct PresenceEvent {
     pub member: Member,
     /// What happened.
     pub change: PresenceChange,
+    /// For [`PresenceChange::Updated`], the user the member had before;
+    /// `None` otherwise (and when it had none).
+    pub previous_user: Option<UserId>,
 }
 
 impl PresenceEvent {
@@ -59,6 +63,16 @@ impl PresenceEvent {
             group: group.into(),
             member,
             change,
+            previous_user: None,
+        }
+    }
+
+    /// An [`Updated`](PresenceChange::Updated) event: `member` of `group`
+    /// had the user `previous` before.
+    pub fn updated(group: impl Into<Arc<str>>, member: Member, previous: Option<UserId>) -> Self {
+        Self {
+            previous_user: previous,
+            ..Self::new(group, member, PresenceChange::Updated)
         }
     }
 }

@@ -369,8 +369,12 @@ impl HubShared {
             }
         }
         let member = Member { id, user };
-        for group in &groups {
-            self.emit_local(group, member.clone(), PresenceChange::Updated);
+        if self.presence.get().is_some() {
+            for group in &groups {
+                let event =
+                    PresenceEvent::updated(Arc::clone(group), member.clone(), previous.clone());
+                self.emit(event);
+            }
         }
         previous
     }

@@ -218,7 +218,13 @@ fn diff(
     for (id, user) in new {
         match old.get(id) {
             None => events.push(event(id, user, PresenceChange::Joined)),
-            Some(before) if before != user => events.push(event(id, user, PresenceChange::Updated)),
+            Some(before) if before != user => {
+                let member = Member {
+                    id: *id,
+                    user: user.clone(),
+                };
+                events.push(PresenceEvent::updated(group, member, before.clone()));
+            }
             Some(_) => {}
         }
     }
@@ -263,6 +269,8 @@ mod tests {
             changes(&events),
             [(1, PresenceChange::Updated), (2, PresenceChange::Joined)]
         );
+        assert_eq!(events[0].previous_user.as_deref(), Some("ann"));
+        assert_eq!(events[1].previous_user, None);
         // An older read changes nothing.
         assert!(mirror.apply("lobby", 2, view(11, &[]), false).is_empty());
         let events = mirror.apply("lobby", 2, view(13, &[(2, "")]), false);
