@@ -42,6 +42,7 @@ pub mod buffers;
 pub mod codec;
 #[cfg(feature = "serde")]
 pub mod config_format;
+pub mod datagram;
 pub mod error;
 pub mod frame;
 pub mod packet;

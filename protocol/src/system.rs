@@ -38,6 +38,11 @@ pub const ACK: u16 = 0xFF09;
 /// Opcode of `RESUME` (project allocation, docs/PROTOCOL.md section 4.2):
 /// the first request of a new connection that takes a session over.
 pub const RESUME: u16 = 0xFF0A;
+/// Opcode of `DATAGRAM_BIND` (project allocation, docs/PROTOCOL.md section
+/// 4.4): on the stream, the client asks for a datagram channel
+/// ([`DatagramBinding`]); in a datagram, a keepalive that tells the server
+/// where the client is.
+pub const DATAGRAM_BIND: u16 = 0xFF0C;
 
 /// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,6 +303,47 @@ impl Decode for Ack {
 impl Packet for Ack {
     const OPCODE: u16 = ACK;
     const NAME: &'static str = "ACK";
+}
+
+/// The answer to a `DATAGRAM_BIND` request (section 4.4): the binding's
+/// token, the server's UDP port (on the stream's host) and its largest
+/// datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramBinding {
+    /// What starts every datagram of the binding.
+    pub token: crate::datagram::Token,
+    /// The server's UDP port.
+    pub port: u16,
+    /// The largest datagram (UDP payload) the server sends or takes.
+    pub max_datagram: u16,
+}
+
+impl Encode for DatagramBinding {
+    fn encode(&self, out: &mut BytesMut) {
+        out.extend_from_slice(&self.token);
+        self.port.encode(out);
+        self.max_datagram.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        crate::datagram::TOKEN_LEN + 4
+    }
+}
+
+impl Decode for DatagramBinding {
+    const MIN_LEN: usize = crate::datagram::TOKEN_LEN + 4;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let token = <[u8; crate::datagram::TOKEN_LEN]>::decode(reader)?;
+        Ok(Self {
+            token,
+            port: u16::decode(reader)?,
+            max_datagram: u16::decode(reader)?,
+        })
+    }
+}
+
+impl Packet for DatagramBinding {
+    const OPCODE: u16 = DATAGRAM_BIND;
+    const NAME: &'static str = "DATAGRAM_BIND";
 }
 
 /// `RESUME` request (section 4.2): the first frame of a new connection,
