@@ -211,9 +211,9 @@ impl DatagramOpener {
         }
     }
 
-    /// Opens `datagram` in place: on success, the frame it carries (header
-    /// + body) is `datagram[TOKEN_LEN + 8..len - TAG_LEN]`, returned as
-    /// that range's bounds. The counter is marked seen only once the tag
+    /// Opens `datagram` in place: on success, the frame it carries (its
+    /// header and body) is `datagram[TOKEN_LEN + 8..len - TAG_LEN]`,
+    /// returned as that range's bounds. The counter is marked seen only once the tag
     /// verified, so a forged datagram changes nothing.
     pub fn open(&mut self, datagram: &mut [u8]) -> Result<std::ops::Range<usize>, OpenError> {
         if datagram.len() < DATAGRAM_OVERHEAD + HEADER_LEN {
