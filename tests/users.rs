@@ -318,9 +318,12 @@ async fn a_user_id_with_a_control_character_or_out_of_bounds_signs_nobody_in() {
     assert_eq!(server.hub().user_connections(&user(&longest)), [id]);
 }
 
+/// Each request's handler and the user middleware saw for it.
+type SeenLog = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
 /// Records the user each request's middleware saw, by handler.
 #[derive(Default)]
-struct SeenUsers(Arc<Mutex<Vec<(String, Option<String>)>>>);
+struct SeenUsers(SeenLog);
 
 impl Middleware for SeenUsers {
     fn before(&self, request: &RequestInfo<'_>) -> Result<(), Rejection> {
