@@ -902,3 +902,60 @@ fn concurrent_sign_ins_leave_the_connection_under_one_user_only() {
         }
     });
 }
+
+#[tokio::test]
+async fn a_presence_hook_may_use_the_hub_itself() {
+    // A hook that moves a member on: whoever joins "door" is put in
+    // "hall" and taken out of "door", and a signed-in member of "hall" is
+    // told so with send_user; all from inside the hook, which must not
+    // deadlock on the registry it was called from.
+    let events = Arc::new(Mutex::new(Vec::<Seen>::new()));
+    let recorded = Arc::clone(&events);
+    let (address, server) = start(move |b| {
+        b.on_presence(move |event, hub| {
+            recorded.lock().unwrap().push(seen(event));
+            let id = event.member.id;
+            match (&*event.group, event.change) {
+                ("door", PresenceChange::Joined) => {
+                    hub.join("hall", id);
+                    hub.leave("door", id);
+                }
+                ("hall", PresenceChange::Updated) => {
+                    if let Some(user) = &event.member.user {
+                        let _ = hub.send_user(user, &Notice("welcome to the hall".into()));
+                    }
+                }
+                _ => {}
+            }
+        })
+    });
+    let (client, id) = connect(address).await;
+    let mut heard = client.subscribe::<Notice>();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        client.request_async(&Join {
+            room: "door".into(),
+        }),
+    )
+    .await
+    .expect("no deadlock")
+    .unwrap();
+    assert_eq!(server.hub().members("hall"), [id]);
+    assert!(server.hub().members("door").is_empty());
+    tokio::time::timeout(Duration::from_secs(10), sign_in(&client, "ann"))
+        .await
+        .expect("no deadlock");
+    assert_eq!(next(&mut heard).await, Notice("welcome to the hall".into()));
+    let event = |group: &str, user: Option<&str>, change| {
+        (group.to_owned(), id, user.map(str::to_owned), change)
+    };
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            event("door", None, PresenceChange::Joined),
+            event("hall", None, PresenceChange::Joined),
+            event("door", None, PresenceChange::Left),
+            event("hall", Some("ann"), PresenceChange::Updated),
+        ]
+    );
+}
