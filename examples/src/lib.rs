@@ -6,6 +6,7 @@ pub mod echo;
 pub mod game;
 pub mod logging;
 pub mod rooms;
+pub mod tickets;
 pub mod web;
 
 /// docs/GUIDE.md, compiled as doctests (`cargo test -p ternio-examples
