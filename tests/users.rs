@@ -837,7 +837,6 @@ fn handlers_under_test_sign_in_through_the_connection_handle() {
 }
 
 #[test]
-#[ignore = "bug: ConnectionHandle::sign_in updates the connection's user and the hub's user index under separate locks; two sign-ins at once leave the connection indexed under the user it is no longer signed in as"]
 fn concurrent_sign_ins_leave_the_connection_under_one_user_only() {
     // Two requests of one connection sign it in at once (async handlers
     // run side by side), as two different users: afterwards the user index

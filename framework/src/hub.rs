@@ -71,7 +71,8 @@ impl ConnectionHandle {
 
     /// Signs the connection in as `user`, as a login handler or an async
     /// extractor does once it has checked the client's credentials; returns
-    /// the user it was signed in as before, if another. From now on
+    /// the user it was signed in as before (`user` itself when it signs in
+    /// again as the same user, which changes nothing). From now on
     /// [`user`](Self::user) is `user`, [`Hub::send_user`] and
     /// [`Hub::kick_user`] reach the connection, handlers marked
     /// `#[handler(signed_in)]` accept it, and its groups' members see it

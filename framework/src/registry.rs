@@ -15,6 +15,7 @@ use governor::DefaultDirectRateLimiter;
 use ternio_protocol::{Bytes, DisconnectReason, Packet};
 
 use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, LocalHub, LocalSide};
+use crate::binding::DatagramSlot;
 use crate::close::CloseNotice;
 use crate::ids::{ConnectionId, Transport};
 use crate::names::{Names, Reservation};
@@ -49,6 +50,8 @@ pub(crate) struct ConnectionShared {
     pub(crate) user: Mutex<Option<UserId>>,
     /// The names it holds, to release them when it closes.
     pub(crate) names: Mutex<Vec<Arc<str>>>,
+    /// Its datagram channel, if it bound one.
+    pub(crate) datagrams: DatagramSlot,
 }
 
 impl ConnectionShared {
@@ -336,29 +339,33 @@ impl HubShared {
         user: Option<UserId>,
     ) -> Option<UserId> {
         let id = connection.id;
-        let previous = {
-            let mut current = lock(&connection.user);
-            if *current == user {
-                return user;
-            }
-            std::mem::replace(&mut *current, user.clone())
-        };
-        if let Some(previous) = &previous {
-            self.unindex_user(previous, id);
-        }
-        if let Some(user) = &user {
-            // A connection that closed meanwhile is not indexed again (the
-            // check is under the users' lock: a close after it finds the
-            // new user and unindexes it).
-            let indexed = {
-                let mut users = lock(&self.users);
-                let open = self.get(id).is_some();
-                if open {
-                    users.entry(user.clone()).or_default().push(id);
+        // The connection's user and the index change under the index's
+        // lock, so that two sign-ins at once leave it under one user only.
+        let (previous, indexed) = {
+            let mut users = lock(&self.users);
+            let previous = {
+                let mut current = lock(&connection.user);
+                if *current == user {
+                    return user;
                 }
-                open
+                std::mem::replace(&mut *current, user.clone())
             };
-            if indexed && let Some(backplane) = &self.backplane {
+            if let Some(previous) = &previous {
+                unindex(&mut users, previous, id);
+            }
+            // A connection that closed meanwhile is not indexed again: a
+            // close after this finds the new user and unindexes it.
+            let indexed = user.is_some() && self.get(id).is_some();
+            if let (true, Some(user)) = (indexed, &user) {
+                users.entry(user.clone()).or_default().push(id);
+            }
+            (previous, indexed)
+        };
+        if let Some(backplane) = &self.backplane {
+            if let Some(previous) = &previous {
+                backplane.user_changed(previous);
+            }
+            if let (true, Some(user)) = (indexed, &user) {
                 backplane.user_changed(user);
             }
         }
@@ -380,15 +387,7 @@ impl HubShared {
     }
 
     fn unindex_user(&self, user: &UserId, id: ConnectionId) {
-        {
-            let mut users = lock(&self.users);
-            if let Some(ids) = users.get_mut(user) {
-                ids.retain(|other| *other != id);
-                if ids.is_empty() {
-                    users.remove(user);
-                }
-            }
-        }
+        unindex(&mut lock(&self.users), user, id);
         if let Some(backplane) = &self.backplane {
             backplane.user_changed(user);
         }
@@ -542,6 +541,16 @@ impl LocalSide for HubShared {
 
     fn presence_event(&self, event: PresenceEvent) {
         self.emit(event);
+    }
+}
+
+/// Takes the connection `id` out of `user`'s connections in `users`.
+fn unindex(users: &mut HashMap<UserId, Vec<ConnectionId>>, user: &UserId, id: ConnectionId) {
+    if let Some(ids) = users.get_mut(user) {
+        ids.retain(|other| *other != id);
+        if ids.is_empty() {
+            users.remove(user);
+        }
     }
 }
 
