@@ -33,6 +33,7 @@ use crate::shared::{Hooks, ServerShared};
 use crate::store::AppState;
 #[cfg(feature = "tls")]
 use crate::transport::tls::TlsConfig;
+use crate::udp::Datagrams;
 
 #[cfg(feature = "prometheus")]
 use crate::server::PrometheusExporter;
@@ -67,6 +68,8 @@ pub struct ServerBuilder {
     prometheus: Option<SocketAddr>,
     /// Where to answer `/healthz` and `/readyz`, if anywhere.
     health: Option<Result<SocketAddr, BuildError>>,
+    /// The UDP listener of datagram channels, if any.
+    udp: Option<Result<SocketAddr, BuildError>>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -94,6 +97,7 @@ impl Default for ServerBuilder {
             #[cfg(feature = "prometheus")]
             prometheus: None,
             health: None,
+            udp: None,
         }
     }
 }
@@ -170,6 +174,16 @@ impl ServerBuilder {
             kind: ListenerKind::Tcp,
         });
         self.listeners.push(spec);
+        self
+    }
+
+    /// Listens for datagrams on the UDP `address`: the datagram channel
+    /// (docs/PROTOCOL.md section 4.4) that a client with a secure session
+    /// binds with `DATAGRAM_BIND`, for packets declared
+    /// `#[packet(unreliable)]` and [`ConnectionHandle::send_unreliable`](crate::ConnectionHandle::send_unreliable).
+    /// One UDP listener per server; its port is what clients are told.
+    pub fn map_udp(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
+        self.udp = Some(resolve(address));
         self
     }
 
@@ -595,6 +609,16 @@ impl ServerBuilder {
             }
             None => None,
         };
+        let datagrams = match self.udp {
+            Some(address) => {
+                let address = address?;
+                let socket = std::net::UdpSocket::bind(address)
+                    .and_then(|socket| Datagrams::new(socket, self.config.max_datagram_size))
+                    .map_err(|source| BuildError::Bind { address, source })?;
+                Some(Arc::new(socket))
+            }
+            None => None,
+        };
         let hub = HubShared::new(self.config.max_frame_size, self.backplane, self.presence);
         hub.attach_backplane().map_err(BuildError::Backplane)?;
         let first_id = ConnectionId::new(hub.node_id(), 1);
@@ -624,6 +648,7 @@ impl ServerBuilder {
                 admission: Arc::new(admission),
                 metrics,
                 handshakes,
+                datagrams,
             }),
             #[cfg(feature = "prometheus")]
             exporter,

@@ -243,6 +243,11 @@ pub struct ServerConfig {
     /// would keep more is no longer resumable (its connection goes on).
     /// Default 64 KiB.
     pub resume_replay_bytes: usize,
+    /// The largest datagram (the whole UDP payload) of the datagram channel
+    /// ([`ServerBuilder::map_udp`](crate::ServerBuilder::map_udp)), sent or
+    /// received: a larger one is refused at send and dropped on receipt.
+    /// Default 1,200 bytes (the IPv6 minimum MTU, less its headers).
+    pub max_datagram_size: usize,
 }
 
 impl Default for ServerConfig {
@@ -278,6 +283,7 @@ impl Default for ServerConfig {
             rekey: RekeyPolicy::default(),
             resume_ttl: None,
             resume_replay_bytes: 64 * 1024,
+            max_datagram_size: ternio_protocol::datagram::DEFAULT_MAX_DATAGRAM,
         }
     }
 }

@@ -18,9 +18,9 @@ use ternio_protocol::Packet;
 use crate::backplane::{BackplaneError, BackplaneMessage, BackplaneStats};
 use crate::ids::{ConnectionId, Transport};
 use crate::names::{ClaimError, Reservation};
-use crate::outbox::{Delivery, PushError, encode_push};
+use crate::outbox::{Delivery, PushError, Route, encode_push};
 use crate::presence::Member;
-use crate::registry::{ConnectionShared, HubShared, deliver};
+use crate::registry::{ConnectionShared, HubShared, deliver_packet_frame};
 use crate::store::ConnectionStore;
 use crate::users::{UserId, check_name};
 
@@ -56,6 +56,27 @@ impl ConnectionHandle {
     /// Pushes `packet` to the connection (a frame with request id 0).
     pub fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
         self.connection.push(packet)
+    }
+
+    /// Pushes `packet` in a datagram when the connection has bound a
+    /// datagram channel the server can reach (docs/PROTOCOL.md section
+    /// 4.4), on the stream otherwise; says which. Once the connection has
+    /// a datagram channel, a packet too large for one datagram
+    /// (`ServerConfig::max_datagram_size`) is refused with
+    /// [`PushError::TooLarge`]. A packet declared `#[packet(unreliable)]`
+    /// takes this route with [`push`](Self::push) too.
+    pub fn send_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
+        self.connection.push_unreliable(packet)
+    }
+
+    /// Whether the connection has a datagram channel the server can reach:
+    /// bound, and an authenticated datagram told the server where the
+    /// client is.
+    pub fn has_datagrams(&self) -> bool {
+        self.connection
+            .datagrams
+            .binding()
+            .is_some_and(|binding| binding.is_reachable())
     }
 
     /// The connection's permission level (0 when it opens).
@@ -206,7 +227,8 @@ impl Hub {
     /// of every node; the [`Delivery`] counts this node's.
     pub fn broadcast<P: Packet>(&self, packet: &P) -> Result<Delivery, PushError> {
         let frame = encode_push(packet, self.shared.max_frame_size)?;
-        let delivery = deliver(&self.shared.all(), &frame, P::DROPPABLE);
+        let delivery =
+            deliver_packet_frame(&self.shared.all(), &frame, P::DROPPABLE, P::UNRELIABLE);
         let _ = self.shared.publish(|| BackplaneMessage::Everyone {
             frame,
             droppable: P::DROPPABLE,
@@ -302,7 +324,12 @@ impl Hub {
         packet: &P,
     ) -> Result<Delivery, PushError> {
         let frame = encode_push(packet, self.shared.max_frame_size)?;
-        let delivery = deliver(&self.shared.members_of(group), &frame, P::DROPPABLE);
+        let delivery = deliver_packet_frame(
+            &self.shared.members_of(group),
+            &frame,
+            P::DROPPABLE,
+            P::UNRELIABLE,
+        );
         let _ = self.shared.publish(|| BackplaneMessage::Group {
             group: group.into(),
             frame,
@@ -321,10 +348,11 @@ impl Hub {
         packet: &P,
     ) -> Result<Delivery, PushError> {
         let frame = encode_push(packet, self.shared.max_frame_size)?;
-        Ok(deliver(
+        Ok(deliver_packet_frame(
             &self.shared.members_of(group),
             &frame,
             P::DROPPABLE,
+            P::UNRELIABLE,
         ))
     }
 
@@ -334,7 +362,12 @@ impl Hub {
     /// node's connections.
     pub fn send_user<P: Packet>(&self, user: &UserId, packet: &P) -> Result<Delivery, PushError> {
         let frame = encode_push(packet, self.shared.max_frame_size)?;
-        let delivery = deliver(&self.shared.user_connections(user), &frame, P::DROPPABLE);
+        let delivery = deliver_packet_frame(
+            &self.shared.user_connections(user),
+            &frame,
+            P::DROPPABLE,
+            P::UNRELIABLE,
+        );
         let _ = self.shared.publish(|| BackplaneMessage::User {
             user: user.clone(),
             frame,

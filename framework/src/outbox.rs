@@ -46,6 +46,16 @@ pub enum PushError {
     Unavailable,
 }
 
+/// Which way a push went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Route {
+    /// In a datagram (docs/PROTOCOL.md section 4.4): it may be lost.
+    Datagram,
+    /// On the stream, in order, with the connection's other frames.
+    Stream,
+}
+
 /// How many connections a broadcast reached, and how many it missed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Delivery {
@@ -184,6 +194,13 @@ impl Outbox {
             *close = Some(CloseOrder { notice, graceful });
         }
         drop(close);
+        self.signal.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Wakes the connection's task for work that is not in the outbox (a
+    /// frame that came by datagram).
+    pub(crate) fn wake(&self) {
         self.signal.store(true, Ordering::Release);
         self.waker.wake();
     }

@@ -19,7 +19,7 @@ use crate::binding::DatagramSlot;
 use crate::close::CloseNotice;
 use crate::ids::{ConnectionId, Transport};
 use crate::names::{Names, Reservation};
-use crate::outbox::{Delivery, Outbox, PushError};
+use crate::outbox::{Delivery, Outbox, PushError, Route, encode_push};
 use crate::presence::{Member, PresenceChange, PresenceEvent};
 use crate::store::{AppState, ConnectionStore};
 use crate::sync::lock;
@@ -72,9 +72,46 @@ impl ConnectionShared {
         }
     }
 
-    /// Pushes `packet` to this connection, encoded straight into its outbox.
+    /// Pushes `packet` to this connection, encoded straight into its outbox
+    /// (or, for an unreliable packet, in a datagram when it can).
     pub(crate) fn push<P: Packet>(&self, packet: &P) -> Result<(), PushError> {
+        if P::UNRELIABLE {
+            return self.push_unreliable(packet).map(|_| ());
+        }
         self.outbox.push_packet(packet, self.hub.max_frame_size)
+    }
+
+    /// Pushes `packet` in a datagram when the connection has a datagram
+    /// channel the server can reach, else on the stream; with a channel,
+    /// one too large for a datagram is refused.
+    pub(crate) fn push_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
+        let Some(binding) = self.datagrams.binding() else {
+            return self
+                .outbox
+                .push_packet(packet, self.hub.max_frame_size)
+                .map(|()| Route::Stream);
+        };
+        let frame = encode_push(packet, binding.max_frame())?;
+        self.push_frame(&frame, P::DROPPABLE, true)
+    }
+
+    /// Pushes an encoded frame: in a datagram when `unreliable` and the
+    /// connection has a reachable datagram channel, else on the stream. A
+    /// frame too large for a datagram is refused ([`PushError::TooLarge`]).
+    pub(crate) fn push_frame(
+        &self,
+        frame: &[u8],
+        droppable: bool,
+        unreliable: bool,
+    ) -> Result<Route, PushError> {
+        if unreliable && let Some(binding) = self.datagrams.binding() {
+            match binding.send(frame) {
+                Ok(true) => return Ok(Route::Datagram),
+                Ok(false) => {}
+                Err(_) => return Err(PushError::TooLarge),
+            }
+        }
+        self.outbox.push(frame, droppable).map(|()| Route::Stream)
     }
 
     /// Closes the connection at once with `DISCONNECT KICKED` and `reason`:
@@ -566,4 +603,32 @@ pub(crate) fn deliver(
         delivery.count(connection.outbox.push(frame, droppable));
     }
     delivery
+}
+
+/// As [`deliver`], each connection's copy in a datagram where it has a
+/// reachable datagram channel (an unreliable packet's broadcast).
+pub(crate) fn deliver_unreliable(
+    connections: &[Arc<ConnectionShared>],
+    frame: &Bytes,
+    droppable: bool,
+) -> Delivery {
+    let mut delivery = Delivery::default();
+    for connection in connections {
+        delivery.count(connection.push_frame(frame, droppable, true).map(|_| ()));
+    }
+    delivery
+}
+
+/// [`deliver_unreliable`] for an unreliable packet, else [`deliver`].
+pub(crate) fn deliver_packet_frame(
+    connections: &[Arc<ConnectionShared>],
+    frame: &Bytes,
+    droppable: bool,
+    unreliable: bool,
+) -> Delivery {
+    if unreliable {
+        deliver_unreliable(connections, frame, droppable)
+    } else {
+        deliver(connections, frame, droppable)
+    }
 }

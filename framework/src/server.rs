@@ -93,6 +93,15 @@ impl Server {
         self.addrs(|kind| matches!(kind, ListenerKind::WebSocket { .. }))
     }
 
+    /// The address the UDP listener of datagram channels is bound to, if
+    /// there is one ([`ServerBuilder::map_udp`](crate::ServerBuilder::map_udp)).
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.shared
+            .datagrams
+            .as_ref()
+            .map(|datagrams| datagrams.local_addr())
+    }
+
     /// The address the health listener is bound to, if there is one
     /// ([`ServerBuilder::health`](crate::ServerBuilder::health)).
     pub fn health_addr(&self) -> Option<SocketAddr> {
@@ -171,6 +180,18 @@ impl Server {
                 }
             });
         }
+        let _datagrams = match &self.shared.datagrams {
+            Some(datagrams) => {
+                let shutdown = self.shared.shutdown.subscribe();
+                let datagrams = Arc::clone(datagrams);
+                Some(AbortOnDropHandle::new(tokio::spawn(async move {
+                    if let Err(error) = datagrams.run(shutdown).await {
+                        tracing::error!(%error, "the UDP listener stopped");
+                    }
+                })))
+            }
+            None => None,
+        };
         // Answers probes through the drain (`/readyz`: 503), and stops
         // when `run` returns (or is dropped).
         let _health = match self.health {

@@ -27,6 +27,7 @@ use crate::outbox::Outbox;
 use crate::registry::{ConnectionShared, HubShared};
 use crate::sessions::Sessions;
 use crate::store::{AppState, ConnectionStore};
+use crate::udp::Datagrams;
 
 type ConnectHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
 type DisconnectHook = Arc<dyn Fn(&ConnectionHandle, &CloseCause) + Send + Sync>;
@@ -97,6 +98,8 @@ pub(crate) struct ServerShared {
     pub(crate) metrics: Option<Metrics>,
     /// The server-wide handshake budget, if it has one.
     pub(crate) handshakes: Option<governor::DefaultDirectRateLimiter>,
+    /// The UDP listener's datagram channels, if it has one.
+    pub(crate) datagrams: Option<Arc<Datagrams>>,
 }
 
 impl ServerShared {
@@ -121,6 +124,7 @@ impl ServerShared {
             groups: Mutex::default(),
             user: Mutex::default(),
             names: Mutex::default(),
+            datagrams: Default::default(),
         });
         if let Some(metrics) = &self.metrics {
             metrics.transport(transport).connections.increment(1.0);
@@ -143,6 +147,9 @@ impl ServerShared {
     /// disconnect hooks.
     pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
         self.hub.remove(connection.id);
+        if let Some(datagrams) = &self.datagrams {
+            datagrams.unbind(connection);
+        }
         tracing::debug!(connection = %connection.id, ?cause, "connection closed");
         if let Some(metrics) = &self.metrics {
             metrics

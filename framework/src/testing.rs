@@ -168,6 +168,7 @@ impl TestServer {
             groups: Default::default(),
             user: Default::default(),
             names: Default::default(),
+            datagrams: Default::default(),
         });
         self.hub.insert(Arc::clone(&shared), |_| {});
         TestConnection {

@@ -63,6 +63,9 @@ use syn::{DeriveInput, parse_macro_input};
 /// type's name. The flag `droppable` (`#[packet(opcode = 0x0010, droppable)]`)
 /// sets `Packet::DROPPABLE`: a push of this type may be dropped for a
 /// connection that falls behind, under the server's slow-consumer policy.
+/// The flag `unreliable` sets `Packet::UNRELIABLE`: a push of this type
+/// goes over the connection's datagram channel when it has one (it may then
+/// be lost or reordered), over the stream otherwise.
 ///
 /// `response = T` pairs a request with its answer: it implements
 /// `Request` with `type Response = T`, where `T` is the packet the

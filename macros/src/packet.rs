@@ -36,9 +36,12 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
             return errors.into_compile_errors();
         }
     };
-    let droppable = packet_attr::is_droppable(&input.attrs);
+    let flags = Flags {
+        droppable: packet_attr::has_flag(&input.attrs, "droppable"),
+        unreliable: packet_attr::has_flag(&input.attrs, "unreliable"),
+    };
     let max_depth = packet_attr::max_depth(&input.attrs);
-    let packet = packet_impl(input, &proto, opcode, droppable, max_depth);
+    let packet = packet_impl(input, &proto, opcode, flags, max_depth);
     let request =
         packet_attr::response(&input.attrs).map(|response| request_impl(input, &proto, &response));
     let errors = errors.into_compile_errors();
@@ -76,11 +79,20 @@ fn missing_opcode(input: &DeriveInput) -> syn::Error {
     )
 }
 
+/// The flags of `#[packet(...)]`.
+struct Flags {
+    droppable: bool,
+    unreliable: bool,
+}
+
 fn packet_impl(
     input: &DeriveInput,
     proto: &CratePath,
     opcode: Option<Opcode>,
-    droppable: bool,
+    Flags {
+        droppable,
+        unreliable,
+    }: Flags,
     max_depth: Option<syn::LitInt>,
 ) -> TokenStream {
     let p = proto.at(Span::call_site());
@@ -97,6 +109,7 @@ fn packet_impl(
             const OPCODE: u16 = #opcode;
             const NAME: &'static str = #name;
             const DROPPABLE: bool = #droppable;
+            const UNRELIABLE: bool = #unreliable;
             #max_depth
         }
     }

@@ -65,19 +65,20 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                         "`max_depth` is a positive integer: #[packet(opcode = 0x0001, max_depth = 128)]",
                     )),
                 }
-            } else if meta.path.is_ident("droppable") {
-                // Read by `is_droppable`; a flag takes no value.
+            } else if meta.path.is_ident("droppable") || meta.path.is_ident("unreliable") {
+                // Read by `has_flag`; a flag takes no value.
                 if meta.input.peek(syn::Token![=]) {
-                    return Err(meta.error(
-                        "`droppable` is a flag: write #[packet(opcode = 0x0001, droppable)]",
-                    ));
+                    let flag = quote::ToTokens::to_token_stream(&meta.path).to_string();
+                    return Err(meta.error(format!(
+                        "`{flag}` is a flag: write #[packet(opcode = 0x0001, {flag})]"
+                    )));
                 }
                 Ok(())
             } else {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
                     "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `response`, \
-                     `droppable` and `max_depth`, as in \
+                     `droppable`, `unreliable` and `max_depth`, as in \
                      #[packet(opcode = 0x0001, response = Joined, droppable, max_depth = 128)]",
                     key.replace(' ', "")
                 )))
@@ -105,14 +106,15 @@ pub(crate) fn response(attrs: &[Attribute]) -> Option<Type> {
     response
 }
 
-/// Whether the `#[packet(...)]` attributes carry the `droppable` flag: a
-/// push of this type may be dropped for a connection that falls behind.
-pub(crate) fn is_droppable(attrs: &[Attribute]) -> bool {
+/// Whether the `#[packet(...)]` attributes carry the flag `flag`:
+/// `droppable` (a push of this type may be dropped for a connection that
+/// falls behind) or `unreliable` (it goes by datagram when it can).
+pub(crate) fn has_flag(attrs: &[Attribute], flag: &str) -> bool {
     let mut droppable = false;
     for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
         // Errors were reported by `parse_opcode`.
         let _ = attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("droppable") {
+            if meta.path.is_ident(flag) {
                 droppable = true;
             } else if meta.path.is_ident("response") {
                 let _: Type = meta.value()?.parse()?;

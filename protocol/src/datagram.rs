@@ -111,6 +111,13 @@ pub enum OpenError {
     BadTag,
 }
 
+/// A new random token.
+pub fn generate_token() -> Token {
+    let mut token = [0u8; TOKEN_LEN];
+    aead::fill_random(&mut token);
+    token
+}
+
 /// The token at the start of `datagram`, if it is long enough to hold one.
 pub fn token_of(datagram: &[u8]) -> Option<Token> {
     datagram.get(..TOKEN_LEN)?.try_into().ok()

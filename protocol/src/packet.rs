@@ -21,6 +21,12 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// falls behind (a state update the next one replaces), when the server's
     /// slow-consumer policy allows it. Set with `#[packet(opcode = …, droppable)]`.
     const DROPPABLE: bool = false;
+    /// Whether a push of this type goes over the datagram channel when the
+    /// connection has one (docs/PROTOCOL.md section 4.4): it may then be
+    /// lost, duplicated (and dropped) or reordered, and must fit one
+    /// datagram. Over the stream otherwise. Set with
+    /// `#[packet(opcode = …, unreliable)]`.
+    const UNRELIABLE: bool = false;
     /// How many nested `Box` or `Vec` levels a body of this type may hold;
     /// deeper is `MALFORMED`. Set with `#[packet(opcode = …, max_depth = N)]`.
     const MAX_DEPTH: usize = crate::codec::DEFAULT_MAX_DEPTH;

@@ -12,6 +12,7 @@
 
 mod alarm;
 mod cancel;
+mod datagrams;
 mod requests;
 mod resume;
 mod security;
@@ -361,6 +362,7 @@ impl Engine {
             system::PONG => {}
             system::RESUME_TICKET => return self.resume_ticket(header, &frame.body),
             system::RESUME => return self.on_resume_request(frame),
+            system::DATAGRAM_BIND => return self.datagram_bind(header, &frame.body),
             system::CANCEL | system::DEADLINE if header.request_id != 0 => {
                 self.error(
                     header,
@@ -413,6 +415,7 @@ impl Engine {
         let mut progress = self.poll_replies(cx);
         if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
+            progress |= self.take_datagrams();
         }
         progress |= self.poll_timers(cx);
         if self.resume.is_some() {

@@ -1,0 +1,522 @@
+//! The datagram channel (docs/PROTOCOL.md section 4.4), played byte by
+//! byte by a scripted client: a secure session over TCP, `DATAGRAM_BIND`,
+//! then datagrams on a UDP socket of the test's own. Unreliable pushes go
+//! by datagram once the server knows where the client is, and by the
+//! stream before; the client's datagrams run as one-way requests. And what
+//! an attacker on the path can try: replayed, forged, foreign, oversized or
+//! malformed datagrams, and a datagram from another address, change
+//! nothing.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ternio::protocol::datagram::{DATAGRAM_OVERHEAD, DatagramKeys, DatagramOpener, DatagramSealer};
+use ternio::protocol::frame::{Flags, Frame, Framing, HEADER_LEN, Header};
+use ternio::protocol::secure::{Initiator, SecureChannel};
+use ternio::protocol::system::{self, DatagramBinding, ErrorBody};
+use ternio::protocol::{Bytes, Decode, Encode, ErrorCode};
+use ternio::{
+    Context, Packet, Route, Server, ServerBuilder, ServerHandle, State, packet_controller,
+};
+use ternio_tests::*;
+use tokio::net::UdpSocket;
+
+/// 0x0B00, pushed by datagram when it can: a game state snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B00, unreliable)]
+struct Snapshot {
+    tick: u32,
+    padding: Bytes,
+}
+
+/// 0x0B01: the server pushes `count` snapshots of `size` padding bytes and
+/// answers how they went.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B01, response = Routes)]
+struct Poke {
+    count: u32,
+    size: u32,
+}
+
+/// 0x0B02: the answer to [`Poke`].
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B02)]
+struct Routes {
+    datagram: u32,
+    stream: u32,
+    too_large: u32,
+}
+
+/// 0x0B03, sent one-way (by datagram, id 0): a player's input.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B03, response = ())]
+struct Input {
+    seq: u32,
+}
+
+/// The inputs the server ran, in order (shared with the test).
+#[derive(Default, Clone)]
+struct Inputs(Arc<Mutex<Vec<u32>>>);
+
+#[derive(Default)]
+struct Game;
+
+#[packet_controller(explicit)]
+impl Game {
+    fn poke(request: Poke, ctx: &Context) -> Routes {
+        let mut routes = Routes {
+            datagram: 0,
+            stream: 0,
+            too_large: 0,
+        };
+        for tick in 0..request.count {
+            let snapshot = Snapshot {
+                tick,
+                padding: Bytes::from(vec![7u8; request.size as usize]),
+            };
+            match ctx.send_unreliable(&snapshot) {
+                Ok(Route::Datagram) => routes.datagram += 1,
+                Ok(_) => routes.stream += 1,
+                Err(ternio::PushError::TooLarge) => routes.too_large += 1,
+                Err(error) => panic!("{error}"),
+            }
+        }
+        routes
+    }
+
+    fn input(request: Input, inputs: State<Inputs>) {
+        inputs.0.0.lock().unwrap().push(request.seq);
+    }
+}
+
+struct Started {
+    tcp: SocketAddr,
+    udp: SocketAddr,
+    inputs: Inputs,
+    _server: ServerHandle,
+}
+
+fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
+    let inputs = Inputs::default();
+    let server = configure(
+        Server::builder()
+            .discover_controllers(false)
+            .controller(Game)
+            .state(inputs.clone())
+            .map_tcp("127.0.0.1:0"),
+    )
+    .build()
+    .expect("the server builds");
+    let tcp = server.tcp_addrs()[0];
+    let udp = server.udp_addr().unwrap_or(tcp);
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    Started {
+        tcp,
+        udp,
+        inputs,
+        _server: handle,
+    }
+}
+
+/// A scripted client: its TCP link, and its secure session once up.
+struct Client {
+    raw: RawConnection,
+    channel: Option<SecureChannel>,
+}
+
+impl Client {
+    async fn plain(address: SocketAddr) -> Self {
+        Self {
+            raw: RawConnection::connect(address).await,
+            channel: None,
+        }
+    }
+
+    async fn secure(address: SocketAddr) -> Self {
+        let mut client = Self::plain(address).await;
+        let mut initiator = Initiator::new(None).unwrap();
+        let body = initiator.request_body().unwrap();
+        client
+            .raw
+            .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1000), &body)
+            .await;
+        let answer = client.raw.recv().await.expect("the handshake's answer");
+        client.channel = Some(initiator.finish(&answer.body).unwrap());
+        client
+    }
+
+    async fn send<E: Encode + ?Sized>(&mut self, header: Header, body: &E) {
+        let mut plain = BytesMut::new();
+        body.encode(&mut plain);
+        match &mut self.channel {
+            Some(channel) => {
+                let mut out = BytesMut::new();
+                channel
+                    .sealer
+                    .write_frame_with(
+                        &mut out,
+                        Framing::LengthPrefixed,
+                        header,
+                        usize::MAX,
+                        |out| out.extend_from_slice(&plain),
+                    )
+                    .unwrap();
+                self.raw.send_raw(&out).await.unwrap();
+            }
+            None => self.raw.send_body(header, &plain).await,
+        }
+    }
+
+    /// The next frame on the stream, opened.
+    async fn recv(&mut self) -> Frame {
+        let frame = tokio::time::timeout(Duration::from_secs(5), self.raw.recv())
+            .await
+            .expect("a frame within 5 s")
+            .expect("a frame");
+        match (&mut self.channel, frame.header.flags.is_encrypted()) {
+            (Some(channel), true) => {
+                let mut body = BytesMut::from(&frame.body[..]);
+                channel.opener.open(&frame.header, &mut body).unwrap();
+                Frame {
+                    header: frame.header,
+                    body: body.freeze(),
+                }
+            }
+            _ => frame,
+        }
+    }
+
+    /// Asks for a binding: its answer, or the error.
+    async fn bind(&mut self) -> Result<DatagramBinding, ErrorBody> {
+        self.send(Header::new(system::DATAGRAM_BIND, Flags::NONE, 7), &())
+            .await;
+        let answer = self.recv().await;
+        assert_eq!(answer.header.opcode, system::DATAGRAM_BIND);
+        if answer.header.flags.is_error() {
+            return Err(ErrorBody::parse(&answer.body).unwrap());
+        }
+        Ok(DatagramBinding::decode_body(&answer.body).unwrap())
+    }
+
+    async fn poke(&mut self, count: u32, size: u32) -> (Routes, Vec<Snapshot>) {
+        self.send(
+            Header::new(Poke::OPCODE, Flags::NONE, 9),
+            &Poke { count, size },
+        )
+        .await;
+        // The pushes that took the stream come before or after the answer.
+        let mut on_stream = Vec::new();
+        let routes = loop {
+            let frame = self.recv().await;
+            if frame.header.opcode == Snapshot::OPCODE {
+                on_stream.push(Snapshot::decode_body(&frame.body).unwrap());
+                continue;
+            }
+            assert_eq!(frame.header.opcode, Routes::OPCODE);
+            break Routes::decode_body(&frame.body).unwrap();
+        };
+        while on_stream.len() < routes.stream as usize {
+            let frame = self.recv().await;
+            assert_eq!(frame.header.opcode, Snapshot::OPCODE);
+            on_stream.push(Snapshot::decode_body(&frame.body).unwrap());
+        }
+        (routes, on_stream)
+    }
+}
+
+/// The client's end of a binding: a UDP socket, and both directions' keys.
+struct Datagrams {
+    socket: UdpSocket,
+    sealer: DatagramSealer,
+    opener: DatagramOpener,
+}
+
+impl Datagrams {
+    async fn new(client: &Client, binding: &DatagramBinding, server: SocketAddr) -> Self {
+        let secret = &client.channel.as_ref().unwrap().session_secret;
+        let keys = DatagramKeys::derive(&secret[..], &binding.token);
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket
+            .connect(SocketAddr::new(server.ip(), binding.port))
+            .await
+            .unwrap();
+        let max = usize::from(binding.max_datagram);
+        Self {
+            socket,
+            sealer: DatagramSealer::new(&keys.client_to_server, binding.token, max),
+            opener: DatagramOpener::new(&keys.server_to_client, binding.token),
+        }
+    }
+
+    /// Seals `packet` under `header` into a datagram.
+    fn seal<E: Encode + ?Sized>(&mut self, header: Header, packet: &E) -> Vec<u8> {
+        let mut frame = header.to_bytes().to_vec();
+        let mut body = BytesMut::new();
+        packet.encode(&mut body);
+        frame.extend_from_slice(&body);
+        let mut datagram = Vec::new();
+        self.sealer.seal(&frame, &mut datagram).unwrap();
+        datagram
+    }
+
+    /// The keepalive that tells the server where the client is.
+    async fn hello(&mut self) {
+        let hello = self.seal(Header::new(system::DATAGRAM_BIND, Flags::NONE, 0), &());
+        self.socket.send(&hello).await.unwrap();
+    }
+
+    async fn input(&mut self, seq: u32) -> Vec<u8> {
+        let datagram = self.seal(Header::new(Input::OPCODE, Flags::NONE, 0), &Input { seq });
+        self.socket.send(&datagram).await.unwrap();
+        datagram
+    }
+
+    /// The snapshots that arrive within `wait`, opened and decoded.
+    async fn snapshots(&mut self, wait: Duration) -> Vec<Snapshot> {
+        let mut snapshots = Vec::new();
+        let mut buffer = vec![0u8; 2048];
+        while let Ok(Ok(len)) = tokio::time::timeout(wait, self.socket.recv(&mut buffer)).await {
+            let range = self.opener.open(&mut buffer[..len]).expect("authentic");
+            let frame = &buffer[range];
+            let header = Header::parse(frame).unwrap();
+            assert_eq!(header, Header::new(Snapshot::OPCODE, Flags::NONE, 0));
+            let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
+            snapshots.push(Snapshot::decode_body(&body).unwrap());
+        }
+        snapshots
+    }
+}
+
+/// Waits until the server ran exactly `expected` inputs.
+async fn ran(inputs: &Inputs, expected: &[u32]) {
+    eventually("the inputs ran", || {
+        inputs.0.lock().unwrap().as_slice() == expected
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(inputs.0.lock().unwrap().as_slice(), expected);
+}
+
+#[tokio::test]
+async fn unreliable_pushes_go_by_datagram_and_the_clients_datagrams_run() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    assert_eq!(binding.port, started.udp.port());
+    assert_eq!(binding.max_datagram, 1200);
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+
+    // Before the server heard from the client's socket: on the stream.
+    let (routes, on_stream) = client.poke(3, 16).await;
+    assert_eq!((routes.datagram, routes.stream), (0, 3));
+    assert_eq!(on_stream.len(), 3);
+
+    datagrams.hello().await;
+    // The hello may still be on its way: poke until it landed.
+    let mut routes = client.poke(0, 0).await.0;
+    for _ in 0..50 {
+        routes = client.poke(5, 100).await.0;
+        if routes.datagram > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((routes.datagram, routes.stream), (5, 0));
+    let snapshots = datagrams.snapshots(Duration::from_millis(300)).await;
+    let ticks: Vec<u32> = snapshots.iter().map(|snapshot| snapshot.tick).collect();
+    // Loopback drops nothing here; the first pokes' datagrams came before.
+    assert!(ticks.ends_with(&[0, 1, 2, 3, 4]), "{ticks:?}");
+    assert!(
+        snapshots
+            .iter()
+            .all(|snapshot| snapshot.padding.len() == 100 || snapshot.padding.is_empty())
+    );
+
+    // The client's datagrams run as one-way requests, in the order they came.
+    for seq in 1..=5 {
+        datagrams.input(seq).await;
+    }
+    ran(&started.inputs, &[1, 2, 3, 4, 5]).await;
+
+    // One that does not fit a datagram is refused at send.
+    let fits = 1200 - DATAGRAM_OVERHEAD - HEADER_LEN - 4 - 2;
+    let (routes, _) = client.poke(1, fits as u32).await;
+    assert_eq!((routes.datagram, routes.too_large), (1, 0), "{routes:?}");
+    let (routes, _) = client.poke(1, fits as u32 + 1).await;
+    assert_eq!((routes.datagram, routes.too_large), (0, 1), "{routes:?}");
+}
+
+#[tokio::test]
+async fn replayed_forged_foreign_and_malformed_datagrams_change_nothing() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    let first = datagrams.input(1).await;
+    ran(&started.inputs, &[1]).await;
+
+    // Replayed: the same bytes again.
+    datagrams.socket.send(&first).await.unwrap();
+    // Forged: every byte flipped in turn (the counter's too).
+    let genuine = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 2 },
+    );
+    for index in 0..genuine.len() {
+        let mut forged = genuine.clone();
+        forged[index] ^= 0x01;
+        datagrams.socket.send(&forged).await.unwrap();
+    }
+    // Another session's binding, sealed with its own keys, bearing this
+    // binding's token: it does not authenticate.
+    let mut other = Client::secure(started.tcp).await;
+    let other_binding = other.bind().await.expect("bound");
+    let mut foreign = Datagrams::new(&other, &other_binding, started.tcp).await;
+    let mut stolen = foreign.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 66 },
+    );
+    stolen[..8].copy_from_slice(&binding.token);
+    datagrams.socket.send(&stolen).await.unwrap();
+    // Unknown token, too short, too long.
+    let mut unknown = genuine.clone();
+    unknown[..8].copy_from_slice(&[0xEE; 8]);
+    datagrams.socket.send(&unknown).await.unwrap();
+    datagrams.socket.send(&genuine[..20]).await.unwrap();
+    datagrams.socket.send(&vec![0u8; 1300]).await.unwrap();
+    // Authentic, but carrying what datagrams may not: a request id, a
+    // flag, a system opcode other than the keepalive.
+    for header in [
+        Header::new(Input::OPCODE, Flags::NONE, 5),
+        Header::new(Input::OPCODE, Flags::RESPONSE, 0),
+        Header::new(system::PING, Flags::NONE, 0),
+    ] {
+        let datagram = datagrams.seal(header, &Input { seq: 77 });
+        datagrams.socket.send(&datagram).await.unwrap();
+    }
+    // The genuine one, which no forgery marked seen, still runs.
+    datagrams.socket.send(&genuine).await.unwrap();
+    ran(&started.inputs, &[1, 2]).await;
+
+    // A datagram that arrives late (another one overtook it) still runs,
+    // once; one more than 2,048 counters behind the highest does not.
+    let late = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 3 },
+    );
+    datagrams.input(4).await;
+    ran(&started.inputs, &[1, 2, 4]).await;
+    datagrams.socket.send(&late).await.unwrap();
+    datagrams.socket.send(&late).await.unwrap();
+    ran(&started.inputs, &[1, 2, 4, 3]).await;
+}
+
+#[tokio::test]
+async fn the_server_follows_the_client_to_a_new_address_only_when_it_authenticates() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    datagrams.hello().await;
+    ran(&started.inputs, &[]).await;
+    assert_eq!(client.poke(1, 1).await.0.datagram, 1);
+    assert_eq!(
+        datagrams.snapshots(Duration::from_millis(200)).await.len(),
+        1
+    );
+
+    // A NAT rebinding: the same keys, from another port.
+    let moved = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    moved
+        .connect(SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    // An attacker's copy of a genuine datagram from its own address first:
+    // a replay, which must not move the server.
+    let replay = datagrams.input(1).await;
+    ran(&started.inputs, &[1]).await;
+    let attacker = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    attacker
+        .send_to(&replay, SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(client.poke(1, 2).await.0.datagram, 1);
+    assert_eq!(
+        datagrams.snapshots(Duration::from_millis(200)).await.len(),
+        1,
+        "still sent to the client's own address"
+    );
+    let mut buffer = [0u8; 64];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), attacker.recv(&mut buffer))
+            .await
+            .is_err(),
+        "nothing to the attacker"
+    );
+
+    // The client's next datagram comes from the new port: the server follows.
+    let datagram = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 2 },
+    );
+    moved.send(&datagram).await.unwrap();
+    ran(&started.inputs, &[1, 2]).await;
+    assert_eq!(client.poke(1, 3).await.0.datagram, 1);
+    let len = tokio::time::timeout(Duration::from_secs(2), moved.recv(&mut buffer))
+        .await
+        .expect("a datagram at the new address")
+        .unwrap();
+    assert!(datagrams.opener.open(&mut buffer[..len]).is_ok());
+}
+
+#[tokio::test]
+async fn binding_needs_a_secure_session_and_a_udp_listener() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut plain = Client::plain(started.tcp).await;
+    let refused = plain.bind().await.expect_err("plain");
+    assert_eq!(refused.code, ErrorCode::EncryptionRequired);
+    // Malformed: id 0 (as a request) or a body.
+    let mut client = Client::secure(started.tcp).await;
+    client
+        .send(
+            Header::new(system::DATAGRAM_BIND, Flags::NONE, 8),
+            &[1u8][..],
+        )
+        .await;
+    let answer = client.recv().await;
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::Malformed
+    );
+
+    let without = start(|builder| builder);
+    let mut client = Client::secure(without.tcp).await;
+    let refused = client.bind().await.expect_err("no UDP listener");
+    assert_eq!(refused.code, ErrorCode::UnknownOpcode);
+    // Pushes of unreliable packets then simply use the stream.
+    let (routes, on_stream) = client.poke(2, 8).await;
+    assert_eq!((routes.stream, on_stream.len()), (2, 2));
+}
+
+#[tokio::test]
+async fn a_closed_connections_binding_is_gone_and_a_new_bind_replaces_the_old() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let first = client.bind().await.expect("bound");
+    let mut old = Datagrams::new(&client, &first, started.tcp).await;
+    let second = client.bind().await.expect("bound again");
+    assert_ne!(first.token, second.token);
+    let mut new = Datagrams::new(&client, &second, started.tcp).await;
+    old.input(1).await;
+    new.input(2).await;
+    ran(&started.inputs, &[2]).await;
+
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    new.input(3).await;
+    ran(&started.inputs, &[2]).await;
+}
