@@ -520,3 +520,84 @@ async fn a_closed_connections_binding_is_gone_and_a_new_bind_replaces_the_old() 
     new.input(3).await;
     ran(&started.inputs, &[2]).await;
 }
+
+/// The Rust client's side: `bind_datagrams`, `send_unreliable`, and the
+/// server's datagrams in the same subscriptions as its other pushes.
+mod rust_client {
+    use super::*;
+    use ternio_client::{ClientConfig, ClientError, SecureConfig};
+
+    async fn secure_client(address: SocketAddr) -> ternio_client::Client {
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
+        ternio_client::Client::connect_tcp_with(address, config)
+            .await
+            .expect("connects")
+    }
+
+    #[tokio::test]
+    async fn the_client_binds_sends_and_receives_datagrams() {
+        let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+        let client = secure_client(started.tcp).await;
+        // Before binding: the stream.
+        assert_eq!(
+            client.send_unreliable(&Input { seq: 1 }).unwrap(),
+            ternio_client::Route::Stream
+        );
+        ran(&started.inputs, &[1]).await;
+        let server = client.bind_datagrams().await.expect("bound");
+        assert_eq!(server.port(), started.udp.port());
+        assert!(client.has_datagrams());
+        for seq in 2..=4 {
+            assert_eq!(
+                client.send_unreliable(&Input { seq }).unwrap(),
+                ternio_client::Route::Datagram
+            );
+        }
+        ran(&started.inputs, &[1, 2, 3, 4]).await;
+
+        // The server reached the client's socket (its keepalive and inputs
+        // told it where): its snapshots come by datagram, to the same
+        // subscription.
+        let mut snapshots = client.subscribe::<Snapshot>();
+        let routes = client
+            .request_async(&Poke { count: 3, size: 10 })
+            .await
+            .unwrap();
+        assert_eq!((routes.datagram, routes.stream), (3, 0));
+        for tick in 0..3 {
+            let snapshot = tokio::time::timeout(Duration::from_secs(5), snapshots.next())
+                .await
+                .expect("a snapshot")
+                .expect("open");
+            assert_eq!(snapshot.tick, tick);
+        }
+
+        // Too large for a datagram: refused at send.
+        let too_large = client.send_unreliable(&Snapshot {
+            tick: 0,
+            padding: Bytes::from(vec![0u8; 1200]),
+        });
+        assert!(
+            matches!(too_large, Err(ClientError::FrameTooLarge(_))),
+            "{too_large:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn binding_needs_a_secure_session() {
+        let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+        let client = ternio_client::Client::connect_tcp(started.tcp)
+            .await
+            .unwrap();
+        assert!(matches!(
+            client.bind_datagrams().await,
+            Err(ClientError::NotSecure)
+        ));
+        let without = start(|builder| builder);
+        let client = secure_client(without.tcp).await;
+        let refused = client.bind_datagrams().await.expect_err("no listener");
+        assert_eq!(refused.code(), Some(ErrorCode::UnknownOpcode));
+        assert!(!client.has_datagrams());
+    }
+}

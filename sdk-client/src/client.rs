@@ -1,15 +1,18 @@
 //! The [`Client`] handle.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ternio_protocol::datagram::SealError;
 use ternio_protocol::frame::{Flags, Header};
-use ternio_protocol::system::{self, ErrorBody, Ping, Pong};
-use ternio_protocol::{Frame, Packet, Request, Response};
+use ternio_protocol::system::{self, DatagramBinding, ErrorBody, Ping, Pong};
+use ternio_protocol::{Decode, Frame, FrameError, Packet, Request, Response};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 
 use crate::config::ClientConfig;
+use crate::datagrams::Route;
 use crate::endpoint::Endpoint;
 use crate::error::{ClientError, CloseReason};
 use crate::push::{Subscription, SubscriptionGuard};
@@ -19,6 +22,7 @@ use crate::state::ConnectionState;
 use crate::state::SessionEvent;
 use crate::stream::{Connector, DynConnector};
 use crate::supervisor::supervise;
+use crate::sync::lock;
 use crate::tasks::TaskSet;
 #[cfg(feature = "tls")]
 use crate::tls::{ClientTls, TlsConnector};
@@ -48,6 +52,10 @@ pub struct Client {
 
 struct Inner {
     shared: Arc<Shared>,
+    /// Where the server's UDP listener is, for a datagram channel: the
+    /// TCP address's host, or the WebSocket URL's (`host:port`); `None`
+    /// for a stream the application opened.
+    datagram_host: Option<String>,
     /// The supervisor, which owns the current link's tasks (aborting it
     /// aborts them), and the task that times requests out.
     _tasks: TaskSet,
@@ -223,6 +231,7 @@ impl Client {
 
     async fn connect(endpoint: Endpoint, config: ClientConfig) -> Result<Self, ClientError> {
         let timeout = config.connect_timeout;
+        let datagram_host = endpoint.host();
         let shared = Arc::new(Shared::new(config));
         let opened = tokio::time::timeout(timeout, endpoint.open(&shared))
             .await
@@ -246,6 +255,7 @@ impl Client {
         Ok(Self {
             inner: Arc::new(Inner {
                 shared,
+                datagram_host,
                 _tasks: TaskSet::new(vec![supervisor, expiry]),
             }),
         })
@@ -428,6 +438,93 @@ impl Client {
     /// be sealed.
     pub fn is_secure(&self) -> bool {
         self.shared().is_secure()
+    }
+
+    /// Binds a datagram channel to the secure session (docs/PROTOCOL.md
+    /// section 4.4): asks the server with `DATAGRAM_BIND`, opens a UDP
+    /// socket to its listener (on the host the client connected to) and
+    /// tells the server where it is. From then on,
+    /// [`send_unreliable`](Self::send_unreliable) sends datagrams, and the
+    /// server's datagrams (its `#[packet(unreliable)]` pushes) reach the
+    /// same subscriptions as its other pushes, possibly lost, repeated
+    /// (dropped) or out of order. Returns the server's UDP address.
+    ///
+    /// Errors: [`ClientError::NotSecure`] without a secure session;
+    /// [`ClientError::Remote`] with `UNKNOWN_OPCODE` when the server has no
+    /// UDP listener; [`ClientError::Connect`] when the socket cannot be
+    /// opened or the host not resolved. Binding again replaces the channel.
+    /// A new session after a lost connection (not a resumed one) drops the
+    /// channel: bind again then. Browsers have no UDP: the browser client
+    /// stays on the stream.
+    pub async fn bind_datagrams(&self) -> Result<SocketAddr, ClientError> {
+        let shared = self.shared();
+        if !shared.is_secure() {
+            return Err(ClientError::NotSecure);
+        }
+        let host = self.inner.datagram_host.clone().ok_or_else(|| {
+            ClientError::Connect(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a client over a stream of the application's does not know the server's host",
+            ))
+        })?;
+        let timeout = shared.config().request_timeout;
+        let frame = shared
+            .call(system::DATAGRAM_BIND, &(), timeout, Seal::Required)
+            .await?;
+        let frame = success(frame)?;
+        let binding = DatagramBinding::decode_body(&frame.body)
+            .map_err(|error| ClientError::UnexpectedResponse(error.into()))?;
+        let secret = shared
+            .links()
+            .current()?
+            .session_secret()
+            .ok_or(ClientError::NotSecure)?;
+        let ip = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => tokio::net::lookup_host(&host)
+                .await
+                .map_err(ClientError::Connect)?
+                .next()
+                .map(|address| address.ip())
+                .ok_or_else(|| {
+                    ClientError::Connect(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("{host} resolves to no address"),
+                    ))
+                })?,
+        };
+        let channel =
+            crate::datagrams::Channel::open(&binding, &secret[..], ip, shared.pushes()).await?;
+        let server = channel.server;
+        *lock(&shared.datagrams) = Some(channel);
+        Ok(server)
+    }
+
+    /// Whether a datagram channel is bound ([`bind_datagrams`](Self::bind_datagrams)).
+    pub fn has_datagrams(&self) -> bool {
+        lock(&self.shared().datagrams).is_some()
+    }
+
+    /// Sends `packet` (request id 0, no reply) in a datagram when a
+    /// datagram channel is bound, on the stream (as [`send`](Self::send))
+    /// otherwise; says which. A datagram may be lost. One that would be
+    /// larger than the server's largest datagram is refused with
+    /// [`ClientError::FrameTooLarge`].
+    pub fn send_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, ClientError> {
+        let channel = lock(&self.shared().datagrams).clone();
+        match channel {
+            Some(channel) => match channel.send(P::OPCODE, packet) {
+                Ok(()) => Ok(Route::Datagram),
+                Err(SealError::TooLarge { size, max }) => {
+                    Err(ClientError::FrameTooLarge(FrameError::TooLarge {
+                        len: size,
+                        max,
+                    }))
+                }
+                Err(error) => Err(ClientError::Connect(std::io::Error::other(error))),
+            },
+            None => self.send(packet).map(|()| Route::Stream),
+        }
     }
 
     /// Subscribes to the server's pushes of `P`, with a buffer of

@@ -36,6 +36,33 @@ pub(crate) struct Opened {
 }
 
 impl Endpoint {
+    /// The server's host, for its UDP listener: the first TCP address's
+    /// IP, or the WebSocket URL's `host:port`; `None` for a stream of the
+    /// application's.
+    pub(crate) fn host(&self) -> Option<String> {
+        match self {
+            Self::Tcp(addresses) => addresses.first().map(|address| address.ip().to_string()),
+            Self::Ws(url, _) => {
+                let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+                let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+                // Past any user info; the port is ignored (the binding gives
+                // the UDP port), so a missing one is made up.
+                let authority = authority.rsplit('@').next().unwrap_or(authority);
+                let has_port = if authority.starts_with('[') {
+                    authority.contains("]:")
+                } else {
+                    authority.contains(':')
+                };
+                Some(if has_port {
+                    authority.to_owned()
+                } else {
+                    format!("{authority}:0")
+                })
+            }
+            Self::Stream(_) => None,
+        }
+    }
+
     /// Opens a new link. The caller bounds the time it takes.
     pub(crate) async fn open(&self, shared: &Arc<Shared>) -> Result<Opened, ClientError> {
         let config = shared.config();

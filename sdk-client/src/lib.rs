@@ -151,6 +151,7 @@
 mod builder;
 mod client;
 mod config;
+mod datagrams;
 mod endpoint;
 mod error;
 mod events;
@@ -187,6 +188,7 @@ pub use ternio_macros::{Codec, Packet};
 pub use builder::ClientBuilder;
 pub use client::Client;
 pub use config::{ClientConfig, Keepalive, SecureConfig};
+pub use datagrams::{KEEPALIVE as DATAGRAM_KEEPALIVE, Route};
 pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;

@@ -26,6 +26,7 @@ use crate::resuming;
 use crate::secure::Seal;
 use crate::send::SendError;
 use crate::state::{ConnectionState, SessionEvent};
+use crate::sync::lock;
 
 /// What the client's handles, its supervisor and its links' tasks share.
 pub(crate) struct Shared {
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     session: Arc<Session>,
     /// What became of the session across lost connections.
     session_events: watch::Sender<SessionEvent>,
+    /// The datagram channel, once bound (docs/PROTOCOL.md section 4.4).
+    pub(crate) datagrams: std::sync::Mutex<Option<Arc<crate::datagrams::Channel>>>,
 }
 
 impl Shared {
@@ -52,6 +55,7 @@ impl Shared {
             pushes: Arc::new(Registry::default()),
             session: Arc::new(Session::new()),
             session_events: watch::Sender::new(SessionEvent::Started),
+            datagrams: std::sync::Mutex::new(None),
             config,
         }
     }
@@ -156,6 +160,8 @@ impl Shared {
             }
             self.session.reset();
         }
+        // A new session: the old one's datagram channel is gone with it.
+        lock(&self.datagrams).take();
         self.secure_new_link(link).await?;
         self.ask_ticket(link);
         Ok(())
