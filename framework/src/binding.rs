@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ternio_protocol::Bytes;
 use ternio_protocol::datagram::{
@@ -112,6 +112,9 @@ impl Binding {
 pub(crate) struct DatagramSlot {
     binding: std::sync::Mutex<Option<Arc<Binding>>>,
     inbox: std::sync::Mutex<VecDeque<Bytes>>,
+    /// Whether the inbox may hold a frame: the connection's task looks at
+    /// it on every wake-up (a push's too), and locks the inbox only then.
+    waiting: AtomicBool,
     /// Frames dropped because the inbox was full.
     pub(crate) dropped: AtomicU64,
 }
@@ -136,11 +139,20 @@ impl DatagramSlot {
             return false;
         }
         inbox.push_back(frame);
+        self.waiting.store(true, Ordering::Release);
         true
     }
 
     /// The next frame that came by datagram.
     pub(crate) fn take(&self) -> Option<Bytes> {
-        lock(&self.inbox).pop_front()
+        if !self.waiting.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut inbox = lock(&self.inbox);
+        let frame = inbox.pop_front();
+        if inbox.is_empty() {
+            self.waiting.store(false, Ordering::Release);
+        }
+        frame
     }
 }
