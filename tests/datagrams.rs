@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ternio::protocol::datagram::{DATAGRAM_OVERHEAD, DatagramKeys, DatagramOpener, DatagramSealer};
-use ternio::protocol::frame::{Flags, Frame, Framing, HEADER_LEN, Header};
-use ternio::protocol::secure::{Initiator, SecureChannel};
+use ternio::protocol::frame::{Flags, Frame, HEADER_LEN, Header};
 use ternio::protocol::system::{self, DatagramBinding, ErrorBody};
 use ternio::protocol::{Bytes, Decode, Encode, ErrorCode};
 use ternio::{
@@ -123,70 +122,34 @@ fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
 
 /// A scripted client: its TCP link, and its secure session once up.
 struct Client {
-    raw: RawConnection,
-    channel: Option<SecureChannel>,
+    link: SealedConnection,
 }
 
 impl Client {
     async fn plain(address: SocketAddr) -> Self {
         Self {
-            raw: RawConnection::connect(address).await,
-            channel: None,
+            link: SealedConnection::plain(address).await,
         }
     }
 
     async fn secure(address: SocketAddr) -> Self {
-        let mut client = Self::plain(address).await;
-        let mut initiator = Initiator::new(None).unwrap();
-        let body = initiator.request_body().unwrap();
-        client
-            .raw
-            .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1000), &body)
-            .await;
-        let answer = client.raw.recv().await.expect("the handshake's answer");
-        client.channel = Some(initiator.finish(&answer.body).unwrap());
-        client
+        Self {
+            link: SealedConnection::secure(address).await,
+        }
     }
 
     async fn send<E: Encode + ?Sized>(&mut self, header: Header, body: &E) {
         let mut plain = BytesMut::new();
         body.encode(&mut plain);
-        match &mut self.channel {
-            Some(channel) => {
-                let mut out = BytesMut::new();
-                channel
-                    .sealer
-                    .write_frame_with(
-                        &mut out,
-                        Framing::LengthPrefixed,
-                        header,
-                        usize::MAX,
-                        |out| out.extend_from_slice(&plain),
-                    )
-                    .unwrap();
-                self.raw.send_raw(&out).await.unwrap();
-            }
-            None => self.raw.send_body(header, &plain).await,
-        }
+        self.link.send_frame(header, &plain).await;
     }
 
     /// The next frame on the stream, opened.
     async fn recv(&mut self) -> Frame {
-        let frame = tokio::time::timeout(Duration::from_secs(5), self.raw.recv())
+        tokio::time::timeout(Duration::from_secs(5), self.link.recv())
             .await
             .expect("a frame within 5 s")
-            .expect("a frame");
-        match (&mut self.channel, frame.header.flags.is_encrypted()) {
-            (Some(channel), true) => {
-                let mut body = BytesMut::from(&frame.body[..]);
-                channel.opener.open(&frame.header, &mut body).unwrap();
-                Frame {
-                    header: frame.header,
-                    body: body.freeze(),
-                }
-            }
-            _ => frame,
-        }
+            .expect("a frame")
     }
 
     /// Asks for a binding: its answer, or the error.
@@ -236,7 +199,7 @@ struct Datagrams {
 
 impl Datagrams {
     async fn new(client: &Client, binding: &DatagramBinding, server: SocketAddr) -> Self {
-        let secret = &client.channel.as_ref().unwrap().session_secret;
+        let secret = &client.link.channel.as_ref().unwrap().session_secret;
         let keys = DatagramKeys::derive(&secret[..], &binding.token);
         let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         socket

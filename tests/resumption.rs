@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use ternio::protocol::frame::{Flags, Frame, Framing, Header};
+use ternio::protocol::frame::{Flags, Frame, Header};
 use ternio::protocol::resume::ResumeInitiator;
-use ternio::protocol::secure::{Initiator, SecureChannel};
+use ternio::protocol::secure::Initiator;
 use ternio::protocol::system::{
     self, Ack, ErrorBody, Resume, ResumeTicket, Resumed, Ticket, is_counted,
 };
@@ -22,37 +22,45 @@ use ternio::protocol::{Bytes, Decode, Encode, ErrorCode, Packet};
 use ternio::{CloseCause, ServerBuilder, ServerHandle};
 use ternio_tests::*;
 
-/// A client of the resumption protocol, from the document alone.
+/// A client of the resumption protocol, from the document alone: its link
+/// (which it dereferences to), and what it counted.
 struct Session {
-    raw: RawConnection,
-    channel: Option<SecureChannel>,
+    link: SealedConnection,
     /// Counted frames received (application opcodes).
     received: u64,
     ticket: Option<Ticket>,
 }
 
+impl std::ops::Deref for Session {
+    type Target = SealedConnection;
+
+    fn deref(&self) -> &SealedConnection {
+        &self.link
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut SealedConnection {
+        &mut self.link
+    }
+}
+
 impl Session {
-    async fn plain(address: SocketAddr) -> Self {
+    fn new(link: SealedConnection) -> Self {
         Self {
-            raw: RawConnection::connect(address).await,
-            channel: None,
+            link,
             received: 0,
             ticket: None,
         }
     }
 
+    async fn plain(address: SocketAddr) -> Self {
+        Self::new(SealedConnection::plain(address).await)
+    }
+
     /// A session after an NN handshake.
     async fn secure(address: SocketAddr) -> Self {
-        let mut session = Self::plain(address).await;
-        let mut initiator = Initiator::new(None).unwrap();
-        let body = initiator.request_body().unwrap();
-        session
-            .raw
-            .send_body(Header::new(system::HANDSHAKE, Flags::NONE, 1000), &body)
-            .await;
-        let answer = session.raw.recv().await.expect("the handshake's answer");
-        session.channel = Some(initiator.finish(&answer.body).unwrap());
-        session
+        Self::new(SealedConnection::secure(address).await)
     }
 
     /// Cuts the link: the socket is closed, the session's state kept (its
@@ -61,28 +69,12 @@ impl Session {
     async fn cut(&mut self) {
         let nowhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let dead = RawConnection::connect(nowhere.local_addr().unwrap()).await;
-        drop(std::mem::replace(&mut self.raw, dead));
+        drop(std::mem::replace(&mut self.link.raw, dead));
     }
 
     /// Sends `body` under `header`, sealed on a secure session.
     async fn send_frame(&mut self, header: Header, body: &[u8]) {
-        match &mut self.channel {
-            Some(channel) => {
-                let mut out = BytesMut::new();
-                channel
-                    .sealer
-                    .write_frame_with(
-                        &mut out,
-                        Framing::LengthPrefixed,
-                        header,
-                        usize::MAX,
-                        |out| out.extend_from_slice(body),
-                    )
-                    .unwrap();
-                self.raw.send_raw(&out).await.unwrap();
-            }
-            None => self.raw.send_body(header, body).await,
-        }
+        self.link.send_frame(header, body).await;
     }
 
     /// Sends `ACK` of `received` frames, under `request_id` (0 for a
@@ -104,18 +96,7 @@ impl Session {
     /// The next frame, opened, counted when its opcode is counted; `None`
     /// at the end of the stream.
     async fn recv(&mut self) -> Option<Frame> {
-        let frame = self.raw.recv().await?;
-        let frame = match (&mut self.channel, frame.header.flags.is_encrypted()) {
-            (Some(channel), true) => {
-                let mut body = BytesMut::from(&frame.body[..]);
-                channel.opener.open(&frame.header, &mut body).unwrap();
-                Frame {
-                    header: frame.header,
-                    body: body.freeze(),
-                }
-            }
-            _ => frame,
-        };
+        let frame = self.link.recv().await?;
         if is_counted(frame.header.opcode) {
             self.received += 1;
         }
@@ -191,8 +172,7 @@ async fn resume_with(
     let resumed = Resumed::decode_body(&answer.body).unwrap();
     let channel = initiator.map(|initiator| initiator.finish(&resumed.message).unwrap());
     let session = Session {
-        raw,
-        channel,
+        link: SealedConnection { raw, channel },
         received,
         ticket: Some(resumed.ticket.clone()),
     };

@@ -17,8 +17,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream
 use tokio::net::TcpStream;
 
 mod proxy;
+mod sealed;
 mod wait;
 pub use proxy::CuttingProxy;
+pub use sealed::SealedConnection;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
 
 /// 0x0001: echoed back.
