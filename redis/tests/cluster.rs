@@ -9,9 +9,9 @@
 //! instead, each under its own key prefix.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use ternio::backplane::Backplane;
@@ -23,8 +23,11 @@ use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{
     self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft,
 };
-use ternio_redis::{ClusterSecret, RedisBackplane, RedisBackplaneError, RedisConfig};
+use ternio_redis::{RedisBackplane, RedisBackplaneError};
 use ternio_testkit::redis_server::RedisServer;
+
+mod common;
+use common::{ChildNode, config, next, nothing_more, prefix};
 
 /// 0x0500: asks for the connection's id.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -119,22 +122,6 @@ fn redis() -> Redis {
             }
         }
     }
-}
-
-/// A key prefix no other test (or run) uses.
-fn prefix(test: &str) -> String {
-    format!("ternio-test-{}-{test}", std::process::id())
-}
-
-/// Fast heartbeats, so dead nodes vanish within seconds; a TTL twelve
-/// heartbeats long, so a live node on a loaded machine never does.
-fn config(url: &str, prefix: &str) -> RedisConfig {
-    let secret = ClusterSecret::new("the cluster tests' secret, 32 B.").unwrap();
-    RedisConfig::new(url, secret)
-        .prefix(prefix)
-        .heartbeat(Duration::from_millis(250), Duration::from_secs(3))
-        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(300))
-        .response_timeout(Duration::from_secs(1))
 }
 
 /// One server node with its backplane.
@@ -250,18 +237,6 @@ impl Member {
     async fn next(&mut self) -> Told {
         next(&mut self.told).await
     }
-}
-
-async fn next<P: Packet>(subscription: &mut Subscription<P>) -> P {
-    tokio::time::timeout(Duration::from_secs(5), subscription.next())
-        .await
-        .unwrap_or_else(|_| panic!("no {} push within 5 s", P::NAME))
-        .expect("the subscription is open")
-}
-
-async fn nothing_more<P: Packet + std::fmt::Debug>(subscription: &mut Subscription<P>) {
-    let extra = tokio::time::timeout(Duration::from_millis(200), subscription.next()).await;
-    assert!(extra.is_err(), "unexpected push: {extra:?}");
 }
 
 fn told(from: u64, text: &str) -> Told {
@@ -741,59 +716,29 @@ fn child_node() {
     });
 }
 
-/// The child process, killed if the test fails before it does.
-struct ChildNode(std::process::Child);
-
-impl Drop for ChildNode {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// Starts [`child_node`] in a process of its own, in the cluster of `url`
+/// and `prefix`, with `peer` in "lobby" (a chat user named `chat_nick`
+/// with it); returns it once ready, with its member's id and its node id.
+async fn start_child(
+    url: &str,
+    prefix: &str,
+    peer: u64,
+    chat_nick: Option<&str>,
+) -> (ChildNode, u64, u16) {
+    let mut env = vec![
+        (CHILD_URL, url.to_owned()),
+        (CHILD_PREFIX, prefix.to_owned()),
+        (CHILD_PEER, peer.to_string()),
+    ];
+    if let Some(nick) = chat_nick {
+        env.push((CHILD_CHAT_NICK, nick.to_owned()));
     }
-}
-
-impl ChildNode {
-    /// Starts [`child_node`] in a process of its own, in the cluster of
-    /// `url` and `prefix`, with `peer` in "lobby" (a chat user named
-    /// `chat_nick` with it); returns it once ready, with its member's id
-    /// and its node id.
-    async fn start(
-        url: &str,
-        prefix: &str,
-        peer: u64,
-        chat_nick: Option<&str>,
-    ) -> (Self, u64, u16) {
-        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-        command
-            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
-            .env(CHILD_URL, url)
-            .env(CHILD_PREFIX, prefix)
-            .env(CHILD_PEER, peer.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if let Some(nick) = chat_nick {
-            command.env(CHILD_CHAT_NICK, nick);
-        }
-        let mut child = Self(command.spawn().expect("the child node starts"));
-        let stdout = child.0.stdout.take().expect("its stdout");
-        let ready = tokio::task::spawn_blocking(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                // The test harness may print "test child_node ... " first.
-                .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
-        });
-        let ready = tokio::time::timeout(Duration::from_secs(30), ready)
-            .await
-            .expect("the child is ready within 30 s")
-            .expect("the reader")
-            .expect("a READY line");
-        let mut words = ready
-            .split_whitespace()
-            .map(|word| word.parse::<u64>().unwrap());
-        let (member, node) = (words.next().unwrap(), words.next().unwrap() as u16);
-        (child, member, node)
-    }
+    let (child, ready) = ChildNode::start("child_node", &env).await;
+    let mut words = ready
+        .split_whitespace()
+        .map(|word| word.parse::<u64>().unwrap());
+    let (member, node) = (words.next().unwrap(), words.next().unwrap() as u16);
+    (child, member, node)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -805,7 +750,7 @@ async fn a_killed_node_leaves_no_ghost_members() {
     ann.enter("lobby").await;
 
     let (mut child, child_member, child_node) =
-        ChildNode::start(&redis.url, &prefix, ann.id, None).await;
+        start_child(&redis.url, &prefix, ann.id, None).await;
     assert_eq!(ConnectionId(child_member).node(), child_node);
     one.await_members("lobby", &[ann.id, child_member]).await;
     assert!(
@@ -848,7 +793,7 @@ async fn the_chat_tells_the_members_of_a_killed_node_as_left() {
     let ann_id = one.server.hub().members("lobby")[0].0;
 
     // Cat, on a node in another process, joins: ann hears of it.
-    let (mut child, _, _) = ChildNode::start(&redis.url, &prefix, ann_id, Some("cat")).await;
+    let (mut child, _, _) = start_child(&redis.url, &prefix, ann_id, Some("cat")).await;
     assert_eq!(next(&mut ann.joins).await, joined("cat"));
     assert_eq!(ann.join("lobby").await.members, ["ann", "cat"]);
     let refused = Chatter::connect(&one).await.nick("cat").await.unwrap_err();

@@ -8,9 +8,9 @@
 //! Each test starts and owns its `redis-server` (see `redis/tests/cluster.rs`).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use ternio::{
@@ -18,8 +18,11 @@ use ternio::{
     ServerHandle, UserId, packet_controller,
 };
 use ternio_client::{Client, Subscription};
-use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
+use ternio_redis::RedisBackplane;
 use ternio_testkit::redis_server::RedisServer;
+
+mod common;
+use common::{ChildNode, config, next, nothing_more};
 
 /// 0x0600: asks for the connection's id.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -153,22 +156,6 @@ impl PresenceController {
             .map(Claimed)
             .map_err(|error| refused(error.to_string()))
     }
-}
-
-/// Fast heartbeats, so dead nodes go within seconds; a TTL twelve
-/// heartbeats long, so a live node on a loaded machine never does.
-fn config(url: &str, prefix: &str) -> RedisConfig {
-    let secret = ClusterSecret::new("the presence tests' secret, 32 B").unwrap();
-    RedisConfig::new(url, secret)
-        .prefix(prefix)
-        .heartbeat(Duration::from_millis(250), Duration::from_secs(3))
-        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(300))
-        .response_timeout(Duration::from_secs(1))
-}
-
-/// A key prefix no other test (or run) uses.
-fn prefix(test: &str) -> String {
-    format!("ternio-presence-{}-{test}", std::process::id())
 }
 
 /// One server node with its backplane; its presence hook pushes
@@ -356,22 +343,10 @@ impl Member {
     }
 }
 
-async fn next<P: Packet>(subscription: &mut Subscription<P>) -> P {
-    tokio::time::timeout(Duration::from_secs(10), subscription.next())
-        .await
-        .unwrap_or_else(|_| panic!("no {} push within 10 s", P::NAME))
-        .expect("the subscription is open")
-}
-
-async fn nothing_more<P: Packet + std::fmt::Debug>(subscription: &mut Subscription<P>) {
-    let extra = tokio::time::timeout(Duration::from_millis(300), subscription.next()).await;
-    assert!(extra.is_err(), "unexpected push: {extra:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presence_events_reach_the_members_of_every_node_once() {
     let redis = RedisServer::start();
-    let prefix = prefix("events");
+    let prefix = common::prefix("events");
     let one = Node::start(&redis.url(), &prefix).await;
     let two = Node::start(&redis.url(), &prefix).await;
     let mut ann = Member::connect(&one, "ann").await;
@@ -414,7 +389,7 @@ async fn presence_events_reach_the_members_of_every_node_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_user_reaches_each_connection_of_the_user_once_on_every_node() {
     let redis = RedisServer::start();
-    let prefix = prefix("users");
+    let prefix = common::prefix("users");
     let one = Node::start(&redis.url(), &prefix).await;
     let two = Node::start(&redis.url(), &prefix).await;
     // A phone on node one, a browser on node two; someone else on each.
@@ -466,7 +441,7 @@ async fn send_user_reaches_each_connection_of_the_user_once_on_every_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_are_unique_across_the_cluster_and_free_when_their_holder_goes() {
     let redis = RedisServer::start();
-    let prefix = prefix("names");
+    let prefix = common::prefix("names");
     let one = Node::start(&redis.url(), &prefix).await;
     let two = Node::start(&redis.url(), &prefix).await;
     let ann = Member::connect(&one, "ann").await;
@@ -513,53 +488,20 @@ fn child_node() {
     });
 }
 
-/// The child process, killed if the test fails before it is.
-struct ChildNode(std::process::Child);
-
-impl Drop for ChildNode {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_loses_its_members_and_frees_its_names() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let prefix = prefix("kill");
+    let prefix = common::prefix("kill");
     let one = Node::start(&url, &prefix).await;
     let mut ann = Member::connect(&one, "ann").await;
     ann.enter("lobby").await;
     ann.expect_presence((ann.id, "ann", JOINED)).await;
     one.await_presence("lobby", &[(ann.id, "ann")]).await;
 
-    let mut child = ChildNode(
-        Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", "child_node", "--nocapture", "--test-threads=1"])
-            .env(CHILD_URL, &url)
-            .env(CHILD_PREFIX, &prefix)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the child node starts"),
-    );
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let ready = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|line| line.split_once("READY ").map(|(_, rest)| rest.to_owned()))
-    });
-    let dora: u64 = tokio::time::timeout(Duration::from_secs(30), ready)
-        .await
-        .expect("the child is ready within 30 s")
-        .expect("the reader")
-        .expect("a READY line")
-        .trim()
-        .parse()
-        .expect("an id");
+    let env = [(CHILD_URL, url.clone()), (CHILD_PREFIX, prefix.clone())];
+    let (mut child, ready) = ChildNode::start("child_node", &env).await;
+    let dora: u64 = ready.trim().parse().expect("an id");
     ann.expect_presence((dora, "dora", JOINED)).await;
     one.await_presence("lobby", &[(ann.id, "ann"), (dora, "dora")])
         .await;
@@ -588,7 +530,7 @@ async fn a_killed_node_loses_its_members_and_frees_its_names() {
 async fn presence_is_rebuilt_after_redis_restarts() {
     let mut redis = RedisServer::start();
     let url = redis.url();
-    let prefix = prefix("restart");
+    let prefix = common::prefix("restart");
     let one = Node::start(&url, &prefix).await;
     let two = Node::start(&url, &prefix).await;
     let mut ann = Member::connect(&one, "ann").await;
