@@ -10,7 +10,9 @@
 //! process exits with code 0 once they are closed). With `--health ADDR`,
 //! `/healthz` and `/readyz` answer probes over HTTP there. Sessions can be
 //! resumed for 30 s after a lost connection (`--resume-ttl SECS`, 0 for
-//! off; docs/PROTOCOL.md section 4.2).
+//! off; docs/PROTOCOL.md section 4.2). With `--udp ADDR`, a client with a
+//! secure session can bind a datagram channel (section 4.4): a
+//! `DatagramEcho` (0x0003) it sends in a datagram comes back in one.
 //!
 //! With a certificate chain and its key (PEM), it serves TLS too:
 //! `--tcp-tls ADDR` (frames inside TLS) and `--wss ADDR` (`wss://ADDR/ws`).
@@ -26,8 +28,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use ternio::{Identity, Server, TlsConfig, packet_controller};
-use ternio_examples::echo::{Echo, SecureEcho};
+use ternio::{Context, Identity, Server, TlsConfig, packet_controller};
+use ternio_examples::echo::{DatagramEcho, Echo, SecureEcho};
 
 /// Command line of the echo server.
 #[derive(Parser)]
@@ -66,6 +68,10 @@ struct Args {
     /// resume it (docs/PROTOCOL.md section 4.2); 0 turns resumption off.
     #[arg(long, default_value_t = 30)]
     resume_ttl: u64,
+    /// Address of the UDP listener of datagram channels (docs/PROTOCOL.md
+    /// section 4.4).
+    #[arg(long)]
+    udp: Option<SocketAddr>,
 }
 
 /// Answers both echo packets.
@@ -81,6 +87,10 @@ impl EchoController {
     #[handler(encrypted)]
     fn secure_echo(request: SecureEcho) -> SecureEcho {
         request
+    }
+
+    fn datagram_echo(request: DatagramEcho, ctx: &Context) {
+        let _ = ctx.send_unreliable(&request);
     }
 }
 
@@ -104,6 +114,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(health) = args.health {
         builder = builder.health(health);
+    }
+    if let Some(udp) = args.udp {
+        builder = builder.map_udp(udp);
     }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
@@ -132,6 +145,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for address in server.websocket_tls_addrs() {
         println!("websocket listening on wss://{address}/ws");
+    }
+    if let Some(address) = server.udp_addr() {
+        println!("udp listening on {address}");
     }
     if let Some(address) = server.health_addr() {
         println!("health on http://{address}/healthz and /readyz");

@@ -564,3 +564,53 @@ mod rust_client {
         assert!(!client.has_datagrams());
     }
 }
+
+/// `examples/echo_server --udp`: what a client written from the contract
+/// checks, a `DatagramEcho` sent in a datagram coming back in one.
+#[tokio::test]
+async fn the_echo_server_echoes_datagrams() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use ternio_examples::echo::DatagramEcho;
+
+    let mut child = Command::new(echo_server_binary())
+        .args(["--tcp", "127.0.0.1:0", "--udp", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the echo server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let address: SocketAddr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("tcp listening on ")?.parse().ok())
+        .expect("the TCP address");
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let mut client = Client::secure(address).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, address).await;
+    let echo = DatagramEcho {
+        payload: Bytes::from_static(b"over udp"),
+    };
+    let sent = datagrams.seal(Header::new(0x0003, Flags::NONE, 0), &echo);
+    datagrams.socket.send(&sent).await.unwrap();
+    let mut buffer = vec![0u8; 2048];
+    let len = tokio::time::timeout(Duration::from_secs(5), datagrams.socket.recv(&mut buffer))
+        .await
+        .expect("the echo within 5 s")
+        .unwrap();
+    let range = datagrams
+        .opener
+        .open(&mut buffer[..len])
+        .expect("authentic");
+    let frame = &buffer[range];
+    assert_eq!(
+        Header::parse(frame).unwrap(),
+        Header::new(0x0003, Flags::NONE, 0)
+    );
+    let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
+    assert_eq!(DatagramEcho::decode_body(&body).unwrap(), echo);
+    let _ = child.kill();
+    let _ = child.wait();
+}
