@@ -440,7 +440,9 @@ impl TimeResponse {
     /// saturated past `u64::MAX`): how `TIME` writes a wall clock.
     pub fn micros(time: std::time::SystemTime) -> u64 {
         time.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+            .map_or(0, |since| {
+                u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+            })
     }
 
     /// What a received `TIME` request frame asks for: the answer's header
@@ -462,7 +464,10 @@ impl TimeResponse {
             server_receive,
             server_send: clock(),
         };
-        Ok((Header::new(TIME, Flags::RESPONSE, header.request_id), response))
+        Ok((
+            Header::new(TIME, Flags::RESPONSE, header.request_id),
+            response,
+        ))
     }
 }
 
