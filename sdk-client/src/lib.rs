@@ -150,6 +150,7 @@
 
 mod builder;
 mod client;
+mod clock;
 mod config;
 mod endpoint;
 mod error;
@@ -175,6 +176,7 @@ mod supervisor;
 mod sync;
 mod tasks;
 mod tcp;
+mod time_sync;
 #[cfg(feature = "tls")]
 mod tls;
 mod ws;
@@ -186,6 +188,7 @@ pub use ternio_macros::{Codec, Packet};
 
 pub use builder::ClientBuilder;
 pub use client::Client;
+pub use clock::ClockEstimate;
 pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use error::{ClientError, CloseReason};
 pub use push::{Subscription, SubscriptionGuard};

@@ -14,6 +14,7 @@ use ternio_protocol::{DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::config::{ClientConfig, SecureConfig};
 use crate::error::{ClientError, CloseReason};
 use crate::handshake::{self, Attempt, Security};
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     session: Arc<Session>,
     /// What became of the session across lost connections.
     session_events: watch::Sender<SessionEvent>,
+    /// The client's clock and its estimate of the server's (section 4.3).
+    clock: Clock,
 }
 
 impl Shared {
@@ -52,8 +55,14 @@ impl Shared {
             pushes: Arc::new(Registry::default()),
             session: Arc::new(Session::new()),
             session_events: watch::Sender::new(SessionEvent::Started),
+            clock: Clock::new(),
             config,
         }
+    }
+
+    /// The client's clock and its estimate of the server's.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The session's resumption state.
