@@ -16,8 +16,10 @@ use ternio::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 
+mod delay;
 mod proxy;
 mod wait;
+pub use delay::DelayProxy;
 pub use proxy::CuttingProxy;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
 
