@@ -10,7 +10,9 @@ use ternio::protocol::frame::{self, Flags, Frame, FrameDecoder, Framing, Header}
 use ternio::protocol::secure::{Initiator, SecureChannel};
 use ternio::protocol::system::{self, ErrorBody, TimeRequest, TimeResponse};
 use ternio::protocol::{Decode, Encode, ErrorCode};
-use ternio_client::{Client, ClientConfig, ClientError, ClockEstimate, SecureConfig};
+use ternio_client::{
+    Client, ClientConfig, ClientError, ClockEstimate, ReconnectPolicy, SecureConfig,
+};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -391,6 +393,48 @@ async fn clock_sync_runs_in_the_background() {
             tokio::time::Instant::now() < deadline,
             "{:?}",
             client.clock_estimate()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_server_time(&client, AHEAD, Duration::from_millis(5));
+}
+
+#[tokio::test]
+async fn clock_sync_syncs_again_after_a_reconnection() {
+    let address = fake_server(AHEAD, |_| Some(EACH_WAY)).await;
+    let proxy = CuttingProxy::start(address, 1, 0..0).await;
+    let mut config = ClientConfig::default();
+    // An interval that never comes in this test: only the reconnection
+    // can start a second sync.
+    config.clock_sync = Some(Duration::from_secs(3600));
+    config.reconnect = Some(ReconnectPolicy::default());
+    config.resume = false;
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    let samples = || {
+        client
+            .clock_estimate()
+            .map_or(0, |estimate| estimate.samples)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while samples() < 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "first sync: {}",
+            samples()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(samples(), 5, "one sync, then nothing until the interval");
+    proxy.cut_all();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while samples() < 8 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after the reconnection: {}",
+            samples()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
