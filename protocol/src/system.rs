@@ -43,6 +43,9 @@ pub const RESUME: u16 = 0xFF0A;
 /// ([`DatagramBinding`]); in a datagram, a keepalive that tells the server
 /// where the client is.
 pub const DATAGRAM_BIND: u16 = 0xFF0C;
+/// Opcode of `TIME` (project allocation, docs/PROTOCOL.md section 4.3):
+/// the client asks for the server's clock ([`TimeRequest`], [`TimeResponse`]).
+pub const TIME: u16 = 0xFF0B;
 
 /// `PING`: an opaque value (a timestamp) that the peer sends back in a `PONG`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,6 +438,112 @@ impl Packet for Resumed {
     const NAME: &'static str = "RESUME";
 }
 
+/// `TIME` request (section 4.3): sent by the client with a non-zero id;
+/// `client_time` is opaque to the server, which echoes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRequest {
+    /// The client's clock when it sent the request (the client's business:
+    /// Ternio's client sends microseconds since the Unix epoch).
+    pub client_time: u64,
+}
+
+impl Encode for TimeRequest {
+    fn encode(&self, out: &mut BytesMut) {
+        self.client_time.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        8
+    }
+}
+
+impl Decode for TimeRequest {
+    const MIN_LEN: usize = 8;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        u64::decode(reader).map(|client_time| Self { client_time })
+    }
+}
+
+impl Packet for TimeRequest {
+    const OPCODE: u16 = TIME;
+    const NAME: &'static str = "TIME";
+}
+
+/// `TIME` response (section 4.3): the request's `client_time`, and the
+/// server's wall clock, in microseconds since the Unix epoch, when it read
+/// the request and when it wrote this answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeResponse {
+    /// The request's `client_time`, echoed.
+    pub client_time: u64,
+    /// The server's clock when it read the request (µs since the epoch).
+    pub server_receive: u64,
+    /// The server's clock when it wrote the answer (µs since the epoch).
+    pub server_send: u64,
+}
+
+impl TimeResponse {
+    /// The microseconds since the Unix epoch of `time` (0 before the epoch,
+    /// saturated past `u64::MAX`): how `TIME` writes a wall clock.
+    pub fn micros(time: std::time::SystemTime) -> u64 {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+            })
+    }
+
+    /// What a received `TIME` request frame asks for: the answer's header
+    /// (`RESPONSE`, same id) and body, stamped with `clock` (read twice:
+    /// on receipt and on writing), or why the frame is refused (id 0, or a
+    /// body that is not exactly a `u64`).
+    pub fn answer(
+        header: Header,
+        body: &Bytes,
+        mut clock: impl FnMut() -> u64,
+    ) -> Result<(Header, TimeResponse), DecodeError> {
+        let server_receive = clock();
+        if header.request_id == 0 {
+            return Err(DecodeError::Invalid("TIME is a request: non-zero id"));
+        }
+        let request = TimeRequest::decode_body(body)?;
+        let response = TimeResponse {
+            client_time: request.client_time,
+            server_receive,
+            server_send: clock(),
+        };
+        Ok((
+            Header::new(TIME, Flags::RESPONSE, header.request_id),
+            response,
+        ))
+    }
+}
+
+impl Encode for TimeResponse {
+    fn encode(&self, out: &mut BytesMut) {
+        self.client_time.encode(out);
+        self.server_receive.encode(out);
+        self.server_send.encode(out);
+    }
+    fn encoded_len(&self) -> usize {
+        24
+    }
+}
+
+impl Decode for TimeResponse {
+    const MIN_LEN: usize = 24;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            client_time: u64::decode(reader)?,
+            server_receive: u64::decode(reader)?,
+            server_send: u64::decode(reader)?,
+        })
+    }
+}
+
+impl Packet for TimeResponse {
+    const OPCODE: u16 = TIME;
+    const NAME: &'static str = "TIME";
+}
+
 /// Whether frames under `opcode` are counted for resumption (section 4.2):
 /// application opcodes `0x0000..=0xFEFF` are, in either direction and
 /// whatever their flags; system opcodes never are.
@@ -643,6 +752,38 @@ mod tests {
         assert_ne!(ticket, Ticket(other));
         assert_eq!(ticket, Ticket(bytes));
         assert_ne!(Ticket::generate(), Ticket::generate());
+    }
+
+    #[test]
+    fn a_time_request_gets_its_stamps_or_is_refused() {
+        let mut body = BytesMut::new();
+        TimeRequest { client_time: 7 }.encode(&mut body);
+        let body = body.freeze();
+        let mut now = 100;
+        let mut clock = || {
+            now += 1;
+            now
+        };
+        let request = Header::new(TIME, Flags::NONE, 9);
+        let (header, response) = TimeResponse::answer(request, &body, &mut clock).unwrap();
+        assert_eq!(header, Header::new(TIME, Flags::RESPONSE, 9));
+        assert_eq!(
+            response,
+            TimeResponse {
+                client_time: 7,
+                server_receive: 101,
+                server_send: 102
+            }
+        );
+        let zero = Header::new(TIME, Flags::NONE, 0);
+        assert!(TimeResponse::answer(zero, &body, &mut clock).is_err());
+        for bad in [&body[..7], &[0u8; 9][..], &[][..]] {
+            let bad = Bytes::copy_from_slice(bad);
+            assert!(TimeResponse::answer(request, &bad, &mut clock).is_err());
+        }
+        assert_eq!(TimeResponse::micros(std::time::UNIX_EPOCH), 0);
+        let later = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_234_567);
+        assert_eq!(TimeResponse::micros(later), 1_234_567);
     }
 
     #[test]

@@ -7,7 +7,9 @@ use bytes::{Bytes, BytesMut};
 use ternio_macros::{Codec, Packet};
 use ternio_protocol::codec::put_varint;
 use ternio_protocol::frame::{self, Flags, FrameDecoder, Framing, Header};
-use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, ErrorBody, Ping, Pong};
+use ternio_protocol::system::{
+    self, Cancel, Deadline, Disconnect, ErrorBody, Ping, Pong, TimeRequest, TimeResponse,
+};
 use ternio_protocol::{Decode, DisconnectReason, Encode, ErrorCode};
 
 const DOC: &str = include_str!("../../docs/PROTOCOL.md");
@@ -160,6 +162,25 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
             },
         ),
     );
+    let client_time = 1_700_000_000_000_000;
+    vectors.insert(
+        "time-request".into(),
+        tcp(
+            Header::new(system::TIME, Flags::NONE, 6),
+            &TimeRequest { client_time },
+        ),
+    );
+    vectors.insert(
+        "time-response".into(),
+        tcp(
+            Header::new(system::TIME, Flags::RESPONSE, 6),
+            &TimeResponse {
+                client_time,
+                server_receive: 1_700_000_005_010_000,
+                server_send: 1_700_000_005_010_050,
+            },
+        ),
+    );
     let mut varints = BytesMut::new();
     for value in [0, 127, 128, 300, 16_384, u32::MAX] {
         put_varint(&mut varints, value);
@@ -238,6 +259,12 @@ fn documented_frames_decode_back() {
         Disconnect::decode_body(&frame.body).unwrap(),
         Disconnect::new(DisconnectReason::FrameTooLarge, "too big")
     );
+
+    let mut buf = BytesMut::from(&documented["time-response"][..]);
+    let frame = decoder.decode(&mut buf).unwrap().unwrap();
+    assert_eq!(frame.header, Header::new(system::TIME, Flags::RESPONSE, 6));
+    let time = TimeResponse::decode_body(&frame.body).unwrap();
+    assert_eq!(time.server_send - time.server_receive, 50);
 }
 
 mod secure_vectors {

@@ -173,6 +173,13 @@ impl ClientBuilder {
         self
     }
 
+    /// [`ClientConfig::clock_sync`]: how often to re-estimate the server's
+    /// clock in the background, or `None` not to.
+    pub fn clock_sync(mut self, interval: Option<Duration>) -> Self {
+        self.config.clock_sync = interval;
+        self
+    }
+
     /// [`ClientConfig::push_buffer`].
     pub fn push_buffer(mut self, pushes: usize) -> Self {
         self.config.push_buffer = pushes;

@@ -11,6 +11,7 @@ use ternio_protocol::{Decode, Frame, FrameError, Packet, Request, Response};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 
+use crate::clock::ClockEstimate;
 use crate::config::ClientConfig;
 use crate::datagrams::Route;
 use crate::endpoint::Endpoint;
@@ -24,6 +25,7 @@ use crate::stream::{Connector, DynConnector};
 use crate::supervisor::supervise;
 use crate::sync::lock;
 use crate::tasks::TaskSet;
+use crate::time_sync;
 #[cfg(feature = "tls")]
 use crate::tls::{ClientTls, TlsConnector};
 use crate::ws;
@@ -252,11 +254,18 @@ impl Client {
         }
         let supervisor = tokio::spawn(supervise(Arc::clone(&shared), endpoint, opened));
         let expiry = tokio::spawn(Arc::clone(&shared).expire_requests());
+        let mut tasks = vec![supervisor, expiry];
+        if let Some(interval) = shared.config().clock_sync {
+            tasks.push(tokio::spawn(time_sync::keep_synced(
+                Arc::clone(&shared),
+                interval,
+            )));
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 shared,
                 datagram_host,
-                _tasks: TaskSet::new(vec![supervisor, expiry]),
+                _tasks: TaskSet::new(tasks),
             }),
         })
     }
@@ -572,6 +581,36 @@ impl Client {
             .into());
         }
         Ok(started.elapsed())
+    }
+
+    /// Estimates the server's clock: five `TIME` exchanges (docs/PROTOCOL.md
+    /// section 4.3), one after the other, each bounded by
+    /// [`ClientConfig::request_timeout`]; their samples join the last ones
+    /// (eight are kept) and the estimate comes from the one with the
+    /// smallest round trip. Fails with the first exchange that fails (a
+    /// server older than `TIME` answers [`ClientError::Remote`] with
+    /// [`ErrorCode::UnknownOpcode`](crate::ErrorCode::UnknownOpcode)); the
+    /// samples taken before it stay. With [`ClientConfig::clock_sync`] the
+    /// client does this by itself.
+    pub async fn sync_clock(&self) -> Result<ClockEstimate, ClientError> {
+        time_sync::sync(self.shared()).await
+    }
+
+    /// The server's clock now, by the estimate: the client's clock plus
+    /// the estimated offset; `None` before any sample
+    /// ([`sync_clock`](Self::sync_clock), or [`ClientConfig::clock_sync`]).
+    /// Off by at most half the round trip of the sample used, plus what the
+    /// two clocks drifted since. The client's clock here is its wall clock
+    /// when the client started, moved on by a monotonic clock: a step of
+    /// the local wall clock (someone setting it) does not move it.
+    pub fn server_time(&self) -> Option<SystemTime> {
+        self.shared().clock().server_time()
+    }
+
+    /// What the client knows of the server's clock: the offset, the round
+    /// trip it was measured with, and the samples held; `None` before any.
+    pub fn clock_estimate(&self) -> Option<ClockEstimate> {
+        self.shared().clock().estimate()
     }
 
     /// Sends `DISCONNECT NORMAL`, waits briefly for it to leave (on

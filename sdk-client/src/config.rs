@@ -149,6 +149,22 @@ pub struct ClientConfig {
     /// ([`SessionEvent::Lost`](crate::SessionEvent::Lost)). Default `true`;
     /// nothing happens without a reconnect policy.
     pub resume: bool,
+    /// How often the client re-estimates the server's clock (docs/PROTOCOL.md
+    /// section 4.3): with `Some(interval)` it runs
+    /// [`Client::sync_clock`](crate::Client::sync_clock) in the background
+    /// once connected, after each reconnection, and every `interval`, so
+    /// that [`Client::server_time`](crate::Client::server_time) has an
+    /// estimate and follows the two clocks' drift. Default `None` (off):
+    /// each sync is five small requests, which an application that never
+    /// reads the server's time should not pay, and a server older than
+    /// `TIME` refuses them; call `sync_clock` yourself instead, or set a
+    /// few minutes here (the clocks of two hosts drift apart by a few
+    /// milliseconds an hour at most, once NTP runs on both).
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::duration_or_off")
+    )]
+    pub clock_sync: Option<Duration>,
 }
 
 impl Default for ClientConfig {
@@ -166,6 +182,7 @@ impl Default for ClientConfig {
             keepalive: Some(Keepalive::default()),
             max_outbound: 8 * 1024 * 1024,
             resume: true,
+            clock_sync: None,
         }
     }
 }

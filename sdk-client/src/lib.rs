@@ -150,6 +150,7 @@
 
 mod builder;
 mod client;
+mod clock;
 mod config;
 mod datagrams;
 mod endpoint;
@@ -176,6 +177,7 @@ mod supervisor;
 mod sync;
 mod tasks;
 mod tcp;
+mod time_sync;
 #[cfg(feature = "tls")]
 mod tls;
 mod ws;
@@ -187,6 +189,7 @@ pub use ternio_macros::{Codec, Packet};
 
 pub use builder::ClientBuilder;
 pub use client::Client;
+pub use clock::ClockEstimate;
 pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use datagrams::{KEEPALIVE as DATAGRAM_KEEPALIVE, Route};
 pub use error::{ClientError, CloseReason};

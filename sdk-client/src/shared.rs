@@ -14,6 +14,7 @@ use ternio_protocol::{DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::config::{ClientConfig, SecureConfig};
 use crate::error::{ClientError, CloseReason};
 use crate::handshake::{self, Attempt, Security};
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     session_events: watch::Sender<SessionEvent>,
     /// The datagram channel, once bound (docs/PROTOCOL.md section 4.4).
     pub(crate) datagrams: std::sync::Mutex<Option<Arc<crate::datagrams::Channel>>>,
+    /// The client's clock and its estimate of the server's (section 4.3).
+    clock: Clock,
 }
 
 impl Shared {
@@ -56,8 +59,14 @@ impl Shared {
             session: Arc::new(Session::new()),
             session_events: watch::Sender::new(SessionEvent::Started),
             datagrams: std::sync::Mutex::new(None),
+            clock: Clock::new(),
             config,
         }
+    }
+
+    /// The client's clock and its estimate of the server's.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The session's resumption state.

@@ -16,9 +16,11 @@ use ternio::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 
+mod delay;
 mod proxy;
 mod sealed;
 mod wait;
+pub use delay::DelayProxy;
 pub use proxy::CuttingProxy;
 pub use sealed::SealedConnection;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};

@@ -26,7 +26,7 @@ use ternio_protocol::Encode;
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
-use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping};
+use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping, TimeResponse};
 use ternio_protocol::{
     BytesMut, Decode, DisconnectReason, ErrorCode, Frame, FrameError, ReplySink,
 };
@@ -349,6 +349,18 @@ impl Engine {
                 }
                 None => {}
             },
+            system::TIME => {
+                // Answered here, like PING: no handler, no queue.
+                let clock = || TimeResponse::micros(std::time::SystemTime::now());
+                match TimeResponse::answer(header, &frame.body, clock) {
+                    Ok((_, time)) => {
+                        self.reply_to(header).packet(&time);
+                    }
+                    Err(error) => {
+                        self.error(header, ErrorCode::Malformed, &error);
+                    }
+                }
+            }
             system::DISCONNECT => {
                 let disconnect = Disconnect::decode_lossy(&frame.body);
                 self.closed = Some(disconnect.reason);
