@@ -349,7 +349,13 @@ impl Game {
                 room
             }
         };
-        if room.len() >= MAX_PLAYERS {
+        // Counted under the seats' lock, which every join takes: two joins
+        // at once cannot both take the last place.
+        let seated = seats
+            .values()
+            .filter(|seat| seat.room.name() == room_name)
+            .count();
+        if seated >= MAX_PLAYERS {
             return Err(HandlerError::new(errors::FULL, "the room is full"));
         }
         let id = {
