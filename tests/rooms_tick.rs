@@ -266,10 +266,17 @@ async fn the_room_ticks_at_its_rate() {
     let started = start(|b| b, TickRate::hz(50), RoomConfig::default(), simulation);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = started.room.stats().ticks;
+    let began = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ticks = started.room.stats().ticks - before;
-    // 50 a second; a loaded machine may skip a few, never run extra.
-    assert!((40..=52).contains(&ticks), "{ticks} ticks in 1 s at 50 Hz");
+    let expected = began.elapsed().as_secs_f64() * 50.0;
+    // 50 a second, never more (one of slack for where the reads fall
+    // between ticks); a loaded machine may skip a few.
+    assert!(
+        ticks as f64 <= expected + 1.0 && ticks as f64 >= expected * 0.8,
+        "{ticks} ticks in {:?} at 50 Hz",
+        began.elapsed()
+    );
     // The tick numbers count the ticks run, one by one.
     let numbers = log.lock().unwrap().ticks.clone();
     assert!(numbers.windows(2).all(|pair| pair[1] == pair[0] + 1));
@@ -518,11 +525,12 @@ async fn unreliable_snapshots_go_by_datagram_where_bound_and_on_the_stream_elsew
     let sent = after.snapshots_sent - before.snapshots_sent;
     let by_datagram = after.snapshots_by_datagram - before.snapshots_by_datagram;
     // Four snapshots a tick (two for all, one each): half of them, the
-    // bound client's, by datagram; the plain client's on the stream. The
-    // stats are read between ticks or within one: allow one tick's worth.
+    // bound client's, by datagram; the plain client's on the stream. Each
+    // read of the stats may fall inside a tick's counting: allow a tick's
+    // worth at each end.
     assert!(sent >= 20, "{sent} sent");
     assert!(
-        by_datagram.abs_diff(sent / 2) <= 2,
+        by_datagram.abs_diff(sent / 2) <= 4,
         "{by_datagram} of {sent} by datagram"
     );
     started.handle.shutdown();

@@ -55,7 +55,11 @@
 //! **The end.** The task ends when [`Room::stop`] is called or the last
 //! clone of the handle is dropped; its members then leave the group
 //! (without [`Simulation::leave`]: the simulation is dropped with the
-//! task).
+//! task). It does not end with the server: a server that shuts down
+//! closes the members' connections, and the room ticks on, empty, until
+//! it is stopped. Two rooms started with the same name share one hub
+//! group, and each broadcasts to the other's members: give rooms distinct
+//! names.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
