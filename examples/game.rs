@@ -1,31 +1,36 @@
-//! An authoritative game server with a fixed 30 Hz tick, and bots to load it.
+//! An authoritative game server on `ternio::room` (a 30 Hz tick per room),
+//! and bots to load it.
 //!
 //! ```text
 //! cargo run --release --example game -- --bots 50 --seconds 10
 //! cargo run --release --example game -- --bots 20 --rooms 4
-//! cargo run --release --example game -- --bots 150 --seconds 120 --stalled 1
+//! cargo run --release --example game -- --bots 150 --rooms 3 --seconds 120 --stalled 1
+//! cargo run --release --example game -- --bots 20 --no-datagrams    # snapshots on the stream
 //! cargo run --release --example game -- --tcp 127.0.0.1:7201      # the server alone, until ctrl-c
 //! ```
 //!
-//! Players join a room (a hub group), send their inputs fire-and-forget,
-//! and get a droppable snapshot of their room every tick; the simulation
-//! runs on its own task beside the connections (see
-//! `ternio_examples::game`). With `--bots N`, N bots play over TCP in this
-//! process for `--seconds`, then the example prints what the tick loop
-//! measured (tick-time percentiles, bytes per second, snapshots dropped by
-//! the server, per connection too), what the bots saw (snapshots, gaps
-//! in tick numbers), and what one player costs: the snapshot's size in
-//! bytes (fixed part plus 16 B per player), each player's bytes per second
-//! down and up, and how a room's traffic grows with the square of its size
-//! (every player gets every player's state 30 times a second). `--stalled K` adds K players that join and never read
-//! (they send an input a second): once the kernel's buffers for such a
-//! connection are full (several MB on loopback: under two minutes with 150
-//! bots in one room, `--bots 150 --seconds 120 --stalled 1`), the server
-//! drops its snapshots (`dropped_pushes()`) instead of holding up anyone
-//! else, until its write timeout (30 s with nothing written) disconnects it.
+//! Players join a room (a `ternio::room::Room`, at most 64 players) with a
+//! request on the stream, send their inputs fire-and-forget on the stream,
+//! and get a snapshot of their room every tick: an unreliable packet, by
+//! datagram to the bots (they bind a datagram channel over a secure
+//! session; `--no-datagrams`: they do not), on the stream otherwise (see
+//! `ternio_examples::game`). With `--bots N`, N bots play in this process
+//! for `--seconds`, then the example prints what the rooms measured (ticks,
+//! skipped, late and overrun ticks, snapshots queued, by datagram, dropped),
+//! what the bots saw (snapshots, gaps in tick numbers: a lost datagram is
+//! one), and what one player costs: the snapshot's size in bytes (fixed
+//! part plus 16 B per player), each player's bytes per second down and up,
+//! and how a room's traffic grows with the square of its size (every
+//! player gets every player's state 30 times a second). `--stalled K` adds
+//! K players that join over plain TCP and never read (they send an input a
+//! second): once the kernel's buffers for such a connection are full
+//! (several MB on loopback: under two minutes with 50 bots in its room),
+//! the server drops its snapshots (`dropped_pushes()`) instead of holding
+//! up anyone else, until its write timeout (30 s with nothing written)
+//! disconnects it.
 //!
-//! Without `--bots`, it serves until ctrl-c and prints the tick loop's
-//! numbers every 5 seconds.
+//! Without `--bots`, it serves until ctrl-c and prints the rooms' numbers
+//! every 5 seconds.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,21 +38,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hdrhistogram::Histogram;
 use ternio::{Hub, Server};
 use ternio_examples::game::{
-    self, BotConfig, BotReport, Game, INPUT_LEN, PLAYER_STATE_LEN, TICK_RATE, TickStats,
-    snapshot_len,
+    self, BotConfig, BotReport, Game, GameStats, INPUT_LEN, MAX_PLAYERS, PLAYER_STATE_LEN,
+    TICK_RATE, snapshot_datagram_len, snapshot_len,
 };
-use tokio::sync::watch;
 
 /// Command line of the game example.
 #[derive(Parser)]
-#[command(about = "Ternio game server (30 Hz authoritative tick) with optional bots")]
+#[command(about = "Ternio game server (rooms ticking at 30 Hz) with optional bots")]
 struct Args {
     /// Address of the TCP listener (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:7201")]
     tcp: SocketAddr,
+    /// Address of the UDP listener of the datagram channel (port 0: any
+    /// free port).
+    #[arg(long, default_value = "127.0.0.1:7202")]
+    udp: SocketAddr,
     /// Address of a WebSocket listener (path /ws), if wanted.
     #[arg(long)]
     ws: Option<SocketAddr>,
@@ -57,12 +64,15 @@ struct Args {
     /// How long the bots play.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// Spread the bots over this many rooms.
+    /// Spread the bots over this many rooms (64 players a room at most).
     #[arg(long, default_value_t = 1)]
     rooms: usize,
     /// Add this many players that join and never read (with `--bots`).
     #[arg(long, default_value_t = 0)]
     stalled: usize,
+    /// The bots bind no datagram channel: their snapshots come on the stream.
+    #[arg(long)]
+    no_datagrams: bool,
 }
 
 #[tokio::main]
@@ -80,38 +90,38 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let game = Game::new();
-    let mut builder = game::serve(Server::builder(), game.clone()).map_tcp(args.tcp);
+    let mut builder = game::serve(Server::builder(), game.clone())
+        .map_tcp(args.tcp)
+        .map_udp(args.udp);
     if let Some(ws) = args.ws {
         builder = builder.map_websocket(ws, "/ws");
     }
     let server = builder.build()?;
     let address = server.tcp_addrs()[0];
     println!("game over tcp on {address}, {TICK_RATE} ticks per second");
+    if let Some(udp) = server.udp_addr() {
+        println!("datagrams on udp {udp}");
+    }
     for ws in server.websocket_addrs() {
         println!("game over websocket on ws://{ws}/ws");
     }
     let handle = server.handle();
     let running = tokio::spawn(server.run());
 
-    // The simulation: a task of its own beside the connections' tasks.
-    let (stop, stopped) = watch::channel(false);
-    let ticking = tokio::spawn(game::simulate(game.clone(), handle.hub(), stopped));
-
     match args.bots {
         Some(bots) => play(&args, bots, address, &game, &handle.hub()).await?,
         None => serve_until_signal(&game).await,
     }
 
-    let _ = stop.send(true);
-    let _ = ticking.await;
+    game.stop();
     handle.shutdown();
     running.await??;
     println!("game stopped");
     Ok(())
 }
 
-/// The server alone: prints the tick loop's numbers every 5 s until Ctrl-C
-/// or SIGTERM.
+/// The server alone: prints the rooms' numbers every 5 s until Ctrl-C or
+/// SIGTERM.
 async fn serve_until_signal(game: &Game) {
     let stop = ternio::shutdown_signal();
     tokio::pin!(stop);
@@ -124,11 +134,13 @@ async fn serve_until_signal(game: &Game) {
             _ = every.tick() => {
                 let now = game.stats();
                 println!(
-                    "{} players; last 5 s: {} ticks ({} missed), tick p99 {} µs, {}/s, {} snapshots dropped",
+                    "{} players in {} rooms; last 5 s: {} ticks ({} skipped, {} late, {} overruns), {}/s, {} snapshots dropped",
                     game.players().len(),
+                    game.rooms().len(),
                     now.ticks - before.ticks,
-                    now.missed - before.missed,
-                    since(&now.tick_time_us, &before.tick_time_us).value_at_quantile(0.99),
+                    now.skipped - before.skipped,
+                    now.late - before.late,
+                    now.overruns - before.overruns,
                     rate(now.bytes - before.bytes, 5.0),
                     now.dropped - before.dropped,
                 );
@@ -161,14 +173,22 @@ async fn play(
     let rooms = args.rooms.max(1);
     let room = |index: usize| format!("room-{}", index % rooms);
     println!(
-        "{bots} bots in {rooms} room(s) for {:.1} s{}",
+        "{bots} bots in {rooms} room(s) for {:.1} s, snapshots {}{}",
         duration.as_secs_f64(),
+        if args.no_datagrams {
+            "on the stream"
+        } else {
+            "by datagram"
+        },
         if args.stalled > 0 {
             format!(", with {} stalled player(s)", args.stalled)
         } else {
             String::new()
         }
     );
+    if bots + args.stalled > rooms * MAX_PLAYERS {
+        println!("  (a room takes {MAX_PLAYERS} players: the others are refused; add --rooms)");
+    }
     let mut stalled = Vec::with_capacity(args.stalled);
     for index in 0..args.stalled {
         stalled
@@ -177,16 +197,18 @@ async fn play(
     let before = game.stats();
     let tasks: Vec<_> = (0..bots)
         .map(|index| {
-            tokio::spawn(game::run_bot(
-                address,
-                BotConfig::new(index, &room(index), duration),
-            ))
+            let mut config = BotConfig::new(index, &room(index), duration);
+            config.datagrams = !args.no_datagrams;
+            tokio::spawn(game::run_bot(address, config))
         })
         .collect();
 
     let mut reports = Vec::with_capacity(bots);
     for task in tasks {
-        reports.push(task.await??);
+        match task.await? {
+            Ok(report) => reports.push(report),
+            Err(error) => println!("  a bot failed: {error}"),
+        }
     }
     let after = game.stats();
     // Let the disconnect hooks of the bots' connections run: they keep each
@@ -219,34 +241,33 @@ async fn play(
 }
 
 fn print_server(
-    before: &TickStats,
-    after: &TickStats,
+    before: &GameStats,
+    after: &GameStats,
     duration: Duration,
     per_connection: &BTreeMap<String, u64>,
 ) {
     let seconds = duration.as_secs_f64();
     println!();
-    println!("server");
+    println!("server (all rooms)");
     println!(
-        "  ticks: {} ({} missed and skipped)",
+        "  ticks: {} ({} skipped, {} late by over a tenth of a period, {} overran their period)",
         after.ticks - before.ticks,
-        after.missed - before.missed
+        after.skipped - before.skipped,
+        after.late - before.late,
+        after.overruns - before.overruns,
     );
     println!(
-        "  tick time:     {}",
-        percentiles(&since(&after.tick_time_us, &before.tick_time_us))
-    );
-    println!(
-        "  tick lateness: {}",
-        percentiles(&since(&after.lateness_us, &before.lateness_us))
-    );
-    println!(
-        "  snapshots: {} queued, {} dropped (connection behind), {} failed",
+        "  snapshots: {} queued ({} by datagram), {} dropped (connection behind), {} failed",
         after.queued - before.queued,
+        after.by_datagram - before.by_datagram,
         after.dropped - before.dropped,
         after.failed - before.failed
     );
-    println!("  sent: {}/s", rate(after.bytes - before.bytes, seconds));
+    println!(
+        "  sent: {}/s; inputs refused (64 waiting): {}",
+        rate(after.bytes - before.bytes, seconds),
+        after.inputs_refused - before.inputs_refused
+    );
     let behind: Vec<String> = per_connection
         .iter()
         .filter(|&(_, &dropped)| dropped > 0)
@@ -266,7 +287,7 @@ fn print_bots(reports: &[BotReport], duration: Duration) {
     let sum = |field: fn(&BotReport) -> u64| reports.iter().map(field).sum::<u64>();
     println!("bots");
     println!(
-        "  snapshots: {} received, {} missing ticks (gaps), {} out of order, {} dropped by subscription buffers",
+        "  snapshots: {} received, {} missing ticks (gaps: datagrams lost, or dropped), {} out of order, {} dropped by subscription buffers",
         sum(|r| r.snapshots),
         sum(|r| r.gaps),
         sum(|r| r.out_of_order),
@@ -298,14 +319,56 @@ fn print_per_player(reports: &[BotReport], duration: Duration) {
     let snapshots: u64 = reports.iter().map(|r| r.snapshots).sum();
     let received: u64 = reports.iter().map(|r| r.bytes).sum();
     let inputs: u64 = reports.iter().map(|r| r.inputs).sum();
-    let fixed = snapshot_len(0);
+    let by_datagram = reports.iter().all(|r| r.datagrams);
+    let (size, fixed, what) = if by_datagram {
+        (
+            snapshot_datagram_len as fn(usize) -> u64,
+            snapshot_datagram_len(0),
+            "datagram: token, sequence number, header, tag, tick, count",
+        )
+    } else {
+        (
+            snapshot_len as fn(usize) -> u64,
+            snapshot_len(0),
+            "TCP frame: length prefix, header, tick, count",
+        )
+    };
     println!("per player");
     println!(
-        "  snapshot: {} B on average, {} B with {room} players: {fixed} B (length prefix, \
-         header, tick, count) + {PLAYER_STATE_LEN} B per player (id, x, y, last input)",
+        "  snapshot: {} B on average, {} B with {room} players: {fixed} B ({what}) + \
+         {PLAYER_STATE_LEN} B per player (id, x, y, last input); largest received {} B",
         received / snapshots.max(1),
-        snapshot_len(room),
+        size(room),
+        reports
+            .iter()
+            .map(|r| r.largest_snapshot)
+            .max()
+            .unwrap_or(0),
     );
+    // Each player's own figures, when they fit on a screen.
+    for report in reports.iter().take(20) {
+        println!(
+            "  {}: down {}/s ({} snapshots{}), up {}/s",
+            report.name,
+            rate(report.bytes, seconds),
+            report.snapshots,
+            if report.datagrams {
+                " by datagram"
+            } else {
+                " on the stream"
+            },
+            rate(report.inputs * INPUT_LEN as u64, seconds),
+        );
+    }
+    if reports.len() > 20 {
+        let least = reports.iter().min_by_key(|r| r.bytes).unwrap_or(busiest);
+        println!(
+            "  … and {} more; the least: {} down {}/s",
+            reports.len() - 20,
+            least.name,
+            rate(least.bytes, seconds)
+        );
+    }
     println!(
         "  down: {}/s on average, {}/s at most ({}): {TICK_RATE} snapshots a second of its room",
         rate(received / bots, seconds),
@@ -317,35 +380,13 @@ fn print_per_player(reports: &[BotReport], duration: Duration) {
         rate(inputs * INPUT_LEN as u64 / bots, seconds),
         inputs as f64 / bots as f64 / seconds.max(f64::EPSILON),
     );
-    let per_room = |players: usize| players as u64 * u64::from(TICK_RATE) * snapshot_len(players);
+    let per_room = |players: usize| players as u64 * u64::from(TICK_RATE) * size(players);
     println!(
         "  a room of N players costs the server N x {TICK_RATE} x ({fixed} + {PLAYER_STATE_LEN} x N) B/s, \
          growing with N squared: {room} players {}/s, 2 x {room} players {}/s",
         rate(per_room(room), 1.0),
         rate(per_room(2 * room), 1.0),
     );
-}
-
-/// What `after` recorded since it was `before`.
-fn since(after: &Histogram<u64>, before: &Histogram<u64>) -> Histogram<u64> {
-    let mut recent = after.clone();
-    // `before` is an earlier state of the same histogram: every count fits.
-    let _ = recent.subtract(before);
-    recent
-}
-
-fn percentiles(histogram: &Histogram<u64>) -> String {
-    if histogram.is_empty() {
-        return "no ticks".to_owned();
-    }
-    format!(
-        "p50 {} µs, p90 {} µs, p99 {} µs, p99.9 {} µs, max {} µs",
-        histogram.value_at_quantile(0.5),
-        histogram.value_at_quantile(0.9),
-        histogram.value_at_quantile(0.99),
-        histogram.value_at_quantile(0.999),
-        histogram.max()
-    )
 }
 
 fn rate(bytes: u64, seconds: f64) -> String {

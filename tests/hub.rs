@@ -339,7 +339,8 @@ async fn broadcast_and_kick_from_outside_a_handler() {
         Delivery {
             queued: 2,
             dropped: 0,
-            failed: 0
+            failed: 0,
+            datagrams: 0
         }
     );
     assert_eq!(said(&mut ann).await.text, "maintenance at noon");

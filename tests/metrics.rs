@@ -132,6 +132,7 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         .build()
         .unwrap();
     let address = server.tcp_addrs()[0];
+    let handle = server.handle();
     tokio::spawn(server.run());
 
     let client = Client::connect_tcp(address).await.unwrap();
@@ -139,6 +140,7 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
         let sum: Sum = client.request_async(&Add { a: 1, b: 2 }).await.unwrap();
         assert_eq!(sum, Sum(3));
     }
+    rooms_count_their_ticks(&handle.hub(), metrics_address).await;
     let error = client.request_as::<()>(&Unhandled).await.unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::UnknownOpcode));
     let error = client
@@ -172,6 +174,63 @@ async fn the_prometheus_endpoint_counts_the_traffic_by_the_conventions() {
     follows_the_conventions(&text);
     the_table_lists_what_is_exported(&text);
     the_dashboard_queries_what_is_exported(&text);
+}
+
+/// A room of one member (the client's connection): ticks, an overrun (a
+/// tick that sleeps past its period), an input refused (a bound of one);
+/// read back from the endpoint. It sends no snapshot: the traffic counted
+/// below is the requests' alone.
+async fn rooms_count_their_ticks(hub: &ternio::Hub, metrics_address: std::net::SocketAddr) {
+    use ternio::room::{InputError, Inputs, Room, RoomConfig, Simulation, Snapshots, TickRate};
+
+    struct Slow;
+    impl Simulation for Slow {
+        type Input = ();
+        type Snapshot = Sum;
+        fn tick(&mut self, tick: u64, _: &mut Inputs<()>, _: &mut Snapshots<Sum>) {
+            if tick == 3 {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }
+    }
+
+    let member = hub.connection_ids()[0];
+    let room = Room::start_with(
+        hub.clone(),
+        "metrics",
+        TickRate::hz(50),
+        RoomConfig { max_inputs: 1 },
+        Slow,
+    );
+    assert!(room.join(member));
+    eventually("an input refused", || {
+        let _ = room.input(member, ());
+        room.input(member, ()) == Err(InputError::Full)
+    })
+    .await;
+    eventually("an overrun", || room.stats().overruns >= 1).await;
+    room.stop();
+    eventually("the room stopped", || !room.is_running()).await;
+    let text = scrape(metrics_address).await;
+    let stats_after = room.stats();
+    assert_eq!(
+        sample(&text, "ternio_room_ticks_total"),
+        Some(stats_after.ticks as f64),
+        "{text}"
+    );
+    assert!(sample(&text, "ternio_room_overruns_total") >= Some(1.0));
+    assert_eq!(
+        sample(&text, "ternio_room_refused_inputs_total"),
+        Some(stats_after.inputs_refused as f64)
+    );
+    assert_eq!(sample(&text, "ternio_room_snapshots_total"), Some(0.0));
+    assert_eq!(
+        sample(&text, "ternio_room_tick_duration_seconds_count"),
+        Some(stats_after.ticks as f64),
+        "{text}"
+    );
+    assert!(sample(&text, "ternio_room_late_ticks_total").is_some());
+    assert!(sample(&text, "ternio_room_skipped_ticks_total").is_some());
 }
 
 fn counts_the_traffic(text: &str) {

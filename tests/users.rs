@@ -407,7 +407,8 @@ async fn send_user_reaches_every_connection_of_the_user_and_no_other() {
         Delivery {
             queued: 2,
             dropped: 0,
-            failed: 0
+            failed: 0,
+            datagrams: 0
         }
     );
     // Then one push each to the others: the first they hear is their own.

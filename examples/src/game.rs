@@ -1,39 +1,43 @@
-//! The game service: an authoritative server with a fixed 30 Hz tick, and
-//! the bots that `examples/game.rs --bots N` runs against it.
+//! The game service: an authoritative server built on
+//! [`ternio::room`]: one [`Room`] per game room, ticking at 30 Hz, and the
+//! bots that `examples/game.rs --bots N` runs against it.
 //!
-//! - Players join a room with a request ([`JoinGame`] → [`Welcome`]); the
-//!   room is a hub group.
-//! - They steer with [`Input`], sent fire-and-forget (`client.send`, request
-//!   id 0: no reply, no waiting). The handler only records the latest
-//!   input; it moves nobody.
-//! - The simulation ([`simulate`]) runs on its own task beside the
-//!   dispatcher, on a tokio interval: each tick it moves every player by
-//!   its latest input, then broadcasts one [`Snapshot`] per room. Snapshots
-//!   are `droppable`, and the server runs with
-//!   [`SlowConsumerPolicy::DropDroppable`]: a player whose connection falls
-//!   behind misses snapshots (the next one replaces them anyway) instead of
-//!   being disconnected or holding up the others.
+//! - Players join a room with a request on the stream ([`JoinGame`] →
+//!   [`Welcome`]); the handler makes their connection a member of the
+//!   room's [`Room`] (started on first use, at most [`MAX_ROOMS`], each of
+//!   at most [`MAX_PLAYERS`]).
+//! - They steer with [`Input`], commands sent fire-and-forget on the
+//!   stream (`client.send`, request id 0: in order, no reply). The handler
+//!   queues them in the room ([`Room::input`]: at most 64 a player between
+//!   two ticks); it moves nobody.
+//! - The simulation ([`Arena`], a [`Simulation`]) runs on the room's task:
+//!   each tick it applies every player's inputs in the order sent, moves
+//!   everyone, and broadcasts one [`Snapshot`] to the room. Snapshots are
+//!   `#[packet(unreliable)]`: they go by datagram to a player that bound a
+//!   datagram channel (the bots do, over a secure session), on the stream
+//!   to one that did not; `droppable` too, so on the stream a player whose
+//!   connection falls behind misses snapshots (the next one replaces them)
+//!   instead of being disconnected ([`SlowConsumerPolicy::DropDroppable`]).
 //!
-//! Handlers and the tick share the [`Game`] (given to the server as state)
-//! and touch its world under one short mutex: handlers write inputs, the
-//! tick reads them and writes positions. Encoding and queueing the
-//! snapshots happens after the lock is released.
+//! The room's task owns each room's world: handlers and ticks share no
+//! lock over it. What the game keeps beside the rooms (who plays where, and
+//! what the last snapshot measured) is behind short mutexes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
+use ternio::protocol::datagram::DATAGRAM_OVERHEAD;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::protocol::{Encode, codec};
+use ternio::room::{Inputs, Room, Simulation, Snapshots, TickRate};
 use ternio::{
     CloseCause, Codec, ConnectionHandle, ConnectionId, Context, HandlerError, Hub, Packet,
     ServerBuilder, SlowConsumerPolicy, State, packet_controller,
 };
-use ternio_client::{Client, ClientError};
-use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
+use ternio_client::{Client, ClientConfig, ClientError, SecureConfig};
+use tokio::time::MissedTickBehavior;
 
 /// Ticks per second of the simulation.
 pub const TICK_RATE: u32 = 30;
@@ -41,8 +45,13 @@ pub const TICK_RATE: u32 = 30;
 pub const ARENA: f32 = 100.0;
 /// How far a player moves per second, in arena units.
 pub const SPEED: f32 = 20.0;
-/// Bytes of pushes that may wait for one connection (its outbox).
-/// About a second of snapshots for a few dozen players: a snapshot older
+/// Players a room takes: a snapshot of that many still fits in one
+/// datagram of the default 1,200 bytes ([`snapshot_datagram_len`]).
+pub const MAX_PLAYERS: usize = 64;
+/// Rooms the server runs at most (each is a task that ticks).
+pub const MAX_ROOMS: usize = 64;
+/// Bytes of pushes that may wait for one connection (its outbox): about a
+/// second of snapshots on the stream for a full room. A snapshot older
 /// than that is worthless, so past it they are dropped.
 pub const OUTBOX_BYTES: usize = 32 * 1024;
 
@@ -68,8 +77,8 @@ pub struct Welcome {
     pub arena: f32,
 }
 
-/// 0x0203, sent fire-and-forget: which way the player wants to go, from
-/// now until the next input.
+/// 0x0203, sent fire-and-forget on the stream: which way the player wants
+/// to go, from the tick that takes it on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0203, response = ())]
 pub struct Input {
@@ -94,12 +103,14 @@ pub struct PlayerState {
     pub last_input: u32,
 }
 
-/// 0x0210, pushed to a room every tick: where everyone is. Droppable: a
-/// connection that falls behind misses some, and the next one replaces them.
+/// 0x0210, pushed to a room every tick: where everyone is. Unreliable: by
+/// datagram where the player bound a channel, so a lost one is simply
+/// replaced by the next; droppable: on the stream, a connection that falls
+/// behind misses some.
 #[derive(Debug, Clone, PartialEq, Packet)]
-#[packet(opcode = 0x0210, droppable)]
+#[packet(opcode = 0x0210, droppable, unreliable)]
 pub struct Snapshot {
-    /// The tick, counting up by one from the server's start.
+    /// The room's tick, counting up by one from the room's start.
     pub tick: u32,
     /// Every player of the room.
     pub players: Vec<PlayerState>,
@@ -110,14 +121,34 @@ impl Snapshot {
     pub fn wire_len(&self) -> u64 {
         (4 + frame::HEADER_LEN + self.encoded_len()) as u64
     }
+
+    /// Bytes of this snapshot as a datagram (the UDP payload: token,
+    /// sequence number, header, body, tag; UDP and IP headers not counted).
+    pub fn datagram_len(&self) -> u64 {
+        (DATAGRAM_OVERHEAD + frame::HEADER_LEN + self.encoded_len()) as u64
+    }
+}
+
+/// Bytes of a snapshot's body for a room of `players`: the tick (`u32`),
+/// the list's count (a varint: one byte up to 127 players), then each
+/// [`PlayerState`].
+fn snapshot_body_len(players: usize) -> usize {
+    4 + codec::len_varint_len(players) + players * PLAYER_STATE_LEN
 }
 
 /// Bytes of a snapshot of a room of `players` as a TCP frame: what
 /// [`Snapshot::wire_len`] gives, worked out from the layout: the 4-byte
-/// length prefix, the 7-byte header, the tick (`u32`), the list's count (a
-/// varint: one byte up to 127 players), then each [`PlayerState`].
+/// length prefix, the 7-byte header, then the body (the tick, the count,
+/// each [`PlayerState`]).
 pub fn snapshot_len(players: usize) -> u64 {
-    (4 + frame::HEADER_LEN + 4 + codec::len_varint_len(players) + players * PLAYER_STATE_LEN) as u64
+    (4 + frame::HEADER_LEN + snapshot_body_len(players)) as u64
+}
+
+/// Bytes of a snapshot of a room of `players` as a datagram: what
+/// [`Snapshot::datagram_len`] gives: the datagram's own
+/// [`DATAGRAM_OVERHEAD`] (token, sequence number, tag), the header, the body.
+pub fn snapshot_datagram_len(players: usize) -> u64 {
+    (DATAGRAM_OVERHEAD + frame::HEADER_LEN + snapshot_body_len(players)) as u64
 }
 
 /// Bytes of one [`PlayerState`] in a snapshot: id, x, y, last input.
@@ -137,14 +168,26 @@ pub mod errors {
     pub const NOT_JOINED: AppCode = AppCode::new(101);
     /// A second [`JoinGame`](super::JoinGame) on one connection.
     pub const ALREADY_JOINED: AppCode = AppCode::new(102);
+    /// The room has [`MAX_PLAYERS`](super::MAX_PLAYERS) players, or the
+    /// server [`MAX_ROOMS`](super::MAX_ROOMS) rooms.
+    pub const FULL: AppCode = AppCode::new(103);
+    /// More inputs than a room queues between two ticks (64): this one
+    /// was not queued.
+    pub const TOO_MANY_INPUTS: AppCode = AppCode::new(104);
 }
 
-/// One player of the world.
+/// A player as the game knows it outside the rooms.
 #[derive(Debug, Clone)]
-struct Player {
+struct Seat {
     id: u32,
     name: String,
-    room: Arc<str>,
+    room: Room<Input>,
+}
+
+/// One player of a room's world.
+#[derive(Debug, Clone, Copy)]
+struct Player {
+    id: u32,
     x: f32,
     y: f32,
     dx: i8,
@@ -152,50 +195,30 @@ struct Player {
     last_input: u32,
 }
 
-/// Everything the simulation owns.
-#[derive(Debug, Default)]
-struct World {
-    players: HashMap<ConnectionId, Player>,
-    next_id: u32,
-    tick: u32,
-}
-
-/// What the tick loop measured.
-#[derive(Debug, Clone)]
-pub struct TickStats {
-    /// Ticks simulated.
+/// What the rooms measured, all rooms together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GameStats {
+    /// Ticks run ([`RoomStats::ticks`](ternio::room::RoomStats::ticks)).
     pub ticks: u64,
-    /// Ticks skipped because the loop woke up more than a period late
-    /// (see [`simulate`]).
-    pub missed: u64,
-    /// Time each tick took (simulate, encode, queue), in microseconds.
-    pub tick_time_us: Histogram<u64>,
-    /// How late each tick started after its scheduled instant, in microseconds.
-    pub lateness_us: Histogram<u64>,
-    /// Snapshots queued, one per member per tick ([`ternio::Delivery::queued`]).
+    /// Ticks skipped because a room's task woke up more than a period late.
+    pub skipped: u64,
+    /// Ticks that started more than a tenth of a period late.
+    pub late: u64,
+    /// Ticks whose work took longer than a period.
+    pub overruns: u64,
+    /// Snapshots queued, one per member per tick.
     pub queued: u64,
-    /// Snapshots dropped for members that were behind ([`ternio::Delivery::dropped`]).
+    /// Of those, the ones that went by datagram.
+    pub by_datagram: u64,
+    /// Snapshots dropped for members that were behind (on the stream).
     pub dropped: u64,
-    /// Snapshots that found their member disconnecting ([`ternio::Delivery::failed`]).
+    /// Snapshots that found their member disconnecting.
     pub failed: u64,
-    /// Bytes of the snapshots queued, as TCP frames.
+    /// Inputs refused because a player had 64 waiting.
+    pub inputs_refused: u64,
+    /// Bytes of the snapshots queued (as datagrams or TCP frames, by the
+    /// way each went).
     pub bytes: u64,
-}
-
-impl Default for TickStats {
-    fn default() -> Self {
-        let histogram = || Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
-        Self {
-            ticks: 0,
-            missed: 0,
-            tick_time_us: histogram(),
-            lateness_us: histogram(),
-            queued: 0,
-            dropped: 0,
-            failed: 0,
-            bytes: 0,
-        }
-    }
 }
 
 /// A player who left: what its connection missed, and why it closed.
@@ -210,15 +233,21 @@ pub struct Departure {
     pub cause: CloseCause,
 }
 
+#[derive(Default)]
 struct GameShared {
-    world: Mutex<World>,
-    stats: Mutex<TickStats>,
+    /// The rooms by name.
+    rooms: Mutex<BTreeMap<String, Room<Input>>>,
+    /// Who plays, by connection.
+    seats: Mutex<HashMap<ConnectionId, Seat>>,
+    next_id: Mutex<u32>,
+    /// Bytes of the snapshots queued, by the ticks' own count.
+    bytes: Mutex<u64>,
     departures: Mutex<Vec<Departure>>,
 }
 
-/// The game: its world and the tick loop's measurements. Cheap to clone;
-/// give one clone to the server ([`serve`]) and one to [`simulate`].
-#[derive(Clone)]
+/// The game: its rooms and who plays in them. Cheap to clone; give one
+/// clone to the server ([`serve`]) and keep one to read its figures.
+#[derive(Clone, Default)]
 pub struct Game {
     shared: Arc<GameShared>,
 }
@@ -231,12 +260,6 @@ impl std::fmt::Debug for Game {
     }
 }
 
-impl Default for Game {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -244,80 +267,45 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Game {
-    /// An empty world at tick 0.
+    /// No room yet; each starts with its first player.
     pub fn new() -> Self {
-        Self {
-            shared: Arc::new(GameShared {
-                world: Mutex::default(),
-                stats: Mutex::default(),
-                departures: Mutex::default(),
-            }),
-        }
+        Self::default()
     }
 
-    /// What the tick loop measured so far.
-    pub fn stats(&self) -> TickStats {
-        lock(&self.shared.stats).clone()
+    /// What the rooms measured so far, all rooms together.
+    pub fn stats(&self) -> GameStats {
+        let mut total = GameStats {
+            bytes: *lock(&self.shared.bytes),
+            ..GameStats::default()
+        };
+        for room in lock(&self.shared.rooms).values() {
+            let stats = room.stats();
+            total.ticks += stats.ticks;
+            total.skipped += stats.skipped;
+            total.late += stats.late_ticks;
+            total.overruns += stats.overruns;
+            total.queued += stats.snapshots_sent;
+            total.by_datagram += stats.snapshots_by_datagram;
+            total.dropped += stats.snapshots_dropped;
+            total.failed += stats.snapshots_failed;
+            total.inputs_refused += stats.inputs_refused;
+        }
+        total
+    }
+
+    /// The rooms' names.
+    pub fn rooms(&self) -> Vec<String> {
+        lock(&self.shared.rooms).keys().cloned().collect()
     }
 
     /// The players now: their connection, id and name.
     pub fn players(&self) -> Vec<(ConnectionId, u32, String)> {
-        let world = lock(&self.shared.world);
-        let mut players: Vec<_> = world
-            .players
+        let mut players: Vec<_> = lock(&self.shared.seats)
             .iter()
-            .map(|(connection, player)| (*connection, player.id, player.name.clone()))
+            .map(|(connection, seat)| (*connection, seat.id, seat.name.clone()))
             .collect();
         players.sort_by_key(|(_, id, _)| *id);
         players
-    }
-
-    fn join(
-        &self,
-        connection: ConnectionId,
-        name: String,
-        room: &str,
-    ) -> Result<u32, HandlerError> {
-        let mut world = lock(&self.shared.world);
-        if world.players.contains_key(&connection) {
-            return Err(HandlerError::new(
-                errors::ALREADY_JOINED,
-                "already in the game",
-            ));
-        }
-        let id = world.next_id;
-        world.next_id += 1;
-        // Spread the players over the arena, away from the walls.
-        let x = 10.0 + (id.wrapping_mul(37) % 80) as f32;
-        let y = 10.0 + (id.wrapping_mul(61) % 80) as f32;
-        world.players.insert(
-            connection,
-            Player {
-                id,
-                name,
-                room: room.into(),
-                x,
-                y,
-                dx: 0,
-                dy: 0,
-                last_input: 0,
-            },
-        );
-        Ok(id)
-    }
-
-    fn input(&self, connection: ConnectionId, input: Input) -> Result<(), HandlerError> {
-        let mut world = lock(&self.shared.world);
-        let Some(player) = world.players.get_mut(&connection) else {
-            return Err(HandlerError::new(errors::NOT_JOINED, "join the game first"));
-        };
-        // Inputs of one connection arrive in order; an old one changes nothing.
-        if input.seq > player.last_input {
-            player.dx = input.dx.signum();
-            player.dy = input.dy.signum();
-            player.last_input = input.seq;
-        }
-        Ok(())
     }
 
     /// The players who left, in the order they did.
@@ -325,52 +313,214 @@ impl Game {
         lock(&self.shared.departures).clone()
     }
 
-    fn leave(&self, connection: ConnectionId) -> Option<Player> {
-        lock(&self.shared.world).players.remove(&connection)
+    /// Stops every room (their tasks end); players stay connected.
+    pub fn stop(&self) {
+        for room in lock(&self.shared.rooms).values() {
+            room.stop();
+        }
     }
 
-    /// The disconnect hook: the player leaves the world, and what its
-    /// connection missed is kept.
+    /// Seats `connection` in the room `name`, starting the room on first
+    /// use (on `ctx`'s hub).
+    fn join(&self, ctx: &Context, name: String, room_name: &str) -> Result<u32, HandlerError> {
+        let connection = ctx.connection_id();
+        let mut seats = lock(&self.shared.seats);
+        if seats.contains_key(&connection) {
+            return Err(HandlerError::new(
+                errors::ALREADY_JOINED,
+                "already in the game",
+            ));
+        }
+        let room = {
+            let mut rooms = lock(&self.shared.rooms);
+            if let Some(room) = rooms.get(room_name) {
+                room.clone()
+            } else {
+                if rooms.len() >= MAX_ROOMS {
+                    return Err(HandlerError::new(errors::FULL, "too many rooms"));
+                }
+                let room = Room::start(
+                    ctx.hub(),
+                    room_name,
+                    TickRate::hz(TICK_RATE),
+                    Arena::new(self.clone(), ctx.hub()),
+                );
+                rooms.insert(room_name.to_owned(), room.clone());
+                room
+            }
+        };
+        // Counted under the seats' lock, which every join takes: two joins
+        // at once cannot both take the last place.
+        let seated = seats
+            .values()
+            .filter(|seat| seat.room.name() == room_name)
+            .count();
+        if seated >= MAX_PLAYERS {
+            return Err(HandlerError::new(errors::FULL, "the room is full"));
+        }
+        let id = {
+            let mut next = lock(&self.shared.next_id);
+            *next += 1;
+            *next - 1
+        };
+        // Seated before joining: the room's Arena::join reads the seat.
+        seats.insert(
+            connection,
+            Seat {
+                id,
+                name,
+                room: room.clone(),
+            },
+        );
+        drop(seats);
+        if !room.join(connection) {
+            // The connection closed meanwhile: leave no ghost.
+            lock(&self.shared.seats).remove(&connection);
+        }
+        Ok(id)
+    }
+
+    fn input(&self, connection: ConnectionId, input: Input) -> Result<(), HandlerError> {
+        let room = match lock(&self.shared.seats).get(&connection) {
+            Some(seat) => seat.room.clone(),
+            None => return Err(HandlerError::new(errors::NOT_JOINED, "join the game first")),
+        };
+        room.input(connection, input)
+            .map_err(|error| HandlerError::new(errors::TOO_MANY_INPUTS, error.to_string()))
+    }
+
+    fn seat_id(&self, connection: ConnectionId) -> Option<u32> {
+        lock(&self.shared.seats)
+            .get(&connection)
+            .map(|seat| seat.id)
+    }
+
+    /// The disconnect hook: the player's seat goes (its room sees the
+    /// connection closed at its next tick), and what its connection missed
+    /// is kept.
     fn disconnected(&self, connection: &ConnectionHandle, cause: &CloseCause) {
-        if let Some(player) = self.leave(connection.id()) {
+        if let Some(seat) = lock(&self.shared.seats).remove(&connection.id()) {
             lock(&self.shared.departures).push(Departure {
-                name: player.name,
+                name: seat.name,
                 dropped: connection.dropped_pushes(),
                 cause: cause.clone(),
             });
         }
     }
+}
 
-    /// Advances the world by one tick of `dt` seconds; returns each room's
-    /// snapshot.
-    fn step(&self, dt: f32) -> Vec<(Arc<str>, Snapshot)> {
-        let mut world = lock(&self.shared.world);
-        world.tick = world.tick.wrapping_add(1);
-        let tick = world.tick;
-        let mut rooms: HashMap<Arc<str>, Vec<PlayerState>> = HashMap::new();
-        for player in world.players.values_mut() {
+/// One room's world: a [`Simulation`] its [`Room`] runs at [`TICK_RATE`].
+///
+/// Every tick moves each player by a fixed `1/TICK_RATE` s along its
+/// latest direction: the room's clock skips ticks it cannot run in time
+/// rather than bunching them (see [`ternio::room`]), so the world runs
+/// slower than the wall clock only while the server is overloaded, and
+/// tick numbers stay consecutive (a gap a player sees is a snapshot lost
+/// on the way, not a skipped tick).
+pub struct Arena {
+    game: Game,
+    hub: Hub,
+    players: BTreeMap<ConnectionId, Player>,
+    dt: f32,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("players", &self.players.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Arena {
+    fn new(game: Game, hub: Hub) -> Self {
+        Self {
+            game,
+            hub,
+            players: BTreeMap::new(),
+            dt: 1.0 / TICK_RATE as f32,
+        }
+    }
+}
+
+impl Simulation for Arena {
+    type Input = Input;
+    type Snapshot = Snapshot;
+
+    fn join(&mut self, member: ConnectionId) {
+        // Seated by Game::join before it joined; a connection that closed
+        // since has no seat: it leaves at the next tick.
+        let Some(id) = self.game.seat_id(member) else {
+            return;
+        };
+        // Spread the players over the arena, away from the walls.
+        let x = 10.0 + (id.wrapping_mul(37) % 80) as f32;
+        let y = 10.0 + (id.wrapping_mul(61) % 80) as f32;
+        self.players.insert(
+            member,
+            Player {
+                id,
+                x,
+                y,
+                dx: 0,
+                dy: 0,
+                last_input: 0,
+            },
+        );
+    }
+
+    fn leave(&mut self, member: ConnectionId) {
+        self.players.remove(&member);
+    }
+
+    fn tick(&mut self, tick: u64, inputs: &mut Inputs<Input>, out: &mut Snapshots<Snapshot>) {
+        for (member, input) in inputs.take_all() {
+            // One player's inputs come in the order sent; an old one
+            // changes nothing.
+            if let Some(player) = self.players.get_mut(&member)
+                && input.seq > player.last_input
+            {
+                player.dx = input.dx.signum();
+                player.dy = input.dy.signum();
+                player.last_input = input.seq;
+            }
+        }
+        let mut players = Vec::with_capacity(self.players.len());
+        for player in self.players.values_mut() {
             let (dx, dy) = (f32::from(player.dx), f32::from(player.dy));
             // Diagonals are no faster than straight lines.
             let norm = (dx * dx + dy * dy).sqrt().max(1.0);
-            player.x = (player.x + dx / norm * SPEED * dt).clamp(0.0, ARENA);
-            player.y = (player.y + dy / norm * SPEED * dt).clamp(0.0, ARENA);
-            rooms
-                .entry(Arc::clone(&player.room))
-                .or_default()
-                .push(PlayerState {
-                    id: player.id,
-                    x: player.x,
-                    y: player.y,
-                    last_input: player.last_input,
-                });
+            player.x = (player.x + dx / norm * SPEED * self.dt).clamp(0.0, ARENA);
+            player.y = (player.y + dy / norm * SPEED * self.dt).clamp(0.0, ARENA);
+            players.push(PlayerState {
+                id: player.id,
+                x: player.x,
+                y: player.y,
+                last_input: player.last_input,
+            });
         }
-        rooms
-            .into_iter()
-            .map(|(room, mut players)| {
-                players.sort_by_key(|player| player.id);
-                (room, Snapshot { tick, players })
+        players.sort_by_key(|player| player.id);
+        let snapshot = Snapshot {
+            tick: tick as u32,
+            players,
+        };
+        // What this tick's snapshots weigh, each by the way it will go
+        // (counted here, before sending: a member that closes meanwhile
+        // is counted too).
+        let bytes: u64 = self
+            .players
+            .keys()
+            .filter_map(|member| self.hub.connection(*member))
+            .map(|connection| {
+                if connection.has_datagrams() {
+                    snapshot.datagram_len()
+                } else {
+                    snapshot.wire_len()
+                }
             })
-            .collect()
+            .sum();
+        *lock(&self.game.shared.bytes) += bytes;
+        out.broadcast(snapshot);
     }
 }
 
@@ -399,13 +549,7 @@ impl GameController {
                 "a room has 1 to 64 characters",
             ));
         }
-        let player = game.join(ctx.connection_id(), name, &room)?;
-        // The room is a hub group: the tick broadcasts each room's snapshot to it.
-        if !ctx.hub().join(&room, ctx.connection_id()) {
-            // The connection closed meanwhile (its disconnect hook may have
-            // run already): leave no ghost in the world.
-            game.leave(ctx.connection_id());
-        }
+        let player = game.join(ctx, name, &room)?;
         Ok(Welcome {
             player,
             tick_rate: TICK_RATE as u16,
@@ -420,11 +564,12 @@ impl GameController {
 }
 
 /// Adds the game to `builder`: the [`GameController`], `game` as shared
-/// state, a disconnect hook that takes the player out of the world (and
-/// keeps its connection's drop count, see [`Game::departures`]), and the
-/// outbound limits a game wants: droppable snapshots are dropped for a
-/// connection that is behind ([`SlowConsumerPolicy::DropDroppable`]), past
-/// [`OUTBOX_BYTES`] waiting. Run [`simulate`] beside the server.
+/// state, a disconnect hook that takes the player's seat (and keeps its
+/// connection's drop count, see [`Game::departures`]), and the outbound
+/// limits a game wants: droppable snapshots on the stream are dropped for
+/// a connection that is behind ([`SlowConsumerPolicy::DropDroppable`]),
+/// past [`OUTBOX_BYTES`] waiting. Add a UDP listener
+/// (`ServerBuilder::map_udp`) for the snapshots to go by datagram.
 pub fn serve(builder: ServerBuilder, game: Game) -> ServerBuilder {
     builder
         .controller(GameController)
@@ -436,72 +581,6 @@ pub fn serve(builder: ServerBuilder, game: Game) -> ServerBuilder {
                 game.disconnected(connection, cause);
             }
         })
-}
-
-/// The simulation loop: ticks at [`TICK_RATE`] until `stop` turns true (or
-/// its sender is dropped), broadcasting each room's [`Snapshot`] through
-/// `hub` (from [`ServerHandle::hub`](ternio::ServerHandle::hub)). It is a
-/// task of its own, beside the connections' tasks that run the handlers.
-///
-/// The interval's [`MissedTickBehavior`] is [`Skip`](MissedTickBehavior::Skip),
-/// chosen over the default `Burst` and over `Delay`: when the loop wakes up
-/// late by more than a period (a stalled runtime, a long tick), `Burst`
-/// would run the missed ticks back to back and queue a burst of snapshots
-/// that are stale on arrival, and `Delay` would shift every later tick off
-/// the 30 Hz grid for good. `Skip` drops the missed ticks and goes on at
-/// the next instant of the grid: every tick steps the world by the same
-/// fixed `1/30` s, tick numbers stay consecutive (so a gap a client sees is
-/// a snapshot dropped on the way, not a skipped tick), and the world runs
-/// slower than the clock only for as long as the server is overloaded.
-/// Skipped ticks are counted in [`TickStats::missed`].
-pub async fn simulate(game: Game, hub: Hub, mut stop: watch::Receiver<bool>) {
-    let period = Duration::from_secs(1) / TICK_RATE;
-    let dt = period.as_secs_f32();
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut previous: Option<Instant> = None;
-    loop {
-        let scheduled = tokio::select! {
-            scheduled = interval.tick() => scheduled,
-            _ = stop.wait_for(|stop| *stop) => return,
-        };
-        let started = Instant::now();
-        let missed = previous.map_or(0, |previous| {
-            let periods = (scheduled - previous).as_secs_f64() / period.as_secs_f64();
-            (periods.round() as u64).saturating_sub(1)
-        });
-        previous = Some(scheduled);
-
-        let snapshots = game.step(dt);
-        let (mut queued, mut dropped, mut failed, mut bytes) = (0, 0, 0, 0);
-        for (room, snapshot) in &snapshots {
-            // Encoded once per room; every member's queue shares the bytes.
-            match hub.broadcast_group(room, snapshot) {
-                Ok(delivery) => {
-                    queued += delivery.queued as u64;
-                    dropped += delivery.dropped as u64;
-                    failed += delivery.failed as u64;
-                    bytes += delivery.queued as u64 * snapshot.wire_len();
-                }
-                Err(error) => tracing::warn!(%room, %error, "snapshot not sent"),
-            }
-        }
-
-        let took = started.elapsed();
-        let mut stats = lock(&game.shared.stats);
-        stats.ticks += 1;
-        stats.missed += missed;
-        stats.queued += queued;
-        stats.dropped += dropped;
-        stats.failed += failed;
-        stats.bytes += bytes;
-        stats
-            .tick_time_us
-            .saturating_record(took.as_micros() as u64);
-        stats
-            .lateness_us
-            .saturating_record((started - scheduled).as_micros() as u64);
-    }
 }
 
 /// How a bot plays.
@@ -517,6 +596,9 @@ pub struct BotConfig {
     pub input_rate: u32,
     /// Seeds its choice of directions.
     pub seed: u64,
+    /// Whether it binds a datagram channel (over a secure session), for
+    /// its snapshots to come by datagram.
+    pub datagrams: bool,
 }
 
 impl BotConfig {
@@ -529,6 +611,7 @@ impl BotConfig {
             duration,
             input_rate: TICK_RATE,
             seed: index as u64 + 1,
+            datagrams: true,
         }
     }
 }
@@ -550,8 +633,13 @@ pub struct BotReport {
     /// Snapshots lost because the bot's subscription buffer was full
     /// ([`Subscription::dropped`](ternio_client::Subscription::dropped)).
     pub buffer_dropped: u64,
-    /// Bytes of the snapshots received, as TCP frames.
+    /// Bytes of the snapshots received: as datagrams (the UDP payload)
+    /// when the bot bound a channel, as TCP frames otherwise.
     pub bytes: u64,
+    /// Whether it had a datagram channel.
+    pub datagrams: bool,
+    /// The largest snapshot received, in the same bytes as `bytes`.
+    pub largest_snapshot: u64,
     /// Inputs sent.
     pub inputs: u64,
     /// The highest input `seq` that snapshots said was applied.
@@ -581,11 +669,22 @@ fn away_from_walls(at: f32, direction: i8) -> i8 {
     }
 }
 
-/// Connects a bot over TCP to the game at `address`, joins, then for
-/// `config.duration` sends inputs fire-and-forget (a new direction about
-/// every second) and reads snapshots through `client.subscribe`.
+/// Connects a bot over TCP to the game at `address` (with
+/// `config.datagrams`, over a secure session, and binds a datagram
+/// channel: the server needs a UDP listener), joins, then for
+/// `config.duration` sends inputs fire-and-forget on the stream (a new
+/// direction about every second) and reads snapshots through
+/// `client.subscribe`, whichever way they come.
 pub async fn run_bot(address: SocketAddr, config: BotConfig) -> Result<BotReport, ClientError> {
-    let client = Client::connect_tcp(address).await?;
+    let client = if config.datagrams {
+        let mut secure = ClientConfig::default();
+        secure.secure = Some(SecureConfig::anonymous());
+        let client = Client::connect_tcp_with(address, secure).await?;
+        client.bind_datagrams().await?;
+        client
+    } else {
+        Client::connect_tcp(address).await?
+    };
     // Subscribed before joining: the first snapshot after the join is seen.
     let mut snapshots = client.subscribe::<Snapshot>();
     let welcome: Welcome = client
@@ -597,6 +696,7 @@ pub async fn run_bot(address: SocketAddr, config: BotConfig) -> Result<BotReport
     let mut report = BotReport {
         name: config.name.clone(),
         player: welcome.player,
+        datagrams: client.has_datagrams(),
         ..BotReport::default()
     };
     let mut random = config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -634,7 +734,13 @@ pub async fn run_bot(address: SocketAddr, config: BotConfig) -> Result<BotReport
                     ));
                 };
                 report.snapshots += 1;
-                report.bytes += snapshot.wire_len();
+                let size = if report.datagrams {
+                    snapshot.datagram_len()
+                } else {
+                    snapshot.wire_len()
+                };
+                report.bytes += size;
+                report.largest_snapshot = report.largest_snapshot.max(size);
                 report.ticks = Some(match report.ticks {
                     None => (snapshot.tick, snapshot.tick),
                     Some((first, last)) => {

@@ -80,6 +80,7 @@ mod outbox;
 mod presence;
 mod registry;
 mod reply;
+pub mod room;
 mod server;
 mod sessions;
 mod shared;

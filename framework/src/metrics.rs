@@ -30,6 +30,18 @@
 //! | `ternio_handshakes_total` | counter | `result` | secure handshakes: `ok`, `failed` |
 //! | `ternio_disconnects_total` | counter | `reason` | connections closed, by the `DISCONNECT` reason's name either side sent (`normal`, `shutdown`, `malformed`, `frame_too_large`, `idle_timeout`, `handshake_timeout`, `decrypt_failed`, `too_many_connections`, `slow_consumer`, `kicked`, `other`), or `peer_closed` (closed without one), `failed` (an I/O error), `resume_expired` (a suspended session's client did not come back in time), `resume_lost` (a suspended session could no longer be resumed), `resumed` (a link that resumed another session: its own ends) |
 //! | `ternio_refused_connections_total` | counter | `transport`, `reason` | connections refused before they were served: `total`, `per_ip`, `rate`, `pending` (the caps of [`ServerConfig`](crate::ServerConfig)), `proxy_header` (a trusted proxy's connection without a valid PROXY header in time) |
+//! | `ternio_room_ticks_total` | counter | — | ticks run by the rooms of [`ternio::room`](crate::room), all rooms together |
+//! | `ternio_room_skipped_ticks_total` | counter | — | ticks not run because a room's task woke up more than a period late |
+//! | `ternio_room_late_ticks_total` | counter | — | ticks that started more than a tenth of a period late |
+//! | `ternio_room_overruns_total` | counter | — | ticks whose work took longer than a period |
+//! | `ternio_room_tick_duration_seconds` | histogram | — | a tick's work (joins, simulation, sending), buckets [`REQUEST_DURATION_BUCKETS`] |
+//! | `ternio_room_snapshots_total` | counter | — | snapshots the members' connections took |
+//! | `ternio_room_refused_inputs_total` | counter | — | inputs refused because the member's queue was full |
+//!
+//! The room families have no `room` label: rooms may be many and short
+//! lived, and a label per room would make a series per room. They are
+//! recorded whether or not [`ServerBuilder::metrics`](crate::ServerBuilder::metrics)
+//! is on, to the recorder installed when the room started (none: nothing).
 //!
 //! The Redis backplane (`ternio-redis`) adds its own `ternio_backplane_*`
 //! family, labelled `node`.
@@ -83,15 +95,23 @@ pub const REQUEST_DURATION_BUCKETS: [f64; 19] = [
 /// The name of the request-duration histogram.
 pub(crate) const REQUEST_DURATION: &str = "ternio_request_duration_seconds";
 
+/// The name of the rooms' tick-duration histogram.
+pub(crate) const ROOM_TICK_DURATION: &str = "ternio_room_tick_duration_seconds";
+
 /// The Prometheus exporter's builder with the buckets of the server's
 /// histograms.
 #[cfg(feature = "prometheus")]
 pub(crate) fn prometheus_builder()
 -> Result<metrics_exporter_prometheus::PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new().set_buckets_for_metric(
-        metrics_exporter_prometheus::Matcher::Full(REQUEST_DURATION.to_owned()),
-        &REQUEST_DURATION_BUCKETS,
-    )
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(REQUEST_DURATION.to_owned()),
+            &REQUEST_DURATION_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(ROOM_TICK_DURATION.to_owned()),
+            &REQUEST_DURATION_BUCKETS,
+        )
 }
 
 /// Gives every metric of the table above its `# HELP` text and unit, in
@@ -152,6 +172,72 @@ fn describe() {
         Unit::Count,
         "Connections refused before they were served, by transport and reason."
     );
+}
+
+/// Gives the rooms' metrics their `# HELP` text and unit.
+fn describe_rooms() {
+    describe_counter!(
+        "ternio_room_ticks_total",
+        Unit::Count,
+        "Ticks run by the rooms, all rooms together."
+    );
+    describe_counter!(
+        "ternio_room_skipped_ticks_total",
+        Unit::Count,
+        "Room ticks not run because the room's task woke up more than a period late."
+    );
+    describe_counter!(
+        "ternio_room_late_ticks_total",
+        Unit::Count,
+        "Room ticks that started more than a tenth of a period late."
+    );
+    describe_counter!(
+        "ternio_room_overruns_total",
+        Unit::Count,
+        "Room ticks whose work took longer than a period."
+    );
+    describe_histogram!(
+        ROOM_TICK_DURATION,
+        Unit::Seconds,
+        "Time a room's tick took: joins, simulation, sending."
+    );
+    describe_counter!(
+        "ternio_room_snapshots_total",
+        Unit::Count,
+        "Snapshots the rooms' members' connections took."
+    );
+    describe_counter!(
+        "ternio_room_refused_inputs_total",
+        Unit::Count,
+        "Room inputs refused because the member's queue was full."
+    );
+}
+
+/// The handles a room records its metrics on (no labels: see the table).
+pub(crate) struct RoomMetrics {
+    pub(crate) ticks: Counter,
+    pub(crate) skipped: Counter,
+    pub(crate) late: Counter,
+    pub(crate) overruns: Counter,
+    pub(crate) duration: Histogram,
+    pub(crate) snapshots: Counter,
+    pub(crate) inputs_refused: Counter,
+}
+
+impl RoomMetrics {
+    /// Registers the handles with the recorder installed now.
+    pub(crate) fn new() -> Self {
+        describe_rooms();
+        Self {
+            ticks: counter!("ternio_room_ticks_total"),
+            skipped: counter!("ternio_room_skipped_ticks_total"),
+            late: counter!("ternio_room_late_ticks_total"),
+            overruns: counter!("ternio_room_overruns_total"),
+            duration: histogram!(ROOM_TICK_DURATION),
+            snapshots: counter!("ternio_room_snapshots_total"),
+            inputs_refused: counter!("ternio_room_refused_inputs_total"),
+        }
+    }
 }
 
 /// A name as a label value: lower case (`FRAME_TOO_LARGE` is

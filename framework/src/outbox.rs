@@ -66,6 +66,10 @@ pub struct Delivery {
     /// Connections that were too far behind and are being disconnected
     /// (`SLOW_CONSUMER`), or had just closed.
     pub failed: usize,
+    /// Of the `queued`, those that took it in a datagram (an unreliable
+    /// packet to a connection with a datagram channel; see
+    /// [`Route::Datagram`]).
+    pub datagrams: usize,
 }
 
 impl Delivery {

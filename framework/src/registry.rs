@@ -614,7 +614,11 @@ pub(crate) fn deliver_unreliable(
 ) -> Delivery {
     let mut delivery = Delivery::default();
     for connection in connections {
-        delivery.count(connection.push_frame(frame, droppable, true).map(|_| ()));
+        let pushed = connection.push_frame(frame, droppable, true);
+        if pushed == Ok(Route::Datagram) {
+            delivery.datagrams += 1;
+        }
+        delivery.count(pushed.map(|_| ()));
     }
     delivery
 }
