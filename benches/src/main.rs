@@ -5,6 +5,7 @@
 //! cargo run --release -p ternio-bench -- smoke
 //! cargo run --release -p ternio-bench -- soak [--quick] [--compare] [--duration 10m]
 //! cargo run --release -p ternio-bench -- presence [--quick] [--out DIR]
+//! cargo run --release -p ternio-bench -- game [--quick] [--clients 1000] [--rooms 50] [--out DIR]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -38,6 +39,7 @@ mod charts;
 mod child;
 mod compare;
 mod environment;
+mod game;
 mod idle;
 mod participants;
 mod plan;
@@ -98,6 +100,12 @@ enum Command {
     /// What users and presence cost across two nodes joined by Redis
     /// (starts its own `redis-server`; see `presence.rs`).
     Presence(presence::PresenceArgs),
+    /// Game-shaped work: the datagram echo and rooms with a tick, by
+    /// datagram and on the stream (see `game.rs`).
+    Game(game::GameArgs),
+    /// Runs the server child of `game` (used by `game` itself).
+    #[command(hide = true)]
+    GameServer(game::server::ServerArgs),
     /// Runs one server child (used by the harness itself).
     #[command(hide = true)]
     Serve {
@@ -170,6 +178,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Smoke(common) => compare(Mode::Smoke, common),
         Command::Soak(args) => soak::run(args),
+        Command::Game(args) => {
+            game::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::GameServer(args) => {
+            game::server::serve(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Presence(args) => {
             presence::run(args)?;
             Ok(ExitCode::SUCCESS)
