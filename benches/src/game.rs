@@ -51,6 +51,10 @@ pub struct GameArgs {
     /// Ticks a second.
     #[arg(long, default_value_t = 30)]
     hz: u32,
+    /// The rooms' measuring window, in seconds (default 20; 5 with
+    /// `--quick`).
+    #[arg(long)]
+    window: Option<u64>,
     /// Where to write `game.md`.
     #[arg(long, default_value = "target/bench-game")]
     out: PathBuf,
@@ -165,7 +169,7 @@ pub fn run(args: GameArgs) -> Result<()> {
     let mut server = GameServer::spawn(args.rooms, args.hz)?;
     let echoes = if args.quick { 1_000 } else { 10_000 };
     let echo_rows = runtime.block_on(clients::echoes(&server, echoes))?;
-    let window = Duration::from_secs(if args.quick { 5 } else { 20 });
+    let window = Duration::from_secs(args.window.unwrap_or(if args.quick { 5 } else { 20 }));
     let mut room_rows = Vec::new();
     for datagrams in [true, false] {
         room_rows.push(runtime.block_on(clients::rooms(&mut server, &args, datagrams, window))?);

@@ -49,3 +49,54 @@ fn every_participant_passes_the_smoke_pass() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `ternio-bench game` on a small scale: it runs, and what it reports adds
+/// up (every row there, snapshots delivered, none twice).
+#[test]
+fn the_game_benchmark_runs_and_reports_every_row() {
+    let out = std::env::temp_dir().join(format!("ternio-bench-game-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_ternio-bench"))
+        .args([
+            "game",
+            "--quick",
+            "--clients",
+            "20",
+            "--rooms",
+            "2",
+            "--window",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("the harness runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the game benchmark failed\n--- stdout\n{stdout}\n--- stderr\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = std::fs::read_to_string(out.join("game.md")).expect("game.md was written");
+    for echo in ["| raw-udp |", "| ternio-datagram |", "| ternio-stream |"] {
+        assert_eq!(
+            report.matches(echo).count(),
+            2,
+            "{echo} at both sizes:\n{report}"
+        );
+    }
+    for transport in ["| datagram |", "| TCP stream |"] {
+        let row = report
+            .lines()
+            .find(|line| line.starts_with(transport))
+            .unwrap_or_else(|| panic!("no {transport} row:\n{report}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let delivered: u64 = cells[3].parse().expect("delivered is a number");
+        // 20 clients at 30 Hz for a second: about 600.
+        assert!(
+            delivered > 300,
+            "{transport} delivered {delivered}:\n{report}"
+        );
+        assert_eq!(cells[5], "0", "{transport}: no snapshot twice:\n{report}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
