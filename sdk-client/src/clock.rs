@@ -6,9 +6,12 @@
 //! The client's own times (`t0` when a request leaves, `t3` when its answer
 //! arrives) come from a monotonic clock placed on the wall clock by one
 //! reading taken when the client starts ([`LocalClock`]): a step of the
-//! local wall clock during an exchange, or between two, does not make a
-//! sample wrong, and [`Client::server_time`](crate::Client::server_time)
-//! reads the same timeline.
+//! local wall clock during an exchange does not make a sample wrong, and
+//! [`Client::server_time`](crate::Client::server_time) reads the same
+//! timeline. A monotonic clock stops while the device sleeps (Linux,
+//! Android, Apple): when the wall clock has moved more than [`ANCHOR_DRIFT`]
+//! away from it, the clock is placed on the wall clock again and the
+//! samples, on the old timeline, are forgotten.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -20,6 +23,11 @@ use crate::sync::lock;
 
 /// How many samples the filter keeps.
 pub(crate) const WINDOW: usize = 8;
+
+/// How far the wall clock may move away from the monotonic one before the
+/// client's clock is anchored again (a suspended device, or a step of the
+/// wall clock).
+pub(crate) const ANCHOR_DRIFT: Duration = Duration::from_secs(1);
 
 /// What the client knows of the server's clock, from
 /// [`Client::clock_estimate`](crate::Client::clock_estimate) and
@@ -50,11 +58,13 @@ impl ClockEstimate {
         )
     }
 
-    /// The server's time when the client's clock reads `local`.
-    pub fn server_time_at(&self, local: SystemTime) -> SystemTime {
+    /// The server's time when the client's clock reads `local`; `None`
+    /// when that falls outside what `SystemTime` can hold (an absurd
+    /// offset).
+    pub fn server_time_at(&self, local: SystemTime) -> Option<SystemTime> {
         match self.offset() {
-            (true, ahead) => local + ahead,
-            (false, behind) => local - behind,
+            (true, ahead) => local.checked_add(ahead),
+            (false, behind) => local.checked_sub(behind),
         }
     }
 }
@@ -69,9 +79,15 @@ pub(crate) struct Sample {
 impl Sample {
     /// NTP's formulas: `t0` the request left, `t1` the server read it, `t2`
     /// the server answered, `t3` the answer arrived (µs; `t0` and `t3` on
-    /// the client's clock, `t1` and `t2` on the server's). The delay is not
-    /// below 0 (a server whose two stamps are out of order).
-    pub(crate) fn new(t0: u64, t1: u64, t2: u64, t3: u64) -> Self {
+    /// the client's clock, `t1` and `t2` on the server's). `None` for an
+    /// impossible sample: the server answering before it read the request,
+    /// or claiming to have held it longer than the whole round trip the
+    /// client saw (a step of its clock, or a lie). Such a sample would have
+    /// a negative round trip and win the filter.
+    pub(crate) fn new(t0: u64, t1: u64, t2: u64, t3: u64) -> Option<Self> {
+        if t3 < t0 || t2 < t1 || t2 - t1 > t3 - t0 {
+            return None;
+        }
         let (t0, t1, t2, t3) = (
             i128::from(t0),
             i128::from(t1),
@@ -79,12 +95,12 @@ impl Sample {
             i128::from(t3),
         );
         let offset = ((t1 - t0) + (t2 - t3)) / 2;
-        let delay = ((t3 - t0) - (t2 - t1)).max(0);
+        let delay = (t3 - t0) - (t2 - t1);
         let clamp = |value: i128| value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Self {
+        Some(Self {
             offset: clamp(offset),
             delay: clamp(delay),
-        }
+        })
     }
 }
 
@@ -103,6 +119,11 @@ impl ClockFilter {
             self.samples.pop_front();
         }
         self.samples.push_back(sample);
+    }
+
+    /// Forgets every sample.
+    pub(crate) fn clear(&mut self) {
+        self.samples.clear();
     }
 
     /// The estimate from the sample with the smallest round trip (the most
@@ -142,6 +163,17 @@ impl LocalClock {
         self.wall + instant.saturating_duration_since(self.start)
     }
 
+    /// Whether the wall clock reads `wall` more than [`ANCHOR_DRIFT`] away
+    /// from this clock at `instant`.
+    fn drifted(&self, instant: Instant, wall: SystemTime) -> bool {
+        let here = self.at(instant);
+        let apart = wall
+            .duration_since(here)
+            .or_else(|_| here.duration_since(wall))
+            .unwrap_or_default();
+        apart > ANCHOR_DRIFT
+    }
+
     /// [`at`](Self::at) in microseconds since the Unix epoch.
     pub(crate) fn micros_at(&self, instant: Instant) -> u64 {
         TimeResponse::micros(self.at(instant))
@@ -151,37 +183,60 @@ impl LocalClock {
 /// The client's clock and what it knows of the server's.
 #[derive(Debug)]
 pub(crate) struct Clock {
-    local: LocalClock,
-    filter: Mutex<ClockFilter>,
+    inner: Mutex<(LocalClock, ClockFilter)>,
 }
 
 impl Clock {
     pub(crate) fn new() -> Self {
         Self {
-            local: LocalClock::new(),
-            filter: Mutex::new(ClockFilter::default()),
+            inner: Mutex::new((LocalClock::new(), ClockFilter::default())),
         }
     }
 
     /// The estimate so far.
     pub(crate) fn estimate(&self) -> Option<ClockEstimate> {
-        lock(&self.filter).estimate()
+        lock(&self.inner).1.estimate()
     }
 
-    /// The server's time now, by the estimate.
+    /// The server's time now, by the estimate (`None` once the device's
+    /// sleep or a step of its wall clock made the samples stale).
     pub(crate) fn server_time(&self) -> Option<SystemTime> {
+        let local = self.local();
         let estimate = self.estimate()?;
-        Some(estimate.server_time_at(self.local.at(Instant::now())))
+        estimate.server_time_at(local.at(Instant::now()))
     }
 
-    /// The client's clock.
-    pub(crate) fn local(&self) -> &LocalClock {
-        &self.local
+    /// The client's clock, anchored again first if the wall clock moved
+    /// away from it (see the module's doc).
+    pub(crate) fn local(&self) -> LocalClock {
+        self.local_at(Instant::now(), SystemTime::now())
+    }
+
+    fn local_at(&self, instant: Instant, wall: SystemTime) -> LocalClock {
+        let mut inner = lock(&self.inner);
+        if inner.0.drifted(instant, wall) {
+            tracing::debug!(
+                "the wall clock moved away from the monotonic one: clock samples forgotten"
+            );
+            *inner = (
+                LocalClock {
+                    wall,
+                    start: instant,
+                },
+                ClockFilter::default(),
+            );
+        }
+        inner.0
     }
 
     /// Adds a sample to the filter.
     pub(crate) fn add(&self, sample: Sample) {
-        lock(&self.filter).add(sample);
+        lock(&self.inner).1.add(sample);
+    }
+
+    /// Forgets the samples (a new session: perhaps another server).
+    pub(crate) fn forget(&self) {
+        lock(&self.inner).1.clear();
     }
 }
 
@@ -201,34 +256,49 @@ mod tests {
         let sample = Sample::new(t0, t1, t2, t3);
         assert_eq!(
             sample,
-            Sample {
+            Some(Sample {
                 offset: 5_000_000,
                 delay: 40_000
-            }
+            })
         );
         // Behind: the sign flips, the delay does not.
         let sample = Sample::new(t0, t0 - 3_000_000 + 10, t0 - 3_000_000 + 10, t0 + 20);
         assert_eq!(
             sample,
-            Sample {
+            Some(Sample {
                 offset: -3_000_000,
                 delay: 20
-            }
+            })
         );
         // Asymmetric: 30 ms up, 10 ms down, clocks equal: off by (up - down) / 2 = +10 ms.
         let sample = Sample::new(t0, t0 + 30_000, t0 + 30_000, t0 + 40_000);
         assert_eq!(
             sample,
-            Sample {
+            Some(Sample {
                 offset: 10_000,
                 delay: 40_000
-            }
+            })
         );
-        // Stamps out of order: no negative delay.
-        assert_eq!(Sample::new(10, 0, 20, 11).delay, 0);
+        // Impossible samples are refused: the server held the request
+        // longer than the round trip (it would win the filter with a
+        // negative delay), answered before reading it, or the answer came
+        // before the request left.
+        assert_eq!(Sample::new(10, 0, 20, 11), None);
+        assert_eq!(Sample::new(10, 0, 3_600_000_000, 40_010), None);
+        assert_eq!(Sample::new(10, 20, 19, 40), None);
+        assert_eq!(Sample::new(10, 20, 20, 9), None);
+        // A server that held it exactly the round trip: delay 0, kept.
+        assert_eq!(Sample::new(10, 100, 130, 40).map(|s| s.delay), Some(0));
         // Extremes do not overflow.
-        let sample = Sample::new(0, u64::MAX, u64::MAX, 0);
+        let sample = Sample::new(0, u64::MAX, u64::MAX, 0).unwrap();
         assert_eq!(sample.offset, i64::MAX);
+        let estimate = ClockEstimate {
+            offset_micros: i64::MAX,
+            round_trip: Duration::ZERO,
+            samples: 1,
+        };
+        // Far beyond what SystemTime holds on some platforms: None, no panic.
+        let _ = estimate.server_time_at(SystemTime::now());
     }
 
     #[test]
@@ -284,7 +354,7 @@ mod tests {
         assert_eq!(ahead.offset(), (true, Duration::from_millis(2_500)));
         assert_eq!(
             ahead.server_time_at(local),
-            local + Duration::from_millis(2_500)
+            Some(local + Duration::from_millis(2_500))
         );
         let behind = ClockEstimate {
             offset_micros: -1_000,
@@ -293,7 +363,7 @@ mod tests {
         assert_eq!(behind.offset(), (false, Duration::from_millis(1)));
         assert_eq!(
             behind.server_time_at(local),
-            local - Duration::from_millis(1)
+            Some(local - Duration::from_millis(1))
         );
     }
 
@@ -311,5 +381,45 @@ mod tests {
         if let Some(before) = before {
             assert_eq!(clock.at(before), clock.wall);
         }
+    }
+
+    #[test]
+    fn a_wall_clock_that_moved_away_anchors_the_clock_again_and_forgets_the_samples() {
+        let clock = Clock::new();
+        let anchor = clock.local();
+        clock.add(Sample {
+            offset: 5,
+            delay: 10,
+        });
+        // Half a second of drift (NTP slewing, a slow read): kept.
+        let instant = anchor.start + Duration::from_secs(10);
+        let wall = anchor.wall + Duration::from_millis(10_500);
+        assert_eq!(clock.local_at(instant, wall).wall, anchor.wall);
+        assert!(clock.estimate().is_some());
+        // The device slept for a minute: the monotonic clock did not count
+        // it. Anchored on the wall clock again; the samples are gone.
+        let wall = anchor.wall + Duration::from_secs(70);
+        let again = clock.local_at(instant, wall);
+        assert_eq!(again.at(instant), wall);
+        assert_eq!(clock.estimate(), None);
+        // A wall clock stepped back: the same.
+        clock.add(Sample {
+            offset: 5,
+            delay: 10,
+        });
+        let stepped = wall - Duration::from_secs(5);
+        assert_eq!(clock.local_at(instant, stepped).at(instant), stepped);
+        assert_eq!(clock.estimate(), None);
+    }
+
+    #[test]
+    fn forgetting_clears_the_estimate() {
+        let clock = Clock::new();
+        clock.add(Sample {
+            offset: 5,
+            delay: 10,
+        });
+        clock.forget();
+        assert_eq!(clock.estimate(), None);
     }
 }

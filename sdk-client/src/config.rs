@@ -159,7 +159,8 @@ pub struct ClientConfig {
     /// reads the server's time should not pay, and a server older than
     /// `TIME` refuses them; call `sync_clock` yourself instead, or set a
     /// few minutes here (the clocks of two hosts drift apart by a few
-    /// milliseconds an hour at most, once NTP runs on both).
+    /// milliseconds an hour at most, once NTP runs on both). An interval
+    /// under a second counts as a second.
     #[cfg_attr(
         feature = "serde",
         serde(with = "ternio_protocol::config_format::duration_or_off")

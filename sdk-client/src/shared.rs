@@ -169,8 +169,10 @@ impl Shared {
             }
             self.session.reset();
         }
-        // A new session: the old one's datagram channel is gone with it.
+        // A new session: the old one's datagram channel is gone with it,
+        // and its clock samples (it may be another server, with its clock).
         lock(&self.datagrams).take();
+        self.clock.forget();
         self.secure_new_link(link).await?;
         self.ask_ticket(link);
         Ok(())
@@ -331,7 +333,9 @@ impl Shared {
                 sent: false,
                 armed: true,
             };
-            if self.config.send_deadlines {
+            // System requests (PING, TIME) are answered on the connection's
+            // task, never dispatched: a DEADLINE for them would only wait.
+            if self.config.send_deadlines && opcode < ternio_protocol::frame::SYSTEM_OPCODE_START {
                 let budget = deadline.saturating_duration_since(Instant::now());
                 let deadline = Deadline {
                     request_id: id,

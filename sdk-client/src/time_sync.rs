@@ -21,6 +21,10 @@ use crate::state::ConnectionState;
 /// runs, one after the other.
 pub(crate) const EXCHANGES: usize = 5;
 
+/// The shortest interval of [`ClientConfig::clock_sync`](crate::ClientConfig::clock_sync):
+/// a shorter one counts as this (five requests a second at most).
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// One `TIME` exchange on `shared`'s connection; its sample joins the filter.
 async fn exchange(shared: &Shared) -> Result<(), ClientError> {
     let clock = shared.clock();
@@ -50,12 +54,12 @@ async fn exchange(shared: &Shared) -> Result<(), ClientError> {
         )
         .into());
     }
-    clock.add(Sample::new(
-        t0,
-        answer.server_receive,
-        answer.server_send,
-        t3,
-    ));
+    let sample = Sample::new(t0, answer.server_receive, answer.server_send, t3).ok_or(
+        ternio_protocol::DecodeError::Invalid(
+            "TIME answer with impossible times (answered before read, or held longer than the round trip)",
+        ),
+    )?;
+    clock.add(sample);
     Ok(())
 }
 
@@ -71,6 +75,7 @@ pub(crate) async fn sync(shared: &Shared) -> Result<ClockEstimate, ClientError> 
 /// The task of [`ClientConfig::clock_sync`](crate::ClientConfig::clock_sync):
 /// syncs now, every `interval`, and after each reconnection.
 pub(crate) async fn keep_synced(shared: Arc<Shared>, interval: Duration) {
+    let interval = interval.max(MIN_INTERVAL);
     let mut states = shared.state_changes();
     loop {
         if let Err(error) = sync(&shared).await {
