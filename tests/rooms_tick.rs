@@ -569,3 +569,117 @@ async fn the_room_ends_with_its_last_handle_or_stop() {
     // the test.
     eventually("the simulation is dropped", || Arc::strong_count(&log) == 1).await;
 }
+
+/// Ticks normally until `panic_at`, then panics (an application bug).
+struct Panicky {
+    panic_at: u64,
+}
+
+impl Simulation for Panicky {
+    type Input = u32;
+    type Snapshot = World;
+
+    fn tick(&mut self, tick: u64, _: &mut Inputs<u32>, out: &mut Snapshots<World>) {
+        assert!(tick < self.panic_at, "the simulation's own bug");
+        out.broadcast(World {
+            tick,
+            member: 0,
+            inputs: Vec::new(),
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_that_panics_stops_its_room_and_lets_its_members_go() {
+    let started = start(
+        |b| b,
+        TickRate::hz(100),
+        RoomConfig::default(),
+        Panicky { panic_at: 20 },
+    );
+    let client = Client::connect_tcp(started.tcp).await.unwrap();
+    let id = join(&client).await;
+    assert_eq!(started.handle.hub().members("arena"), vec![id]);
+    let room = started.room.clone();
+    eventually("the room stopped after the panic", || !room.is_running()).await;
+    assert_eq!(room.stats().ticks, 19, "ticks before the panic");
+    // Nothing is kept for a room that no longer ticks: its members left
+    // the group and the room, and joins and inputs are refused.
+    assert!(started.handle.hub().members("arena").is_empty());
+    assert!(room.is_empty());
+    assert!(!room.join(id));
+    assert_eq!(room.input(id, 1), Err(InputError::Stopped));
+    assert!(started.handle.hub().members("arena").is_empty());
+    // The server itself goes on.
+    assert!(client.ping().await.is_ok());
+    started.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presence_hook_may_read_the_room_it_is_called_for() {
+    // The hook runs inside the hub's join and leave; a room that held its
+    // lock across them would deadlock here.
+    let (simulation, _log) = recorder(Mode::Broadcast, Duration::ZERO);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook_room: Arc<OnceLock<Room<u32>>> = Arc::default();
+    let started = {
+        let seen = Arc::clone(&seen);
+        let hook_room = Arc::clone(&hook_room);
+        start(
+            move |builder| {
+                builder.on_presence(move |event, _hub| {
+                    if let Some(room) = hook_room.get() {
+                        seen.lock().unwrap().push((
+                            event.change,
+                            room.len(),
+                            room.contains(event.member.id),
+                        ));
+                    }
+                })
+            },
+            TickRate::hz(30),
+            RoomConfig::default(),
+            simulation,
+        )
+    };
+    assert!(hook_room.set(started.room.clone()).is_ok());
+    let client = Client::connect_tcp(started.tcp).await.unwrap();
+    let id = tokio::time::timeout(Duration::from_secs(5), join(&client))
+        .await
+        .expect("the join returns: the hook did not deadlock");
+    let left = {
+        let room = started.room.clone();
+        tokio::task::spawn_blocking(move || room.leave(id))
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), left)
+            .await
+            .expect("the leave returns")
+            .unwrap()
+    );
+    let seen = seen.lock().unwrap().clone();
+    // The hook ran while the change was under way: the room had not
+    // counted the join yet, and had already let the member go.
+    assert_eq!(
+        seen,
+        vec![
+            (ternio::PresenceChange::Joined, 0, false),
+            (ternio::PresenceChange::Left, 0, false)
+        ]
+    );
+    started.handle.shutdown();
+}
+
+#[test]
+fn tick_rates_stay_within_a_millisecond_and_a_day() {
+    assert_eq!(TickRate::hz(u32::MAX).period(), Duration::from_millis(1));
+    assert_eq!(TickRate::hz(0).period(), Duration::from_secs(1));
+    assert_eq!(
+        TickRate::every(Duration::ZERO).period(),
+        Duration::from_millis(1)
+    );
+    assert_eq!(
+        TickRate::every(Duration::MAX).period(),
+        Duration::from_secs(24 * 60 * 60)
+    );
+}

@@ -31,7 +31,7 @@ use std::time::Duration;
 use ternio::protocol::datagram::DATAGRAM_OVERHEAD;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::protocol::{Encode, codec};
-use ternio::room::{Inputs, Room, Simulation, Snapshots, TickRate};
+use ternio::room::{Inputs, Room, RoomStats, Simulation, Snapshots, TickRate};
 use ternio::{
     CloseCause, Codec, ConnectionHandle, ConnectionId, Context, HandlerError, Hub, Packet,
     ServerBuilder, SlowConsumerPolicy, State, packet_controller,
@@ -54,6 +54,8 @@ pub const MAX_ROOMS: usize = 64;
 /// second of snapshots on the stream for a full room. A snapshot older
 /// than that is worthless, so past it they are dropped.
 pub const OUTBOX_BYTES: usize = 32 * 1024;
+/// How many departures [`Game::departures`] keeps (the latest).
+pub const MAX_DEPARTURES: usize = 4096;
 
 /// 0x0201: joins the game in a room; answered with [`Welcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
@@ -221,6 +223,21 @@ pub struct GameStats {
     pub bytes: u64,
 }
 
+impl GameStats {
+    /// Adds one room's figures.
+    fn add(&mut self, stats: &RoomStats) {
+        self.ticks += stats.ticks;
+        self.skipped += stats.skipped;
+        self.late += stats.late_ticks;
+        self.overruns += stats.overruns;
+        self.queued += stats.snapshots_sent;
+        self.by_datagram += stats.snapshots_by_datagram;
+        self.dropped += stats.snapshots_dropped;
+        self.failed += stats.snapshots_failed;
+        self.inputs_refused += stats.inputs_refused;
+    }
+}
+
 /// A player who left: what its connection missed, and why it closed.
 #[derive(Debug, Clone)]
 pub struct Departure {
@@ -242,7 +259,10 @@ struct GameShared {
     next_id: Mutex<u32>,
     /// Bytes of the snapshots queued, by the ticks' own count.
     bytes: Mutex<u64>,
-    departures: Mutex<Vec<Departure>>,
+    /// The figures of the rooms closed when their last player left.
+    closed: Mutex<GameStats>,
+    /// The latest [`MAX_DEPARTURES`] departures.
+    departures: Mutex<std::collections::VecDeque<Departure>>,
 }
 
 /// The game: its rooms and who plays in them. Cheap to clone; give one
@@ -276,19 +296,10 @@ impl Game {
     pub fn stats(&self) -> GameStats {
         let mut total = GameStats {
             bytes: *lock(&self.shared.bytes),
-            ..GameStats::default()
+            ..*lock(&self.shared.closed)
         };
         for room in lock(&self.shared.rooms).values() {
-            let stats = room.stats();
-            total.ticks += stats.ticks;
-            total.skipped += stats.skipped;
-            total.late += stats.late_ticks;
-            total.overruns += stats.overruns;
-            total.queued += stats.snapshots_sent;
-            total.by_datagram += stats.snapshots_by_datagram;
-            total.dropped += stats.snapshots_dropped;
-            total.failed += stats.snapshots_failed;
-            total.inputs_refused += stats.inputs_refused;
+            total.add(&room.stats());
         }
         total
     }
@@ -308,9 +319,10 @@ impl Game {
         players
     }
 
-    /// The players who left, in the order they did.
+    /// The players who left, in the order they did (the latest
+    /// [`MAX_DEPARTURES`]).
     pub fn departures(&self) -> Vec<Departure> {
-        lock(&self.shared.departures).clone()
+        lock(&self.shared.departures).iter().cloned().collect()
     }
 
     /// Stops every room (their tasks end); players stay connected.
@@ -374,10 +386,28 @@ impl Game {
         );
         drop(seats);
         if !room.join(connection) {
-            // The connection closed meanwhile: leave no ghost.
-            lock(&self.shared.seats).remove(&connection);
+            // The connection closed meanwhile, or the room stopped: leave
+            // no ghost, and no empty room.
+            let mut seats = lock(&self.shared.seats);
+            seats.remove(&connection);
+            self.close_if_empty(&seats, room_name);
+            return Err(HandlerError::new(errors::NOT_JOINED, "the room closed"));
         }
         Ok(id)
+    }
+
+    /// Stops and forgets the room `name` when no seat is left in it (under
+    /// the seats' lock, which every join holds while it seats a player): a
+    /// client cannot keep rooms ticking for nobody, nor use up
+    /// [`MAX_ROOMS`] for good by joining rooms and leaving.
+    fn close_if_empty(&self, seats: &HashMap<ConnectionId, Seat>, name: &str) {
+        if seats.values().any(|seat| seat.room.name() == name) {
+            return;
+        }
+        if let Some(room) = lock(&self.shared.rooms).remove(name) {
+            room.stop();
+            lock(&self.shared.closed).add(&room.stats());
+        }
     }
 
     fn input(&self, connection: ConnectionId, input: Input) -> Result<(), HandlerError> {
@@ -399,13 +429,21 @@ impl Game {
     /// connection closed at its next tick), and what its connection missed
     /// is kept.
     fn disconnected(&self, connection: &ConnectionHandle, cause: &CloseCause) {
-        if let Some(seat) = lock(&self.shared.seats).remove(&connection.id()) {
-            lock(&self.shared.departures).push(Departure {
-                name: seat.name,
-                dropped: connection.dropped_pushes(),
-                cause: cause.clone(),
-            });
+        let mut seats = lock(&self.shared.seats);
+        let Some(seat) = seats.remove(&connection.id()) else {
+            return;
+        };
+        self.close_if_empty(&seats, seat.room.name());
+        drop(seats);
+        let mut departures = lock(&self.shared.departures);
+        if departures.len() == MAX_DEPARTURES {
+            departures.pop_front();
         }
+        departures.push_back(Departure {
+            name: seat.name,
+            dropped: connection.dropped_pushes(),
+            cause: cause.clone(),
+        });
     }
 }
 

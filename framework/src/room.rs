@@ -35,6 +35,9 @@
 //! wakes up more than a period late (a tick that took too long, a busy
 //! runtime), the missed ticks are not run back to back but skipped
 //! ([`RoomStats::skipped`]), and the next tick is on the original grid.
+//! (tokio skips only when the wake-up is over 5 ms late: at a period under
+//! 5 ms, above 200 Hz, a wake-up late by less runs the ticks it missed
+//! back to back.)
 //! The tick number passed to the simulation counts the ticks run, so it
 //! stays consecutive. A tick that starts more than a tenth of a period
 //! after its scheduled instant is *late* ([`RoomStats::late_ticks`]); a
@@ -52,10 +55,17 @@
 //! of that group, so a connection another part of the application puts
 //! in the group gets them too. A member is a connection of this node.
 //!
-//! **The end.** The task ends when [`Room::stop`] is called or the last
-//! clone of the handle is dropped; its members then leave the group
-//! (without [`Simulation::leave`]: the simulation is dropped with the
-//! task). It does not end with the server: a server that shuts down
+//! **The end.** The task ends when [`Room::stop`] is called, the last
+//! clone of the handle is dropped, or the simulation panics (logged); its
+//! members then leave the group (without [`Simulation::leave`]: the
+//! simulation is dropped with the task), and joins and inputs are refused.
+//!
+//! **Presence hooks.** [`Room::join`] and [`Room::leave`] change the hub
+//! group outside the room's lock, so a presence hook
+//! ([`ServerBuilder::on_presence`](crate::ServerBuilder::on_presence)) may
+//! read the room or queue inputs; it must not call `join` or `leave` of
+//! the same room (they wait for the change that runs the hook: spawn a
+//! task for that). It does not end with the server: a server that shuts down
 //! closes the members' connections, and the room ticks on, empty, until
 //! it is stopped. Two rooms started with the same name share one hub
 //! group, and each broadcasts to the other's members: give rooms distinct
@@ -115,19 +125,23 @@ pub struct TickRate {
 }
 
 impl TickRate {
-    /// `ticks` times a second (at least once).
+    /// `ticks` times a second (at least once a second, at most 1,000
+    /// times).
     pub fn hz(ticks: u32) -> Self {
+        Self::every(Duration::from_secs(1) / ticks.max(1))
+    }
+
+    /// Once every `period` (at least a millisecond, at most a day).
+    pub fn every(period: Duration) -> Self {
         Self {
-            period: Duration::from_secs(1) / ticks.max(1),
+            period: period.clamp(Self::FASTEST, Self::SLOWEST),
         }
     }
 
-    /// Once every `period` (at least a millisecond).
-    pub fn every(period: Duration) -> Self {
-        Self {
-            period: period.max(Duration::from_millis(1)),
-        }
-    }
+    /// The shortest period.
+    const FASTEST: Duration = Duration::from_millis(1);
+    /// The longest period.
+    const SLOWEST: Duration = Duration::from_secs(24 * 60 * 60);
 
     /// The time between two ticks.
     pub fn period(&self) -> Duration {
@@ -263,12 +277,13 @@ pub struct RoomStats {
     pub inputs_refused: u64,
     /// Snapshots that members' connections took (one per member reached).
     pub snapshots_sent: u64,
-    /// Of the snapshots sent, those that went in a datagram.
+    /// Of the snapshots sent, those that went in a datagram (handed to the
+    /// UDP socket: a datagram may still be lost on the way).
     pub snapshots_by_datagram: u64,
     /// Snapshots dropped for members that were behind (droppable ones).
     pub snapshots_dropped: u64,
     /// Snapshots that found no member, a closing connection, or were too
-    /// large.
+    /// large (a broadcast too large counts once, not once per member).
     pub snapshots_failed: u64,
     /// Members now.
     pub members: u64,
@@ -280,6 +295,10 @@ struct Shared<I> {
     hub: Hub,
     max_inputs: usize,
     state: Mutex<Pending<I>>,
+    /// Held by `join` and `leave` across their hub change and the room's
+    /// own, so that two of them cannot interleave (the state lock is not
+    /// held across the hub, whose presence hook may read the room).
+    membership: Mutex<()>,
     stop: Notify,
     stopped: AtomicBool,
     running: AtomicBool,
@@ -394,6 +413,7 @@ impl<I: Send + 'static> Room<I> {
                 members: HashMap::new(),
                 changes: Vec::new(),
             }),
+            membership: Mutex::new(()),
             stop: Notify::new(),
             stopped: AtomicBool::new(false),
             running: AtomicBool::new(true),
@@ -422,11 +442,20 @@ impl<I: Send + 'static> Room<I> {
     /// stopped.
     pub fn join(&self, member: ConnectionId) -> bool {
         let shared = self.shared();
-        if shared.stopped.load(Ordering::Acquire) {
+        let _membership = lock(&shared.membership);
+        if shared.stopped.load(Ordering::Acquire) || self.contains(member) {
+            return false;
+        }
+        // The hub (and its presence hook) outside the state lock.
+        if !shared.hub.join(&shared.name, member) {
             return false;
         }
         let mut pending = lock(&shared.state);
-        if pending.members.contains_key(&member) || !shared.hub.join(&shared.name, member) {
+        // The task sets `stopped` under this lock before it lets the
+        // members go: a join that sees it clear is let go by the task.
+        if shared.stopped.load(Ordering::Acquire) {
+            drop(pending);
+            shared.hub.leave(&shared.name, member);
             return false;
         }
         pending.members.insert(member, VecDeque::new());
@@ -440,12 +469,15 @@ impl<I: Send + 'static> Room<I> {
     /// leaves by itself at the next tick.
     pub fn leave(&self, member: ConnectionId) -> bool {
         let shared = self.shared();
-        let mut pending = lock(&shared.state);
-        if pending.members.remove(&member).is_none() {
-            return false;
+        let _membership = lock(&shared.membership);
+        {
+            let mut pending = lock(&shared.state);
+            if pending.members.remove(&member).is_none() {
+                return false;
+            }
+            shared.change(&mut pending, member, false);
         }
         shared.hub.leave(&shared.name, member);
-        shared.change(&mut pending, member, false);
         true
     }
 
@@ -596,16 +628,23 @@ async fn run<S: Simulation>(shared: Arc<Shared<S::Input>>, period: Duration, mut
         for member in closed.drain(..) {
             shared.hub.leave(&shared.name, member);
         }
-        for (member, joined) in changes.drain(..) {
-            if joined {
-                simulation.join(member);
-            } else {
-                simulation.leave(member);
-            }
-        }
-
         tick += 1;
-        simulation.tick(tick, &mut inputs, &mut out);
+        // The application's code: a panic in it stops the room cleanly
+        // (below) instead of killing the task with its members kept.
+        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for (member, joined) in changes.drain(..) {
+                if joined {
+                    simulation.join(member);
+                } else {
+                    simulation.leave(member);
+                }
+            }
+            simulation.tick(tick, &mut inputs, &mut out);
+        }));
+        if stepped.is_err() {
+            tracing::error!(room = %shared.name, tick, "the room's simulation panicked: the room stops");
+            break;
+        }
         // What the tick did not take is discarded; the queues of members
         // gone are freed.
         inputs.queues.clear();
@@ -663,12 +702,14 @@ async fn run<S: Simulation>(shared: Arc<Shared<S::Input>>, period: Duration, mut
             metrics.overruns.increment(1);
         }
     }
-    // The members leave the group; the simulation is dropped here.
-    let members: Vec<ConnectionId> = lock(&shared.state)
-        .members
-        .drain()
-        .map(|(id, _)| id)
-        .collect();
+    // No join or input from now on (set under the lock: see `join`); the
+    // members leave the group; the simulation is dropped here.
+    let members: Vec<ConnectionId> = {
+        let mut pending = lock(&shared.state);
+        shared.stopped.store(true, Ordering::Release);
+        pending.changes.clear();
+        pending.members.drain().map(|(id, _)| id).collect()
+    };
     for member in members {
         shared.hub.leave(&shared.name, member);
     }
