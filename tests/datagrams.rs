@@ -55,9 +55,21 @@ struct Input {
     seq: u32,
 }
 
+/// 0x0B04, sent one-way by datagram: work that takes a while.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B04, response = ())]
+struct Slow {
+    seq: u32,
+}
+
 /// The inputs the server ran, in order (shared with the test).
 #[derive(Default, Clone)]
 struct Inputs(Arc<Mutex<Vec<u32>>>);
+
+/// How many [`Slow`] requests run now, the most that ever ran at once,
+/// and how many finished.
+#[derive(Default, Clone)]
+struct Running(Arc<Mutex<(usize, usize, usize)>>);
 
 #[derive(Default)]
 struct Game;
@@ -88,22 +100,37 @@ impl Game {
     fn input(request: Input, inputs: State<Inputs>) {
         inputs.0.0.lock().unwrap().push(request.seq);
     }
+
+    async fn slow(_request: Slow, running: State<Running>) {
+        {
+            let mut running = running.0.0.lock().unwrap();
+            running.0 += 1;
+            running.1 = running.1.max(running.0);
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut running = running.0.0.lock().unwrap();
+        running.0 -= 1;
+        running.2 += 1;
+    }
 }
 
 struct Started {
     tcp: SocketAddr,
     udp: SocketAddr,
     inputs: Inputs,
+    running: Running,
     _server: ServerHandle,
 }
 
 fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
     let inputs = Inputs::default();
+    let running = Running::default();
     let server = configure(
         Server::builder()
             .discover_controllers(false)
             .controller(Game)
             .state(inputs.clone())
+            .state(running.clone())
             .map_tcp("127.0.0.1:0"),
     )
     .build()
@@ -116,6 +143,7 @@ fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
         tcp,
         udp,
         inputs,
+        running,
         _server: handle,
     }
 }
@@ -310,6 +338,28 @@ async fn unreliable_pushes_go_by_datagram_and_the_clients_datagrams_run() {
     assert_eq!((routes.datagram, routes.too_large), (1, 0), "{routes:?}");
     let (routes, _) = client.poke(1, fits as u32 + 1).await;
     assert_eq!((routes.datagram, routes.too_large), (0, 1), "{routes:?}");
+}
+
+#[tokio::test]
+async fn datagram_requests_respect_the_in_flight_limit() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0").max_requests_in_flight(2));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    // A flood, within the inbox's 64: none is dropped, all wait their turn.
+    for seq in 0..20 {
+        let datagram = datagrams.seal(Header::new(Slow::OPCODE, Flags::NONE, 0), &Slow { seq });
+        datagrams.socket.send(&datagram).await.unwrap();
+    }
+    eventually("the slow requests ran", || {
+        started.running.0.lock().unwrap().2 == 20
+    })
+    .await;
+    let (_, most, _) = *started.running.0.lock().unwrap();
+    assert!(
+        most <= 2,
+        "{most} ran at once, above max_requests_in_flight"
+    );
 }
 
 #[tokio::test]
