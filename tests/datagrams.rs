@@ -487,6 +487,59 @@ async fn the_server_follows_the_client_to_a_new_address_only_when_it_authenticat
 }
 
 #[tokio::test]
+async fn a_late_datagram_from_another_address_runs_but_does_not_move_the_server() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    // An on-path attacker holds back one of the client's datagrams...
+    let held = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 1 },
+    );
+    // ...while newer ones arrive from the client's address.
+    datagrams.input(2).await;
+    ran(&started.inputs, &[2]).await;
+    // Then sends it from its own: a counter never seen, inside the window,
+    // so it runs, but it is not the newest and moves nothing.
+    let attacker = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    attacker
+        .send_to(&held, SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    ran(&started.inputs, &[2, 1]).await;
+    assert_eq!(client.poke(1, 4).await.0.datagram, 1);
+    assert_eq!(
+        datagrams.snapshots(Duration::from_millis(200)).await.len(),
+        1,
+        "still sent to the client's own address"
+    );
+    let mut buffer = [0u8; 64];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), attacker.recv(&mut buffer))
+            .await
+            .is_err(),
+        "nothing to the attacker"
+    );
+}
+
+#[tokio::test]
+async fn an_unreliable_push_on_the_stream_is_bounded_by_the_stream_only() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let _binding = client.bind().await.expect("bound");
+    // Bound, but no datagram told the server where the client is: the
+    // push takes the stream, where 2,000 bytes fit.
+    let (routes, on_stream) = client.poke(1, 2000).await;
+    assert_eq!(
+        (routes.datagram, routes.stream, routes.too_large),
+        (0, 1, 0),
+        "{routes:?}"
+    );
+    assert_eq!(on_stream[0].padding.len(), 2000);
+}
+
+#[tokio::test]
 async fn binding_needs_a_secure_session_and_a_udp_listener() {
     let started = start(|builder| builder.map_udp("127.0.0.1:0"));
     let mut plain = Client::plain(started.tcp).await;

@@ -60,10 +60,11 @@ impl ConnectionHandle {
 
     /// Pushes `packet` in a datagram when the connection has bound a
     /// datagram channel the server can reach (docs/PROTOCOL.md section
-    /// 4.4), on the stream otherwise; says which. Once the connection has
-    /// a datagram channel, a packet too large for one datagram
+    /// 4.4), on the stream otherwise; says which. When it goes by
+    /// datagram, a packet too large for one datagram
     /// (`ServerConfig::max_datagram_size`) is refused with
-    /// [`PushError::TooLarge`]. A packet declared `#[packet(unreliable)]`
+    /// [`PushError::TooLarge`]; on the stream, only the stream's frame
+    /// limit bounds it. A packet declared `#[packet(unreliable)]`
     /// takes this route with [`push`](Self::push) too.
     pub fn send_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
         self.connection.push_unreliable(packet)

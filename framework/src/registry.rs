@@ -82,10 +82,15 @@ impl ConnectionShared {
     }
 
     /// Pushes `packet` in a datagram when the connection has a datagram
-    /// channel the server can reach, else on the stream; with a channel,
-    /// one too large for a datagram is refused.
+    /// channel the server can reach (then one too large for a datagram is
+    /// refused), else on the stream (bounded by the stream's frame limit
+    /// only).
     pub(crate) fn push_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
-        let Some(binding) = self.datagrams.binding() else {
+        let Some(binding) = self
+            .datagrams
+            .binding()
+            .filter(|binding| binding.is_reachable())
+        else {
             return self
                 .outbox
                 .push_packet(packet, self.hub.max_frame_size)
@@ -97,7 +102,8 @@ impl ConnectionShared {
 
     /// Pushes an encoded frame: in a datagram when `unreliable` and the
     /// connection has a reachable datagram channel, else on the stream. A
-    /// frame too large for a datagram is refused ([`PushError::TooLarge`]).
+    /// frame too large for a datagram that would go by one is refused
+    /// ([`PushError::TooLarge`]).
     pub(crate) fn push_frame(
         &self,
         frame: &[u8],

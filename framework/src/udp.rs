@@ -146,6 +146,13 @@ impl Datagrams {
             self.unknown.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        if connection.strong_count() == 0 {
+            // The connection is gone without unbinding: its entry goes too
+            // (and no AEAD check is spent on it).
+            lock(&self.bindings).remove(&token);
+            self.unknown.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let Ok(range) = binding.open(datagram, from) else {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return;
@@ -165,6 +172,8 @@ impl Datagrams {
             return;
         }
         let Some(connection) = connection.upgrade() else {
+            // The connection is gone without unbinding: its entry goes too.
+            lock(&self.bindings).remove(&token);
             return;
         };
         let mut copy = BytesMut::with_capacity(frame.len());
