@@ -471,11 +471,11 @@ impl HubShared {
     pub(crate) fn reserve_name(&self, name: &Arc<str>, id: ConnectionId) -> Option<Reservation> {
         let connection = self.get(id)?;
         let reservation = lock(&self.names).reserve(name, id);
-        if reservation == Reservation::New {
+        if let Reservation::New(generation) = reservation {
             lock(&connection.names).push(Arc::clone(name));
             // Closed meanwhile: its names were freed before this one was added.
             if self.get(id).is_none() {
-                self.release_name_locally(name, id);
+                self.release_claim_locally(name, id, generation);
                 return None;
             }
         }
@@ -483,20 +483,30 @@ impl HubShared {
     }
 
     /// Frees `name` if the connection `id` holds it, here and in the
-    /// cluster; whether it did.
+    /// cluster (the exact claim it holds); whether it did.
     pub(crate) fn release_name(&self, name: &str, id: ConnectionId) -> bool {
-        if !self.release_name_locally(name, id) {
+        let Some(generation) = lock(&self.names).release(name, id) else {
             return false;
+        };
+        if let Some(connection) = self.get(id) {
+            lock(&connection.names).retain(|held| &**held != name);
         }
         if let Some(backplane) = &self.backplane {
-            backplane.release_name(name, id);
+            backplane.release_name(name, id, generation);
         }
         true
     }
 
-    /// Frees `name` on this node only (a claim the cluster refused).
-    pub(crate) fn release_name_locally(&self, name: &str, id: ConnectionId) -> bool {
-        if !lock(&self.names).release(name, id) {
+    /// Frees the claim `generation` of `name` by the connection `id` on
+    /// this node only, if it still holds that claim (one the cluster
+    /// refused, or that failed); whether it did.
+    pub(crate) fn release_claim_locally(
+        &self,
+        name: &str,
+        id: ConnectionId,
+        generation: u64,
+    ) -> bool {
+        if !lock(&self.names).release_claim(name, id, generation) {
             return false;
         }
         if let Some(connection) = self.get(id) {
@@ -508,6 +518,12 @@ impl HubShared {
     /// The connection of this node that holds `name`.
     pub(crate) fn name_holder(&self, name: &str) -> Option<ConnectionId> {
         lock(&self.names).holder(name)
+    }
+
+    /// The connection of this node that holds `name`, with its claim's
+    /// generation.
+    pub(crate) fn name_claim(&self, name: &str) -> Option<(ConnectionId, u64)> {
+        lock(&self.names).claim(name)
     }
 
     /// The local members of `group`, with their users.
@@ -578,7 +594,7 @@ impl LocalSide for HubShared {
         self.user_counts()
     }
 
-    fn names(&self) -> Vec<(Arc<str>, ConnectionId)> {
+    fn names(&self) -> Vec<(Arc<str>, ConnectionId, u64)> {
         lock(&self.names).all()
     }
 

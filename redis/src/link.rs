@@ -485,9 +485,17 @@ async fn claim_names_again(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
 ) -> Result<(), LinkError> {
-    let names = shared.hub.get().map(|hub| hub.names()).unwrap_or_default();
-    for (name, id) in names {
-        let claimed = within(shared, backplane::claim_name(shared, commands, &name, id)).await?;
+    let names = shared
+        .hub
+        .get()
+        .map(|hub| hub.name_claims())
+        .unwrap_or_default();
+    for (name, id, generation) in names {
+        let claimed = within(
+            shared,
+            backplane::claim_name(shared, commands, &name, id, generation),
+        )
+        .await?;
         if !claimed {
             tracing::warn!(
                 node = shared.node,
@@ -597,8 +605,12 @@ async fn sync(
         }
     }
     let releases: Vec<_> = std::mem::take(&mut *lock(&shared.releases));
-    for (index, (name, id)) in releases.iter().enumerate() {
-        let result = within(shared, backplane::release_name(shared, commands, name, *id)).await;
+    for (index, (name, id, generation)) in releases.iter().enumerate() {
+        let result = within(
+            shared,
+            backplane::release_name(shared, commands, name, *id, *generation),
+        )
+        .await;
         if let Err(error) = result {
             lock(&shared.releases).extend(releases[index..].iter().cloned());
             return Err(error);

@@ -463,6 +463,78 @@ async fn names_are_unique_across_the_cluster_and_free_when_their_holder_goes() {
     assert!(!cara.claim("Ann").await);
 }
 
+/// A release that reaches Redis late (after the same connection claimed
+/// the name again) frees nothing: it names the exact claim it undoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_release_does_not_free_a_later_claim_of_the_same_name() {
+    use ternio::backplane::Backplane;
+    let redis = RedisServer::start();
+    let prefix = common::prefix("late-release");
+    let one = Node::start(&redis.url(), &prefix).await;
+    let two = Node::start(&redis.url(), &prefix).await;
+    let ann = Member::connect(&one, "ann").await;
+    let bob = Member::connect(&two, "bob").await;
+    let id = ConnectionId(ann.id);
+    // Claim 1, released; claim 2 by the same connection; then the release
+    // of claim 1 arrives.
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 1).await,
+        Ok(true)
+    ));
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 2).await,
+        Ok(true)
+    ));
+    one.backplane.release_name("Zed", id, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Zed").await, "claim 2 still holds it");
+    // Its own release frees it.
+    one.backplane.release_name("Zed", id, 2);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !bob.claim("Zed").await {
+        assert!(Instant::now() < deadline, "the name is freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Through the hub: released and claimed again, many times over, each
+    // release queued behind the claims; the name stays claimed.
+    let cara = Member::connect(&one, "cara").await;
+    let hub = one.hub();
+    let cara_id = ConnectionId(cara.id);
+    assert!(cara.claim("Cara").await);
+    for _ in 0..50 {
+        assert!(hub.release_name("Cara", cara_id));
+        assert_eq!(hub.claim_name("Cara", cara_id).await, Ok(true));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Cara").await, "still held by cara");
+}
+
+/// A claim dropped while the backplane was asked (its caller gave up)
+/// leaves nothing claimed: not here, not in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_dropped_half_way_leaves_nothing_claimed() {
+    let redis = RedisServer::start();
+    let prefix = common::prefix("dropped-claim");
+    let one = Node::start(&redis.url(), &prefix).await;
+    let two = Node::start(&redis.url(), &prefix).await;
+    let ann = Member::connect(&one, "ann").await;
+    let bob = Member::connect(&two, "bob").await;
+    let hub = one.hub();
+    // Polled once (the local reservation taken, Redis asked), then dropped.
+    let mut claim = Box::pin(hub.claim_name("Ann", ConnectionId(ann.id)));
+    let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(claim.as_mut().poll(cx))).await;
+    assert!(polled.is_pending(), "the claim waits for redis");
+    assert_eq!(hub.name_holder("Ann"), Some(ConnectionId(ann.id)));
+    drop(claim);
+    assert_eq!(hub.name_holder("Ann"), None, "undone here");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !bob.claim("Ann").await {
+        assert!(Instant::now() < deadline, "undone in redis");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Set in the child process that [`a_killed_node_loses_its_members_and_frees_its_names`]
 /// starts: the Redis URL and key prefix of the parent's cluster.
 const CHILD_URL: &str = "TERNIO_PRESENCE_TEST_CHILD_URL";
