@@ -688,21 +688,28 @@ async fn remote_presence(
     Ok(views.iter().flat_map(|(_, view)| view.members()).collect())
 }
 
-/// Takes `name` for a claim (`ARGV[1]`, `id|node|token|generation`) of the
-/// holder `ARGV[3]` (`id|node|token`) unless a live holder other than this
-/// one has it: the holder's node key (`ARGV[2]` and the node) must still
-/// carry the token it was claimed under. The same holder's earlier claim is
-/// replaced by this one. (A value of the form before generations,
-/// `id|node|token`, is read too.) One key: `KEYS[1]`, the name's.
+/// Takes `name` for a claim (`ARGV[1]`, `id|node|token|generation`, the
+/// generation also in `ARGV[4]`) of the holder `ARGV[3]` (`id|node|token`)
+/// unless a live holder other than this one has it: the holder's node key
+/// (`ARGV[2]` and the node) must still carry the token it was claimed
+/// under. The same holder's earlier claim (a lower generation) is replaced
+/// by this one; a later one is left in place (this claim came late, and
+/// its caller finds it superseded). A value of the form before
+/// generations, `id|node|token`, is read too. The one key declared is
+/// `KEYS[1]`, the name's; the holder's node key is read too (see
+/// docs/SCALING.md on Redis Cluster).
 const CLAIM_NAME: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then return 1 end
 if current then
-  local holder, node, token = string.match(current, '^(%d+|(%d+)|(.*))|%d+$')
+  local holder, node, token, generation =
+    string.match(current, '^(%d+|(%d+)|(.*))|(%d+)$')
   if not holder then
     holder, node, token = string.match(current, '^(%d+|(%d+)|(.*))$')
   end
-  if node and holder ~= ARGV[3] and redis.call('GET', ARGV[2] .. node) == token then
+  if node and holder == ARGV[3] then
+    if generation and tonumber(generation) > tonumber(ARGV[4]) then return 1 end
+  elseif node and redis.call('GET', ARGV[2] .. node) == token then
     return 0
   end
 end
@@ -733,6 +740,7 @@ pub(crate) async fn claim_name(
         .arg(shared.name_value(id, generation))
         .arg(shared.keys.node_prefix())
         .arg(shared.name_holder(id))
+        .arg(generation)
         .query_async(connection)
         .await?;
     Ok(claimed == 1)

@@ -488,6 +488,15 @@ async fn a_late_release_does_not_free_a_later_claim_of_the_same_name() {
     one.backplane.release_name("Zed", id, 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!bob.claim("Zed").await, "claim 2 still holds it");
+    // A late claim 1 (its EVAL overtaken by claim 2's) does not replace
+    // claim 2 either: a release of claim 1 still frees nothing.
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 1).await,
+        Ok(true)
+    ));
+    one.backplane.release_name("Zed", id, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Zed").await, "claim 2 holds it still");
     // Its own release frees it.
     one.backplane.release_name("Zed", id, 2);
     let deadline = Instant::now() + Duration::from_secs(5);
