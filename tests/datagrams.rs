@@ -117,6 +117,7 @@ impl Game {
 struct Started {
     tcp: SocketAddr,
     udp: SocketAddr,
+    ws: Option<SocketAddr>,
     inputs: Inputs,
     running: Running,
     _server: ServerHandle,
@@ -137,11 +138,13 @@ fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
     .expect("the server builds");
     let tcp = server.tcp_addrs()[0];
     let udp = server.udp_addr().unwrap_or(tcp);
+    let ws = server.websocket_addrs().first().copied();
     let handle = server.handle();
     tokio::spawn(server.run());
     Started {
         tcp,
         udp,
+        ws,
         inputs,
         running,
         _server: handle,
@@ -648,6 +651,44 @@ mod rust_client {
             matches!(too_large, Err(ClientError::FrameTooLarge(_))),
             "{too_large:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn concurrent_binds_leave_the_channel_the_server_holds() {
+        // Over a WebSocket to "localhost": the host is resolved for the
+        // UDP socket, which takes a varying time, so that unserialized
+        // binds would finish in either order.
+        let first = tokio::net::lookup_host("localhost:0").await.unwrap().next();
+        if first.is_none_or(|address| !address.ip().is_loopback() || !address.is_ipv4()) {
+            eprintln!("skipped: localhost does not resolve to 127.0.0.1 first here");
+            return;
+        }
+        let started = start(|builder| {
+            builder
+                .map_udp("127.0.0.1:0")
+                .map_websocket("127.0.0.1:0", "/ws")
+        });
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
+        let port = started.ws.expect("a websocket listener").port();
+        let client =
+            ternio_client::Client::connect_ws_with(&format!("ws://localhost:{port}/ws"), config)
+                .await
+                .expect("connects");
+        let mut expected = Vec::new();
+        for seq in 0..10 {
+            let (first, second) = tokio::join!(client.bind_datagrams(), client.bind_datagrams());
+            first.expect("bound");
+            second.expect("bound");
+            // The channel in place is the server's latest binding: what it
+            // sends runs.
+            assert_eq!(
+                client.send_unreliable(&Input { seq }).unwrap(),
+                ternio_client::Route::Datagram
+            );
+            expected.push(seq);
+            ran(&started.inputs, &expected).await;
+        }
     }
 
     #[tokio::test]
