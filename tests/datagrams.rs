@@ -154,18 +154,22 @@ fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
 /// A scripted client: its TCP link, and its secure session once up.
 struct Client {
     link: SealedConnection,
+    /// Counted frames received (for a resumption).
+    received: u64,
 }
 
 impl Client {
     async fn plain(address: SocketAddr) -> Self {
         Self {
             link: SealedConnection::plain(address).await,
+            received: 0,
         }
     }
 
     async fn secure(address: SocketAddr) -> Self {
         Self {
             link: SealedConnection::secure(address).await,
+            received: 0,
         }
     }
 
@@ -175,12 +179,21 @@ impl Client {
         self.link.send_frame(header, &plain).await;
     }
 
-    /// The next frame on the stream, opened.
+    /// The next frame on the stream, opened (past the `ACK`s of a
+    /// resumable session).
     async fn recv(&mut self) -> Frame {
-        tokio::time::timeout(Duration::from_secs(5), self.link.recv())
-            .await
-            .expect("a frame within 5 s")
-            .expect("a frame")
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(5), self.link.recv())
+                .await
+                .expect("a frame within 5 s")
+                .expect("a frame");
+            if system::is_counted(frame.header.opcode) {
+                self.received += 1;
+            }
+            if frame.header.opcode != system::ACK {
+                return frame;
+            }
+        }
     }
 
     /// Asks for a binding: its answer, or the error.
@@ -540,6 +553,127 @@ async fn an_unreliable_push_on_the_stream_is_bounded_by_the_stream_only() {
         "{routes:?}"
     );
     assert_eq!(on_stream[0].padding.len(), 2000);
+}
+
+#[tokio::test]
+async fn a_suspended_session_drops_datagrams_and_forgets_the_clients_address() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use ternio::protocol::system::ResumeTicket;
+
+    let suspensions = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&suspensions);
+    let started = start(move |builder| {
+        builder
+            .map_udp("127.0.0.1:0")
+            .resumable(Duration::from_secs(10), 64 * 1024)
+            .on_suspend(move |_| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            })
+    });
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    datagrams.hello().await;
+    let mut reached = false;
+    for _ in 0..50 {
+        if client.poke(1, 1).await.0.datagram == 1 {
+            reached = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reached, "the server reached the client's socket");
+    // A ticket: the frames counted for the resumption start after it.
+    client
+        .send(Header::new(system::RESUME_TICKET, Flags::NONE, 900), &())
+        .await;
+    let answer = client.recv().await;
+    assert_eq!(answer.header.opcode, system::RESUME_TICKET);
+    let ticket = ResumeTicket::decode_body(&answer.body).unwrap().ticket;
+    client.received = 0;
+
+    // The link is lost: the session waits; the client resumes (the
+    // binding lives on with the session).
+    let (mut client, ticket) =
+        suspend_and_resume(client, ticket, &started, &suspensions, 1, None).await;
+    // Until the client speaks by datagram again, the server sends it none.
+    let (routes, on_stream) = client.poke(1, 2).await;
+    assert_eq!((routes.datagram, routes.stream), (0, 1), "{routes:?}");
+    assert_eq!(on_stream.len(), 1);
+    datagrams.input(10).await;
+    ran(&started.inputs, &[10]).await;
+    assert_eq!(client.poke(1, 3).await.0.datagram, 1);
+
+    // A datagram that comes while the session waits would run late: it is
+    // dropped.
+    let (_client, _) = suspend_and_resume(
+        client,
+        ticket,
+        &started,
+        &suspensions,
+        2,
+        Some(&mut datagrams),
+    )
+    .await;
+    ran(&started.inputs, &[10]).await;
+}
+
+/// Drops `client`'s link, waits for the session to be suspended (the
+/// `count`th time), sends input 11 by datagram meanwhile if `datagrams`,
+/// then resumes with `ticket`: the new client and its next ticket.
+async fn suspend_and_resume(
+    client: Client,
+    ticket: ternio::protocol::system::Ticket,
+    started: &Started,
+    suspensions: &std::sync::atomic::AtomicU32,
+    count: u32,
+    datagrams: Option<&mut Datagrams>,
+) -> (Client, ternio::protocol::system::Ticket) {
+    use ternio::protocol::resume::ResumeInitiator;
+    use ternio::protocol::system::{Resume, Resumed};
+    let secret = client
+        .link
+        .channel
+        .as_ref()
+        .unwrap()
+        .session_secret
+        .to_vec();
+    let received = client.received;
+    drop(client);
+    eventually("the session is suspended", || {
+        suspensions.load(std::sync::atomic::Ordering::SeqCst) == count
+    })
+    .await;
+    if let Some(datagrams) = datagrams {
+        datagrams.input(11).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut raw = RawConnection::connect(started.tcp).await;
+    let mut initiator = ResumeInitiator::new(None, &secret).unwrap();
+    let request = Resume {
+        ticket,
+        received,
+        pattern: initiator.pattern().to_u8(),
+        message: Bytes::from(initiator.message().unwrap()),
+    };
+    raw.send(Header::new(system::RESUME, Flags::NONE, 901), &request)
+        .await;
+    let answer = raw.recv().await.expect("an answer to RESUME");
+    assert!(
+        !answer.header.flags.is_error(),
+        "{:?}",
+        ErrorBody::parse(&answer.body)
+    );
+    let resumed = Resumed::decode_body(&answer.body).unwrap();
+    let channel = initiator.finish(&resumed.message).unwrap();
+    let client = Client {
+        link: SealedConnection {
+            raw,
+            channel: Some(channel),
+        },
+        received,
+    };
+    (client, resumed.ticket)
 }
 
 #[tokio::test]
