@@ -658,6 +658,55 @@ pub(crate) async fn read_views(
         .collect())
 }
 
+/// A node's liveness token and one of its membership hashes, as read.
+type OwnedHash = (Option<String>, Vec<(String, String)>);
+
+/// The views of `group` of each node of `nodes`, each with the token of
+/// the process that holds the node id now (`None`: no live process), read
+/// together (one transaction): a view read belongs to that process.
+pub(crate) async fn read_owned_views(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    group: &str,
+    nodes: &[u16],
+) -> Result<Vec<(u16, Option<String>, View)>, RedisError> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for node in nodes {
+        pipe.cmd("GET").arg(shared.keys.node(*node));
+        pipe.cmd("HGETALL").arg(shared.keys.members(*node, group));
+    }
+    // Each node's two replies, a pair.
+    let replies: Vec<OwnedHash> = pipe.query_async(connection).await?;
+    let views = nodes
+        .iter()
+        .zip(replies)
+        .map(|(node, (token, fields))| (*node, token, View::parse(*node, fields)))
+        .collect();
+    Ok(views)
+}
+
+/// The token of the process that holds each node id of `nodes` now
+/// (`None`: none, the node is dead).
+pub(crate) async fn node_tokens(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    nodes: &[u16],
+) -> Result<Vec<(u16, Option<String>)>, RedisError> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for node in nodes {
+        pipe.cmd("GET").arg(shared.keys.node(*node));
+    }
+    let tokens: Vec<Option<String>> = pipe.query_async(connection).await?;
+    Ok(nodes.iter().copied().zip(tokens).collect())
+}
+
 /// The other nodes' members of `group` as the mirror holds them, once it
 /// has read them: waits for that first read, for at most the response
 /// timeout (`None` then).
