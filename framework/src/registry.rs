@@ -128,6 +128,26 @@ impl ConnectionShared {
     }
 }
 
+/// A connection of no server, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_connection() -> Arc<ConnectionShared> {
+    Arc::new(ConnectionShared {
+        id: ConnectionId(1),
+        peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+        transport: Transport::Tcp,
+        outbox: Outbox::new(1 << 20, Default::default()),
+        state: Arc::default(),
+        hub: HubShared::new(1 << 16, None, None),
+        permission: AtomicU32::new(0),
+        store: ConnectionStore::default(),
+        rate_limiters: Mutex::default(),
+        groups: Mutex::default(),
+        user: Mutex::default(),
+        names: Mutex::default(),
+        datagrams: DatagramSlot::default(),
+    })
+}
+
 /// The registry behind every [`Hub`](crate::Hub) handle of one server.
 pub(crate) struct HubShared {
     connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
