@@ -4,10 +4,11 @@
 //!
 //! A client with a secure session asks for a binding with
 //! [`DATAGRAM_BIND`](crate::system::DATAGRAM_BIND); the answer
-//! ([`DatagramBinding`](crate::system::DatagramBinding)) gives a random 8-byte token, the server's UDP port
-//! and its largest datagram. Each direction has its own key, derived from
-//! the session secret and the token ([`DatagramKeys`]), never the stream's
-//! keys or counters. A datagram is
+//! ([`DatagramBinding`](crate::system::DatagramBinding)) gives a random
+//! 8-byte token, the server's UDP port and its largest datagram. Each
+//! direction has its own key, derived from the session secret and the
+//! token ([`DatagramKeys`]), never the stream's keys or counters. A
+//! datagram is
 //!
 //! ```text
 //! token    [u8; 8]   the binding: the server finds it without trying keys
