@@ -55,9 +55,21 @@ struct Input {
     seq: u32,
 }
 
+/// 0x0B04, sent one-way by datagram: work that takes a while.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0B04, response = ())]
+struct Slow {
+    seq: u32,
+}
+
 /// The inputs the server ran, in order (shared with the test).
 #[derive(Default, Clone)]
 struct Inputs(Arc<Mutex<Vec<u32>>>);
+
+/// How many [`Slow`] requests run now, the most that ever ran at once,
+/// and how many finished.
+#[derive(Default, Clone)]
+struct Running(Arc<Mutex<(usize, usize, usize)>>);
 
 #[derive(Default)]
 struct Game;
@@ -88,34 +100,53 @@ impl Game {
     fn input(request: Input, inputs: State<Inputs>) {
         inputs.0.0.lock().unwrap().push(request.seq);
     }
+
+    async fn slow(_request: Slow, running: State<Running>) {
+        {
+            let mut running = running.0.0.lock().unwrap();
+            running.0 += 1;
+            running.1 = running.1.max(running.0);
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut running = running.0.0.lock().unwrap();
+        running.0 -= 1;
+        running.2 += 1;
+    }
 }
 
 struct Started {
     tcp: SocketAddr,
     udp: SocketAddr,
+    ws: Option<SocketAddr>,
     inputs: Inputs,
+    running: Running,
     _server: ServerHandle,
 }
 
 fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
     let inputs = Inputs::default();
+    let running = Running::default();
     let server = configure(
         Server::builder()
             .discover_controllers(false)
             .controller(Game)
             .state(inputs.clone())
+            .state(running.clone())
             .map_tcp("127.0.0.1:0"),
     )
     .build()
     .expect("the server builds");
     let tcp = server.tcp_addrs()[0];
     let udp = server.udp_addr().unwrap_or(tcp);
+    let ws = server.websocket_addrs().first().copied();
     let handle = server.handle();
     tokio::spawn(server.run());
     Started {
         tcp,
         udp,
+        ws,
         inputs,
+        running,
         _server: handle,
     }
 }
@@ -123,18 +154,22 @@ fn start(configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Started {
 /// A scripted client: its TCP link, and its secure session once up.
 struct Client {
     link: SealedConnection,
+    /// Counted frames received (for a resumption).
+    received: u64,
 }
 
 impl Client {
     async fn plain(address: SocketAddr) -> Self {
         Self {
             link: SealedConnection::plain(address).await,
+            received: 0,
         }
     }
 
     async fn secure(address: SocketAddr) -> Self {
         Self {
             link: SealedConnection::secure(address).await,
+            received: 0,
         }
     }
 
@@ -144,12 +179,21 @@ impl Client {
         self.link.send_frame(header, &plain).await;
     }
 
-    /// The next frame on the stream, opened.
+    /// The next frame on the stream, opened (past the `ACK`s of a
+    /// resumable session).
     async fn recv(&mut self) -> Frame {
-        tokio::time::timeout(Duration::from_secs(5), self.link.recv())
-            .await
-            .expect("a frame within 5 s")
-            .expect("a frame")
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(5), self.link.recv())
+                .await
+                .expect("a frame within 5 s")
+                .expect("a frame");
+            if system::is_counted(frame.header.opcode) {
+                self.received += 1;
+            }
+            if frame.header.opcode != system::ACK {
+                return frame;
+            }
+        }
     }
 
     /// Asks for a binding: its answer, or the error.
@@ -313,6 +357,28 @@ async fn unreliable_pushes_go_by_datagram_and_the_clients_datagrams_run() {
 }
 
 #[tokio::test]
+async fn datagram_requests_respect_the_in_flight_limit() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0").max_requests_in_flight(2));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    // A flood, within the inbox's 64: none is dropped, all wait their turn.
+    for seq in 0..20 {
+        let datagram = datagrams.seal(Header::new(Slow::OPCODE, Flags::NONE, 0), &Slow { seq });
+        datagrams.socket.send(&datagram).await.unwrap();
+    }
+    eventually("the slow requests ran", || {
+        started.running.0.lock().unwrap().2 == 20
+    })
+    .await;
+    let (_, most, _) = *started.running.0.lock().unwrap();
+    assert!(
+        most <= 2,
+        "{most} ran at once, above max_requests_in_flight"
+    );
+}
+
+#[tokio::test]
 async fn replayed_forged_foreign_and_malformed_datagrams_change_nothing() {
     let started = start(|builder| builder.map_udp("127.0.0.1:0"));
     let mut client = Client::secure(started.tcp).await;
@@ -437,6 +503,180 @@ async fn the_server_follows_the_client_to_a_new_address_only_when_it_authenticat
 }
 
 #[tokio::test]
+async fn a_late_datagram_from_another_address_runs_but_does_not_move_the_server() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    // An on-path attacker holds back one of the client's datagrams...
+    let held = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 1 },
+    );
+    // ...while newer ones arrive from the client's address.
+    datagrams.input(2).await;
+    ran(&started.inputs, &[2]).await;
+    // Then sends it from its own: a counter never seen, inside the window,
+    // so it runs, but it is not the newest and moves nothing.
+    let attacker = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    attacker
+        .send_to(&held, SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    ran(&started.inputs, &[2, 1]).await;
+    assert_eq!(client.poke(1, 4).await.0.datagram, 1);
+    assert_eq!(
+        datagrams.snapshots(Duration::from_millis(200)).await.len(),
+        1,
+        "still sent to the client's own address"
+    );
+    let mut buffer = [0u8; 64];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), attacker.recv(&mut buffer))
+            .await
+            .is_err(),
+        "nothing to the attacker"
+    );
+}
+
+#[tokio::test]
+async fn an_unreliable_push_on_the_stream_is_bounded_by_the_stream_only() {
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let _binding = client.bind().await.expect("bound");
+    // Bound, but no datagram told the server where the client is: the
+    // push takes the stream, where 2,000 bytes fit.
+    let (routes, on_stream) = client.poke(1, 2000).await;
+    assert_eq!(
+        (routes.datagram, routes.stream, routes.too_large),
+        (0, 1, 0),
+        "{routes:?}"
+    );
+    assert_eq!(on_stream[0].padding.len(), 2000);
+}
+
+#[tokio::test]
+async fn a_suspended_session_drops_datagrams_and_forgets_the_clients_address() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use ternio::protocol::system::ResumeTicket;
+
+    let suspensions = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&suspensions);
+    let started = start(move |builder| {
+        builder
+            .map_udp("127.0.0.1:0")
+            .resumable(Duration::from_secs(10), 64 * 1024)
+            .on_suspend(move |_| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            })
+    });
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    datagrams.hello().await;
+    let mut reached = false;
+    for _ in 0..50 {
+        if client.poke(1, 1).await.0.datagram == 1 {
+            reached = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reached, "the server reached the client's socket");
+    // A ticket: the frames counted for the resumption start after it.
+    client
+        .send(Header::new(system::RESUME_TICKET, Flags::NONE, 900), &())
+        .await;
+    let answer = client.recv().await;
+    assert_eq!(answer.header.opcode, system::RESUME_TICKET);
+    let ticket = ResumeTicket::decode_body(&answer.body).unwrap().ticket;
+    client.received = 0;
+
+    // The link is lost: the session waits; the client resumes (the
+    // binding lives on with the session).
+    let (mut client, ticket) =
+        suspend_and_resume(client, ticket, &started, &suspensions, 1, None).await;
+    // Until the client speaks by datagram again, the server sends it none.
+    let (routes, on_stream) = client.poke(1, 2).await;
+    assert_eq!((routes.datagram, routes.stream), (0, 1), "{routes:?}");
+    assert_eq!(on_stream.len(), 1);
+    datagrams.input(10).await;
+    ran(&started.inputs, &[10]).await;
+    assert_eq!(client.poke(1, 3).await.0.datagram, 1);
+
+    // A datagram that comes while the session waits would run late: it is
+    // dropped.
+    let (_client, _) = suspend_and_resume(
+        client,
+        ticket,
+        &started,
+        &suspensions,
+        2,
+        Some(&mut datagrams),
+    )
+    .await;
+    ran(&started.inputs, &[10]).await;
+}
+
+/// Drops `client`'s link, waits for the session to be suspended (the
+/// `count`th time), sends input 11 by datagram meanwhile if `datagrams`,
+/// then resumes with `ticket`: the new client and its next ticket.
+async fn suspend_and_resume(
+    client: Client,
+    ticket: ternio::protocol::system::Ticket,
+    started: &Started,
+    suspensions: &std::sync::atomic::AtomicU32,
+    count: u32,
+    datagrams: Option<&mut Datagrams>,
+) -> (Client, ternio::protocol::system::Ticket) {
+    use ternio::protocol::resume::ResumeInitiator;
+    use ternio::protocol::system::{Resume, Resumed};
+    let secret = client
+        .link
+        .channel
+        .as_ref()
+        .unwrap()
+        .session_secret
+        .to_vec();
+    let received = client.received;
+    drop(client);
+    eventually("the session is suspended", || {
+        suspensions.load(std::sync::atomic::Ordering::SeqCst) == count
+    })
+    .await;
+    if let Some(datagrams) = datagrams {
+        datagrams.input(11).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut raw = RawConnection::connect(started.tcp).await;
+    let mut initiator = ResumeInitiator::new(None, &secret).unwrap();
+    let request = Resume {
+        ticket,
+        received,
+        pattern: initiator.pattern().to_u8(),
+        message: Bytes::from(initiator.message().unwrap()),
+    };
+    raw.send(Header::new(system::RESUME, Flags::NONE, 901), &request)
+        .await;
+    let answer = raw.recv().await.expect("an answer to RESUME");
+    assert!(
+        !answer.header.flags.is_error(),
+        "{:?}",
+        ErrorBody::parse(&answer.body)
+    );
+    let resumed = Resumed::decode_body(&answer.body).unwrap();
+    let channel = initiator.finish(&resumed.message).unwrap();
+    let client = Client {
+        link: SealedConnection {
+            raw,
+            channel: Some(channel),
+        },
+        received,
+    };
+    (client, resumed.ticket)
+}
+
+#[tokio::test]
 async fn binding_needs_a_secure_session_and_a_udp_listener() {
     let started = start(|builder| builder.map_udp("127.0.0.1:0"));
     let mut plain = Client::plain(started.tcp).await;
@@ -545,6 +785,44 @@ mod rust_client {
             matches!(too_large, Err(ClientError::FrameTooLarge(_))),
             "{too_large:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn concurrent_binds_leave_the_channel_the_server_holds() {
+        // Over a WebSocket to "localhost": the host is resolved for the
+        // UDP socket, which takes a varying time, so that unserialized
+        // binds would finish in either order.
+        let first = tokio::net::lookup_host("localhost:0").await.unwrap().next();
+        if first.is_none_or(|address| !address.ip().is_loopback() || !address.is_ipv4()) {
+            eprintln!("skipped: localhost does not resolve to 127.0.0.1 first here");
+            return;
+        }
+        let started = start(|builder| {
+            builder
+                .map_udp("127.0.0.1:0")
+                .map_websocket("127.0.0.1:0", "/ws")
+        });
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
+        let port = started.ws.expect("a websocket listener").port();
+        let client =
+            ternio_client::Client::connect_ws_with(&format!("ws://localhost:{port}/ws"), config)
+                .await
+                .expect("connects");
+        let mut expected = Vec::new();
+        for seq in 0..10 {
+            let (first, second) = tokio::join!(client.bind_datagrams(), client.bind_datagrams());
+            first.expect("bound");
+            second.expect("bound");
+            // The channel in place is the server's latest binding: what it
+            // sends runs.
+            assert_eq!(
+                client.send_unreliable(&Input { seq }).unwrap(),
+                ternio_client::Route::Datagram
+            );
+            expected.push(seq);
+            ran(&started.inputs, &expected).await;
+        }
     }
 
     #[tokio::test]

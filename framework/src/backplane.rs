@@ -194,18 +194,22 @@ pub trait Backplane: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<usize, BackplaneError>>;
 
     /// Claims `name` for the connection `id` of this node in the cluster's
-    /// name registry: true when it is `id`'s now (or was already), false
-    /// when a live connection elsewhere holds it. A name whose holder's
-    /// node died is free.
+    /// name registry, as its claim `generation` (a number this node gives
+    /// each claim, never twice): true when it is `id`'s now (or was
+    /// already, under any generation: the registry then records this
+    /// one), false when a live connection elsewhere holds it. A name whose
+    /// holder's node died is free.
     fn claim_name(
         &self,
         name: &str,
         id: ConnectionId,
+        generation: u64,
     ) -> BoxFuture<'static, Result<bool, BackplaneError>>;
 
-    /// Frees `name`, which the connection `id` of this node held. Must not
-    /// block: queue it.
-    fn release_name(&self, name: &str, id: ConnectionId);
+    /// Frees `name` if the registry still holds it under the claim
+    /// `generation` of the connection `id` of this node: a release that
+    /// comes late never frees a later claim. Must not block: queue it.
+    fn release_name(&self, name: &str, id: ConnectionId, generation: u64);
 
     /// What the backplane has done so far, and whether its link is up.
     fn stats(&self) -> BackplaneStats;
@@ -257,8 +261,9 @@ pub(crate) trait LocalSide: Send + Sync {
     fn user_count(&self, user: &str) -> usize;
     /// Every signed-in user with its number of local connections.
     fn users(&self) -> Vec<(UserId, usize)>;
-    /// Every name a local connection holds, with its holder.
-    fn names(&self) -> Vec<(Arc<str>, ConnectionId)>;
+    /// Every name a local connection holds, with its holder and its
+    /// claim's generation.
+    fn names(&self) -> Vec<(Arc<str>, ConnectionId, u64)>;
     /// Tells the presence hook of a change on another node.
     fn presence_event(&self, event: PresenceEvent);
 }
@@ -370,6 +375,16 @@ impl LocalHub {
     /// Every name a connection of this node holds, with its holder (to
     /// claim them again after the registry lost them).
     pub fn names(&self) -> Vec<(Arc<str>, ConnectionId)> {
+        self.name_claims()
+            .into_iter()
+            .map(|(name, id, _)| (name, id))
+            .collect()
+    }
+
+    /// Every name a connection of this node holds, with its holder and the
+    /// generation of its claim ([`Backplane::claim_name`]), to claim them
+    /// again, as the same claims, after the registry lost them.
+    pub fn name_claims(&self) -> Vec<(Arc<str>, ConnectionId, u64)> {
         self.hub
             .upgrade()
             .map(|hub| hub.names())

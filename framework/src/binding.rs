@@ -28,7 +28,8 @@ pub(crate) struct Binding {
     /// The sealer, and the buffer each datagram is sealed into (reused).
     sealer: std::sync::Mutex<(DatagramSealer, Vec<u8>)>,
     opener: std::sync::Mutex<DatagramOpener>,
-    /// Where the latest authenticated datagram came from.
+    /// Where the authenticated datagram with the highest counter came
+    /// from (forgotten when the session is suspended).
     peer: std::sync::Mutex<Option<SocketAddr>>,
     socket: Arc<UdpSocket>,
     /// Datagrams sent, and those the socket could not take (full buffer).
@@ -87,22 +88,35 @@ impl Binding {
         Ok(true)
     }
 
-    /// Opens a datagram from `from` in place; on success, takes `from` as
-    /// the client's address and returns where the frame is.
+    /// Opens a datagram from `from` in place; on success, returns where the
+    /// frame is, and takes `from` as the client's address when the
+    /// datagram's counter is the highest accepted so far. A late datagram
+    /// (a lower counter, never seen) is accepted but moves nothing: an
+    /// on-path attacker who held one back and sends it from its own
+    /// address does not redirect the server's datagrams.
     pub(crate) fn open(
         &self,
         datagram: &mut [u8],
         from: SocketAddr,
     ) -> Result<Range<usize>, OpenError> {
-        let range = lock(&self.opener).open(datagram)?;
-        let mut peer = lock(&self.peer);
-        if *peer != Some(from) {
-            if peer.is_some() {
-                tracing::debug!(%from, "datagram channel: the client's address changed");
+        let opened = lock(&self.opener).open_ordered(datagram)?;
+        if opened.newest {
+            let mut peer = lock(&self.peer);
+            if *peer != Some(from) {
+                if peer.is_some() {
+                    tracing::debug!(%from, "datagram channel: the client's address changed");
+                }
+                *peer = Some(from);
             }
-            *peer = Some(from);
         }
-        Ok(range)
+        Ok(opened.frame)
+    }
+
+    /// Forgets the client's address (its link was lost): nothing is sent by
+    /// datagram until an authenticated datagram with a new highest counter
+    /// tells where the client is.
+    pub(crate) fn forget_peer(&self) {
+        *lock(&self.peer) = None;
     }
 }
 
@@ -141,6 +155,26 @@ impl DatagramSlot {
         inbox.push_back(frame);
         self.waiting.store(true, Ordering::Release);
         true
+    }
+
+    /// Drops the frames waiting in the inbox (the session was suspended),
+    /// and forgets the client's address: until the client speaks again,
+    /// the server sends it nothing by datagram.
+    pub(crate) fn suspend(&self) {
+        if let Some(binding) = self.binding() {
+            binding.forget_peer();
+        }
+        self.clear_inbox();
+    }
+
+    /// Drops the frames waiting in the inbox.
+    pub(crate) fn clear_inbox(&self) {
+        if !self.waiting.load(Ordering::Acquire) {
+            return;
+        }
+        let mut inbox = lock(&self.inbox);
+        inbox.clear();
+        self.waiting.store(false, Ordering::Release);
     }
 
     /// The next frame that came by datagram.

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use ternio_protocol::Packet;
 
-use crate::backplane::{BackplaneError, BackplaneMessage, BackplaneStats};
+use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats};
 use crate::ids::{ConnectionId, Transport};
 use crate::names::{ClaimError, Reservation};
 use crate::outbox::{Delivery, PushError, Route, encode_push};
@@ -60,10 +60,11 @@ impl ConnectionHandle {
 
     /// Pushes `packet` in a datagram when the connection has bound a
     /// datagram channel the server can reach (docs/PROTOCOL.md section
-    /// 4.4), on the stream otherwise; says which. Once the connection has
-    /// a datagram channel, a packet too large for one datagram
+    /// 4.4), on the stream otherwise; says which. When it goes by
+    /// datagram, a packet too large for one datagram
     /// (`ServerConfig::max_datagram_size`) is refused with
-    /// [`PushError::TooLarge`]. A packet declared `#[packet(unreliable)]`
+    /// [`PushError::TooLarge`]; on the stream, only the stream's frame
+    /// limit bounds it. A packet declared `#[packet(unreliable)]`
     /// takes this route with [`push`](Self::push) too.
     pub fn send_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
         self.connection.push_unreliable(packet)
@@ -433,30 +434,44 @@ impl Hub {
         let name: Arc<str> = name.into();
         async move {
             checked?;
-            match shared.reserve_name(&name, id) {
+            let generation = match shared.reserve_name(&name, id) {
                 None => return Err(ClaimError::Closed),
                 Some(Reservation::Taken) => return Ok(false),
                 Some(Reservation::Held) => return Ok(true),
-                Some(Reservation::New) => {}
-            }
+                Some(Reservation::New(generation)) => generation,
+            };
             let Some(backplane) = shared.backplane() else {
                 return Ok(true);
             };
-            let claimed = backplane.claim_name(&name, id).await;
+            // Until the backplane answered, a claim dropped half-way (its
+            // future cancelled) is undone: nothing is left claimed.
+            let mut undo = UndoClaim {
+                shared: &shared,
+                backplane,
+                name: &name,
+                id,
+                generation,
+                armed: true,
+            };
+            let claimed = backplane.claim_name(&name, id, generation).await;
+            undo.armed = false;
             match claimed {
-                Ok(true) if shared.name_holder(&name) == Some(id) => Ok(true),
+                Ok(true) if shared.name_claim(&name) == Some((id, generation)) => Ok(true),
                 // The connection closed (or released it) while the backplane
                 // was asked: free it in the cluster too.
                 Ok(true) => {
-                    backplane.release_name(&name, id);
+                    backplane.release_name(&name, id, generation);
                     Err(ClaimError::Closed)
                 }
                 Ok(false) => {
-                    shared.release_name_locally(&name, id);
+                    shared.release_claim_locally(&name, id, generation);
                     Ok(false)
                 }
+                // The claim may have reached the backplane before the
+                // error (a reply that timed out): undone on both sides.
                 Err(error) => {
-                    shared.release_name_locally(&name, id);
+                    shared.release_claim_locally(&name, id, generation);
+                    backplane.release_name(&name, id, generation);
                     Err(ClaimError::Backplane(error))
                 }
             }
@@ -489,5 +504,29 @@ impl Hub {
                 .is_ok();
         }
         self.shared.kick_local(id, reason)
+    }
+}
+
+/// Undoes a claim, here and in the cluster, when dropped armed: a claim
+/// whose future was dropped while the backplane was asked.
+struct UndoClaim<'a> {
+    shared: &'a HubShared,
+    backplane: &'a dyn Backplane,
+    name: &'a str,
+    id: ConnectionId,
+    generation: u64,
+    armed: bool,
+}
+
+impl Drop for UndoClaim<'_> {
+    fn drop(&mut self) {
+        if self.armed
+            && self
+                .shared
+                .release_claim_locally(self.name, self.id, self.generation)
+        {
+            self.backplane
+                .release_name(self.name, self.id, self.generation);
+        }
     }
 }

@@ -82,10 +82,15 @@ impl ConnectionShared {
     }
 
     /// Pushes `packet` in a datagram when the connection has a datagram
-    /// channel the server can reach, else on the stream; with a channel,
-    /// one too large for a datagram is refused.
+    /// channel the server can reach (then one too large for a datagram is
+    /// refused), else on the stream (bounded by the stream's frame limit
+    /// only).
     pub(crate) fn push_unreliable<P: Packet>(&self, packet: &P) -> Result<Route, PushError> {
-        let Some(binding) = self.datagrams.binding() else {
+        let Some(binding) = self
+            .datagrams
+            .binding()
+            .filter(|binding| binding.is_reachable())
+        else {
             return self
                 .outbox
                 .push_packet(packet, self.hub.max_frame_size)
@@ -97,7 +102,8 @@ impl ConnectionShared {
 
     /// Pushes an encoded frame: in a datagram when `unreliable` and the
     /// connection has a reachable datagram channel, else on the stream. A
-    /// frame too large for a datagram is refused ([`PushError::TooLarge`]).
+    /// frame too large for a datagram that would go by one is refused
+    /// ([`PushError::TooLarge`]).
     pub(crate) fn push_frame(
         &self,
         frame: &[u8],
@@ -120,6 +126,26 @@ impl ConnectionShared {
         self.outbox
             .close(CloseNotice::new(DisconnectReason::Kicked, reason), false);
     }
+}
+
+/// A connection of no server, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_connection() -> Arc<ConnectionShared> {
+    Arc::new(ConnectionShared {
+        id: ConnectionId(1),
+        peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+        transport: Transport::Tcp,
+        outbox: Outbox::new(1 << 20, Default::default()),
+        state: Arc::default(),
+        hub: HubShared::new(1 << 16, None, None),
+        permission: AtomicU32::new(0),
+        store: ConnectionStore::default(),
+        rate_limiters: Mutex::default(),
+        groups: Mutex::default(),
+        user: Mutex::default(),
+        names: Mutex::default(),
+        datagrams: DatagramSlot::default(),
+    })
 }
 
 /// The registry behind every [`Hub`](crate::Hub) handle of one server.
@@ -465,11 +491,11 @@ impl HubShared {
     pub(crate) fn reserve_name(&self, name: &Arc<str>, id: ConnectionId) -> Option<Reservation> {
         let connection = self.get(id)?;
         let reservation = lock(&self.names).reserve(name, id);
-        if reservation == Reservation::New {
+        if let Reservation::New(generation) = reservation {
             lock(&connection.names).push(Arc::clone(name));
             // Closed meanwhile: its names were freed before this one was added.
             if self.get(id).is_none() {
-                self.release_name_locally(name, id);
+                self.release_claim_locally(name, id, generation);
                 return None;
             }
         }
@@ -477,20 +503,30 @@ impl HubShared {
     }
 
     /// Frees `name` if the connection `id` holds it, here and in the
-    /// cluster; whether it did.
+    /// cluster (the exact claim it holds); whether it did.
     pub(crate) fn release_name(&self, name: &str, id: ConnectionId) -> bool {
-        if !self.release_name_locally(name, id) {
+        let Some(generation) = lock(&self.names).release(name, id) else {
             return false;
+        };
+        if let Some(connection) = self.get(id) {
+            lock(&connection.names).retain(|held| &**held != name);
         }
         if let Some(backplane) = &self.backplane {
-            backplane.release_name(name, id);
+            backplane.release_name(name, id, generation);
         }
         true
     }
 
-    /// Frees `name` on this node only (a claim the cluster refused).
-    pub(crate) fn release_name_locally(&self, name: &str, id: ConnectionId) -> bool {
-        if !lock(&self.names).release(name, id) {
+    /// Frees the claim `generation` of `name` by the connection `id` on
+    /// this node only, if it still holds that claim (one the cluster
+    /// refused, or that failed); whether it did.
+    pub(crate) fn release_claim_locally(
+        &self,
+        name: &str,
+        id: ConnectionId,
+        generation: u64,
+    ) -> bool {
+        if !lock(&self.names).release_claim(name, id, generation) {
             return false;
         }
         if let Some(connection) = self.get(id) {
@@ -502,6 +538,12 @@ impl HubShared {
     /// The connection of this node that holds `name`.
     pub(crate) fn name_holder(&self, name: &str) -> Option<ConnectionId> {
         lock(&self.names).holder(name)
+    }
+
+    /// The connection of this node that holds `name`, with its claim's
+    /// generation.
+    pub(crate) fn name_claim(&self, name: &str) -> Option<(ConnectionId, u64)> {
+        lock(&self.names).claim(name)
     }
 
     /// The local members of `group`, with their users.
@@ -572,7 +614,7 @@ impl LocalSide for HubShared {
         self.user_counts()
     }
 
-    fn names(&self) -> Vec<(Arc<str>, ConnectionId)> {
+    fn names(&self) -> Vec<(Arc<str>, ConnectionId, u64)> {
         lock(&self.names).all()
     }
 

@@ -146,6 +146,13 @@ impl Datagrams {
             self.unknown.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        if connection.strong_count() == 0 {
+            // The connection is gone without unbinding: its entry goes too
+            // (and no AEAD check is spent on it).
+            lock(&self.bindings).remove(&token);
+            self.unknown.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let Ok(range) = binding.open(datagram, from) else {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return;
@@ -165,6 +172,8 @@ impl Datagrams {
             return;
         }
         let Some(connection) = connection.upgrade() else {
+            // The connection is gone without unbinding: its entry goes too.
+            lock(&self.bindings).remove(&token);
             return;
         };
         let mut copy = BytesMut::with_capacity(frame.len());
@@ -173,5 +182,36 @@ impl Datagrams {
         if connection.datagrams.queue(frame) {
             connection.outbox.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ternio_protocol::datagram::DatagramSealer;
+    use ternio_protocol::frame::Flags;
+
+    use super::*;
+    use crate::registry::test_connection as connection;
+
+    #[tokio::test]
+    async fn a_binding_whose_connection_is_gone_leaves_the_table_on_its_next_datagram() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let datagrams = Datagrams::new(socket.try_clone().unwrap(), 1200).unwrap();
+        let _ = datagrams
+            .socket
+            .set(Arc::new(UdpSocket::from_std(socket).unwrap()));
+        let connection = connection();
+        let secret = [5u8; 32];
+        let binding = datagrams.bind(&connection, &secret).expect("bound");
+        // Gone without unbinding.
+        drop(connection);
+        let keys = DatagramKeys::derive(&secret, &binding.token);
+        let mut sealer = DatagramSealer::new(&keys.client_to_server, binding.token, 1200);
+        let frame = Header::new(0x0100, Flags::NONE, 0).to_bytes();
+        let mut datagram = Vec::new();
+        sealer.seal(&frame, &mut datagram).unwrap();
+        assert!(lock(&datagrams.bindings).contains_key(&binding.token));
+        datagrams.on_datagram(&mut datagram, "127.0.0.1:9".parse().unwrap());
+        assert!(!lock(&datagrams.bindings).contains_key(&binding.token));
     }
 }

@@ -4,10 +4,11 @@
 //!
 //! A client with a secure session asks for a binding with
 //! [`DATAGRAM_BIND`](crate::system::DATAGRAM_BIND); the answer
-//! ([`DatagramBinding`]) gives a random 8-byte token, the server's UDP port
-//! and its largest datagram. Each direction has its own key, derived from
-//! the session secret and the token ([`DatagramKeys`]), never the stream's
-//! keys or counters. A datagram is
+//! ([`DatagramBinding`](crate::system::DatagramBinding)) gives a random
+//! 8-byte token, the server's UDP port and its largest datagram. Each
+//! direction has its own key, derived from the session secret and the
+//! token ([`DatagramKeys`]), never the stream's keys or counters. A
+//! datagram is
 //!
 //! ```text
 //! token    [u8; 8]   the binding: the server finds it without trying keys
@@ -223,6 +224,15 @@ impl DatagramOpener {
     /// returned as that range's bounds. The counter is marked seen only once the tag
     /// verified, so a forged datagram changes nothing.
     pub fn open(&mut self, datagram: &mut [u8]) -> Result<std::ops::Range<usize>, OpenError> {
+        self.open_ordered(datagram).map(|opened| opened.frame)
+    }
+
+    /// As [`open`](Self::open), and says whether the datagram's counter is
+    /// above every counter accepted before ([`Opened::newest`]): a late
+    /// datagram (one that another overtook, or an attacker held back and
+    /// sends now) is accepted once, but is not the newest. A receiver that
+    /// follows the sender's address takes it from the newest only.
+    pub fn open_ordered(&mut self, datagram: &mut [u8]) -> Result<Opened, OpenError> {
         if datagram.len() < DATAGRAM_OVERHEAD + HEADER_LEN {
             return Err(OpenError::TooShort);
         }
@@ -241,15 +251,31 @@ impl DatagramOpener {
         self.cipher
             .open(counter, aad, sealed)
             .map_err(|_| OpenError::BadTag)?;
-        self.window.accept(counter);
-        Ok(TOKEN_LEN + 8..datagram.len() - TAG_LEN)
+        let newest = self.window.accept(counter);
+        Ok(Opened {
+            frame: TOKEN_LEN + 8..datagram.len() - TAG_LEN,
+            counter,
+            newest,
+        })
     }
 }
 
+/// A datagram [`DatagramOpener::open_ordered`] accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    /// Where the frame (header and body) is in the datagram.
+    pub frame: std::ops::Range<usize>,
+    /// The datagram's counter.
+    pub counter: u64,
+    /// Whether the counter is above every counter accepted before it.
+    pub newest: bool,
+}
+
 /// The counters a receiver has accepted: the highest, and which of the
-/// [`WINDOW`] below it (a bitmap, as in RFC 6479 and WireGuard). A counter
-/// above the highest is fresh; one in the window is fresh once; one below
-/// it is too old.
+/// [`WINDOW`] counters up to it (a bitmap, as in RFC 6479 and WireGuard):
+/// the highest and the 2,047 below it. A counter above the highest is
+/// fresh; one in the window is fresh once; one [`WINDOW`] (2,048) or more
+/// below the highest is too old.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ReplayWindow {
     /// One more than the highest accepted; 0 before the first.
@@ -283,7 +309,7 @@ impl ReplayWindow {
     }
 
     /// Whether `counter` would be accepted: above the highest, or within
-    /// the window and not seen.
+    /// the window (at most 2,047 below the highest) and not seen.
     pub fn is_fresh(&self, counter: u64) -> bool {
         if counter >= self.top {
             return true;
@@ -296,10 +322,12 @@ impl ReplayWindow {
     }
 
     /// Marks `counter` seen (call after [`is_fresh`](Self::is_fresh) and
-    /// after authenticating it). Moving the top clears the bits of the
-    /// counters that enter the window unseen.
-    pub fn accept(&mut self, counter: u64) {
-        if counter >= self.top {
+    /// after authenticating it); returns whether it is the new highest
+    /// (above every counter accepted before). Moving the top clears the
+    /// bits of the counters that enter the window unseen.
+    pub fn accept(&mut self, counter: u64) -> bool {
+        let newest = counter >= self.top;
+        if newest {
             let gap = counter - self.top;
             if gap >= WINDOW {
                 self.seen = [0; (WINDOW / 64) as usize];
@@ -313,6 +341,7 @@ impl ReplayWindow {
         }
         let (word, mask) = Self::bit(counter);
         self.seen[word] |= mask;
+        newest
     }
 }
 
@@ -415,8 +444,9 @@ mod tests {
         }
         assert!(window.is_fresh(4), "within the window, not seen");
         window.accept(3000);
-        // 3000 - 2048 = 952: below it is too old, above it fresh unless seen.
+        // 3000 - 2048 = 952: it and below are too old, above fresh unless seen.
         assert!(!window.is_fresh(951));
+        assert!(!window.is_fresh(952));
         assert!(!window.is_fresh(5), "left behind");
         assert!(window.is_fresh(2000));
         assert!(!window.is_fresh(2047), "seen, still in the window");
@@ -427,6 +457,38 @@ mod tests {
         assert!(window.is_fresh(1_000_000 + WINDOW - 1));
         window.accept(1_000_000 + WINDOW - 1);
         assert!(window.is_fresh(1_000_000 + 1));
+    }
+
+    #[test]
+    fn the_window_holds_the_highest_and_the_2047_below_it() {
+        let highest = 10_000;
+        let mut window = ReplayWindow::default();
+        assert!(window.accept(highest));
+        assert!(window.is_fresh(highest - (WINDOW - 1)), "2,047 below: kept");
+        assert!(!window.is_fresh(highest - WINDOW), "2,048 below: too old");
+        assert!(
+            !window.accept(highest - (WINDOW - 1)),
+            "accepted, not newest"
+        );
+        assert!(!window.is_fresh(highest - (WINDOW - 1)), "once");
+        // One step up: the edge moves with the highest.
+        assert!(window.is_fresh(highest + 1 - (WINDOW - 1)));
+        assert!(window.accept(highest + 1));
+        assert!(!window.is_fresh(highest + 1 - WINDOW));
+        assert!(window.is_fresh(highest + 2 - WINDOW));
+    }
+
+    #[test]
+    fn a_late_datagram_opens_but_is_not_the_newest() {
+        let (mut sealer, mut opener) = pair();
+        let mut late = Vec::new();
+        sealer.seal(&frame(0x0100, b"late"), &mut late).unwrap();
+        let mut newer = Vec::new();
+        sealer.seal(&frame(0x0100, b"newer"), &mut newer).unwrap();
+        let opened = opener.open_ordered(&mut newer).unwrap();
+        assert_eq!((opened.counter, opened.newest), (1, true));
+        let opened = opener.open_ordered(&mut late).unwrap();
+        assert_eq!((opened.counter, opened.newest), (0, false));
     }
 
     #[test]

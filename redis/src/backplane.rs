@@ -72,8 +72,9 @@ pub(crate) struct Shared {
     pub(crate) dirty_signal: Notify,
     /// Users whose local count of connections changed since it was written.
     pub(crate) dirty_users: Mutex<HashSet<UserId>>,
-    /// Names freed here, to free in Redis.
-    pub(crate) releases: Mutex<Vec<(String, ConnectionId)>>,
+    /// Names freed here, to free in Redis: each with its holder and the
+    /// generation of the claim freed.
+    pub(crate) releases: Mutex<Vec<(String, ConnectionId, u64)>>,
     /// The other nodes' members of the groups with a member here.
     pub(crate) mirror: Mutex<Mirror>,
     /// Rings when a presence notice made a view stale.
@@ -108,8 +109,15 @@ impl Shared {
         self.mark_dirty(hub.memberships().into_iter().map(|(group, _)| group));
     }
 
-    /// The value of a name key held by the connection `id` of this node.
-    pub(crate) fn name_value(&self, id: ConnectionId) -> String {
+    /// The value of a name key held by the connection `id` of this node
+    /// under the claim `generation`: `id|node|token|generation`.
+    pub(crate) fn name_value(&self, id: ConnectionId, generation: u64) -> String {
+        format!("{}|{}", self.name_holder(id), generation)
+    }
+
+    /// The part of a name key's value that says who holds it, whatever
+    /// the claim: `id|node|token`.
+    pub(crate) fn name_holder(&self, id: ConnectionId) -> String {
         format!("{}|{}|{}", id.0, self.node, self.token)
     }
 
@@ -388,15 +396,18 @@ impl Backplane for RedisBackplane {
         &self,
         name: &str,
         id: ConnectionId,
+        generation: u64,
     ) -> BoxFuture<'static, Result<bool, BackplaneError>> {
         let shared = Arc::clone(&self.shared);
         let name = name.to_owned();
         let connection = self.commands();
         // A release of this name still queued goes first, or it would free
         // the name just claimed.
-        let pending: Vec<(String, ConnectionId)> = {
+        let pending: Vec<(String, ConnectionId, u64)> = {
             let mut releases = lock(&self.shared.releases);
-            let (these, others) = releases.drain(..).partition(|(queued, _)| *queued == name);
+            let (these, others) = releases
+                .drain(..)
+                .partition(|(queued, _, _)| *queued == name);
             *releases = others;
             these
         };
@@ -408,19 +419,24 @@ impl Backplane for RedisBackplane {
                     return Err(error);
                 }
             };
-            for (queued, holder) in &pending {
-                release_name(&shared, &mut connection, queued, *holder)
-                    .await
-                    .map_err(unavailable)?;
+            for (index, (queued, holder, claim)) in pending.iter().enumerate() {
+                if let Err(error) =
+                    release_name(&shared, &mut connection, queued, *holder, *claim).await
+                {
+                    // Not lost: the link task sends them when it can.
+                    lock(&shared.releases).extend(pending[index..].iter().cloned());
+                    shared.dirty_signal.notify_one();
+                    return Err(unavailable(error));
+                }
             }
-            claim_name(&shared, &mut connection, &name, id)
+            claim_name(&shared, &mut connection, &name, id, generation)
                 .await
                 .map_err(unavailable)
         })
     }
 
-    fn release_name(&self, name: &str, id: ConnectionId) {
-        lock(&self.shared.releases).push((name.to_owned(), id));
+    fn release_name(&self, name: &str, id: ConnectionId, generation: u64) {
+        lock(&self.shared.releases).push((name.to_owned(), id, generation));
         self.shared.dirty_signal.notify_one();
     }
 
@@ -642,6 +658,55 @@ pub(crate) async fn read_views(
         .collect())
 }
 
+/// A node's liveness token and one of its membership hashes, as read.
+type OwnedHash = (Option<String>, Vec<(String, String)>);
+
+/// The views of `group` of each node of `nodes`, each with the token of
+/// the process that holds the node id now (`None`: no live process), read
+/// together (one transaction): a view read belongs to that process.
+pub(crate) async fn read_owned_views(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    group: &str,
+    nodes: &[u16],
+) -> Result<Vec<(u16, Option<String>, View)>, RedisError> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for node in nodes {
+        pipe.cmd("GET").arg(shared.keys.node(*node));
+        pipe.cmd("HGETALL").arg(shared.keys.members(*node, group));
+    }
+    // Each node's two replies, a pair.
+    let replies: Vec<OwnedHash> = pipe.query_async(connection).await?;
+    let views = nodes
+        .iter()
+        .zip(replies)
+        .map(|(node, (token, fields))| (*node, token, View::parse(*node, fields)))
+        .collect();
+    Ok(views)
+}
+
+/// The token of the process that holds each node id of `nodes` now
+/// (`None`: none, the node is dead).
+pub(crate) async fn node_tokens(
+    shared: &Shared,
+    connection: &mut MultiplexedConnection,
+    nodes: &[u16],
+) -> Result<Vec<(u16, Option<String>)>, RedisError> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for node in nodes {
+        pipe.cmd("GET").arg(shared.keys.node(*node));
+    }
+    let tokens: Vec<Option<String>> = pipe.query_async(connection).await?;
+    Ok(nodes.iter().copied().zip(tokens).collect())
+}
+
 /// The other nodes' members of `group` as the mirror holds them, once it
 /// has read them: waits for that first read, for at most the response
 /// timeout (`None` then).
@@ -672,55 +737,78 @@ async fn remote_presence(
     Ok(views.iter().flat_map(|(_, view)| view.members()).collect())
 }
 
-/// Takes `name` for the connection `id` unless a live holder has it: the
-/// holder's node key must still carry the token it was claimed under.
+/// Takes `name` for a claim (`ARGV[1]`, `id|node|token|generation`, the
+/// generation also in `ARGV[4]`) of the holder `ARGV[3]` (`id|node|token`)
+/// unless a live holder other than this one has it: the holder's node key
+/// (`ARGV[2]` and the node) must still carry the token it was claimed
+/// under. The same holder's earlier claim (a lower generation) is replaced
+/// by this one; a later one is left in place (this claim came late, and
+/// its caller finds it superseded). A value of the form before
+/// generations, `id|node|token`, is read too. The one key declared is
+/// `KEYS[1]`, the name's; the holder's node key is read too (see
+/// docs/SCALING.md on Redis Cluster).
 const CLAIM_NAME: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then return 1 end
 if current then
-  local node, token = string.match(current, '^%d+|(%d+)|(.*)$')
-  if node and redis.call('GET', ARGV[2] .. node) == token then return 0 end
+  local holder, node, token, generation =
+    string.match(current, '^(%d+|(%d+)|(.*))|(%d+)$')
+  if not holder then
+    holder, node, token = string.match(current, '^(%d+|(%d+)|(.*))$')
+  end
+  if node and holder == ARGV[3] then
+    if generation and tonumber(generation) > tonumber(ARGV[4]) then return 1 end
+  elseif node and redis.call('GET', ARGV[2] .. node) == token then
+    return 0
+  end
 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 ";
 
-/// Deletes a name key if it still holds this holder's value.
+/// Deletes a name key if it still holds this exact claim (holder and
+/// generation): a late release never frees a later claim.
 const RELEASE_NAME: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 ";
 
-/// Claims `name` in Redis for the connection `id` of this node.
+/// Claims `name` in Redis for the connection `id` of this node, as its
+/// claim `generation`.
 pub(crate) async fn claim_name(
     shared: &Shared,
     connection: &mut MultiplexedConnection,
     name: &str,
     id: ConnectionId,
+    generation: u64,
 ) -> Result<bool, RedisError> {
     let claimed: i64 = redis::cmd("EVAL")
         .arg(CLAIM_NAME)
         .arg(1)
         .arg(shared.keys.name(name))
-        .arg(shared.name_value(id))
+        .arg(shared.name_value(id, generation))
         .arg(shared.keys.node_prefix())
+        .arg(shared.name_holder(id))
+        .arg(generation)
         .query_async(connection)
         .await?;
     Ok(claimed == 1)
 }
 
-/// Frees `name` in Redis if the connection `id` of this node holds it.
+/// Frees `name` in Redis if the connection `id` of this node holds it
+/// under the claim `generation`.
 pub(crate) async fn release_name(
     shared: &Shared,
     connection: &mut MultiplexedConnection,
     name: &str,
     id: ConnectionId,
+    generation: u64,
 ) -> Result<(), RedisError> {
     redis::cmd("EVAL")
         .arg(RELEASE_NAME)
         .arg(1)
         .arg(shared.keys.name(name))
-        .arg(shared.name_value(id))
+        .arg(shared.name_value(id, generation))
         .exec_async(connection)
         .await
 }

@@ -8,7 +8,7 @@
 //! | `{prefix}:nodes` | set | node ids that registered (pruned of dead ones) |
 //! | `{prefix}:members:{n}:{group}` | hash, expires | node `n`'s members of `group`: connection id → user id (`""` for none), and `v` → the version |
 //! | `{prefix}:users:{n}` | hash, expires | node `n`'s signed-in users: user id → connections |
-//! | `{prefix}:name:{name}` | string | the name's holder: `{connection id}\|{node}\|{node's token}` |
+//! | `{prefix}:name:{name}` | string | the name's holder and claim: `{connection id}\|{node}\|{node's token}\|{claim generation}` |
 //! | `{prefix}:group:{group}` | channel | broadcasts to `group` |
 //! | `{prefix}:everyone` | channel | broadcasts to every connection |
 //! | `{prefix}:to-node:{n}` | channel | sends and kicks for node `n`'s connections |

@@ -384,26 +384,37 @@ async fn refresh_stale(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
 ) -> Result<(), LinkError> {
-    let stale = lock(&shared.mirror).take_stale();
-    for (group, node) in stale {
-        let read = within(
-            shared,
-            backplane::read_views(shared, commands, &group, &[node]),
-        )
-        .await;
-        let views = match read {
-            Ok(views) => views,
-            Err(error) => {
-                // Read again on the next link (every view is).
-                return Err(error);
+    // A process change found on the way marks more views stale: those
+    // are read in the next round.
+    loop {
+        let stale = lock(&shared.mirror).take_stale();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        for (group, node) in stale {
+            let read = within(
+                shared,
+                backplane::read_owned_views(shared, commands, &group, &[node]),
+            )
+            .await;
+            let views = match read {
+                Ok(views) => views,
+                Err(error) => {
+                    // Read again on the next link (every view is).
+                    return Err(error);
+                }
+            };
+            for (node, token, view) in views {
+                let events = {
+                    let mut mirror = lock(&shared.mirror);
+                    let mut events = mirror.owned_by(node, token.as_deref());
+                    events.extend(mirror.apply(&group, node, view, false));
+                    events
+                };
+                report(shared, events);
             }
-        };
-        for (node, view) in views {
-            let events = lock(&shared.mirror).apply(&group, node, view, false);
-            report(shared, events);
         }
     }
-    Ok(())
 }
 
 /// Reads the other nodes' views of `group`, which this node just
@@ -430,19 +441,27 @@ async fn read_group(
     nodes.sort_unstable();
     let views = within(
         shared,
-        backplane::read_views(shared, commands, group, &nodes),
+        backplane::read_owned_views(shared, commands, group, &nodes),
     )
     .await?;
     let mut events = Vec::new();
+    let mut replaced = false;
     {
         let mut mirror = lock(&shared.mirror);
-        for (node, view) in views {
+        for (node, token, view) in views {
             if view.version.is_none() && !alive.contains(&node) {
                 continue;
             }
+            let lost = mirror.owned_by(node, token.as_deref());
+            replaced |= !lost.is_empty();
+            events.extend(lost);
             events.extend(mirror.apply(group, node, view, quietly));
         }
         mirror.mark_loaded(group);
+    }
+    if replaced {
+        // The new processes' views of the other groups.
+        shared.presence_signal.notify_one();
     }
     shared.presence_loaded.notify_waiters();
     report(shared, events);
@@ -476,6 +495,28 @@ async fn drop_dead_nodes(
         }
         report(shared, events);
     }
+    // A node id another process claimed since its views were read (a
+    // configured id, taken again as soon as the dead one's key expired):
+    // the process whose members are held is dead too.
+    let living: Vec<u16> = known.intersection(&alive).copied().collect();
+    let tokens = within(shared, backplane::node_tokens(shared, commands, &living)).await?;
+    let mut replaced = false;
+    for (node, token) in tokens {
+        let events = lock(&shared.mirror).owned_by(node, token.as_deref());
+        if !events.is_empty() {
+            replaced = true;
+            tracing::info!(
+                node = shared.node,
+                dead = node,
+                members = events.len(),
+                "backplane: another process holds a node's id now; the old one's members are gone"
+            );
+        }
+        report(shared, events);
+    }
+    if replaced {
+        shared.presence_signal.notify_one();
+    }
     Ok(())
 }
 
@@ -485,9 +526,17 @@ async fn claim_names_again(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
 ) -> Result<(), LinkError> {
-    let names = shared.hub.get().map(|hub| hub.names()).unwrap_or_default();
-    for (name, id) in names {
-        let claimed = within(shared, backplane::claim_name(shared, commands, &name, id)).await?;
+    let names = shared
+        .hub
+        .get()
+        .map(|hub| hub.name_claims())
+        .unwrap_or_default();
+    for (name, id, generation) in names {
+        let claimed = within(
+            shared,
+            backplane::claim_name(shared, commands, &name, id, generation),
+        )
+        .await?;
         if !claimed {
             tracing::warn!(
                 node = shared.node,
@@ -597,8 +646,12 @@ async fn sync(
         }
     }
     let releases: Vec<_> = std::mem::take(&mut *lock(&shared.releases));
-    for (index, (name, id)) in releases.iter().enumerate() {
-        let result = within(shared, backplane::release_name(shared, commands, name, *id)).await;
+    for (index, (name, id, generation)) in releases.iter().enumerate() {
+        let result = within(
+            shared,
+            backplane::release_name(shared, commands, name, *id, *generation),
+        )
+        .await;
         if let Err(error) = result {
             lock(&shared.releases).extend(releases[index..].iter().cloned());
             return Err(error);

@@ -14,7 +14,11 @@
 //! its differences); a node whose liveness key expired is dropped with its
 //! members ([`PresenceChange::Lost`]), once this node has been connected
 //! for a whole node TTL (so that after a Redis restart the other nodes
-//! have time to register again).
+//! have time to register again). A node id that another process holds
+//! now (its liveness key carries another token than when its views were
+//! read: a configured node id taken again as soon as the dead process's
+//! key expired) is a dead node too: the old process's members are lost,
+//! and the new one's views are read whatever their version.
 //!
 //! **The list and the events agree.** The first read of a group's views
 //! reports nothing: for a group with members here, `Hub::cluster_presence`
@@ -82,6 +86,11 @@ pub(crate) struct Mirror {
     loaded: HashSet<String>,
     /// Views a notice said are behind, to read again.
     stale: HashSet<(String, u16)>,
+    /// The token of the process whose views of each node are held (its
+    /// liveness key's value when they were read): a node id that another
+    /// process holds now is a node that died, even if its key never went
+    /// missing in between.
+    owners: HashMap<u16, String>,
 }
 
 impl Mirror {
@@ -180,6 +189,32 @@ impl Mirror {
             .collect()
     }
 
+    /// Node `node`'s views (read with the views of a group) belong to the
+    /// process of `token` (`None`: no process holds the id). When another
+    /// process held it before, that one died: its members are lost from
+    /// every group (the events), and its views are read again for the new
+    /// one ([`take_stale`](Self::take_stale)).
+    pub(crate) fn owned_by(&mut self, node: u16, token: Option<&str>) -> Vec<PresenceEvent> {
+        let Some(token) = token else {
+            return Vec::new();
+        };
+        match self.owners.get(&node) {
+            Some(owner) if owner == token => Vec::new(),
+            Some(_) => {
+                let events = self.drop_node(node);
+                for group in self.groups.keys() {
+                    self.stale.insert((group.clone(), node));
+                }
+                self.owners.insert(node, token.to_owned());
+                events
+            }
+            None => {
+                self.owners.insert(node, token.to_owned());
+                Vec::new()
+            }
+        }
+    }
+
     /// Forgets node `node` (it died): its members are lost from every
     /// group.
     pub(crate) fn drop_node(&mut self, node: u16) -> Vec<PresenceEvent> {
@@ -192,6 +227,7 @@ impl Mirror {
             }
         }
         self.stale.retain(|(_, stale)| *stale != node);
+        self.owners.remove(&node);
         events
     }
 }
@@ -335,6 +371,28 @@ mod tests {
             ]
         );
         assert!(mirror.nodes().is_empty());
+    }
+
+    #[test]
+    fn a_node_id_held_by_another_process_loses_the_old_ones_members() {
+        let mut mirror = Mirror::default();
+        mirror.track("a");
+        mirror.track("b");
+        assert!(mirror.owned_by(2, Some("first")).is_empty());
+        mirror.apply("a", 2, view(5, &[(1, "ann")]), true);
+        assert!(mirror.owned_by(2, Some("first")).is_empty(), "the same");
+        assert!(
+            mirror.owned_by(2, None).is_empty(),
+            "dead: for the TTL to say"
+        );
+        let events = mirror.owned_by(2, Some("second"));
+        assert_eq!(changes(&events), [(1, PresenceChange::Lost)]);
+        // The new process's views are read, whatever their version.
+        let mut stale = mirror.take_stale();
+        stale.sort();
+        assert_eq!(stale, [("a".to_owned(), 2), ("b".to_owned(), 2)]);
+        let events = mirror.apply("a", 2, view(1, &[(1, "bob")]), false);
+        assert_eq!(changes(&events), [(1, PresenceChange::Joined)]);
     }
 
     #[test]

@@ -463,6 +463,101 @@ async fn names_are_unique_across_the_cluster_and_free_when_their_holder_goes() {
     assert!(!cara.claim("Ann").await);
 }
 
+/// A release that reaches Redis late (after the same connection claimed
+/// the name again) frees nothing: it names the exact claim it undoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_release_does_not_free_a_later_claim_of_the_same_name() {
+    use ternio::backplane::Backplane;
+    let redis = RedisServer::start();
+    let prefix = common::prefix("late-release");
+    let one = Node::start(&redis.url(), &prefix).await;
+    let two = Node::start(&redis.url(), &prefix).await;
+    let ann = Member::connect(&one, "ann").await;
+    let bob = Member::connect(&two, "bob").await;
+    let id = ConnectionId(ann.id);
+    // Claim 1, released; claim 2 by the same connection; then the release
+    // of claim 1 arrives.
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 1).await,
+        Ok(true)
+    ));
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 2).await,
+        Ok(true)
+    ));
+    one.backplane.release_name("Zed", id, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Zed").await, "claim 2 still holds it");
+    // A late claim 1 (its EVAL overtaken by claim 2's) does not replace
+    // claim 2 either: a release of claim 1 still frees nothing.
+    assert!(matches!(
+        one.backplane.claim_name("Zed", id, 1).await,
+        Ok(true)
+    ));
+    one.backplane.release_name("Zed", id, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Zed").await, "claim 2 holds it still");
+    // Its own release frees it.
+    one.backplane.release_name("Zed", id, 2);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !bob.claim("Zed").await {
+        assert!(Instant::now() < deadline, "the name is freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Through the hub: released and claimed again, many times over, each
+    // release queued behind the claims; the name stays claimed.
+    let cara = Member::connect(&one, "cara").await;
+    let hub = one.hub();
+    let cara_id = ConnectionId(cara.id);
+    assert!(cara.claim("Cara").await);
+    for _ in 0..50 {
+        assert!(hub.release_name("Cara", cara_id));
+        assert_eq!(hub.claim_name("Cara", cara_id).await, Ok(true));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!bob.claim("Cara").await, "still held by cara");
+}
+
+/// A claim dropped while the backplane was asked (its caller gave up)
+/// leaves nothing claimed: not here, not in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_dropped_half_way_leaves_nothing_claimed() {
+    let redis = RedisServer::start();
+    let prefix = common::prefix("dropped-claim");
+    let one = Node::start(&redis.url(), &prefix).await;
+    let two = Node::start(&redis.url(), &prefix).await;
+    let ann = Member::connect(&one, "ann").await;
+    let bob = Member::connect(&two, "bob").await;
+    let hub = one.hub();
+    // Polled once (the local reservation taken, Redis asked), then dropped.
+    // (Ready at once only when the link to Redis is down for a moment, on
+    // a loaded machine: then again.)
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut claim = Box::pin(hub.claim_name("Ann", ConnectionId(ann.id)));
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(claim.as_mut().poll(cx))).await;
+        if polled.is_pending() {
+            assert_eq!(hub.name_holder("Ann"), Some(ConnectionId(ann.id)));
+            break;
+        }
+        assert!(
+            attempts < 20,
+            "the claim never waited for redis: {polled:?}"
+        );
+        hub.release_name("Ann", ConnectionId(ann.id));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(hub.name_holder("Ann"), None, "undone here");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !bob.claim("Ann").await {
+        assert!(Instant::now() < deadline, "undone in redis");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Set in the child process that [`a_killed_node_loses_its_members_and_frees_its_names`]
 /// starts: the Redis URL and key prefix of the parent's cluster.
 const CHILD_URL: &str = "TERNIO_PRESENCE_TEST_CHILD_URL";
@@ -524,6 +619,90 @@ async fn a_killed_node_loses_its_members_and_frees_its_names() {
     one.await_user_connections("dora", 0).await;
     assert!(thief.claim("Dora").await, "a dead node's names are free");
     nothing_more(&mut ann.presence).await;
+}
+
+/// A node id whose process died and that a new process claimed again
+/// (a configured `node_id`) before this node saw its key missing: the old
+/// process's members are lost all the same, in the groups the new one has
+/// no member in too. (The other node is played by hand in Redis.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_id_taken_over_by_a_new_process_loses_the_old_ones_members() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let prefix = common::prefix("takeover");
+    let client = redis::Client::open(url.as_str()).expect("a redis url");
+    let mut raw = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connects to redis");
+    // Node 900, as its process writes it: alive, "dora" in "lobby".
+    let node = 900u16;
+    let dora = ConnectionId::new(node, 1);
+    let node_key = format!("{prefix}:node:{node}");
+    let lobby_key = format!("{prefix}:members:{node}:lobby");
+    let _: () = redis::cmd("SET")
+        .arg(&node_key)
+        .arg("old-process")
+        .arg("PX")
+        .arg(3000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg(format!("{prefix}:nodes"))
+        .arg(node)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&lobby_key)
+        .arg("v")
+        .arg(1)
+        .arg(dora.0)
+        .arg("dora")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // Its heartbeat, whichever process holds the id.
+    let mut beating = raw.clone();
+    let heartbeat_key = node_key.clone();
+    let heartbeat = tokio::spawn(async move {
+        loop {
+            let _: Result<(), _> = redis::cmd("PEXPIRE")
+                .arg(&heartbeat_key)
+                .arg(3000)
+                .query_async(&mut beating)
+                .await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+
+    let one = Node::start(&url, &prefix).await;
+    let mut ann = Member::connect(&one, "ann").await;
+    ann.enter("lobby").await;
+    ann.expect_presence((ann.id, "ann", JOINED)).await;
+    one.await_presence("lobby", &[(ann.id, "ann"), (dora.0, "dora")])
+        .await;
+
+    // The old process dies; a new one claims node 900 at once, deletes the
+    // old membership keys, and has no member in "lobby": it never writes
+    // that group, and never publishes a notice of it.
+    let _: () = redis::cmd("SET")
+        .arg(&node_key)
+        .arg("new-process")
+        .arg("PX")
+        .arg(3000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&lobby_key)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    ann.expect_presence((dora.0, "dora", LOST)).await;
+    one.await_presence("lobby", &[(ann.id, "ann")]).await;
+    heartbeat.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

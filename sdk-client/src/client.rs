@@ -30,6 +30,10 @@ use crate::time_sync;
 use crate::tls::{ClientTls, TlsConnector};
 use crate::ws;
 
+/// How many times [`Client::bind_datagrams`] asks again when the
+/// connection changed while it bound.
+const BIND_ATTEMPTS: u32 = 3;
+
 /// How long [`Client::close`] waits for its last frames to leave (and, on
 /// WebSocket, for the server's Close frame).
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
@@ -461,7 +465,12 @@ impl Client {
     /// Errors: [`ClientError::NotSecure`] without a secure session;
     /// [`ClientError::Remote`] with `UNKNOWN_OPCODE` when the server has no
     /// UDP listener; [`ClientError::Connect`] when the socket cannot be
-    /// opened or the host not resolved. Binding again replaces the channel.
+    /// opened or the host not resolved. Binding again replaces the channel;
+    /// concurrent binds run one after the other. The channel's keys come
+    /// from the session secret of the connection the request went on: if
+    /// the connection changed before the answer (a reconnection), it binds
+    /// again on the new one (three tries in all, then
+    /// [`ClientError::Connect`]).
     /// A new session after a lost connection (not a resumed one) drops the
     /// channel: bind again then. Browsers have no UDP: the browser client
     /// stays on the stream.
@@ -476,18 +485,9 @@ impl Client {
                 "a client over a stream of the application's does not know the server's host",
             ))
         })?;
-        let timeout = shared.config().request_timeout;
-        let frame = shared
-            .call(system::DATAGRAM_BIND, &(), timeout, Seal::Required)
-            .await?;
-        let frame = success(frame)?;
-        let binding = DatagramBinding::decode_body(&frame.body)
-            .map_err(|error| ClientError::UnexpectedResponse(error.into()))?;
-        let secret = shared
-            .links()
-            .current()?
-            .session_secret()
-            .ok_or(ClientError::NotSecure)?;
+        // One bind at a time: two would interleave their requests and
+        // installs, and leave the channel of the binding the server replaced.
+        let _binding = shared.datagram_bind.lock().await;
         let ip = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => ip,
             Err(_) => tokio::net::lookup_host(&host)
@@ -502,11 +502,45 @@ impl Client {
                     ))
                 })?,
         };
-        let channel =
-            crate::datagrams::Channel::open(&binding, &secret[..], ip, shared.pushes()).await?;
-        let server = channel.server;
-        *lock(&shared.datagrams) = Some(channel);
-        Ok(server)
+        let timeout = shared.config().request_timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // The secret of the link the request goes on, read before: the
+            // server derives the binding's keys from its session then.
+            let link = shared.links().current()?;
+            let secret = link.session_secret().ok_or(ClientError::NotSecure)?;
+            let frame = shared
+                .call(system::DATAGRAM_BIND, &(), timeout, Seal::Required)
+                .await?;
+            let frame = success(frame)?;
+            let binding = DatagramBinding::decode_body(&frame.body)
+                .map_err(|error| ClientError::UnexpectedResponse(error.into()))?;
+            let channel =
+                crate::datagrams::Channel::open(&binding, &secret[..], ip, shared.pushes()).await?;
+            let server = channel.server;
+            {
+                let mut slot = lock(&shared.datagrams);
+                // Still the link whose secret keys the channel: install it
+                // (a new session after this clears it).
+                if shared
+                    .links()
+                    .current()
+                    .is_ok_and(|current| Arc::ptr_eq(&current, &link))
+                {
+                    *slot = Some(channel);
+                    return Ok(server);
+                }
+            }
+            // The link changed meanwhile (a reconnection): the answer may
+            // belong to another session's secret. Bind again on the new one.
+            if attempt == BIND_ATTEMPTS {
+                return Err(ClientError::Connect(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "the connection changed while the datagram channel was bound",
+                )));
+            }
+        }
     }
 
     /// Whether a datagram channel is bound ([`bind_datagrams`](Self::bind_datagrams)).

@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     session_events: watch::Sender<SessionEvent>,
     /// The datagram channel, once bound (docs/PROTOCOL.md section 4.4).
     pub(crate) datagrams: std::sync::Mutex<Option<Arc<crate::datagrams::Channel>>>,
+    /// Held by a `bind_datagrams` from its request to the channel's
+    /// install: binds run one at a time.
+    pub(crate) datagram_bind: tokio::sync::Mutex<()>,
     /// The client's clock and its estimate of the server's (section 4.3).
     clock: Clock,
 }
@@ -59,6 +62,7 @@ impl Shared {
             session: Arc::new(Session::new()),
             session_events: watch::Sender::new(SessionEvent::Started),
             datagrams: std::sync::Mutex::new(None),
+            datagram_bind: tokio::sync::Mutex::new(()),
             clock: Clock::new(),
             config,
         }

@@ -52,11 +52,15 @@ impl Engine {
         AfterFrame::Continue
     }
 
-    /// Runs the frames that came by datagram, each a one-way request.
+    /// Runs the frames that came by datagram, each a one-way request, under
+    /// the same backpressure as the stream's: only while the engine
+    /// [`wants_input`](Engine::wants_input) (fewer requests running than
+    /// `max_requests_in_flight`, the outbound buffer below its high-water
+    /// mark). The rest wait in the inbox (bounded: past it, datagrams are
+    /// dropped) until a request finishes or the peer reads.
     pub(super) fn take_datagrams(&mut self) -> bool {
         let mut progress = false;
-        while self.closed.is_none()
-            && self.closing.is_none()
+        while self.wants_input()
             && let Some(frame) = self.connection.datagrams.take()
         {
             progress = true;

@@ -427,8 +427,11 @@ impl Engine {
         let mut progress = self.poll_replies(cx);
         if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
-            progress |= self.take_datagrams();
         }
+        // Outside the signal: frames left in the inbox by backpressure run
+        // once a request finished or the peer read (an atomic load when
+        // the inbox is empty).
+        progress |= self.take_datagrams();
         progress |= self.poll_timers(cx);
         if self.resume.is_some() {
             self.check_replay();

@@ -261,8 +261,11 @@ impl Engine {
 
     /// Readies the engine of a session whose link is gone to wait: what
     /// was written for that link is dropped (the replay buffer has the
-    /// counted frames), timers stop.
+    /// counted frames), timers stop. The frames that came by datagram and
+    /// wait are dropped (they would run late), and the server forgets the
+    /// client's datagram address until the client speaks again.
     fn suspend(&mut self) {
+        self.connection.datagrams.suspend();
         self.out = BytesMut::new();
         self.open_buf = BytesMut::new();
         self.timers.set_ack_off();
@@ -276,6 +279,9 @@ impl Engine {
         self.poll_replies(cx);
         self.check_replay();
         self.out.clear();
+        // Datagrams that come while the session waits are dropped: they
+        // would run late, after the resumption.
+        self.connection.datagrams.clear_inbox();
         // (The push signal stays set: the pushes wait for the client.)
         if let Some(order) = self.connection.outbox.take_close() {
             let reason = order.notice.reason;
