@@ -437,6 +437,35 @@ async fn the_server_follows_the_client_to_a_new_address_only_when_it_authenticat
 }
 
 #[tokio::test]
+async fn the_bind_answer_names_the_configured_port_and_the_server_replies_from_its_own() {
+    // Behind a port mapping, the port clients must use is not the
+    // listener's: the answer names the configured one. A relay on that
+    // port (here: the test's own socket, forwarding by hand) reaches the
+    // listener, and the server answers the relay's address.
+    let relay = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let relay_port = relay.local_addr().unwrap().port();
+    let started = start(|builder| builder.map_udp("127.0.0.1:0").datagram_port(relay_port));
+    assert_ne!(started.udp.port(), relay_port);
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    assert_eq!(binding.port, relay_port);
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    datagrams.input(1).await;
+    let mut buffer = vec![0u8; 2048];
+    let (len, from) = relay.recv_from(&mut buffer).await.unwrap();
+    assert_eq!(from, datagrams.socket.local_addr().unwrap());
+    relay.send_to(&buffer[..len], started.udp).await.unwrap();
+    ran(&started.inputs, &[1]).await;
+    assert_eq!(client.poke(1, 4).await.0.datagram, 1);
+    let (len, from) = tokio::time::timeout(Duration::from_secs(5), relay.recv_from(&mut buffer))
+        .await
+        .expect("the snapshot comes back to the relay")
+        .unwrap();
+    assert_eq!(from, started.udp);
+    assert!(datagrams.opener.open(&mut buffer[..len]).is_ok());
+}
+
+#[tokio::test]
 async fn binding_needs_a_secure_session_and_a_udp_listener() {
     let started = start(|builder| builder.map_udp("127.0.0.1:0"));
     let mut plain = Client::plain(started.tcp).await;
