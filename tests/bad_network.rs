@@ -1,0 +1,207 @@
+//! Ternio on a bad network: 5 % loss and 50 ± 20 ms of jitter (plus
+//! reordering and duplication on datagrams), through the link conditioners
+//! of `ternio_tests` ([`UdpConditioner`] between the client and the
+//! server's UDP listener, [`DelayProxy::conditioned`] on the stream).
+//!
+//! First the conditioners themselves: they do what they say, and the same
+//! seed makes the same decisions. Then the replay window (every datagram
+//! that crossed the link reaches the application exactly once, whatever
+//! the duplication and reordering), time sync (the estimate within the
+//! bounds the jitter allows), and a room at 30 Hz (snapshots by datagram,
+//! inputs over the delayed stream, the tick unaffected).
+//!
+//! The seeds are fixed: what the relay drops is the same at every run
+//! (`TERNIO_SEED` replaces them, to explore).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ternio_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// 50 ± 20 ms on a stream.
+const JITTERY: StreamLink = StreamLink {
+    delay: Duration::from_millis(50),
+    jitter: Duration::from_millis(20),
+    bytes_per_second: None,
+};
+
+// ---------------------------------------------------------------------------
+// The conditioners
+
+/// Sends `count` numbered datagrams, one per `every`, through a relay
+/// with `up` to a socket of the test's; returns what arrived (number and
+/// one-way delay, in arrival order) once the relay is idle, and the relay.
+async fn through_relay(
+    up: Impairment,
+    seed: u64,
+    count: u32,
+    every: Duration,
+) -> (Vec<(u32, Duration)>, UdpConditioner) {
+    let target = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let relay = UdpConditioner::bind(up, Impairment::CLEAN, seed).await;
+    relay.start(target.local_addr().unwrap());
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client.connect(relay.address()).await.unwrap();
+    let began = Instant::now();
+    let sender = async {
+        for number in 0..count {
+            let at = (began.elapsed().as_micros() as u64).to_le_bytes();
+            let mut datagram = number.to_le_bytes().to_vec();
+            datagram.extend_from_slice(&at);
+            client.send(&datagram).await.unwrap();
+            tokio::time::sleep(every).await;
+        }
+    };
+    let mut arrived = Vec::new();
+    let receiver = async {
+        let mut buffer = [0u8; 64];
+        loop {
+            let len = target.recv(&mut buffer).await.unwrap();
+            assert_eq!(len, 12);
+            let number = u32::from_le_bytes(buffer[..4].try_into().unwrap());
+            let sent = u64::from_le_bytes(buffer[4..12].try_into().unwrap());
+            let delay = began.elapsed() - Duration::from_micros(sent);
+            arrived.push((number, delay));
+        }
+    };
+    tokio::select! {
+        () = async {
+            sender.await;
+            eventually("the relay sends everything", || relay.is_idle()).await;
+            // What it sent is on loopback: give the receiver a moment.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        } => {}
+        () = receiver => unreachable!(),
+    }
+    (arrived, relay)
+}
+
+#[tokio::test]
+async fn the_udp_conditioner_loses_delays_reorders_and_duplicates_as_told() {
+    let seed = seed(25);
+    let (arrived, relay) = through_relay(Impairment::BAD, seed, 600, MS).await;
+    let stats = relay.up();
+    assert_eq!(stats.received, 600);
+    // What it counted is what arrived.
+    assert_eq!(arrived.len() as u64, stats.sent);
+    assert_eq!(stats.sent, 600 - stats.dropped + stats.duplicated);
+    let distinct: HashSet<u32> = arrived.iter().map(|(number, _)| *number).collect();
+    assert_eq!(distinct.len() as u64, 600 - stats.dropped);
+    assert_eq!(arrived.len() - distinct.len(), stats.duplicated as usize);
+    // The fates say which: those lost never arrived, those doubled twice.
+    let fates = relay.fates_up();
+    for (number, fate) in fates.iter().enumerate() {
+        let copies = arrived
+            .iter()
+            .filter(|(n, _)| *n as usize == number)
+            .count();
+        assert_eq!(
+            copies,
+            usize::from(fate.copies),
+            "datagram {number}: {fate:?}"
+        );
+    }
+    // About the probabilities asked for (600 draws: within 3 sigma).
+    assert!((12..=48).contains(&stats.dropped), "{stats:?}");
+    assert!((2..=25).contains(&stats.duplicated), "{stats:?}");
+    assert!((2..=25).contains(&stats.reordered), "{stats:?}");
+    // Every delay is 50 ± 20 ms, except the reordered ones, sent at once;
+    // and the jitter reorders far more than those.
+    let early = arrived.iter().filter(|(_, delay)| *delay < 30 * MS).count();
+    assert_eq!(early as u64, stats.reordered, "{stats:?}");
+    let latest = arrived.iter().map(|(_, delay)| *delay).max().unwrap();
+    assert!(latest < 70 * MS + 50 * MS, "a datagram took {latest:?}");
+    assert!(stats.overtaken > 10 * stats.reordered, "{stats:?}");
+    let numbers: Vec<u32> = arrived.iter().map(|(number, _)| *number).collect();
+    let out_of_order = numbers.windows(2).filter(|pair| pair[1] < pair[0]).count();
+    assert!(out_of_order > 0);
+}
+
+#[tokio::test]
+async fn the_same_seed_makes_the_same_decisions() {
+    let seed = seed(7);
+    let ((first, a), (second, b), (_, other)) = tokio::join!(
+        through_relay(Impairment::BAD, seed, 300, MS),
+        through_relay(Impairment::BAD, seed, 300, 2 * MS),
+        through_relay(Impairment::BAD, seed + 1, 300, MS),
+    );
+    // Other timing, same fates; another seed, other fates.
+    assert_eq!(a.fates_up(), b.fates_up());
+    assert_ne!(a.fates_up(), other.fates_up());
+    let set = |arrived: &[(u32, Duration)]| -> HashSet<u32> {
+        arrived.iter().map(|(number, _)| *number).collect()
+    };
+    assert_eq!(set(&first), set(&second));
+}
+
+#[tokio::test]
+async fn the_stream_conditioner_delays_with_jitter_in_order_and_limits_the_bandwidth() {
+    // A sink that stamps when each 1,000-byte message is complete.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = listener.local_addr().unwrap();
+    let arrivals = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut arrivals = Vec::new();
+        let mut message = [0u8; 1000];
+        while stream.read_exact(&mut message).await.is_ok() {
+            arrivals.push((message[0], Instant::now()));
+        }
+        arrivals
+    });
+
+    // 50 ± 20 ms: each of 40 messages sent 5 ms apart arrives 30 to 70 ms
+    // later (plus the machine's own delays), in order; their delays vary.
+    let proxy = DelayProxy::conditioned(target, JITTERY, JITTERY, seed(3)).await;
+    let mut stream = TcpStream::connect(proxy.address()).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut sent = Vec::new();
+    for number in 0..40u8 {
+        sent.push(Instant::now());
+        stream.write_all(&[number; 1000]).await.unwrap();
+        tokio::time::sleep(5 * MS).await;
+    }
+    drop(stream);
+    let arrivals = arrivals.await.unwrap();
+    let numbers: Vec<u8> = arrivals.iter().map(|(number, _)| *number).collect();
+    assert_eq!(numbers, (0..40).collect::<Vec<u8>>());
+    let delays: Vec<Duration> = arrivals
+        .iter()
+        .zip(&sent)
+        .map(|((_, at), sent)| *at - *sent)
+        .collect();
+    let (least, most) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+    assert!(*least >= 30 * MS, "{delays:?}");
+    assert!(*most < 70 * MS + 50 * MS, "{delays:?}");
+    assert!(*most - *least > 10 * MS, "no jitter: {delays:?}");
+
+    // 100 KB/s: 50,000 bytes written at once take half a second to cross.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = listener.local_addr().unwrap();
+    let done = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut all = Vec::new();
+        stream.read_to_end(&mut all).await.unwrap();
+        (all.len(), Instant::now())
+    });
+    let slow = StreamLink {
+        bytes_per_second: Some(100_000),
+        ..StreamLink::default()
+    };
+    let proxy = DelayProxy::conditioned(target, slow, slow, 0).await;
+    let mut stream = TcpStream::connect(proxy.address()).await.unwrap();
+    let began = Instant::now();
+    stream.write_all(&[1u8; 50_000]).await.unwrap();
+    drop(stream);
+    let (len, at) = done.await.unwrap();
+    assert_eq!(len, 50_000);
+    let took = at - began;
+    assert!(
+        (500 * MS..800 * MS).contains(&took),
+        "50,000 bytes at 100 KB/s took {took:?}"
+    );
+}
