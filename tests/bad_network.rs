@@ -14,8 +14,11 @@
 //! (`TERNIO_SEED` replaces them, to explore).
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ternio::{Context, Packet, Server, ServerBuilder, ServerHandle, State, packet_controller};
+use ternio_client::{Client, ClientConfig, SecureConfig};
 use ternio_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -204,4 +207,160 @@ async fn the_stream_conditioner_delays_with_jitter_in_order_and_limits_the_bandw
         (500 * MS..800 * MS).contains(&took),
         "50,000 bytes at 100 KB/s took {took:?}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// A server behind the conditioners
+
+/// 0x0D00, by datagram: a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0D00, unreliable)]
+struct Snapshot {
+    tick: u32,
+}
+
+/// 0x0D01, one-way, by datagram: a player's input.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0D01, response = ())]
+struct Input {
+    seq: u32,
+}
+
+/// 0x0D02: the server sends `count` snapshots by datagram, one per
+/// `every_ms`, and answers how many went by datagram.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0D02, response = Sprayed)]
+struct Spray {
+    count: u32,
+    every_ms: u32,
+}
+
+/// 0x0D03: the answer to [`Spray`].
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0D03)]
+struct Sprayed {
+    by_datagram: u32,
+}
+
+/// The inputs the server ran, in the order it ran them.
+#[derive(Default, Clone)]
+struct Ran(Arc<Mutex<Vec<u32>>>);
+
+#[derive(Default)]
+struct Game;
+
+#[packet_controller(explicit)]
+impl Game {
+    fn input(request: Input, ran: State<Ran>) {
+        ran.0.0.lock().unwrap().push(request.seq);
+    }
+
+    async fn spray(request: Spray, ctx: Context) -> Sprayed {
+        let mut by_datagram = 0;
+        for tick in 0..request.count {
+            if let Ok(ternio::Route::Datagram) = ctx.send_unreliable(&Snapshot { tick }) {
+                by_datagram += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(u64::from(request.every_ms))).await;
+        }
+        Sprayed { by_datagram }
+    }
+}
+
+/// A server whose UDP listener is behind `relay` (clients are told the
+/// relay's port) and whose TCP listener is behind `stream`.
+struct Behind {
+    server: ServerHandle,
+    relay: UdpConditioner,
+    stream: DelayProxy,
+    ran: Ran,
+}
+
+async fn behind(
+    up: Impairment,
+    down: Impairment,
+    stream: StreamLink,
+    seed: u64,
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> Behind {
+    let relay = UdpConditioner::bind(up, down, seed).await;
+    let ran = Ran::default();
+    let server = configure(
+        Server::builder()
+            .discover_controllers(false)
+            .controller(Game)
+            .state(ran.clone())
+            .map_tcp("127.0.0.1:0")
+            .map_udp("127.0.0.1:0")
+            .datagram_port(relay.address().port()),
+    )
+    .build()
+    .expect("the server builds");
+    relay.start(server.udp_addr().unwrap());
+    let stream = DelayProxy::conditioned(server.tcp_addrs()[0], stream, stream, seed).await;
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    Behind {
+        server: handle,
+        relay,
+        stream,
+        ran,
+    }
+}
+
+impl Behind {
+    /// A secure client through the stream conditioner, its datagram
+    /// channel bound (through the relay).
+    async fn client(&self) -> Client {
+        let mut config = ClientConfig::default();
+        config.secure = Some(SecureConfig::anonymous());
+        config.request_timeout = Duration::from_secs(5);
+        let client = Client::connect_tcp_with(self.stream.address(), config)
+            .await
+            .expect("connects through the proxy");
+        let server = client.bind_datagrams().await.expect("binds");
+        assert_eq!(server, self.relay.address(), "told the relay's port");
+        client
+    }
+
+    /// Whether the server can reach every client by datagram.
+    fn reaches_all(&self) -> bool {
+        let hub = self.server.hub();
+        hub.connection_ids()
+            .into_iter()
+            .all(|id| hub.connection(id).is_some_and(|c| c.has_datagrams()))
+    }
+}
+
+#[tokio::test]
+async fn a_lost_first_keepalive_is_sent_again_soon() {
+    // Everything the client sends by datagram is lost at first: the server
+    // never hears where it is, and sends its unreliable pushes on the
+    // stream. Once the link is back, the client's next keepalive must
+    // come well before the 10 s of a quiet client.
+    let lost = Impairment {
+        loss: 1.0,
+        ..Impairment::CLEAN
+    };
+    let behind = behind(
+        lost,
+        Impairment::CLEAN,
+        StreamLink::default(),
+        seed(1),
+        |b| b,
+    )
+    .await;
+    let _client = behind.client().await;
+    eventually("the relay lost the keepalive", || {
+        behind.relay.up().dropped >= 1
+    })
+    .await;
+    assert!(!behind.reaches_all());
+    behind.relay.set_up(Impairment::CLEAN);
+    eventually_within(
+        Duration::from_secs(3),
+        "the server reaches the client",
+        || behind.reaches_all(),
+    )
+    .await;
 }
