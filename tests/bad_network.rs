@@ -17,6 +17,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ternio::protocol::datagram::DATAGRAM_OVERHEAD;
+use ternio::protocol::frame::HEADER_LEN;
 use ternio::{Context, Packet, Server, ServerBuilder, ServerHandle, State, packet_controller};
 use ternio_client::{Client, ClientConfig, SecureConfig};
 use ternio_tests::*;
@@ -363,4 +365,112 @@ async fn a_lost_first_keepalive_is_sent_again_soon() {
         || behind.reaches_all(),
     )
     .await;
+}
+
+/// The size of a datagram carrying a frame with a `body`-byte body.
+fn datagram_len(body: usize) -> usize {
+    DATAGRAM_OVERHEAD + HEADER_LEN + body
+}
+
+/// Of the datagrams of `fates` (of flow 0) that are `len` bytes long, the
+/// positions (from `first`) of those that crossed.
+fn crossed(fates: &[Fate], len: usize, first: u32) -> Vec<u32> {
+    fates
+        .iter()
+        .filter(|fate| fate.flow == 0 && fate.len == len)
+        .zip(first..)
+        .filter(|(fate, _)| fate.copies > 0)
+        .map(|(_, position)| position)
+        .collect()
+}
+
+/// Checks that `got` holds each of `expected` once and nothing else, and
+/// that `expected` is about 95 % of `sent`.
+fn exactly_once(what: &str, mut got: Vec<u32>, expected: &[u32], sent: u32) {
+    let ratio = expected.len() as f64 / f64::from(sent);
+    assert!(
+        (0.88..=0.99).contains(&ratio),
+        "{what}: {} of {sent} crossed the link",
+        expected.len()
+    );
+    got.sort_unstable();
+    let distinct = {
+        let mut distinct = got.clone();
+        distinct.dedup();
+        distinct
+    };
+    assert_eq!(distinct.len(), got.len(), "{what}: delivered twice");
+    assert_eq!(got, expected, "{what}: not what crossed the link");
+}
+
+#[tokio::test]
+async fn every_datagram_that_crosses_is_delivered_exactly_once() {
+    const SENT: u32 = 400;
+    let behind = behind(Impairment::BAD, Impairment::BAD, JITTERY, seed(95), |b| b).await;
+    let client = behind.client().await;
+
+    // The client's inputs, one every 2 ms: the server runs each that
+    // crossed once (duplicates dropped by its replay window), in whatever
+    // order they came.
+    for seq in 0..SENT {
+        assert_eq!(
+            client.send_unreliable(&Input { seq }).unwrap(),
+            ternio_client::Route::Datagram
+        );
+        tokio::time::sleep(2 * MS).await;
+    }
+    eventually("the relay carried every input", || behind.relay.is_idle()).await;
+    let fates = behind.relay.fates_up();
+    let expected = crossed(&fates, datagram_len(4), 0);
+    eventually("the server ran what crossed", || {
+        behind.ran.0.lock().unwrap().len() >= expected.len()
+    })
+    .await;
+    // A repeated one would come within the link's 70 ms.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ran = behind.ran.0.lock().unwrap().clone();
+    exactly_once("inputs", ran.clone(), &expected, SENT);
+    let up = behind.relay.up();
+    assert!(up.duplicated > 0 && up.overtaken > 0, "{up:?}");
+    assert!(
+        ran.windows(2).any(|pair| pair[1] < pair[0]),
+        "the server ran them in order: the link did not reorder"
+    );
+
+    // The server's snapshots, one every 2 ms: the client delivers each
+    // that crossed once.
+    eventually("the server reaches the client", || behind.reaches_all()).await;
+    let mut snapshots = client.subscribe::<Snapshot>();
+    let sprayed = client
+        .request_async(&Spray {
+            count: SENT,
+            every_ms: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(sprayed.by_datagram, SENT);
+    eventually("the relay carried every snapshot", || {
+        behind.relay.is_idle()
+    })
+    .await;
+    let fates = behind.relay.fates_down();
+    assert_eq!(fates.len() as u32, SENT, "only snapshots came by datagram");
+    let expected = crossed(&fates, datagram_len(4), 0);
+    let mut got = Vec::new();
+    while got.len() < expected.len() {
+        let snapshot = tokio::time::timeout(PATIENCE, snapshots.next())
+            .await
+            .expect("the snapshots that crossed")
+            .expect("subscribed");
+        got.push(snapshot.tick);
+    }
+    while let Ok(Some(snapshot)) =
+        tokio::time::timeout(Duration::from_millis(100), snapshots.next()).await
+    {
+        got.push(snapshot.tick);
+    }
+    assert_eq!(snapshots.dropped(), 0);
+    exactly_once("snapshots", got.clone(), &expected, SENT);
+    assert!(behind.relay.down().duplicated > 0);
+    assert!(got.windows(2).any(|pair| pair[1] < pair[0]));
 }
