@@ -474,3 +474,45 @@ async fn every_datagram_that_crosses_is_delivered_exactly_once() {
     assert!(behind.relay.down().duplicated > 0);
     assert!(got.windows(2).any(|pair| pair[1] < pair[0]));
 }
+
+#[tokio::test]
+async fn time_sync_holds_its_bounds_through_50_ms_of_jitter_each_way() {
+    // Client and server read one clock: the true offset is 0. Each way
+    // takes 30 to 70 ms, so an exchange's round trip is 60 to 140 ms and
+    // its offset, (up - down) / 2, within 20 ms of 0.
+    let behind = behind(
+        Impairment::CLEAN,
+        Impairment::CLEAN,
+        JITTERY,
+        seed(43),
+        |b| b,
+    )
+    .await;
+    let mut config = ClientConfig::default();
+    config.request_timeout = Duration::from_secs(5);
+    let client = Client::connect_tcp_with(behind.stream.address(), config)
+        .await
+        .unwrap();
+    let mut round_trips = Vec::new();
+    for _ in 0..2 {
+        let estimate = client.sync_clock().await.unwrap();
+        round_trips.push(estimate.round_trip);
+        let (_, off) = estimate.offset();
+        // Its own bound, and the link's (plus a few ms of the machine's).
+        assert!(off <= estimate.round_trip / 2, "{estimate:?}");
+        assert!(off <= 23 * MS, "{estimate:?}");
+        assert!(
+            (60 * MS..140 * MS + 15 * MS).contains(&estimate.round_trip),
+            "{estimate:?}"
+        );
+    }
+    // The second sync's samples join the first's: its best is no worse.
+    assert!(round_trips[1] <= round_trips[0], "{round_trips:?}");
+    assert_eq!(client.clock_estimate().unwrap().samples, 8);
+    let now = std::time::SystemTime::now();
+    let server_now = client.server_time().unwrap();
+    let error = server_now
+        .duration_since(now)
+        .unwrap_or_else(|behind| behind.duration());
+    assert!(error <= 25 * MS, "server_time is {error:?} off");
+}
