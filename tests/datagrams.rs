@@ -466,6 +466,49 @@ async fn the_bind_answer_names_the_configured_port_and_the_server_replies_from_i
 }
 
 #[tokio::test]
+async fn a_late_datagram_from_the_old_address_does_not_take_the_server_back() {
+    // Reordering across a NAT rebinding: the client's newer datagram comes
+    // from its new address first, an older one from the old address after
+    // (it was delayed). Both are authentic and fresh: both run; the server
+    // stays at the newer one's address.
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    let older = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 1 },
+    );
+    let newer = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 2 },
+    );
+    let moved = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    moved
+        .connect(SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    moved.send(&newer).await.unwrap();
+    ran(&started.inputs, &[2]).await;
+    datagrams.socket.send(&older).await.unwrap();
+    ran(&started.inputs, &[2, 1]).await;
+    assert_eq!(client.poke(1, 5).await.0.datagram, 1);
+    let mut buffer = [0u8; 128];
+    let len = tokio::time::timeout(Duration::from_secs(2), moved.recv(&mut buffer))
+        .await
+        .expect("the snapshot goes to the newer address")
+        .unwrap();
+    assert!(datagrams.opener.open(&mut buffer[..len]).is_ok());
+    assert!(
+        datagrams
+            .snapshots(Duration::from_millis(100))
+            .await
+            .is_empty(),
+        "nothing to the old address"
+    );
+}
+
+#[tokio::test]
 async fn binding_needs_a_secure_session_and_a_udp_listener() {
     let started = start(|builder| builder.map_udp("127.0.0.1:0"));
     let mut plain = Client::plain(started.tcp).await;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ternio_protocol::Bytes;
 use ternio_protocol::datagram::{
-    DatagramKeys, DatagramOpener, DatagramSealer, OpenError, SealError, Token,
+    DatagramKeys, DatagramOpener, DatagramSealer, OpenError, SealError, TOKEN_LEN, Token,
 };
 use tokio::net::UdpSocket;
 
@@ -28,7 +28,7 @@ pub(crate) struct Binding {
     /// The sealer, and the buffer each datagram is sealed into (reused).
     sealer: std::sync::Mutex<(DatagramSealer, Vec<u8>)>,
     opener: std::sync::Mutex<DatagramOpener>,
-    /// Where the latest authenticated datagram came from.
+    /// Where the newest authenticated datagram (the highest counter) came from.
     peer: std::sync::Mutex<Option<SocketAddr>>,
     socket: Arc<UdpSocket>,
     /// Datagrams sent, and those the socket could not take (full buffer).
@@ -87,16 +87,24 @@ impl Binding {
         Ok(true)
     }
 
-    /// Opens a datagram from `from` in place; on success, takes `from` as
-    /// the client's address and returns where the frame is.
+    /// Opens a datagram from `from` in place; on success, returns where
+    /// the frame is, and takes `from` as the client's address when the
+    /// datagram is the newest so far (the highest counter): one that
+    /// arrives late, overtaken by a newer one from the client's new
+    /// address, does not take the server back to the old one.
     pub(crate) fn open(
         &self,
         datagram: &mut [u8],
         from: SocketAddr,
     ) -> Result<Range<usize>, OpenError> {
-        let range = lock(&self.opener).open(datagram)?;
+        let (range, newest) = {
+            let mut opener = lock(&self.opener);
+            let range = opener.open(datagram)?;
+            let counter = counter_of(datagram);
+            (range, opener.highest() == Some(counter))
+        };
         let mut peer = lock(&self.peer);
-        if *peer != Some(from) {
+        if *peer != Some(from) && (newest || peer.is_none()) {
             if peer.is_some() {
                 tracing::debug!(%from, "datagram channel: the client's address changed");
             }
@@ -104,6 +112,13 @@ impl Binding {
         }
         Ok(range)
     }
+}
+
+/// The counter of a datagram that opened (its bytes 8 to 16).
+fn counter_of(datagram: &[u8]) -> u64 {
+    let mut counter = [0u8; 8];
+    counter.copy_from_slice(&datagram[TOKEN_LEN..TOKEN_LEN + 8]);
+    u64::from_le_bytes(counter)
 }
 
 /// A connection's binding, if it has one, and the frames that came by

@@ -244,6 +244,11 @@ impl DatagramOpener {
         self.window.accept(counter);
         Ok(TOKEN_LEN + 8..datagram.len() - TAG_LEN)
     }
+
+    /// The highest counter opened so far; `None` before the first.
+    pub fn highest(&self) -> Option<u64> {
+        self.window.top.checked_sub(1)
+    }
 }
 
 /// The counters a receiver has accepted: the highest, and which of the
@@ -354,6 +359,31 @@ mod tests {
         assert_eq!(&datagram[range], &frame(0x0100, b"state")[..]);
         let mut again = copy;
         assert_eq!(opener.open(&mut again), Err(OpenError::Replayed(0)));
+    }
+
+    #[test]
+    fn highest_is_the_highest_counter_opened() {
+        let (mut sealer, mut opener) = pair();
+        assert_eq!(opener.highest(), None);
+        let mut sealed = Vec::new();
+        for _ in 0..3 {
+            let mut datagram = Vec::new();
+            sealer.seal(&frame(0x0100, b"s"), &mut datagram).unwrap();
+            sealed.push(datagram);
+        }
+        let [zero, one, two] = &mut sealed[..] else {
+            unreachable!()
+        };
+        opener.open(two).unwrap();
+        assert_eq!(opener.highest(), Some(2));
+        // A late one opens, and is not the highest.
+        opener.open(zero).unwrap();
+        assert_eq!(opener.highest(), Some(2));
+        // A forged one changes nothing.
+        let mut forged = one.clone();
+        forged[20] ^= 1;
+        assert!(opener.open(&mut forged).is_err());
+        assert_eq!(opener.highest(), Some(2));
     }
 
     #[test]
