@@ -65,8 +65,9 @@ async fn through_relay(
             tokio::time::sleep(every).await;
         }
     };
-    let mut arrived = Vec::new();
-    let receiver = async {
+    let arrived = Arc::new(Mutex::new(Vec::new()));
+    let into = Arc::clone(&arrived);
+    let receiver = tokio::spawn(async move {
         let mut buffer = [0u8; 64];
         loop {
             let len = target.recv(&mut buffer).await.unwrap();
@@ -74,18 +75,17 @@ async fn through_relay(
             let number = u32::from_le_bytes(buffer[..4].try_into().unwrap());
             let sent = u64::from_le_bytes(buffer[4..12].try_into().unwrap());
             let delay = began.elapsed() - Duration::from_micros(sent);
-            arrived.push((number, delay));
+            into.lock().unwrap().push((number, delay));
         }
-    };
-    tokio::select! {
-        () = async {
-            sender.await;
-            eventually("the relay sends everything", || relay.is_idle()).await;
-            // What it sent is on loopback: give the receiver a moment.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        } => {}
-        () = receiver => unreachable!(),
-    }
+    });
+    sender.await;
+    eventually("the relay sends everything", || relay.is_idle()).await;
+    eventually("what the relay sent arrives", || {
+        arrived.lock().unwrap().len() as u64 >= relay.up().sent
+    })
+    .await;
+    receiver.abort();
+    let arrived = arrived.lock().unwrap().clone();
     (arrived, relay)
 }
 

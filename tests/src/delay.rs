@@ -68,11 +68,13 @@ impl StreamLink {
 }
 
 /// The proxy; it stops accepting when dropped (connections through it end
-/// with either side).
+/// with either side). When a test fails while it is alive, it prints its
+/// seed (if it has jitter).
 #[derive(Debug)]
 pub struct DelayProxy {
     address: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
+    seed: Option<u64>,
 }
 
 impl DelayProxy {
@@ -117,7 +119,12 @@ impl DelayProxy {
                 });
             }
         });
-        Self { address, accept }
+        let jittery = !up.jitter.is_zero() || !down.jitter.is_zero();
+        Self {
+            address,
+            accept,
+            seed: jittery.then_some(seed),
+        }
     }
 
     /// Where clients connect.
@@ -129,6 +136,13 @@ impl DelayProxy {
 impl Drop for DelayProxy {
     fn drop(&mut self) {
         self.accept.abort();
+        if let Some(seed) = self.seed
+            && std::thread::panicking()
+        {
+            eprintln!(
+                "the stream conditioner ran with seed {seed} (TERNIO_SEED={seed} replays it)"
+            );
+        }
     }
 }
 
