@@ -8,7 +8,8 @@
 //! that crossed the link reaches the application exactly once, whatever
 //! the duplication and reordering), time sync (the estimate within the
 //! bounds the jitter allows), and a room at 30 Hz (snapshots by datagram,
-//! inputs over the delayed stream, the tick unaffected).
+//! inputs over the delayed stream, the tick unaffected). And what loss
+//! showed: a client whose first keepalive is lost sends it again soon.
 //!
 //! The seeds are fixed: what the relay drops is the same at every run
 //! (`TERNIO_SEED` replaces them, to explore).
