@@ -892,3 +892,75 @@ async fn the_echo_server_echoes_datagrams() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn the_bind_answer_names_the_configured_port_and_the_server_replies_from_its_own() {
+    // Behind a port mapping, the port clients must use is not the
+    // listener's: the answer names the configured one. A relay on that
+    // port (here: the test's own socket, forwarding by hand) reaches the
+    // listener, and the server answers the relay's address.
+    let relay = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let relay_port = relay.local_addr().unwrap().port();
+    let started = start(|builder| builder.map_udp("127.0.0.1:0").datagram_port(relay_port));
+    assert_ne!(started.udp.port(), relay_port);
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    assert_eq!(binding.port, relay_port);
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    datagrams.input(1).await;
+    let mut buffer = vec![0u8; 2048];
+    let (len, from) = relay.recv_from(&mut buffer).await.unwrap();
+    assert_eq!(from, datagrams.socket.local_addr().unwrap());
+    relay.send_to(&buffer[..len], started.udp).await.unwrap();
+    ran(&started.inputs, &[1]).await;
+    assert_eq!(client.poke(1, 4).await.0.datagram, 1);
+    let (len, from) = tokio::time::timeout(Duration::from_secs(5), relay.recv_from(&mut buffer))
+        .await
+        .expect("the snapshot comes back to the relay")
+        .unwrap();
+    assert_eq!(from, started.udp);
+    assert!(datagrams.opener.open(&mut buffer[..len]).is_ok());
+}
+
+#[tokio::test]
+async fn a_late_datagram_from_the_old_address_does_not_take_the_server_back() {
+    // Reordering across a NAT rebinding: the client's newer datagram comes
+    // from its new address first, an older one from the old address after
+    // (it was delayed). Both are authentic and fresh: both run; the server
+    // stays at the newer one's address.
+    let started = start(|builder| builder.map_udp("127.0.0.1:0"));
+    let mut client = Client::secure(started.tcp).await;
+    let binding = client.bind().await.expect("bound");
+    let mut datagrams = Datagrams::new(&client, &binding, started.tcp).await;
+    let older = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 1 },
+    );
+    let newer = datagrams.seal(
+        Header::new(Input::OPCODE, Flags::NONE, 0),
+        &Input { seq: 2 },
+    );
+    let moved = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    moved
+        .connect(SocketAddr::new(started.tcp.ip(), binding.port))
+        .await
+        .unwrap();
+    moved.send(&newer).await.unwrap();
+    ran(&started.inputs, &[2]).await;
+    datagrams.socket.send(&older).await.unwrap();
+    ran(&started.inputs, &[2, 1]).await;
+    assert_eq!(client.poke(1, 5).await.0.datagram, 1);
+    let mut buffer = [0u8; 128];
+    let len = tokio::time::timeout(Duration::from_secs(2), moved.recv(&mut buffer))
+        .await
+        .expect("the snapshot goes to the newer address")
+        .unwrap();
+    assert!(datagrams.opener.open(&mut buffer[..len]).is_ok());
+    assert!(
+        datagrams
+            .snapshots(Duration::from_millis(100))
+            .await
+            .is_empty(),
+        "nothing to the old address"
+    );
+}

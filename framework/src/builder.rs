@@ -181,7 +181,8 @@ impl ServerBuilder {
     /// (docs/PROTOCOL.md section 4.4) that a client with a secure session
     /// binds with `DATAGRAM_BIND`, for packets declared
     /// `#[packet(unreliable)]` and [`ConnectionHandle::send_unreliable`](crate::ConnectionHandle::send_unreliable).
-    /// One UDP listener per server; its port is what clients are told.
+    /// One UDP listener per server; its port is what clients are told,
+    /// unless [`datagram_port`](Self::datagram_port) says otherwise.
     pub fn map_udp(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
         self.udp = Some(resolve(address));
         self
@@ -546,6 +547,15 @@ impl ServerBuilder {
         self
     }
 
+    /// The UDP port clients are told to send their datagrams to, when it
+    /// is not the [`map_udp`](Self::map_udp) listener's own: behind a port
+    /// mapping (a container's published port, a NAT rule) or a relay. See
+    /// [`ServerConfig::datagram_port`].
+    pub fn datagram_port(mut self, port: u16) -> Self {
+        self.config.datagram_port = Some(port);
+        self
+    }
+
     /// Replaces every limit at once (setters called before are undone;
     /// call them after to change a limit of `config`). With feature
     /// `serde`, `config` can come from a settings file.
@@ -613,7 +623,13 @@ impl ServerBuilder {
             Some(address) => {
                 let address = address?;
                 let socket = std::net::UdpSocket::bind(address)
-                    .and_then(|socket| Datagrams::new(socket, self.config.max_datagram_size))
+                    .and_then(|socket| {
+                        Datagrams::new(
+                            socket,
+                            self.config.max_datagram_size,
+                            self.config.datagram_port,
+                        )
+                    })
                     .map_err(|source| BuildError::Bind { address, source })?;
                 Some(Arc::new(socket))
             }

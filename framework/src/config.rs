@@ -248,6 +248,14 @@ pub struct ServerConfig {
     /// received: a larger one is refused at send and dropped on receipt.
     /// Default 1,200 bytes (the IPv6 minimum MTU, less its headers).
     pub max_datagram_size: usize,
+    /// The UDP port a `DATAGRAM_BIND` answer tells clients to send to
+    /// (on the host their stream reached), when it is not the port the
+    /// [`map_udp`](crate::ServerBuilder::map_udp) listener is bound to:
+    /// behind a port mapping (a container's published port, a NAT rule)
+    /// or a UDP relay. The server still replies from its own socket, to
+    /// the address each client's datagrams come from. `None`: the
+    /// listener's port. Default `None`.
+    pub datagram_port: Option<u16>,
 }
 
 impl Default for ServerConfig {
@@ -284,6 +292,7 @@ impl Default for ServerConfig {
             resume_ttl: None,
             resume_replay_bytes: 64 * 1024,
             max_datagram_size: ternio_protocol::datagram::DEFAULT_MAX_DATAGRAM,
+            datagram_port: None,
         }
     }
 }
@@ -325,10 +334,12 @@ mod tests {
             max_handshakes_per_second = "off"
             trusted_proxies = ["10.0.0.2", "fd00::1"]
             rekey = { interval = "30s" }
+            datagram_port = 9000
             "#,
         )
         .unwrap();
         assert_eq!(config.max_connections, 50_000);
+        assert_eq!(config.datagram_port, Some(9000));
         assert_eq!(config.slow_consumer, SlowConsumerPolicy::DropDroppable);
         assert_eq!(config.idle_timeout, None);
         assert_eq!(config.write_timeout, Duration::from_secs(90));
@@ -349,6 +360,7 @@ mod tests {
             defaults.max_connections_per_ip
         );
         assert_eq!(config.frame_timeout, defaults.frame_timeout);
+        assert_eq!(defaults.datagram_port, None);
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub(crate) struct Datagrams {
     bound: Mutex<Option<std::net::UdpSocket>>,
     socket: OnceLock<Arc<UdpSocket>>,
     address: SocketAddr,
+    /// The port a binding's answer names: the socket's own, or the one
+    /// [`ServerConfig::datagram_port`](crate::ServerConfig::datagram_port) sets.
+    port: u16,
     max: usize,
     bindings: Mutex<HashMap<Token, Bound>>,
     /// Datagrams dropped, by why (for logs and tests).
@@ -46,14 +49,20 @@ pub(crate) struct Datagrams {
 
 impl Datagrams {
     /// The channels of `socket` (bound, not yet registered with the
-    /// runtime), whose datagrams are at most `max` bytes.
-    pub(crate) fn new(socket: std::net::UdpSocket, max: usize) -> io::Result<Self> {
+    /// runtime), whose datagrams are at most `max` bytes; clients are told
+    /// to send to `port` when given, to the socket's own port otherwise.
+    pub(crate) fn new(
+        socket: std::net::UdpSocket,
+        max: usize,
+        port: Option<u16>,
+    ) -> io::Result<Self> {
         socket.set_nonblocking(true)?;
         let address = socket.local_addr()?;
         Ok(Self {
             bound: Mutex::new(Some(socket)),
             socket: OnceLock::new(),
             address,
+            port: port.unwrap_or(address.port()),
             max,
             bindings: Mutex::default(),
             unknown: AtomicU64::new(0),
@@ -89,7 +98,7 @@ impl Datagrams {
         }
         Some(DatagramBinding {
             token,
-            port: self.address.port(),
+            port: self.port,
             max_datagram: self.max.min(usize::from(u16::MAX)) as u16,
         })
     }

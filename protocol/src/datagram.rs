@@ -258,6 +258,11 @@ impl DatagramOpener {
             newest,
         })
     }
+
+    /// The highest counter opened so far; `None` before the first.
+    pub fn highest(&self) -> Option<u64> {
+        self.window.top.checked_sub(1)
+    }
 }
 
 /// A datagram [`DatagramOpener::open_ordered`] accepted.
@@ -383,6 +388,31 @@ mod tests {
         assert_eq!(&datagram[range], &frame(0x0100, b"state")[..]);
         let mut again = copy;
         assert_eq!(opener.open(&mut again), Err(OpenError::Replayed(0)));
+    }
+
+    #[test]
+    fn highest_is_the_highest_counter_opened() {
+        let (mut sealer, mut opener) = pair();
+        assert_eq!(opener.highest(), None);
+        let mut sealed = Vec::new();
+        for _ in 0..3 {
+            let mut datagram = Vec::new();
+            sealer.seal(&frame(0x0100, b"s"), &mut datagram).unwrap();
+            sealed.push(datagram);
+        }
+        let [zero, one, two] = &mut sealed[..] else {
+            unreachable!()
+        };
+        opener.open(two).unwrap();
+        assert_eq!(opener.highest(), Some(2));
+        // A late one opens, and is not the highest.
+        opener.open(zero).unwrap();
+        assert_eq!(opener.highest(), Some(2));
+        // A forged one changes nothing.
+        let mut forged = one.clone();
+        forged[20] ^= 1;
+        assert!(opener.open(&mut forged).is_err());
+        assert_eq!(opener.highest(), Some(2));
     }
 
     #[test]

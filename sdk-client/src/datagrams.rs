@@ -2,7 +2,8 @@
 //! 4.4): a UDP socket to the server's listener, the binding's two keys,
 //! and the task that reads the socket (pushes go to the same
 //! subscriptions as the stream's) and sends a keepalive when the client
-//! has sent nothing for [`KEEPALIVE`].
+//! has sent nothing for [`KEEPALIVE`] (for [`HELLO_RETRY`] while the
+//! server may not know where the client is).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -26,6 +27,17 @@ use crate::sync::lock;
 /// How long the client goes without sending a datagram before it sends a
 /// keepalive (NAT mappings last 30 s or more).
 pub const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// Until the first authentic datagram from the server shows that it knows
+/// where the client is, how long the client goes without sending a
+/// datagram before it sends a keepalive again: the one sent at binding
+/// may have been lost, and nothing answers it. At most [`HELLO_RETRIES`]
+/// times; then every [`KEEPALIVE`].
+const HELLO_RETRY: Duration = Duration::from_millis(500);
+
+/// How many times the client sends its keepalive again after
+/// [`HELLO_RETRY`] (6 keepalives, all lost at 5 % loss: about 1 in 60 million).
+const HELLO_RETRIES: u32 = 5;
 
 /// Which way a [`Client::send_unreliable`](crate::Client::send_unreliable) went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +148,9 @@ impl Channel {
 
 /// Reads the channel's socket: each authentic push goes to the
 /// subscriptions; sends a keepalive whenever the client was quiet for
-/// [`KEEPALIVE`]. Ends when the client or the channel is gone.
+/// [`KEEPALIVE`], or for [`HELLO_RETRY`] (at most [`HELLO_RETRIES`] times)
+/// until the server's first datagram arrived. Ends when the client or the
+/// channel is gone.
 async fn read_loop(
     socket: Arc<UdpSocket>,
     mut opener: DatagramOpener,
@@ -145,17 +159,28 @@ async fn read_loop(
     channel: Weak<Channel>,
 ) {
     let mut buffer = vec![0u8; max + 1];
+    // Whether the server has shown it knows where the client is, and how
+    // many keepalives were sent again meanwhile.
+    let (mut heard, mut retries) = (false, 0);
     loop {
+        let quiet = if heard || retries >= HELLO_RETRIES {
+            KEEPALIVE
+        } else {
+            HELLO_RETRY
+        };
         let quiet_until = match channel.upgrade() {
-            Some(channel) => channel.last_sent() + KEEPALIVE,
+            Some(channel) => channel.last_sent() + quiet,
             None => return,
         };
         let received = tokio::select! {
             received = socket.recv(&mut buffer) => received,
             () = tokio::time::sleep_until(quiet_until) => {
                 match channel.upgrade() {
-                    Some(channel) if channel.last_sent() + KEEPALIVE <= Instant::now() => {
+                    Some(channel) if channel.last_sent() + quiet <= Instant::now() => {
                         channel.keepalive();
+                        if quiet == HELLO_RETRY {
+                            retries += 1;
+                        }
                     }
                     Some(_) => {}
                     None => return,
@@ -173,6 +198,7 @@ async fn read_loop(
         let Ok(range) = opener.open(&mut buffer[..len]) else {
             continue;
         };
+        heard = true;
         let frame = &buffer[range];
         let Ok(header) = Header::parse(frame) else {
             continue;

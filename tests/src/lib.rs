@@ -16,11 +16,13 @@ use ternio::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 
+mod conditioner;
 mod delay;
 mod proxy;
 mod sealed;
 mod wait;
-pub use delay::DelayProxy;
+pub use conditioner::{Fate, Impairment, LinkStats, Rng, UdpConditioner, seed};
+pub use delay::{DelayProxy, StreamLink};
 pub use proxy::CuttingProxy;
 pub use sealed::SealedConnection;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
