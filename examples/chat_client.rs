@@ -10,7 +10,8 @@
 //! said to the room you are in. What the server pushes (messages, joins and
 //! leaves) is printed as it arrives. The client reconnects when the server
 //! goes away, and takes its nickname and room back when it returns (in a
-//! cluster, possibly on another node: see `restore`).
+//! cluster, possibly on another node: see `restore`). Ctrl-C or SIGTERM
+//! leaves as `/quit` does: it prints `stopping` and exits with code 0.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -69,6 +70,10 @@ struct Pushes {
 }
 
 async fn run(args: Args) -> Result<(), ClientError> {
+    // Ctrl-C or SIGTERM: leave as /quit does, with a line. Installed before
+    // anything is printed.
+    let stop = ternio::shutdown_signal();
+    tokio::pin!(stop);
     let builder = Client::builder().reconnect(ReconnectPolicy::default());
     let builder = match &args.ws {
         Some(url) => builder.websocket(url.as_str()),
@@ -91,12 +96,12 @@ async fn run(args: Args) -> Result<(), ClientError> {
     let mut lines = stdin_lines();
     let mut states = client.state_changes();
     let mut was_reconnecting = false;
-    // Ctrl-C or SIGTERM: leave as /quit does.
-    let stop = ternio::shutdown_signal();
-    tokio::pin!(stop);
     loop {
         tokio::select! {
-            () = &mut stop => break,
+            () = &mut stop => {
+                println!("stopping");
+                break;
+            }
             line = lines.recv() => match line {
                 Some(line) => {
                     if !command(&client, &mut session, line.trim()).await {

@@ -27,7 +27,7 @@
 //!
 //! ```text
 //! cargo run --release --example chat_server -- --config examples/chat_server.toml
-//! cargo run --example chat_server -- --config examples/chat_server.toml --tcp 127.0.0.1:7201 --print-config
+//! cargo run --release --example chat_server -- --config examples/chat_server.toml --tcp 127.0.0.1:7201 --print-config
 //! ```
 //!
 //! Everything the chat needs comes from the framework: the hub's name
@@ -196,6 +196,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.backplane(backplane.clone());
     }
     let server = builder.build()?;
+    // Ctrl-C or SIGTERM: every connection gets DISCONNECT SHUTDOWN. Installed
+    // before the addresses are printed: from then on, a SIGTERM stops cleanly.
+    let stop = ternio::shutdown_signal();
     for address in server.tcp_addrs() {
         println!("chat over tcp on {address}");
     }
@@ -217,8 +220,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let http = tokio::net::TcpListener::bind(settings.listen.http).await?;
     println!("chat page on http://{}/", http.local_addr()?);
     tokio::spawn(web::serve(http, page));
-    // Ctrl-C or SIGTERM: every connection gets DISCONNECT SHUTDOWN.
-    server.run_until(ternio::shutdown_signal()).await?;
+    server.run_until(stop).await?;
     if let Some(backplane) = backplane {
         backplane.shutdown().await;
     }

@@ -13,6 +13,9 @@
 //! ```text
 //! cargo run --release --example echo_client -- --tcp 127.0.0.1:7001 --key 8f40c5ad…
 //! ```
+//!
+//! Ctrl-C or SIGTERM stops it early: it prints `stopping` and exits with
+//! code 0 (dropping its client closes the connection).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -49,7 +52,15 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    let stop = ternio::shutdown_signal();
+    let result = tokio::select! {
+        result = run(args) => result,
+        () = stop => {
+            println!("stopping");
+            Ok(())
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("echo_client: {error}");

@@ -6,7 +6,7 @@
 //! cargo run --release --example game -- --bots 20 --rooms 4
 //! cargo run --release --example game -- --bots 150 --rooms 3 --seconds 120 --stalled 1
 //! cargo run --release --example game -- --bots 20 --no-datagrams    # snapshots on the stream
-//! cargo run --release --example game -- --tcp 127.0.0.1:7201      # the server alone, until ctrl-c
+//! cargo run --release --example game -- --tcp 127.0.0.1:7201      # the server alone, until Ctrl-C or SIGTERM
 //! ```
 //!
 //! Players join a room (a `ternio::room::Room`, at most 64 players) with a
@@ -29,7 +29,7 @@
 //! up anyone else, until its write timeout (30 s with nothing written)
 //! disconnects it.
 //!
-//! Without `--bots`, it serves until ctrl-c and prints the rooms' numbers
+//! Without `--bots`, it serves until Ctrl-C or SIGTERM and prints the rooms' numbers
 //! every 5 seconds.
 
 use std::collections::BTreeMap;
@@ -97,6 +97,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.map_websocket(ws, "/ws");
     }
     let server = builder.build()?;
+    // Installed before the addresses are printed: from then on, Ctrl-C or
+    // SIGTERM stops the game (bots or not) with the stop line, exit code 0.
+    let stop = ternio::shutdown_signal();
     let address = server.tcp_addrs()[0];
     println!("game over tcp on {address}, {TICK_RATE} ticks per second");
     if let Some(udp) = server.udp_addr() {
@@ -109,8 +112,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let running = tokio::spawn(server.run());
 
     match args.bots {
-        Some(bots) => play(&args, bots, address, &game, &handle.hub()).await?,
-        None => serve_until_signal(&game).await,
+        Some(bots) => {
+            let hub = handle.hub();
+            tokio::select! {
+                played = play(&args, bots, address, &game, &hub) => played?,
+                () = stop => println!("stopped before the bots finished: no report"),
+            }
+        }
+        None => serve_until_signal(&game, stop).await,
     }
 
     game.stop();
@@ -122,8 +131,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 
 /// The server alone: prints the rooms' numbers every 5 s until Ctrl-C or
 /// SIGTERM.
-async fn serve_until_signal(game: &Game) {
-    let stop = ternio::shutdown_signal();
+async fn serve_until_signal(game: &Game, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let mut every = tokio::time::interval(Duration::from_secs(5));
     every.tick().await;

@@ -70,13 +70,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let server = builder.build()?;
+    // Installed before the addresses are printed: from then on, Ctrl-C or
+    // SIGTERM stops the server cleanly.
+    let stop = ternio::shutdown_signal();
     println!("rooms over tcp on {}", server.tcp_addrs()[0]);
     let ws = server.websocket_addrs()[0];
     println!("rooms over websocket on ws://{ws}/ws");
     let http = tokio::net::TcpListener::bind(args.http).await?;
     println!("rooms page on http://{}/", http.local_addr()?);
     tokio::spawn(web::serve(http, web::rooms_site(ws, "/ws")));
-    server.run_until(ternio::shutdown_signal()).await?;
+    server.run_until(stop).await?;
     if let Some(backplane) = backplane {
         backplane.shutdown().await;
     }

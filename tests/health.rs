@@ -1,5 +1,6 @@
-//! The health endpoints (`/healthz`, `/readyz`) on their own listener, and
-//! a real process stopped by SIGTERM.
+//! The health endpoints (`/healthz`, `/readyz`) on their own listener, the
+//! Prometheus page (`/metrics`) on that same listener when given its
+//! address, and a real process stopped by SIGTERM.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -241,4 +242,67 @@ async fn sigterm_stops_the_echo_server_cleanly() {
             .any(|line| line.contains("echo server stopped")),
         "the stop is logged: {logged:?}"
     );
+}
+
+/// `GET path` without the Content-Length check of [`get`]'s callers: the
+/// status, the Content-Type and the body.
+async fn get_typed(address: SocketAddr, path: &str) -> (u16, String, String) {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n");
+    let answer = exchange(address, &request).await;
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head[9..12].parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Content-Type: "))
+        .expect("a Content-Type")
+        .to_owned();
+    (status, content_type, body.to_owned())
+}
+
+#[tokio::test]
+async fn the_prometheus_endpoint_on_the_health_address_shares_its_listener() {
+    let server = test_server_builder()
+        .map_tcp("127.0.0.1:0")
+        .health("127.0.0.1:0")
+        .prometheus("127.0.0.1:0".parse().unwrap())
+        .build()
+        .unwrap();
+    let tcp = server.tcp_addrs()[0];
+    let health = server.health_addr().expect("a health listener");
+    let handle = server.handle();
+    let running = tokio::spawn(server.run());
+
+    // Some traffic to count.
+    let mut raw = RawConnection::connect(tcp).await;
+    raw.request(&Add { a: 1, b: 2 }, 1).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 1);
+
+    assert_eq!(get(health, "/healthz").await, (200, "ok\n".into()));
+    assert_eq!(get(health, "/readyz").await, (200, "ready\n".into()));
+    let (status, content_type, body) = get_typed(health, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    assert!(
+        body.contains("# HELP ternio_requests_total")
+            && body.contains("ternio_requests_total{opcode=\"0x0010\""),
+        "the page counts the request: {body}"
+    );
+    // HEAD gets the head only.
+    let head = exchange(health, "HEAD /metrics HTTP/1.1\r\n\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head:?}");
+    assert!(head.ends_with("\r\n\r\n"), "{head:?}");
+
+    // Through the drain, the one listener still answers all three.
+    raw.request(&Sleep { ms: 600, tag: 2 }, 2).await;
+    raw.request(&Add { a: 1, b: 2 }, 3).await;
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 3);
+    handle.shutdown();
+    assert_eq!(get(health, "/readyz").await.0, 503);
+    assert_eq!(get_typed(health, "/metrics").await.0, 200);
+    assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
+    raw.expect_disconnect(DisconnectReason::Shutdown).await;
+    running.await.unwrap().unwrap();
 }

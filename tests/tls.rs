@@ -440,3 +440,191 @@ async fn the_echo_server_example_serves_tls_and_wss_with_its_flags() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Writes a self-signed certificate for 127.0.0.1 and localhost, and its
+/// key, into `dir` (`server.pem`, `server.key`), marked `CA:TRUE` as
+/// `openssl req -x509` makes it with OpenSSL 3's default configuration.
+fn self_signed_into(dir: &Path) -> String {
+    self_signed_for(dir, &["127.0.0.1", "localhost"])
+}
+
+/// [`self_signed_into`] for the subject alternative names `names`.
+fn self_signed_for(dir: &Path, names: &[&str]) -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+    let mut params = rcgen::CertificateParams::new(names).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let pem = params.self_signed(&key).unwrap().pem();
+    std::fs::write(dir.join("server.pem"), &pem).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    pem
+}
+
+/// `GET path` on a health listener: the status code.
+async fn health_status(address: SocketAddr, path: &str) -> u16 {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer, then the close")
+        .unwrap();
+    answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {answer:?}"))
+}
+
+/// Waits until `client` is closed and asserts it was by `DISCONNECT
+/// SHUTDOWN`.
+async fn expect_shutdown(client: &Client, what: &str) {
+    eventually_async(PATIENCE, "the client is closed", async || {
+        client.close_reason().is_some()
+    })
+    .await;
+    match client.close_reason() {
+        Some(ternio_client::CloseReason::Disconnected(disconnect)) => {
+            assert_eq!(
+                disconnect.reason,
+                ternio::DisconnectReason::Shutdown,
+                "{what}: {disconnect:?}"
+            );
+        }
+        other => panic!("{what}: expected DISCONNECT SHUTDOWN, got {other:?}"),
+    }
+}
+
+/// What an outside probe of a deployment does: a self-signed certificate
+/// (`CA:TRUE`, as `openssl req -x509` makes it), examples/echo_server with
+/// only TLS listeners and health, echoes over TLS and `wss://` trusting
+/// exactly that certificate, the probes, then SIGTERM with both clients
+/// connected.
+#[tokio::test]
+async fn the_echo_server_example_serves_a_self_signed_certificate_and_stops_on_sigterm() {
+    let dir = TempDir::new();
+    let pem = self_signed_into(&dir.0);
+    let mut child = Command::new(echo_server_binary())
+        .args(["--tcp", "127.0.0.1:0", "--tcp-tls", "127.0.0.1:0"])
+        .args(["--wss", "127.0.0.1:0", "--health", "127.0.0.1:0"])
+        .arg("--tls-cert")
+        .arg(dir.cert())
+        .arg("--tls-key")
+        .arg(dir.key())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the echo server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut tls, mut wss, mut health) = (None, None, None);
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(address) = line.strip_prefix("tcp-tls listening on ") {
+            tls = address.parse::<SocketAddr>().ok();
+        } else if let Some(url) = line.strip_prefix("websocket listening on wss://") {
+            wss = url.trim_end_matches("/ws").parse::<SocketAddr>().ok();
+        } else if let Some(rest) = line.strip_prefix("health on http://") {
+            health = rest.split('/').next().and_then(|a| a.parse().ok());
+        }
+        if line.starts_with("public key") {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    let (tls, wss, health): (SocketAddr, SocketAddr, SocketAddr) =
+        (tls.unwrap(), wss.unwrap(), health.unwrap());
+
+    // Trusted as a CA, the certificate is refused as the server's own.
+    let as_ca = ClientTls::with_ca_pem(pem.as_bytes()).unwrap();
+    match Client::connect_tls(&tls.to_string(), &as_ca).await {
+        Err(ClientError::Connect(error)) => {
+            assert!(error.to_string().contains("CaUsedAsEndEntity"), "{error}");
+        }
+        other => panic!("expected CaUsedAsEndEntity, got {other:?}"),
+    }
+    // Pinned, it is trusted.
+    let pinned = ClientTls::with_certificate_pem(pem.as_bytes()).unwrap();
+    let over_tls = Client::connect_tls(&tls.to_string(), &pinned)
+        .await
+        .unwrap();
+    assert_echoed(&over_tls, Bytes::from_static(b"self-signed, over tls")).await;
+    let url = format!("wss://localhost:{}/ws", wss.port());
+    let over_wss = Client::connect_wss_with(&url, &pinned, ClientConfig::default())
+        .await
+        .unwrap();
+    assert_echoed(&over_wss, Bytes::from_static(b"self-signed, over wss")).await;
+    assert_eq!(health_status(health, "/healthz").await, 200);
+    assert_eq!(health_status(health, "/readyz").await, 200);
+
+    let started = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    expect_shutdown(&over_tls, "the TLS client").await;
+    expect_shutdown(&over_wss, "the wss client").await;
+    drop((over_tls, over_wss));
+    let bound = Duration::from_secs(30);
+    let pid = child.id();
+    let exited = tokio::task::spawn_blocking(move || child.wait());
+    let status = match tokio::time::timeout(bound, exited).await {
+        Ok(waited) => waited.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the echo server did not exit within {bound:?}");
+        }
+    };
+    assert!(started.elapsed() < bound);
+    assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
+}
+
+#[tokio::test]
+async fn a_pinned_certificate_refuses_another_certificate_and_another_name() {
+    // The server's certificate is not the pinned one (though its own CA
+    // signed it): refused.
+    let (ca, _dir, tls) = certificates();
+    let (tcp, _ws, _server) = tls_server(&tls, |b| b);
+    let other = TempDir::new();
+    let pinned_other = self_signed_into(&other.0);
+    let error = Client::connect_tls(
+        &tcp.to_string(),
+        &ClientTls::with_certificate_pem(pinned_other.as_bytes()).unwrap(),
+    )
+    .await
+    .expect_err("another certificate is refused");
+    assert!(
+        error.to_string().contains("not the pinned certificate"),
+        "{error}"
+    );
+    drop(ca);
+
+    // The pinned certificate, for a name it does not hold: refused (the
+    // name check is kept).
+    let dir = TempDir::new();
+    let pem = self_signed_for(&dir.0, &["localhost"]);
+    let tls = TlsConfig::from_pem_files(dir.cert(), dir.key()).unwrap();
+    let (tcp, _ws, _server) = tls_server(&tls, |b| b);
+    let pinned = ClientTls::with_certificate_pem(pem.as_bytes()).unwrap();
+    let error = Client::connect_tls(&tcp.to_string(), &pinned)
+        .await
+        .expect_err("127.0.0.1 is not a name of the certificate");
+    assert!(error.to_string().contains("not valid for name"), "{error}");
+    // By a name it holds: trusted.
+    let by_name = format!("localhost:{}", tcp.port());
+    let client = Client::connect_tls(&by_name, &pinned).await.unwrap();
+    assert_echoed(&client, Bytes::from_static(b"pinned, by name")).await;
+    // No PEM section at all: refused at once.
+    assert!(matches!(
+        ClientTls::with_certificate_pem(b"not a certificate"),
+        Err(ClientError::Tls(_))
+    ));
+}

@@ -272,6 +272,11 @@ impl ServerBuilder {
     /// the server is built; it fails if another recorder is installed).
     /// Request durations are a histogram with the buckets
     /// [`REQUEST_DURATION_BUCKETS`](crate::metrics::REQUEST_DURATION_BUCKETS).
+    ///
+    /// When `address` is the [`health`](Self::health) listener's address
+    /// (port 0 included), no second listener is bound: the health listener
+    /// serves `/metrics` beside `/healthz` and `/readyz` (one port for the
+    /// probes and the scrapes, through the drain too).
     #[cfg(feature = "prometheus")]
     pub fn prometheus(mut self, address: SocketAddr) -> Self {
         self.prometheus = Some(address);
@@ -289,8 +294,9 @@ impl ServerBuilder {
     /// A listener of its own, minimal and bounded (64 connections answered
     /// at once, a 4 KiB request head, one request per connection within
     /// [`ServerConfig::health_timeout`]). The Prometheus endpoint, with the
-    /// `prometheus` feature, keeps its own listener. Serve neither to the
-    /// internet.
+    /// `prometheus` feature, has a listener of its own, unless it is given
+    /// this same address: then this listener serves `/metrics` too. Serve
+    /// neither to the internet.
     pub fn health(mut self, address: impl ToSocketAddrs + std::fmt::Debug) -> Self {
         self.health = Some(resolve(address));
         self
@@ -594,9 +600,15 @@ impl ServerBuilder {
     pub fn build(self) -> Result<Server, BuildError> {
         let mut table = DispatchTable::build(self.controllers, self.discover, &self.state)?;
         #[cfg(feature = "prometheus")]
-        let exporter = match self.prometheus {
-            Some(address) => Some(install_prometheus(address)?),
-            None => None,
+        let shared_with_health = matches!(
+            (&self.prometheus, &self.health),
+            (Some(metrics), Some(Ok(health))) if metrics == health
+        );
+        #[cfg(feature = "prometheus")]
+        let (exporter, metrics_page) = match self.prometheus {
+            Some(_) if shared_with_health => (None, Some(install_prometheus_page()?)),
+            Some(address) => (Some(install_prometheus(address)?), None),
+            None => (None, None),
         };
         let metrics = self.metrics.then(|| {
             table.register_metrics();
@@ -668,6 +680,8 @@ impl ServerBuilder {
             }),
             #[cfg(feature = "prometheus")]
             exporter,
+            #[cfg(feature = "prometheus")]
+            metrics_page,
             listeners,
             health,
         })
@@ -709,4 +723,18 @@ fn install_prometheus(address: SocketAddr) -> Result<PrometheusExporter, BuildEr
     metrics::set_global_recorder(recorder)
         .map_err(|error| BuildError::Metrics(error.to_string()))?;
     Ok(exporter)
+}
+
+/// Installs the Prometheus recorder globally without a listener of its
+/// own; returns its handle, which renders the page the health listener
+/// serves at `/metrics`.
+#[cfg(feature = "prometheus")]
+fn install_prometheus_page() -> Result<metrics_exporter_prometheus::PrometheusHandle, BuildError> {
+    let recorder = crate::metrics::prometheus_builder()
+        .map_err(|error| BuildError::Metrics(error.to_string()))?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder)
+        .map_err(|error| BuildError::Metrics(error.to_string()))?;
+    Ok(handle)
 }

@@ -8,8 +8,11 @@
 //! close`), a request head of at most [`MAX_REQUEST_HEAD`] bytes, the
 //! whole exchange within [`ServerConfig::health_timeout`](crate::ServerConfig::health_timeout),
 //! at most [`MAX_HEALTH_CONNECTIONS`] answered at once (the next ones wait
-//! in the listen backlog). Probes are small and rare; nothing else is served.
+//! in the listen backlog). Probes are small and rare. With the `prometheus`
+//! feature and the Prometheus endpoint given the health listener's address,
+//! it serves `/metrics` too (the page the exporter renders); nothing else.
 
+use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,10 +29,17 @@ pub(crate) const MAX_HEALTH_CONNECTIONS: usize = 64;
 /// The longest request head (request line and headers) read; longer gets 431.
 pub(crate) const MAX_REQUEST_HEAD: usize = 4096;
 
-/// Answers health probes on `listener` until the task is aborted (the
-/// server aborts it once drained). Dropping the task drops the connections
-/// being answered.
-pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShared>) {
+/// Renders the Prometheus page that `/metrics` answers with.
+pub(crate) type MetricsPage = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Answers health probes on `listener` (and `/metrics`, with `metrics`)
+/// until the task is aborted (the server aborts it once drained). Dropping
+/// the task drops the connections being answered.
+pub(crate) async fn serve_listener(
+    listener: TcpListener,
+    server: Arc<ServerShared>,
+    metrics: Option<MetricsPage>,
+) {
     let mut answering = JoinSet::new();
     loop {
         tokio::select! {
@@ -38,9 +48,11 @@ pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShar
                 match accepted {
                     Ok((stream, _)) => {
                         let server = Arc::clone(&server);
+                        let metrics = metrics.clone();
                         let timeout = server.config.health_timeout;
                         answering.spawn(async move {
-                            let _ = tokio::time::timeout(timeout, answer(stream, &server)).await;
+                            let answered = answer(stream, &server, metrics.as_ref());
+                            let _ = tokio::time::timeout(timeout, answered).await;
                         });
                     }
                     Err(error) => {
@@ -54,7 +66,11 @@ pub(crate) async fn serve_listener(listener: TcpListener, server: Arc<ServerShar
 }
 
 /// Reads one request head and answers it; then closes.
-async fn answer(mut stream: TcpStream, server: &ServerShared) -> io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    server: &ServerShared,
+    metrics: Option<&MetricsPage>,
+) -> io::Result<()> {
     let mut head = [0u8; MAX_REQUEST_HEAD];
     let mut len = 0;
     let end = loop {
@@ -63,7 +79,7 @@ async fn answer(mut stream: TcpStream, server: &ServerShared) -> io::Result<()> 
                 &mut stream,
                 Status::TooLarge,
                 false,
-                "request head too large\n",
+                Body::text("request head too large\n"),
             )
             .await;
         }
@@ -83,34 +99,69 @@ async fn answer(mut stream: TcpStream, server: &ServerShared) -> io::Result<()> 
         .next()
         .unwrap_or_default();
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let (status, head_only, body) = route(line, server);
+    let (status, head_only, body) = route(line, server, metrics);
     respond(&mut stream, status, head_only, body).await
 }
 
+/// A response's body and its content type.
+struct Body {
+    content_type: &'static str,
+    text: Cow<'static, str>,
+}
+
+impl Body {
+    /// Plain text.
+    fn text(text: &'static str) -> Self {
+        Self {
+            content_type: "text/plain; charset=utf-8",
+            text: Cow::Borrowed(text),
+        }
+    }
+}
+
 /// What a request line gets: status, whether only the head is sent, body.
-fn route(line: &[u8], server: &ServerShared) -> (Status, bool, &'static str) {
+fn route(
+    line: &[u8],
+    server: &ServerShared,
+    metrics: Option<&MetricsPage>,
+) -> (Status, bool, Body) {
     let mut parts = line.split(|&b| b == b' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return (Status::BadRequest, false, "bad request\n");
+        return (Status::BadRequest, false, Body::text("bad request\n"));
     };
     if !version.starts_with(b"HTTP/1.") {
-        return (Status::BadRequest, false, "bad request\n");
+        return (Status::BadRequest, false, Body::text("bad request\n"));
     }
     let head_only = match method {
         b"GET" => false,
         b"HEAD" => true,
-        _ => return (Status::MethodNotAllowed, false, "GET or HEAD only\n"),
+        _ => {
+            return (
+                Status::MethodNotAllowed,
+                false,
+                Body::text("GET or HEAD only\n"),
+            );
+        }
     };
     let path = target.split(|&b| b == b'?').next().unwrap_or_default();
-    match path {
-        b"/healthz" => (Status::Ok, head_only, "ok\n"),
-        b"/readyz" if server.is_ready() => (Status::Ok, head_only, "ready\n"),
-        b"/readyz" if server.is_draining() => (Status::Unavailable, head_only, "draining\n"),
-        b"/readyz" => (Status::Unavailable, head_only, "backplane disconnected\n"),
-        _ => (Status::NotFound, head_only, "not found\n"),
-    }
+    let (status, body) = match path {
+        b"/healthz" => (Status::Ok, Body::text("ok\n")),
+        b"/readyz" if server.is_ready() => (Status::Ok, Body::text("ready\n")),
+        b"/readyz" if server.is_draining() => (Status::Unavailable, Body::text("draining\n")),
+        b"/readyz" => (Status::Unavailable, Body::text("backplane disconnected\n")),
+        b"/metrics" if metrics.is_some() => {
+            let render = metrics.expect("checked");
+            let body = Body {
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                text: Cow::Owned(render()),
+            };
+            (Status::Ok, body)
+        }
+        _ => (Status::NotFound, Body::text("not found\n")),
+    };
+    (status, head_only, body)
 }
 
 /// The statuses the responder sends.
@@ -145,16 +196,17 @@ async fn respond(
     stream: &mut TcpStream,
     status: Status,
     head_only: bool,
-    body: &str,
+    body: Body,
 ) -> io::Result<()> {
     let mut response = format!(
-        "HTTP/1.1 {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
          Cache-Control: no-store\r\nConnection: close\r\n\r\n",
         status.line(),
-        body.len()
+        body.content_type,
+        body.text.len()
     );
     if !head_only {
-        response.push_str(body);
+        response.push_str(&body.text);
     }
     stream.write_all(response.as_bytes()).await?;
     shutdown_and_drain(stream).await

@@ -59,6 +59,10 @@ pub struct Server {
     /// The Prometheus endpoint's task, started by `run`.
     #[cfg(feature = "prometheus")]
     pub(crate) exporter: Option<PrometheusExporter>,
+    /// The Prometheus recorder's handle when the health listener serves
+    /// `/metrics` (the two addresses are the same).
+    #[cfg(feature = "prometheus")]
+    pub(crate) metrics_page: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 /// The Prometheus endpoint's future.
@@ -194,14 +198,37 @@ impl Server {
         };
         // Answers probes through the drain (`/readyz`: 503), and stops
         // when `run` returns (or is dropped).
+        #[cfg(feature = "prometheus")]
+        let (metrics_page, _upkeep) = match self.metrics_page {
+            Some(handle) => {
+                // What the exporter's own listener would do: drain the
+                // histograms every 5 s, scraped or not.
+                let upkeep = handle.clone();
+                let task = AbortOnDropHandle::new(tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                        upkeep.run_upkeep();
+                    }
+                }));
+                let page: health::MetricsPage = Arc::new(move || handle.render());
+                (Some(page), Some(task))
+            }
+            None => (None, None),
+        };
+        #[cfg(not(feature = "prometheus"))]
+        let metrics_page = None;
         let _health = match self.health {
             Some(listener) => {
                 let listener = tokio::net::TcpListener::from_std(listener)?;
                 let address = listener.local_addr()?;
-                tracing::info!(%address, "health endpoints: /healthz, /readyz");
+                if metrics_page.is_some() {
+                    tracing::info!(%address, "health endpoints: /healthz, /readyz, /metrics");
+                } else {
+                    tracing::info!(%address, "health endpoints: /healthz, /readyz");
+                }
                 let shared = Arc::clone(&self.shared);
                 Some(AbortOnDropHandle::new(tokio::spawn(
-                    health::serve_listener(listener, shared),
+                    health::serve_listener(listener, shared, metrics_page),
                 )))
             }
             None => None,

@@ -1,6 +1,7 @@
 //! Two (or three) Ternio nodes joined by a real `redis-server`: group
 //! broadcasts, sends and kicks across nodes, cluster-wide membership, a
-//! Redis restart in the middle of the traffic, and a node killed with
+//! Redis restart in the middle of the traffic (and `/readyz` answering 503
+//! while Redis is down, 200 once it is back), and a node killed with
 //! SIGKILL whose members disappear after the heartbeat TTL.
 //!
 //! Each test starts and owns its `redis-server` (Debian's `redis-server`
@@ -854,4 +855,74 @@ async fn a_clean_shutdown_removes_the_members_at_once_and_live_ids_stay_taken() 
     );
     assert!(!two.backplane.is_connected());
     assert_eq!(two.backplane.stats().dropped, 0);
+}
+
+/// `GET path` on a health listener: the status code and the body.
+async fn probe(address: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer, then the close")
+        .unwrap();
+    let status = answer
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map(|(_, body)| body);
+    (status, body.unwrap_or_default().to_owned())
+}
+
+/// Polls `/readyz` every 20 ms until it answers `status`, within `within`.
+async fn await_readyz(health: SocketAddr, status: u16, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (answered, body) = probe(health, "/readyz").await;
+        if answered == status {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz still answers {answered} ({body:?}), not {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_503_while_redis_is_down_and_200_once_it_is_back() {
+    // This test stops its Redis, so it always owns one.
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let backplane = RedisBackplane::connect(config(&url, &prefix("readyz")))
+        .await
+        .expect("the backplane connects");
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(RoomController)
+        .backplane(backplane.clone())
+        .map_tcp("127.0.0.1:0")
+        .health("127.0.0.1:0")
+        .build()
+        .expect("the node builds");
+    let health = server.health_addr().expect("a health listener");
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    assert!(backplane.wait_connected(Duration::from_secs(5)).await);
+    assert_eq!(probe(health, "/readyz").await, (200, "ready\n".into()));
+
+    redis.kill();
+    let body = await_readyz(health, 503, Duration::from_secs(5)).await;
+    assert_eq!(body, "backplane disconnected\n");
+    // Alive all the same: the process serves its own clients.
+    assert_eq!(probe(health, "/healthz").await.0, 200);
+    assert!(!handle.is_ready());
+
+    redis.restart();
+    await_readyz(health, 200, Duration::from_secs(10)).await;
+    assert!(backplane.is_connected() && handle.is_ready());
+    handle.shutdown_and_wait().await;
 }

@@ -6,17 +6,21 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use rustls::RootCertStore;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{WebPkiSupportedAlgorithms, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use crate::error::ClientError;
 use crate::stream::Connector;
 
-/// Which servers a TLS link trusts: the system's root certificates, or
-/// given CA certificates. Cheap to clone.
+/// Which servers a TLS link trusts: the system's root certificates, given
+/// CA certificates, or exactly one server certificate (pinned). Cheap to
+/// clone.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ternio_client::ClientError> {
@@ -27,6 +31,10 @@ use crate::stream::Connector;
 /// // A server whose certificate a private CA signed:
 /// let ca = std::fs::read("ca.pem").map_err(ternio_client::ClientError::Connect)?;
 /// let client = Client::connect_tls("10.0.0.7:7443", &ClientTls::with_ca_pem(&ca)?).await?;
+/// // A server with a self-signed certificate, trusted as is (pinned):
+/// let cert = std::fs::read("server.pem").map_err(ternio_client::ClientError::Connect)?;
+/// let client =
+///     Client::connect_tls("127.0.0.1:7443", &ClientTls::with_certificate_pem(&cert)?).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -81,6 +89,45 @@ impl ClientTls {
         Self::with_roots(roots)
     }
 
+    /// Trusts exactly one server certificate, the first PEM `CERTIFICATE`
+    /// section of `pem` (pinning): for a server with a self-signed
+    /// certificate, such as one from `openssl req -x509` (which OpenSSL 3
+    /// marks `CA:TRUE`, a certificate [`with_ca_pem`](Self::with_ca_pem)
+    /// refuses as the server's own: `CaUsedAsEndEntity`).
+    ///
+    /// A handshake succeeds only if the server presents that very
+    /// certificate (byte for byte, whatever else it sends after it), proves
+    /// it holds its key (the handshake's signature is checked), and the
+    /// certificate names the host connected to in its `subjectAltName`
+    /// (the name check is kept: make the certificate with, for example,
+    /// `-addext "subjectAltName=DNS:localhost,IP:127.0.0.1"`). Its issuer
+    /// and validity dates are not checked: the pin is the trust, and a new
+    /// certificate on the server needs the new one here.
+    pub fn with_certificate_pem(pem: &[u8]) -> Result<Self, ClientError> {
+        let certificate = CertificateDer::pem_slice_iter(pem)
+            .next()
+            .ok_or_else(|| {
+                ClientError::Tls("no CERTIFICATE section in the certificate PEM".to_owned())
+            })?
+            .map_err(|error| ClientError::Tls(format!("certificate: {error}")))?;
+        ParsedCertificate::try_from(&certificate)
+            .map_err(|error| ClientError::Tls(format!("certificate: {error}")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = PinnedCertificate {
+            certificate,
+            algorithms: provider.signature_verification_algorithms,
+        };
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|error| ClientError::Tls(error.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        Ok(Self {
+            config: Arc::new(config),
+        })
+    }
+
     /// Runs a TLS handshake over `tcp`, checking the server's certificate
     /// for `host` (a DNS name or an IP address).
     pub(crate) async fn connect(
@@ -106,6 +153,57 @@ impl ClientTls {
         Ok(Self {
             config: Arc::new(config),
         })
+    }
+}
+
+/// The verifier of [`ClientTls::with_certificate_pem`]: the server's
+/// certificate is trusted if it is the pinned one and names the host.
+#[derive(Debug)]
+struct PinnedCertificate {
+    certificate: CertificateDer<'static>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() != self.certificate.as_ref() {
+            let reason = io::Error::other("not the pinned certificate");
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                rustls::OtherError(Arc::new(reason)),
+            )));
+        }
+        let parsed = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
     }
 }
 
