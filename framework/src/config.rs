@@ -248,6 +248,18 @@ pub struct ServerConfig {
     /// received: a larger one is refused at send and dropped on receipt.
     /// Default 1,200 bytes (the IPv6 minimum MTU, less its headers).
     pub max_datagram_size: usize,
+    /// Whether the server compresses what it sends (contract section 6):
+    /// `Some(threshold)` compresses a reply or push body of at least
+    /// `threshold` bytes when that makes it smaller, for packets that allow
+    /// it (`#[packet(compress = false)]` opts a type out; pushes that may
+    /// go by datagram are never compressed). `None`: off, and sending costs
+    /// one branch more than without compression. Compressed frames from
+    /// clients are always accepted. Default `None`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::number_or_off")
+    )]
+    pub compression: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -284,6 +296,7 @@ impl Default for ServerConfig {
             resume_ttl: None,
             resume_replay_bytes: 64 * 1024,
             max_datagram_size: ternio_protocol::datagram::DEFAULT_MAX_DATAGRAM,
+            compression: None,
         }
     }
 }
