@@ -617,3 +617,51 @@ async fn the_rust_client_compresses_what_it_sends_by_its_threshold() {
     let frame = first_frame_from(ClientConfig::default(), big, false).await;
     assert_eq!(frame.header.flags, Flags::NONE);
 }
+
+/// `examples/echo_server --compress 64`: what an outside client checks,
+/// over TCP plain and sealed: a compressed request answered compressed.
+#[tokio::test]
+async fn the_echo_server_compresses_with_its_flag() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(echo_server_binary())
+        .args(["--tcp", "127.0.0.1:0", "--compress", "64"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the echo server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let address: std::net::SocketAddr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("tcp listening on ")?.parse().ok())
+        .expect("the TCP address");
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let payload = compressible(1000);
+    let body = encoded(&Echo {
+        payload: payload.clone(),
+    });
+    let mut raw = RawConnection::connect(address).await;
+    raw.send_body(
+        Header::new(Echo::OPCODE, Flags::COMPRESSED, 1),
+        &compression::compress(&body),
+    )
+    .await;
+    let (answer, was) = decompressed(raw.recv().await.unwrap());
+    assert!(was, "answered compressed");
+    assert_eq!(Echo::decode_body(&answer.body).unwrap().payload, payload);
+
+    let mut connection = SealedConnection::secure(address).await;
+    let channel = connection.channel.as_mut().unwrap();
+    let out = sealed_compressed(channel, Header::new(Echo::OPCODE, Flags::NONE, 2), &body);
+    connection.raw.send_raw(&out).await.unwrap();
+    let answer = connection.recv().await.unwrap();
+    assert!(answer.header.flags.is_encrypted());
+    let (answer, was) = decompressed(answer);
+    assert!(was, "answered compressed, then sealed");
+    assert_eq!(Echo::decode_body(&answer.body).unwrap().payload, payload);
+    let _ = child.kill();
+    let _ = child.wait();
+}
