@@ -46,6 +46,27 @@ pub struct Blob(pub Bytes);
 #[packet(opcode = 0x0304, compress = false)]
 pub struct PlainBlob(pub Bytes);
 
+/// 0x0305: the server counts it (per session), pushes a [`Blob`] whose
+/// first 8 bytes are the count (LE) followed by compressible bytes, and
+/// answers with the same blob.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0305, response = Blob)]
+pub struct NextBlob {
+    /// Compressible padding, so that the request compresses too.
+    pub padding: Bytes,
+}
+
+/// The count of `NextBlob`s a session sent, in its store.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen(u64);
+
+/// The blob of count `seq`.
+fn numbered(seq: u64) -> Blob {
+    let mut bytes = seq.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&compressible(600));
+    Blob(bytes.into())
+}
+
 /// Answers the packets of this file.
 #[derive(Default)]
 pub struct ZipController;
@@ -54,6 +75,16 @@ pub struct ZipController;
 impl ZipController {
     fn plain_echo(request: PlainEcho) -> PlainEcho {
         request
+    }
+
+    fn next_blob(request: NextBlob, ctx: &Context) -> Result<Blob, HandlerError> {
+        assert_eq!(request.padding, compressible(600));
+        let Seen(seen) = ctx.store().get::<Seen>().unwrap_or_default();
+        ctx.store().insert(Seen(seen + 1));
+        let blob = numbered(seen + 1);
+        ctx.push(&blob)
+            .map_err(|error| HandlerError::new(ErrorCode::Internal, error.to_string()))?;
+        Ok(blob)
     }
 
     fn push_blobs(request: PushBlobs, ctx: &Context) -> Result<(), HandlerError> {
@@ -664,4 +695,62 @@ async fn the_echo_server_compresses_with_its_flag() {
     assert_eq!(Echo::decode_body(&answer.body).unwrap().payload, payload);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Resumption with compression on both sides, through a proxy that cuts
+/// connections anywhere: compressed requests, replies and pushes, replayed
+/// after each resumption (pushes as they were encoded, compressed), each
+/// once and in order, plain over TCP and sealed over WebSocket.
+#[tokio::test]
+async fn compressed_sessions_resume_through_random_cuts() {
+    use ternio_client::{ReconnectPolicy, SessionEvent};
+
+    let (tcp, ws, _server) = start_server_with_ws(|b| {
+        b.controller(ZipController)
+            .compression(Some(64))
+            .resumable(Duration::from_secs(30), 64 * 1024)
+    });
+    for (target, secure, seed) in [(tcp, false, 0x5EEDu64), (ws, true, 0xC0DE)] {
+        let proxy = CuttingProxy::start(target, seed, 2_000..6_000).await;
+        let mut policy = ReconnectPolicy::default();
+        policy.initial_delay = Duration::from_millis(5);
+        policy.max_delay = Duration::from_millis(20);
+        policy.jitter = 0.0;
+        policy.max_attempts = None;
+        let mut config = ClientConfig::default();
+        config.reconnect = Some(policy);
+        config.request_timeout = Duration::from_secs(20);
+        config.compression = Some(64);
+        if secure {
+            config.secure = Some(SecureConfig::anonymous());
+        }
+        let client = if secure {
+            Client::connect_ws_with(&format!("ws://{}/ws", proxy.address()), config).await
+        } else {
+            Client::connect_tcp_with(proxy.address(), config).await
+        }
+        .unwrap();
+        let mut blobs = client.subscribe::<Blob>();
+        for seq in 1..=150u64 {
+            let answer = client
+                .request_async(&NextBlob {
+                    padding: compressible(600),
+                })
+                .await
+                .unwrap_or_else(|error| panic!("request {seq}: {error}"));
+            assert_eq!(answer, numbered(seq), "each request runs once, in order");
+        }
+        for seq in 1..=150u64 {
+            let blob = tokio::time::timeout(Duration::from_secs(10), blobs.next())
+                .await
+                .expect("the push within 10 s")
+                .expect("a push");
+            assert_eq!(blob, numbered(seq), "each push once, in order");
+        }
+        assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
+        match &*client.session_events().borrow() {
+            SessionEvent::Resumed { count } => assert!(*count >= 3, "{count} resumptions"),
+            other => panic!("the session was not resumed: {other:?}"),
+        }
+    }
 }
