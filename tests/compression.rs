@@ -754,3 +754,66 @@ async fn compressed_sessions_resume_through_random_cuts() {
         }
     }
 }
+
+/// A server that answers the client's first request with a compressed
+/// `body` (as it comes: the test chooses it), then waits.
+async fn answers_with(body: Vec<u8>) -> ternio_client::ClientError {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE);
+        let mut buf = BytesMut::new();
+        let request = loop {
+            if let Some(frame) = decoder.decode(&mut buf).unwrap() {
+                break frame;
+            }
+            assert!(stream.read_buf(&mut buf).await.unwrap() > 0);
+        };
+        let mut out = BytesMut::new();
+        let header = Header::new(
+            Echo::OPCODE,
+            Flags::RESPONSE.with(Flags::COMPRESSED),
+            request.header.request_id,
+        );
+        frame::write_frame_with(
+            &mut out,
+            Framing::LengthPrefixed,
+            header,
+            usize::MAX,
+            |out| out.extend_from_slice(&body),
+        )
+        .unwrap();
+        stream.write_all(&out).await.unwrap();
+        // Keeps the connection open: the client must end it on its own.
+        let _ = stream.read_buf(&mut buf).await;
+    });
+    let client = Client::connect_tcp(address).await.unwrap();
+    client
+        .request_async(&Echo {
+            payload: "x".into(),
+        })
+        .await
+        .expect_err("no answer from a broken frame")
+}
+
+#[tokio::test]
+async fn the_rust_client_refuses_a_bomb_and_a_corrupt_block_from_the_server() {
+    // 4 GiB announced: refused before allocating, the link lost.
+    let mut bomb = u32::MAX.to_le_bytes().to_vec();
+    bomb.extend_from_slice(&[0x1F, 0, 0, 0, 0, 0]);
+    let error = answers_with(bomb).await;
+    assert!(
+        matches!(&error, ternio_client::ClientError::Closed(ternio_client::CloseReason::Protocol(why)) if why.contains("maximum")),
+        "{error:?}"
+    );
+    let mut corrupt = compression::compress(&encoded(&Echo {
+        payload: compressible(300),
+    }));
+    corrupt.truncate(corrupt.len() - 2);
+    let error = answers_with(corrupt).await;
+    assert!(
+        matches!(&error, ternio_client::ClientError::Closed(ternio_client::CloseReason::Protocol(why)) if why.contains("LZ4")),
+        "{error:?}"
+    );
+}
