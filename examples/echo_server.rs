@@ -13,6 +13,9 @@
 //! off; docs/PROTOCOL.md section 4.2). With `--udp ADDR`, a client with a
 //! secure session can bind a datagram channel (section 4.4): a
 //! `DatagramEcho` (0x0003) it sends in a datagram comes back in one.
+//! Compressed frames (section 6) are always accepted; with
+//! `--compress BYTES`, replies of at least that many bytes go compressed
+//! when that makes them smaller (plain and sealed, TCP and WebSocket).
 //!
 //! With a certificate chain and its key (PEM), it serves TLS too:
 //! `--tcp-tls ADDR` (frames inside TLS) and `--wss ADDR` (`wss://ADDR/ws`).
@@ -72,6 +75,11 @@ struct Args {
     /// section 4.4).
     #[arg(long)]
     udp: Option<SocketAddr>,
+    /// Compress replies whose body is at least this many bytes, when that
+    /// makes them smaller (LZ4, docs/PROTOCOL.md section 6). Off when not
+    /// given; compressed frames from clients are accepted either way.
+    #[arg(long, value_name = "BYTES")]
+    compress: Option<usize>,
 }
 
 /// Answers both echo packets.
@@ -105,7 +113,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let public_key = identity.public_hex();
 
-    let mut builder = Server::builder().identity(identity).map_tcp(args.tcp);
+    let mut builder = Server::builder()
+        .identity(identity)
+        .map_tcp(args.tcp)
+        .compression(args.compress);
     if args.resume_ttl > 0 {
         builder = builder.resumable(Duration::from_secs(args.resume_ttl), 64 * 1024);
     }

@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 build=(-O --target-dir "${TERNIO_FUZZ_TARGET_DIR:-target}")
 
 seconds="${FUZZ_SECONDS:-20}"
-targets=(frame_decoder packet_decode handshake_responder open_sealed
+targets=(frame_decoder packet_decode handshake_responder open_sealed decompress
   server_connection client_frames envelope_decoder)
 
 cargo +nightly fuzz build "${build[@]}"

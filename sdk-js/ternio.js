@@ -20,6 +20,10 @@
  *   and none after {@link Client#close}, `DISCONNECT KICKED` or `NORMAL`.
  *   `onStateChange` tells of `'open'`, `'reconnecting'` and `'closed'`.
  *
+ * - Compression (section 6): COMPRESSED frames are always decoded, with an
+ *   LZ4 block decoder of this module's own; the option `compress` sends
+ *   bodies above a threshold compressed ({@link lz4CompressBlock}).
+ *
  * Secure sessions (HANDSHAKE, sealed frames) are not implemented.
  *
  * @example
@@ -42,8 +46,14 @@ export const SUBPROTOCOL = 'ternio.v2';
 /** Size of a frame header: opcode u16, flags u8, request id u32. */
 export const HEADER_LEN = 7;
 
+/** The largest frame (header and body) accepted unless configured otherwise: 1 MiB. */
+export const DEFAULT_MAX_FRAME_SIZE = 1024 * 1024;
+
 /** Frame flag bits (section 1); bits 3..7 are reserved and must be 0. */
-export const Flags = Object.freeze({ RESPONSE: 0x01, ERROR: 0x02, ENCRYPTED: 0x04 });
+export const Flags = Object.freeze({ RESPONSE: 0x01, ERROR: 0x02, ENCRYPTED: 0x04, COMPRESSED: 0x08 });
+
+/** The flag bits the contract defines; the others are reserved. */
+const KNOWN_FLAGS = 0x0f;
 
 /** Opcodes of the system packets (section 4). */
 export const SystemOpcode = Object.freeze({
@@ -498,9 +508,12 @@ function checkOpcode(opcode, what = 'an application opcode', max = 0xfeff) {
  * a field of another type (a nested packet encodes as its fields).
  * @param {number} opcode 0x0000..=0xFEFF.
  * @param {Record<string, Type>|Array<[string, Type]>} fields Field names and types, in order.
- * @param {{name?: string, response?: Type & {opcode: number}}} [options]
+ * @param {{name?: string, response?: Type & {opcode: number}, compress?: boolean}} [options]
  *   `name` for messages; `response`: the packet type the server answers
- *   with, when it is not this one.
+ *   with, when it is not this one; `compress: false`: never sent
+ *   compressed, even by a client with the option `compress` (for a packet
+ *   that mixes secrets with what others choose: compression leaks their
+ *   length, as in CRIME).
  * @returns {Type & {opcode: number, response?: Type}}
  * @example const Add = packet(0x0010, { a: i64, b: i64 }, { name: 'Add', response: Sum });
  */
@@ -509,7 +522,180 @@ export function packet(opcode, fields, options = {}) {
   const name = options.name ?? `packet ${hex(opcode)}`;
   const base = struct(fields, name);
   if (options.response !== undefined) checkOpcode(options.response?.opcode, `${name}'s response packet type`);
-  return defineType(name, base.minSize, base.write, base.read, { opcode, response: options.response });
+  const compress = options.compress ?? true;
+  if (typeof compress !== 'boolean') throw new TypeError(`${name}: compress must be true or false, got ${show(compress)}`);
+  return defineType(name, base.minSize, base.write, base.read, { opcode, response: options.response, compress });
+}
+
+// -------------------------------------------------------------- compression
+//
+// Section 6 of the contract: a COMPRESSED body is `uncompressed_len: u32` LE
+// followed by an LZ4 block. The codec below is written from the LZ4 block
+// format: a block is a series of sequences, each a token byte (high nibble:
+// literal count, low nibble: match length - 4, a nibble of 15 continued by
+// bytes that add up, 255 meaning another follows), the literals, a 2-byte
+// LE offset back into the output and the match; the last sequence has
+// literals only. Encoders leave the last 5 bytes as literals and start no
+// match within the last 12 bytes.
+
+const MIN_MATCH = 4;
+const LAST_LITERALS = 5;
+const MATCH_FIND_LIMIT = 12;
+const MAX_OFFSET = 0xffff;
+const HASH_BITS = 12;
+
+/** Appends a length continued past a nibble of 15: bytes of 255, then the rest. */
+function pushLength(out, rest) {
+  while (rest >= 255) {
+    out.push(255);
+    rest -= 255;
+  }
+  out.push(rest);
+}
+
+/**
+ * Compresses `input` as one LZ4 block (no frame header, no length): a greedy
+ * encoder with a 4,096-entry hash table of 4-byte sequences. Deterministic:
+ * the same input gives the same block (another encoder may give another
+ * valid block).
+ * @param {Uint8Array} input
+ * @returns {Uint8Array}
+ */
+export function lz4CompressBlock(input) {
+  const src = toBytes(input);
+  const n = src.length;
+  const out = [];
+  const table = new Int32Array(1 << HASH_BITS).fill(-1);
+  const read32 = (at) => (src[at] | (src[at + 1] << 8) | (src[at + 2] << 16) | (src[at + 3] << 24)) >>> 0;
+  const hash = (word) => Math.imul(word, 2654435761) >>> (32 - HASH_BITS);
+  const emit = (literalEnd, offset, matchLength) => {
+    const literals = literalEnd - anchor;
+    const matchCode = matchLength - MIN_MATCH;
+    out.push((Math.min(literals, 15) << 4) | (offset ? Math.min(matchCode, 15) : 0));
+    if (literals >= 15) pushLength(out, literals - 15);
+    for (let k = anchor; k < literalEnd; k++) out.push(src[k]);
+    if (!offset) return;
+    out.push(offset & 0xff, offset >> 8);
+    if (matchCode >= 15) pushLength(out, matchCode - 15);
+  };
+  let anchor = 0;
+  let i = 0;
+  // A match starts at least 12 bytes before the end and ends at least 5 before it.
+  while (i + MATCH_FIND_LIMIT <= n) {
+    const word = read32(i);
+    const h = hash(word);
+    const candidate = table[h];
+    table[h] = i;
+    if (candidate >= 0 && i - candidate <= MAX_OFFSET && read32(candidate) === word) {
+      let length = MIN_MATCH;
+      const end = n - LAST_LITERALS;
+      while (i + length < end && src[candidate + length] === src[i + length]) length++;
+      emit(i, i - candidate, length);
+      i += length;
+      anchor = i;
+    } else {
+      i++;
+    }
+  }
+  emit(n, 0, 0);
+  return Uint8Array.from(out);
+}
+
+/**
+ * Decodes one LZ4 block into exactly `length` bytes. A block that does not
+ * decode (cut short, an offset of 0 or before the start of the output) or
+ * that decodes to fewer or more bytes is a `'codec'` {@link TernioError}.
+ * @param {Uint8Array} block
+ * @param {number} length The size the block must decode to.
+ * @returns {Uint8Array}
+ */
+export function lz4DecompressBlock(block, length) {
+  const src = toBytes(block);
+  const out = new Uint8Array(length);
+  let ip = 0;
+  let op = 0;
+  const more = (what) => {
+    if (ip >= src.length) throw codecError(`LZ4 block ends inside ${what}`);
+    return src[ip++];
+  };
+  const extend = (value, what) => {
+    let byte;
+    do {
+      byte = more(what);
+      value += byte;
+    } while (byte === 255);
+    return value;
+  };
+  for (;;) {
+    const token = more('a token');
+    let literals = token >> 4;
+    if (literals === 15) literals = extend(literals, 'a literal length');
+    if (ip + literals > src.length) throw codecError('LZ4 block ends inside its literals');
+    if (op + literals > length) throw codecError(`LZ4 block decodes to more than the announced ${length} bytes`);
+    out.set(src.subarray(ip, ip + literals), op);
+    ip += literals;
+    op += literals;
+    if (ip === src.length) break; // the last sequence: literals only
+    const offset = more('an offset') | (more('an offset') << 8);
+    if (offset === 0 || offset > op) throw codecError(`LZ4 match offset ${offset} outside the ${op} bytes decoded`);
+    let matchLength = token & 15;
+    if (matchLength === 15) matchLength = extend(matchLength, 'a match length');
+    matchLength += MIN_MATCH;
+    if (op + matchLength > length) throw codecError(`LZ4 block decodes to more than the announced ${length} bytes`);
+    // Byte by byte: a match may overlap what it writes (a run).
+    for (let k = 0; k < matchLength; k++, op++) out[op] = out[op - offset];
+  }
+  if (op !== length) throw codecError(`LZ4 block decodes to ${op} bytes, not the announced ${length}`);
+  return out;
+}
+
+/**
+ * A body compressed as section 6 says: `uncompressed_len` (u32 LE), then
+ * the LZ4 block.
+ * @param {Uint8Array} body
+ * @returns {Uint8Array}
+ */
+export function compressBody(body) {
+  const data = toBytes(body);
+  const block = lz4CompressBlock(data);
+  const out = new Uint8Array(4 + block.length);
+  new DataView(out.buffer).setUint32(0, data.length, true);
+  out.set(block, 4);
+  return out;
+}
+
+/**
+ * Decompresses a COMPRESSED body. Its `uncompressed_len` is checked against
+ * `maxLength` before anything is allocated: above it, a `'codec'`
+ * {@link TernioError} with `tooLarge: true` (the contract's
+ * `FRAME_TOO_LARGE`); a body that does not decode to exactly that length, a
+ * `'codec'` one without it (`MALFORMED`).
+ * @param {Uint8Array} body
+ * @param {number} [maxLength=1048569] The largest body accepted (the default: 1 MiB frames).
+ * @returns {Uint8Array}
+ */
+export function decompressBody(body, maxLength = DEFAULT_MAX_FRAME_SIZE - HEADER_LEN) {
+  const data = toBytes(body);
+  if (data.length < 4) throw codecError(`compressed body of ${count(data.length, 'byte')} has no room for its length`);
+  const length = new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(0, true);
+  if (length > maxLength) {
+    throw Object.assign(codecError(`compressed body announces ${length} bytes, above the maximum of ${maxLength}`), { tooLarge: true });
+  }
+  return lz4DecompressBlock(data.subarray(4), length);
+}
+
+/**
+ * The frame's body compressed (and COMPRESSED set) when `threshold` is a
+ * number, the body is at least that long and compressing makes it smaller;
+ * the frame as it is otherwise.
+ * @param {{opcode: number, flags?: number, requestId?: number, body: Uint8Array}} frame
+ * @param {number|null|undefined} threshold
+ */
+export function maybeCompress(frame, threshold) {
+  if (typeof threshold !== 'number' || frame.body.length < threshold) return frame;
+  const compressed = compressBody(frame.body);
+  if (compressed.length >= frame.body.length) return frame;
+  return { ...frame, flags: (frame.flags ?? 0) | Flags.COMPRESSED, body: compressed };
 }
 
 // ------------------------------------------------------------------- frames
@@ -531,7 +717,7 @@ export function packet(opcode, fields, options = {}) {
  */
 export function encodeFrame({ opcode, flags = 0, requestId = 0, body = new Uint8Array(0) }) {
   checkOpcode(opcode, 'an opcode', 0xffff);
-  if (!Number.isInteger(flags) || flags < 0 || flags > 0x07) throw new TypeError(`invalid flags ${show(flags)}`);
+  if (!Number.isInteger(flags) || flags < 0 || flags > KNOWN_FLAGS) throw new TypeError(`invalid flags ${show(flags)}`);
   if (!Number.isInteger(requestId) || requestId < 0 || requestId > 0xffffffff) {
     throw new TypeError(`invalid request id ${show(requestId)}`);
   }
@@ -557,7 +743,7 @@ export function decodeFrame(message) {
   if (data.length < HEADER_LEN) throw codecError(`frame of ${count(data.length, 'byte')} is shorter than its 7-byte header`);
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const flags = view.getUint8(2);
-  if (flags & ~0x07) throw codecError(`frame has reserved flag bits set (flags 0x${flags.toString(16)})`);
+  if (flags & ~KNOWN_FLAGS) throw codecError(`frame has reserved flag bits set (flags 0x${flags.toString(16)})`);
   return { opcode: view.getUint16(0, true), flags, requestId: view.getUint32(3, true), body: data.subarray(HEADER_LEN) };
 }
 
@@ -659,6 +845,13 @@ function remoteError(body) {
  * @property {number} [maxBufferedBytes=4194304] The outbound buffer's limit in bytes: a
  *   frame that would take the WebSocket's `bufferedAmount` above it drops the connection
  *   (the server does not read); it also bounds the requests that wait for a new connection.
+ * @property {number|null} [compress=null] Compress the body of requests and sends of at
+ *   least this many bytes when that makes them smaller (LZ4, contract section 6), except
+ *   packet types declared with `compress: false`. `null` (the default): nothing is sent
+ *   compressed. Compressed frames from the server are always decoded.
+ * @property {number} [maxFrameSize=1048576] The largest frame (header and body) accepted
+ *   from the server once decompressed; a compressed frame that announces more is
+ *   `DISCONNECT FRAME_TOO_LARGE`, before anything is allocated for it.
  * @property {typeof WebSocket} [WebSocket] The WebSocket class to use (default: the global one).
  */
 
@@ -758,6 +951,13 @@ export class Client {
     this.connectTimeout = options.connectTimeout ?? 10000;
     /** The outbound buffer's limit, in bytes. */
     this.maxBufferedBytes = options.maxBufferedBytes ?? 4 * 1024 * 1024;
+    /** The compression threshold of what the client sends, in bytes (null: off). */
+    this.compress = options.compress ?? null;
+    if (this.compress !== null && (typeof this.compress !== 'number' || !(this.compress >= 0))) {
+      throw new TypeError(`compress must be a number ≥ 0 or null, got ${show(this.compress)}`);
+    }
+    /** The largest frame accepted from the server once decompressed, in bytes. */
+    this.maxFrameSize = options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE;
     /**
      * Settles once the client has closed for good (after the last reconnect
      * attempt, when it reconnects), with how.
@@ -840,14 +1040,14 @@ export class Client {
    */
   request(packetType, value, options = {}) {
     return new Promise((resolve, reject) => {
-      const { opcode, body, name } = this.#outgoing(packetType, value, true);
+      const { opcode, body, name, compress } = this.#outgoing(packetType, value, true);
       const expected = options.response ?? packetType.response;
       const decode = typeof packetType === 'number' ? (frame) => frame : (frame) => {
         if (expected && frame.opcode === expected.opcode) return expected.decode(frame.body);
         if (frame.opcode === opcode) return frame.body.length === 0 ? undefined : packetType.decode(frame.body);
         throw new TernioError('protocol', `${name} answered with unexpected opcode ${hex(frame.opcode)}`);
       };
-      this.#call(opcode, body, name, options.timeout, decode, resolve, reject);
+      this.#call(opcode, body, name, options.timeout, decode, resolve, reject, undefined, compress);
     });
   }
 
@@ -861,8 +1061,8 @@ export class Client {
    *   outbound buffer is full (the connection is then dropped); `'codec'` when the value does not encode.
    */
   send(packetType, value) {
-    const { opcode, body } = this.#outgoing(packetType, value, false);
-    const error = this.#write(encodeFrame({ opcode, body }));
+    const { opcode, body, compress } = this.#outgoing(packetType, value, false);
+    const error = this.#write(encodeFrame(maybeCompress({ opcode, body }, compress)));
     if (error) throw error;
   }
 
@@ -1167,16 +1367,19 @@ export class Client {
   #outgoing(packetType, value, canWait) {
     this.#assertUsable(canWait);
     if (typeof packetType === 'number') {
-      return { opcode: checkOpcode(packetType), body: toBytes(value ?? new Uint8Array(0)), name: hex(packetType) };
+      return {
+        opcode: checkOpcode(packetType), body: toBytes(value ?? new Uint8Array(0)), name: hex(packetType), compress: this.compress,
+      };
     }
     if (typeof packetType?.opcode !== 'number') throw new TypeError('expects a packet type (from packet()) or an opcode');
-    return { opcode: packetType.opcode, body: packetType.encode(value), name: packetType.name };
+    const compress = packetType.compress === false ? null : this.compress;
+    return { opcode: packetType.opcode, body: packetType.encode(value), name: packetType.name, compress };
   }
 
   /** Sends a request (or keeps it until a connection is up) and registers what settles it. */
-  #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject, onSent) {
+  #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject, onSent, compress = null) {
     const requestId = this.#allocateId();
-    const data = encodeFrame({ opcode, requestId, body });
+    const data = encodeFrame(maybeCompress({ opcode, requestId, body }, compress));
     const entry = { decode, resolve, reject, timer: null, data, sent: false, onSent };
     if (this.#state === 'open') {
       entry.sent = true;
@@ -1251,11 +1454,11 @@ export class Client {
     }
   }
 
-  /** The server broke the contract: DISCONNECT MALFORMED, then close (and reconnect, if the client does). */
-  #violation(reason) {
+  /** The server broke the contract: DISCONNECT MALFORMED (or `disconnectReason`), then close (and reconnect, if the client does). */
+  #violation(reason, disconnectReason = DisconnectReason.MALFORMED) {
     if (this.#closing || this.#violated) return;
     const ws = this.#ws;
-    if (ws.readyState === OPEN) this.#sendDisconnect(DisconnectReason.MALFORMED, reason);
+    if (ws.readyState === OPEN) this.#sendDisconnect(disconnectReason, reason);
     this.#violated = true;
     const error = new TernioError('protocol', `server broke the protocol: ${reason}`);
     this.#failSent(() => error);
@@ -1275,6 +1478,13 @@ export class Client {
       return this.#violation(error.message);
     }
     if (frame.flags & Flags.ENCRYPTED) return this.#violation('sealed frame without a secure session');
+    if (frame.flags & Flags.COMPRESSED) {
+      try {
+        frame = { ...frame, flags: frame.flags & ~Flags.COMPRESSED, body: decompressBody(frame.body, this.maxFrameSize - HEADER_LEN) };
+      } catch (error) {
+        return this.#violation(error.message, error.tooLarge ? DisconnectReason.FRAME_TOO_LARGE : DisconnectReason.MALFORMED);
+      }
+    }
     if (frame.flags & Flags.RESPONSE) return this.#onResponse(frame);
     if (frame.requestId !== 0 && frame.flags & Flags.ERROR) {
       return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'ERROR flag on a request'));

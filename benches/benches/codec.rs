@@ -114,3 +114,50 @@ fn decode_player_state(bencher: Bencher) {
     let body = out.freeze();
     bencher.bench_local(|| black_box(PlayerState::decode_body(&body).unwrap()));
 }
+
+/// `size` bytes of text that compress (a sentence, repeated).
+fn text(size: usize) -> Vec<u8> {
+    b"the quick brown fox jumps over the lazy dog. "
+        .iter()
+        .copied()
+        .cycle()
+        .take(size)
+        .collect()
+}
+
+/// Writes an echo frame compressed in place (contract section 6), with a
+/// threshold of 0: what a sender with compression on pays per frame.
+#[divan::bench(args = [1024, 16 * 1024])]
+fn encode_compressed_echo_frame(bencher: Bencher, size: usize) {
+    let echo = Echo {
+        payload: Bytes::from(text(size)),
+    };
+    let mut out = BytesMut::with_capacity(2 * size + 64);
+    bencher.bench_local(|| {
+        out.clear();
+        frame::write_frame_compressing(
+            &mut out,
+            Framing::LengthPrefixed,
+            Header::new(1, Flags::NONE, 1),
+            usize::MAX,
+            Some(0),
+            |out| black_box(&echo).encode(out),
+        )
+        .unwrap();
+        black_box(out.len())
+    });
+}
+
+/// Decompresses the body of a compressed echo frame: what a receiver pays.
+#[divan::bench(args = [1024, 16 * 1024])]
+fn decompress_echo_body(bencher: Bencher, size: usize) {
+    let mut body = BytesMut::new();
+    Echo {
+        payload: Bytes::from(text(size)),
+    }
+    .encode(&mut body);
+    let compressed = ternio_protocol::compression::compress(&body);
+    bencher.bench_local(|| {
+        ternio_protocol::compression::decompress(black_box(&compressed), usize::MAX).unwrap()
+    });
+}

@@ -216,7 +216,7 @@ impl From<Rejection> for Reply {
 impl fmt::Debug for Reply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            DeferredReply::Packet { opcode, body } => f
+            DeferredReply::Packet { opcode, body, .. } => f
                 .debug_struct("Packet")
                 .field("opcode", &format_args!("{opcode:#06X}"))
                 .field("len", &body.len())

@@ -424,6 +424,9 @@ fn is_push_frame(frame: &[u8], max_frame_size: usize) -> bool {
     frame.len() >= HEADER_LEN
         && frame.len() <= max_frame_size
         && Header::parse(frame).is_ok_and(|header| {
-            header.flags == Flags::NONE && header.request_id == 0 && !header.is_system()
+            // No flag but COMPRESSED: a push compressed once on its node.
+            header.flags.without(Flags::COMPRESSED) == Flags::NONE
+                && header.request_id == 0
+                && !header.is_system()
         })
 }

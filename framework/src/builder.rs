@@ -562,6 +562,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Compresses reply and push bodies of at least `threshold` bytes when
+    /// that makes them smaller (contract section 6); `None` (the default)
+    /// sends nothing compressed. Compressed frames are always accepted.
+    pub fn compression(mut self, threshold: Option<usize>) -> Self {
+        self.config.compression = threshold;
+        self
+    }
+
     /// Replaces every limit at once (setters called before are undone;
     /// call them after to change a limit of `config`). With feature
     /// `serde`, `config` can come from a settings file.
@@ -647,7 +655,12 @@ impl ServerBuilder {
             }
             None => None,
         };
-        let hub = HubShared::new(self.config.max_frame_size, self.backplane, self.presence);
+        let hub = HubShared::new(
+            self.config.max_frame_size,
+            self.config.compression,
+            self.backplane,
+            self.presence,
+        );
         hub.attach_backplane().map_err(BuildError::Backplane)?;
         let first_id = ConnectionId::new(hub.node_id(), 1);
         let (shutdown, _) = watch::channel(false);

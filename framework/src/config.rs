@@ -256,6 +256,18 @@ pub struct ServerConfig {
     /// the address each client's datagrams come from. `None`: the
     /// listener's port. Default `None`.
     pub datagram_port: Option<u16>,
+    /// Whether the server compresses what it sends (contract section 6):
+    /// `Some(threshold)` compresses a reply or push body of at least
+    /// `threshold` bytes when that makes it smaller, for packets that allow
+    /// it (`#[packet(compress = false)]` opts a type out; pushes that may
+    /// go by datagram are never compressed). `None`: off, and sending costs
+    /// one branch more than without compression. Compressed frames from
+    /// clients are always accepted. Default `None`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::number_or_off")
+    )]
+    pub compression: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -293,6 +305,7 @@ impl Default for ServerConfig {
             resume_replay_bytes: 64 * 1024,
             max_datagram_size: ternio_protocol::datagram::DEFAULT_MAX_DATAGRAM,
             datagram_port: None,
+            compression: None,
         }
     }
 }

@@ -210,7 +210,7 @@ impl Hub {
     /// that the backplane is down.
     pub fn send<P: Packet>(&self, id: ConnectionId, packet: &P) -> Result<(), PushError> {
         if self.shared.is_remote(id) {
-            let frame = encode_push(packet, self.shared.max_frame_size)?;
+            let frame = encode_push(packet, self.shared.max_frame_size, self.shared.compression)?;
             return self
                 .shared
                 .publish(|| BackplaneMessage::Connection {
@@ -227,7 +227,7 @@ impl Hub {
     /// Pushes `packet` to every open connection. With a backplane, to those
     /// of every node; the [`Delivery`] counts this node's.
     pub fn broadcast<P: Packet>(&self, packet: &P) -> Result<Delivery, PushError> {
-        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        let frame = encode_push(packet, self.shared.max_frame_size, self.shared.compression)?;
         let delivery =
             deliver_packet_frame(&self.shared.all(), &frame, P::DROPPABLE, P::UNRELIABLE);
         let _ = self.shared.publish(|| BackplaneMessage::Everyone {
@@ -324,7 +324,7 @@ impl Hub {
         group: &str,
         packet: &P,
     ) -> Result<Delivery, PushError> {
-        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        let frame = encode_push(packet, self.shared.max_frame_size, self.shared.compression)?;
         let delivery = deliver_packet_frame(
             &self.shared.members_of(group),
             &frame,
@@ -348,7 +348,7 @@ impl Hub {
         group: &str,
         packet: &P,
     ) -> Result<Delivery, PushError> {
-        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        let frame = encode_push(packet, self.shared.max_frame_size, self.shared.compression)?;
         Ok(deliver_packet_frame(
             &self.shared.members_of(group),
             &frame,
@@ -362,7 +362,7 @@ impl Hub {
     /// every message through the backplane). The [`Delivery`] counts this
     /// node's connections.
     pub fn send_user<P: Packet>(&self, user: &UserId, packet: &P) -> Result<Delivery, PushError> {
-        let frame = encode_push(packet, self.shared.max_frame_size)?;
+        let frame = encode_push(packet, self.shared.max_frame_size, self.shared.compression)?;
         let delivery = deliver_packet_frame(
             &self.shared.user_connections(user),
             &frame,

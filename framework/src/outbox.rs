@@ -131,10 +131,18 @@ impl Outbox {
         &self,
         packet: &P,
         max_frame_size: usize,
+        compression: Option<usize>,
     ) -> Result<(), PushError> {
         let len = HEADER_LEN + packet.encoded_len();
         if len > max_frame_size {
             return Err(PushError::TooLarge);
+        }
+        if let Some(threshold) = compression
+            && len - HEADER_LEN >= threshold
+            && compressible::<P>()
+        {
+            let frame = encode_push(packet, max_frame_size, compression)?;
+            return self.push(&frame, P::DROPPABLE);
         }
         let header = Header::new(P::OPCODE, Flags::NONE, 0);
         self.push_with(len, P::DROPPABLE, |out| {
@@ -287,17 +295,30 @@ impl Outbox {
     }
 }
 
+/// Whether pushes of `P` may be compressed: the type allows it, and they
+/// never go by datagram (frames in datagrams stay uncompressed).
+const fn compressible<P: Packet>() -> bool {
+    P::COMPRESS && !P::UNRELIABLE
+}
+
 /// Encodes `packet` once as a push frame (header + body, no prefix), to be
-/// shared by every connection it goes to.
+/// shared by every connection it goes to; its body compressed when
+/// `compression` gives a threshold it reaches, the type allows it, and it
+/// shrinks (contract section 6). A sealed session seals it as it is: the
+/// body is compressed before it is sealed.
 pub(crate) fn encode_push<P: Packet>(
     packet: &P,
     max_frame_size: usize,
+    compression: Option<usize>,
 ) -> Result<Bytes, PushError> {
     // One allocation of the exact size: the header and the body.
     let mut frame = BytesMut::with_capacity(HEADER_LEN + packet.encoded_len());
     let header = Header::new(P::OPCODE, Flags::NONE, 0);
     frame::write_frame(&mut frame, Framing::Message, header, packet, max_frame_size)
         .map_err(|_| PushError::TooLarge)?;
+    if let Some(threshold) = compression.filter(|_| compressible::<P>()) {
+        frame::compress_written(&mut frame, 0, Framing::Message, threshold);
+    }
     Ok(frame.freeze())
 }
 

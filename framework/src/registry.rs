@@ -78,7 +78,8 @@ impl ConnectionShared {
         if P::UNRELIABLE {
             return self.push_unreliable(packet).map(|_| ());
         }
-        self.outbox.push_packet(packet, self.hub.max_frame_size)
+        self.outbox
+            .push_packet(packet, self.hub.max_frame_size, self.hub.compression)
     }
 
     /// Pushes `packet` in a datagram when the connection has a datagram
@@ -93,10 +94,11 @@ impl ConnectionShared {
         else {
             return self
                 .outbox
-                .push_packet(packet, self.hub.max_frame_size)
+                .push_packet(packet, self.hub.max_frame_size, self.hub.compression)
                 .map(|()| Route::Stream);
         };
-        let frame = encode_push(packet, binding.max_frame())?;
+        // Frames in datagrams are never compressed (docs/PROTOCOL.md 4.4).
+        let frame = encode_push(packet, binding.max_frame(), None)?;
         self.push_frame(&frame, P::DROPPABLE, true)
     }
 
@@ -156,6 +158,8 @@ pub(crate) struct HubShared {
     users: Mutex<HashMap<UserId, Vec<ConnectionId>>>,
     names: Mutex<Names>,
     pub(crate) max_frame_size: usize,
+    /// The threshold above which pushes are compressed, if they are.
+    pub(crate) compression: Option<usize>,
     /// What carries broadcasts, sends and kicks to the other nodes, if any.
     backplane: Option<Arc<dyn Backplane>>,
     /// The application's presence hook, if any.
@@ -167,6 +171,7 @@ pub(crate) struct HubShared {
 impl HubShared {
     pub(crate) fn new(
         max_frame_size: usize,
+        compression: Option<usize>,
         backplane: Option<Arc<dyn Backplane>>,
         presence: Option<PresenceHook>,
     ) -> Arc<Self> {
@@ -176,6 +181,7 @@ impl HubShared {
             users: Mutex::default(),
             names: Mutex::default(),
             max_frame_size,
+            compression,
             backplane,
             presence: presence.map(OnceLock::from).unwrap_or_default(),
             this: this.clone(),

@@ -36,6 +36,8 @@ pub(crate) struct FrameReply<'a> {
     /// Keeps a plain copy of each frame with an application opcode, on a
     /// resumable session.
     replay: Option<&'a mut ReplayBuffer>,
+    /// The server's compression threshold, if it compresses (section 6).
+    compression: Option<usize>,
 }
 
 impl<'a> FrameReply<'a> {
@@ -55,7 +57,15 @@ impl<'a> FrameReply<'a> {
             sealer,
             metrics,
             replay: None,
+            compression: None,
         }
+    }
+
+    /// Compresses the packets written (not errors) whose body reaches
+    /// `threshold`, when that makes them smaller.
+    pub(crate) fn compressing(mut self, threshold: Option<usize>) -> Self {
+        self.compression = threshold;
+        self
     }
 
     /// Records every frame written with an application opcode in `replay`
@@ -65,22 +75,34 @@ impl<'a> FrameReply<'a> {
         self
     }
 
-    /// Writes one frame, sealed or not, whose body `body` writes.
+    /// Writes one frame, sealed or not, whose body `body` writes;
+    /// compressed when `compress` and the reply compresses (the replay
+    /// keeps the uncompressed body).
     fn write(
         &mut self,
         header: Header,
+        compress: bool,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
+        // System frames (PONG, TIME) are never compressed.
+        let compression = self.compression.filter(|_| compress && !header.is_system());
         let replay = self.replay.as_deref_mut().filter(|_| !header.is_system());
         let written = match (self.sealer.as_deref_mut(), replay) {
-            (Some(sealer), None) => {
-                sealer.write_frame_with(self.out, self.framing, header, self.max_frame_size, body)
-            }
-            (Some(sealer), Some(replay)) => sealer.write_frame_observed(
+            (Some(sealer), None) => sealer.write_frame_compressing(
                 self.out,
                 self.framing,
                 header,
                 self.max_frame_size,
+                compression,
+                body,
+                |_| {},
+            ),
+            (Some(sealer), Some(replay)) => sealer.write_frame_compressing(
+                self.out,
+                self.framing,
+                header,
+                self.max_frame_size,
+                compression,
                 body,
                 |plain| {
                     replay.record(header, plain);
@@ -99,7 +121,15 @@ impl<'a> FrameReply<'a> {
                     let body_at = start + self.framing.prefix_len() + frame::HEADER_LEN;
                     replay.record(header, &self.out[body_at..]);
                 }
-                written
+                match (written, compression) {
+                    (Ok(_), Some(threshold)) => Ok(frame::compress_written(
+                        self.out,
+                        start,
+                        self.framing,
+                        threshold,
+                    )),
+                    (written, _) => written,
+                }
             }
         };
         if let (Ok(_), Some(metrics)) = (&written, &self.metrics) {
@@ -124,13 +154,14 @@ impl<'a> FrameReply<'a> {
         }
     }
 
-    /// A reply already encoded as `opcode` + `body`.
-    pub(crate) fn encoded(mut self, opcode: u16, body: &[u8]) -> Outcome {
+    /// A reply already encoded as `opcode` + `body`; compressed when
+    /// `compress` (its type allows it) and the reply compresses.
+    pub(crate) fn encoded(mut self, opcode: u16, body: &[u8], compress: bool) -> Outcome {
         if self.request.request_id == 0 {
             return Outcome::Replied;
         }
         let header = self.header(opcode, Flags::RESPONSE);
-        match self.write(header, |out| out.extend_from_slice(body)) {
+        match self.write(header, compress, |out| out.extend_from_slice(body)) {
             Ok(_) => Outcome::Replied,
             Err(error) => self.error(
                 ErrorCode::Internal.to_u16(),
@@ -157,7 +188,7 @@ impl ReplySink for FrameReply<'_> {
             return Outcome::Replied;
         }
         let header = self.header(P::OPCODE, Flags::RESPONSE);
-        let written = self.write(header, |out| {
+        let written = self.write(header, P::COMPRESS, |out| {
             out.reserve(packet.encoded_len());
             packet.encode(out);
         });
@@ -172,7 +203,7 @@ impl ReplySink for FrameReply<'_> {
 
     fn ack(self) -> Outcome {
         let opcode = self.request.opcode;
-        self.encoded(opcode, &[])
+        self.encoded(opcode, &[], false)
     }
 
     fn error(mut self, code: u16, message: &dyn fmt::Display) -> Outcome {
@@ -182,11 +213,11 @@ impl ReplySink for FrameReply<'_> {
         }
         let header = self.header(self.request.opcode, Flags::RESPONSE_ERROR);
         if self
-            .write(header, |out| ErrorBody::write(out, code, message))
+            .write(header, false, |out| ErrorBody::write(out, code, message))
             .is_err()
         {
             // Only the message can be that long: send the code alone.
-            let _ = self.write(header, |out| {
+            let _ = self.write(header, false, |out| {
                 ErrorBody::write(out, code, &"(message too long)")
             });
         }
@@ -200,6 +231,8 @@ pub(crate) enum DeferredReply {
     Packet {
         opcode: u16,
         body: BytesMut,
+        /// The type's `Packet::COMPRESS`.
+        compress: bool,
     },
     Ack,
     Error {
@@ -221,7 +254,11 @@ impl DeferredReply {
     /// Writes the reply into `sink`; a panic is logged under `handler`.
     pub(crate) fn write(self, sink: FrameReply<'_>, handler: &'static str) -> Outcome {
         match self {
-            Self::Packet { opcode, body } => sink.encoded(opcode, &body),
+            Self::Packet {
+                opcode,
+                body,
+                compress,
+            } => sink.encoded(opcode, &body, compress),
             Self::Ack => sink.ack(),
             Self::Error { code, message } => sink.error(code, &message),
             Self::Panicked(message) => {
@@ -253,6 +290,7 @@ impl ReplySink for DeferredSink {
         DeferredReply::Packet {
             opcode: P::OPCODE,
             body,
+            compress: P::COMPRESS,
         }
     }
 

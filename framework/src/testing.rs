@@ -131,7 +131,7 @@ impl TestServer {
     pub fn new() -> Self {
         Self {
             state: Arc::default(),
-            hub: HubShared::new(DEFAULT_MAX_FRAME_SIZE, None, None),
+            hub: HubShared::new(DEFAULT_MAX_FRAME_SIZE, None, None, None),
             next_id: AtomicU64::new(1),
             config: ServerConfig::default(),
         }

@@ -66,6 +66,10 @@ use syn::{DeriveInput, parse_macro_input};
 /// The flag `unreliable` sets `Packet::UNRELIABLE`: a push of this type
 /// goes over the connection's datagram channel when it has one (it may then
 /// be lost or reordered), over the stream otherwise.
+/// `compress = false` sets `Packet::COMPRESS` to `false`: a frame of this
+/// type is never sent compressed, even when the sender compresses (for a
+/// packet that mixes secrets with what an attacker controls: compression
+/// leaks their length, as in CRIME).
 ///
 /// `response = T` pairs a request with its answer: it implements
 /// `Request` with `type Response = T`, where `T` is the packet the

@@ -39,6 +39,7 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
     let flags = Flags {
         droppable: packet_attr::has_flag(&input.attrs, "droppable"),
         unreliable: packet_attr::has_flag(&input.attrs, "unreliable"),
+        compress: packet_attr::compress(&input.attrs),
     };
     let max_depth = packet_attr::max_depth(&input.attrs);
     let packet = packet_impl(input, &proto, opcode, flags, max_depth);
@@ -83,6 +84,7 @@ fn missing_opcode(input: &DeriveInput) -> syn::Error {
 struct Flags {
     droppable: bool,
     unreliable: bool,
+    compress: bool,
 }
 
 fn packet_impl(
@@ -92,6 +94,7 @@ fn packet_impl(
     Flags {
         droppable,
         unreliable,
+        compress,
     }: Flags,
     max_depth: Option<syn::LitInt>,
 ) -> TokenStream {
@@ -110,6 +113,7 @@ fn packet_impl(
             const NAME: &'static str = #name;
             const DROPPABLE: bool = #droppable;
             const UNRELIABLE: bool = #unreliable;
+            const COMPRESS: bool = #compress;
             #max_depth
         }
     }

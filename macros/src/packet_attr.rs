@@ -65,6 +65,15 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                         "`max_depth` is a positive integer: #[packet(opcode = 0x0001, max_depth = 128)]",
                     )),
                 }
+            } else if meta.path.is_ident("compress") {
+                // Read by `compress`: a bool literal.
+                let _: syn::LitBool = meta.value()?.parse().map_err(|error| {
+                    syn::Error::new(
+                        error.span(),
+                        "`compress` is `true` or `false`: #[packet(opcode = 0x0001, compress = false)]",
+                    )
+                })?;
+                Ok(())
             } else if meta.path.is_ident("droppable") || meta.path.is_ident("unreliable") {
                 // Read by `has_flag`; a flag takes no value.
                 if meta.input.peek(syn::Token![=]) {
@@ -78,7 +87,7 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
                     "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `response`, \
-                     `droppable`, `unreliable` and `max_depth`, as in \
+                     `droppable`, `unreliable`, `compress` and `max_depth`, as in \
                      #[packet(opcode = 0x0001, response = Joined, droppable, max_depth = 128)]",
                     key.replace(' ', "")
                 )))
@@ -196,6 +205,26 @@ pub(crate) fn max_depth(attrs: &[Attribute]) -> Option<syn::LitInt> {
         });
     }
     depth
+}
+
+/// The `compress = false` of the `#[packet(...)]` attributes: whether a
+/// frame of this type may be sent compressed. `true` when not given.
+pub(crate) fn compress(attrs: &[Attribute]) -> bool {
+    let mut compress = true;
+    for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {
+        // Errors were reported by `parse_opcode`.
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("compress") {
+                compress = meta.value()?.parse::<syn::LitBool>()?.value;
+            } else if meta.path.is_ident("response") {
+                let _: Type = meta.value()?.parse()?;
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: Expr = meta.value()?.parse()?;
+            }
+            Ok(())
+        });
+    }
+    compress
 }
 
 #[cfg(test)]

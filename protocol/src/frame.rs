@@ -5,6 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::codec::Encode;
+use crate::compression::{self, DecompressError};
 use crate::error::FrameError;
 
 /// Size of a frame header in bytes.
@@ -22,9 +23,8 @@ pub const WEBSOCKET_SUBPROTOCOL: &str = "ternio.v2";
 /// The first opcode of the system range (section 4).
 pub const SYSTEM_OPCODE_START: u16 = 0xFF00;
 
-/// The `flags` byte of a header. Bits 4 to 7 are reserved. Bit 3,
-/// `COMPRESSED` (section 6), is not supported yet: a frame with it set is
-/// refused like one with a reserved bit ([`FrameError::ReservedFlags`]).
+/// The `flags` byte of a header. Bits 4 to 7 are reserved: a frame with one
+/// of them set is refused ([`FrameError::ReservedFlags`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flags(u8);
 
@@ -37,9 +37,12 @@ impl Flags {
     pub const ERROR: Self = Self(0x02);
     /// Bit 2: the body is sealed (section 5).
     pub const ENCRYPTED: Self = Self(0x04);
+    /// Bit 3: the body is compressed (section 6): `uncompressed_len: u32`
+    /// then an LZ4 block. On a sealed frame, compressed before sealing.
+    pub const COMPRESSED: Self = Self(0x08);
     /// `RESPONSE | ERROR`: an error response.
     pub const RESPONSE_ERROR: Self = Self(0x03);
-    const KNOWN: u8 = 0x07;
+    const KNOWN: u8 = 0x0F;
 
     /// Flags from a wire byte, or `None` if a reserved bit is set.
     pub const fn from_bits(bits: u8) -> Option<Self> {
@@ -84,6 +87,11 @@ impl Flags {
     pub const fn is_encrypted(self) -> bool {
         self.contains(Self::ENCRYPTED)
     }
+
+    /// Whether `COMPRESSED` is set.
+    pub const fn is_compressed(self) -> bool {
+        self.contains(Self::COMPRESSED)
+    }
 }
 
 /// The 7-byte frame header.
@@ -91,7 +99,7 @@ impl Flags {
 pub struct Header {
     /// The packet's opcode: `0x0000..=0xFEFF` application, `0xFF00..` system.
     pub opcode: u16,
-    /// `RESPONSE`, `ERROR`, `ENCRYPTED`.
+    /// `RESPONSE`, `ERROR`, `ENCRYPTED`, `COMPRESSED`.
     pub flags: Flags,
     /// 0 when no reply is expected; otherwise the id that the reply carries.
     pub request_id: u32,
@@ -159,6 +167,25 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// This frame with its body decompressed and `COMPRESSED` cleared, when
+    /// it is set (section 6); as it is otherwise. The uncompressed frame
+    /// (header and body) may be at most `max_frame_size`: that is checked
+    /// before anything is allocated. Call it on an opened body, never on a
+    /// sealed one.
+    pub fn decompressed(self, max_frame_size: usize) -> Result<Self, DecompressError> {
+        if !self.header.flags.is_compressed() {
+            return Ok(self);
+        }
+        let body = compression::decompress(&self.body, max_frame_size.saturating_sub(HEADER_LEN))?;
+        Ok(Self {
+            header: Header {
+                flags: self.header.flags.without(Flags::COMPRESSED),
+                ..self.header
+            },
+            body: body.freeze(),
+        })
+    }
+
     /// Parses a frame that arrived whole with no length prefix, as in a
     /// WebSocket binary message. The body is a view of `bytes`, not a copy.
     pub fn parse(mut bytes: Bytes, max_frame_size: usize) -> Result<Self, FrameError> {
@@ -229,6 +256,47 @@ pub fn write_frame_with(
         crate::prefix::set(out, start, len);
     }
     Ok(len)
+}
+
+/// [`write_frame_with`], then the body compressed in place when
+/// `compress` gives a threshold that the body reaches and compressing makes
+/// it smaller ([`compress_written`]). With `None` it is
+/// [`write_frame_with`] and one branch.
+pub fn write_frame_compressing(
+    out: &mut BytesMut,
+    framing: Framing,
+    header: Header,
+    max_frame_size: usize,
+    compress: Option<usize>,
+    body: impl FnOnce(&mut BytesMut),
+) -> Result<usize, FrameError> {
+    let start = out.len();
+    let len = write_frame_with(out, framing, header, max_frame_size, body)?;
+    match compress {
+        None => Ok(len),
+        Some(threshold) => Ok(compress_written(out, start, framing, threshold)),
+    }
+}
+
+/// Compresses the body of the plain frame written at `out[start..]` (the
+/// last thing in `out`, with its prefix when `framing` has one) when it is
+/// at least `threshold` bytes and compressing makes it smaller: sets
+/// `COMPRESSED` and the prefix. Returns the frame's size (header + body).
+pub fn compress_written(
+    out: &mut BytesMut,
+    start: usize,
+    framing: Framing,
+    threshold: usize,
+) -> usize {
+    let header_at = start + framing.prefix_len();
+    if compression::compress_tail(out, header_at + HEADER_LEN, threshold) {
+        out[header_at + 2] |= Flags::COMPRESSED.bits();
+        if framing.prefix_len() > 0 {
+            let len = out.len() - header_at;
+            crate::prefix::set(out, start, len);
+        }
+    }
+    out.len() - header_at
 }
 
 /// Appends one frame whose body is `body`'s encoding. See [`write_frame_with`].
@@ -335,7 +403,7 @@ mod tests {
         let bytes = header.to_bytes();
         assert_eq!(bytes, [0x34, 0x12, 0x03, 0xEF, 0xBE, 0xAD, 0xDE]);
         assert_eq!(Header::parse(&bytes), Ok(header));
-        for bit in 3..8 {
+        for bit in 4..8 {
             let mut bad = bytes;
             bad[2] |= 1 << bit;
             assert_eq!(Header::parse(&bad), Err(FrameError::ReservedFlags(bad[2])));

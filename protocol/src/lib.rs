@@ -9,6 +9,7 @@
 //!   streams, and frame encoding;
 //! - [`codec`]: the field encoding of section 3 (integers, varint lengths,
 //!   strings, zero-copy [`Bytes`], vectors, options, arrays);
+//! - [`compression`]: compressed bodies (section 6), LZ4 blocks;
 //! - [`prefix`]: the TCP length prefix, for buffers of whole frames;
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE`, `REKEY`,
@@ -40,6 +41,7 @@ extern crate self as ternio_protocol;
 mod aead;
 pub mod buffers;
 pub mod codec;
+pub mod compression;
 #[cfg(feature = "serde")]
 pub mod config_format;
 pub mod datagram;

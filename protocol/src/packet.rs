@@ -27,6 +27,14 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// datagram. Over the stream otherwise. Set with
     /// `#[packet(opcode = …, unreliable)]`.
     const UNRELIABLE: bool = false;
+    /// Whether a frame of this type may be sent compressed (contract
+    /// section 6) when the sender compresses: its body is compressed when it
+    /// reaches the sender's threshold and shrinks. Turn it off with
+    /// `#[packet(opcode = …, compress = false)]` for a packet that mixes
+    /// secrets with what an attacker controls (compression would leak their
+    /// length, as in CRIME). Packets sent `UNRELIABLE` are never compressed
+    /// when they go by datagram.
+    const COMPRESS: bool = true;
     /// How many nested `Box` or `Vec` levels a body of this type may hold;
     /// deeper is `MALFORMED`. Set with `#[packet(opcode = …, max_depth = N)]`.
     const MAX_DEPTH: usize = crate::codec::DEFAULT_MAX_DEPTH;

@@ -732,6 +732,26 @@ impl Sealer {
         body: impl FnOnce(&mut BytesMut),
         observe: impl FnOnce(&[u8]),
     ) -> Result<usize, FrameError> {
+        self.write_frame_compressing(out, framing, header, max_frame_size, None, body, observe)
+    }
+
+    /// [`write_frame_observed`](Self::write_frame_observed), with the body
+    /// compressed before it is sealed (section 6) when `compress` gives a
+    /// threshold that the body reaches and compressing makes it smaller:
+    /// `COMPRESSED` is then set in the header, which the tag authenticates.
+    /// `observe` sees the body before compression. The size check applies
+    /// to the uncompressed frame (what the receiver's check sees).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_frame_compressing(
+        &mut self,
+        out: &mut BytesMut,
+        framing: Framing,
+        header: Header,
+        max_frame_size: usize,
+        compress: Option<usize>,
+        body: impl FnOnce(&mut BytesMut),
+        observe: impl FnOnce(&[u8]),
+    ) -> Result<usize, FrameError> {
         let counter = self.next;
         if counter == u64::MAX {
             return Err(FrameError::CounterExhausted);
@@ -741,7 +761,7 @@ impl Sealer {
             flags: header.flags.with(Flags::ENCRYPTED),
             ..header
         };
-        let len = frame::write_frame_with(
+        frame::write_frame_with(
             out,
             framing,
             header,
@@ -753,12 +773,16 @@ impl Sealer {
         )?;
         let header_at = start + framing.prefix_len();
         let plain_at = header_at + HEADER_LEN + COUNTER_LEN;
+        observe(&out[plain_at..]);
+        if let Some(threshold) = compress
+            && crate::compression::compress_tail(out, plain_at, threshold)
+        {
+            out[header_at + 2] |= Flags::COMPRESSED.bits();
+        }
         let (head, plain) = out[header_at..].split_at_mut(HEADER_LEN + COUNTER_LEN);
-        observe(plain);
         let tag = self.cipher.seal(counter, &head[..HEADER_LEN], plain);
-        debug_assert_eq!(out.len() - plain_at + HEADER_LEN + COUNTER_LEN, len);
         out.extend_from_slice(&tag);
-        let sealed_len = len + TAG_LEN;
+        let sealed_len = out.len() - header_at;
         if framing.prefix_len() > 0 {
             crate::prefix::set(out, start, sealed_len);
         }

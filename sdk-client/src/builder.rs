@@ -186,6 +186,12 @@ impl ClientBuilder {
         self
     }
 
+    /// [`ClientConfig::compression`].
+    pub fn compression(mut self, threshold: Option<usize>) -> Self {
+        self.config.compression = threshold;
+        self
+    }
+
     /// [`ClientConfig::rekey`].
     pub fn rekey(mut self, policy: RekeyPolicy) -> Self {
         self.config.rekey = policy;

@@ -392,7 +392,7 @@ impl Client {
     ) -> Result<Resp, ClientError> {
         let frame = self
             .shared()
-            .call(Req::OPCODE, request, timeout, seal)
+            .call_compressing(Req::OPCODE, request, timeout, seal, Req::COMPRESS)
             .await?;
         Ok(Resp::from_response(
             frame.header.opcode,
@@ -409,8 +409,12 @@ impl Client {
     /// [`ClientError::HandshakeInProgress`] while a handshake waits for its
     /// answer.
     pub fn send<P: Packet>(&self, packet: &P) -> Result<(), ClientError> {
-        self.shared()
-            .send(Header::new(P::OPCODE, Flags::NONE, 0), packet, Seal::Auto)
+        self.shared().send(
+            Header::new(P::OPCODE, Flags::NONE, 0),
+            packet,
+            Seal::Auto,
+            P::COMPRESS,
+        )
     }
 
     /// [`send`](Self::send), refused with [`ClientError::NotSecure`]
@@ -420,6 +424,7 @@ impl Client {
             Header::new(P::OPCODE, Flags::NONE, 0),
             packet,
             Seal::Required,
+            P::COMPRESS,
         )
     }
 

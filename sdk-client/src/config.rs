@@ -166,6 +166,17 @@ pub struct ClientConfig {
         serde(with = "ternio_protocol::config_format::duration_or_off")
     )]
     pub clock_sync: Option<Duration>,
+    /// Whether the client compresses what it sends (contract section 6):
+    /// `Some(threshold)` compresses the body of a request or send of at
+    /// least `threshold` bytes when that makes it smaller, for packets that
+    /// allow it (`#[packet(compress = false)]` opts a type out). `None`:
+    /// off. Compressed frames from the server are always accepted.
+    /// Default `None`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "ternio_protocol::config_format::number_or_off")
+    )]
+    pub compression: Option<usize>,
 }
 
 impl Default for ClientConfig {
@@ -184,6 +195,7 @@ impl Default for ClientConfig {
             max_outbound: 8 * 1024 * 1024,
             resume: true,
             clock_sync: None,
+            compression: None,
         }
     }
 }

@@ -78,6 +78,15 @@ impl Inbound {
         if !sealed && self.link.is_secure() {
             return Some(self.plain_when_secure(header, &body));
         }
+        let (header, body) = if header.flags.is_compressed() {
+            // Section 6: the length is checked before anything is allocated.
+            match (Frame { header, body }).decompressed(self.max_frame_size()) {
+                Ok(frame) => (frame.header, frame.body),
+                Err(error) => return Some(CloseReason::Protocol(error.to_string())),
+            }
+        } else {
+            (header, body)
+        };
         if header.opcode == system::REKEY {
             // A sealed one already moved the opener to the next key.
             let valid = sealed

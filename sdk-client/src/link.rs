@@ -101,8 +101,23 @@ impl Link {
         max_frame_size: usize,
         require_seal: bool,
     ) -> Result<(), SendError> {
+        self.send_compressing(header, body, max_frame_size, require_seal, None)
+    }
+
+    /// [`send`](Self::send), the body compressed (before sealing) when
+    /// `compress` gives a threshold it reaches and it shrinks (contract
+    /// section 6). What resumption records is the uncompressed body.
+    pub(crate) fn send_compressing<E: Encode + ?Sized>(
+        &self,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+        require_seal: bool,
+        compress: Option<usize>,
+    ) -> Result<(), SendError> {
         let mode = Mode::Sealable {
             required: require_seal,
+            compress,
         };
         self.send_as(mode, header, body, max_frame_size)
     }

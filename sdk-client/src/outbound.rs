@@ -76,7 +76,7 @@ impl Outbound {
         }
         let sealer = match (mode, self.sealer.as_mut()) {
             (Mode::Sealable { .. }, Some(sealer)) => Some(sealer),
-            (Mode::Sealable { required: true }, None) => return Err(SendError::NotSecure),
+            (Mode::Sealable { required: true, .. }, None) => return Err(SendError::NotSecure),
             (Mode::Handshake, Some(_)) => return Err(SendError::NotSecure),
             _ => None,
         };
@@ -101,13 +101,17 @@ impl Outbound {
                 queued: self.buf.len(),
             }));
         }
+        let compress = match mode {
+            Mode::Sealable { compress, .. } => compress,
+            _ => None,
+        };
         let encoded = match sealer {
             Some(sealer) => seal_into(
                 sealer,
                 wire,
                 (&mut self.buf, &mut self.scratch),
                 header,
-                body,
+                (body, compress),
                 max_frame_size,
             ),
             None => {
@@ -115,7 +119,18 @@ impl Outbound {
                     Wire::Tcp => &mut self.buf,
                     Wire::WebSocket => &mut self.scratch,
                 };
-                frame::write_frame(target, wire.framing(), header, body, max_frame_size).map(|_| ())
+                frame::write_frame_compressing(
+                    target,
+                    wire.framing(),
+                    header,
+                    max_frame_size,
+                    compress,
+                    |out| {
+                        out.reserve(body_len);
+                        body.encode(out);
+                    },
+                )
+                .map(|_| ())
             }
         };
         if let Err(error) = encoded {
@@ -160,13 +175,14 @@ impl Outbound {
 
 /// Seals one frame into `buf` (TCP) or `scratch` (WebSocket, masked into
 /// `buf` by the caller), after a `REKEY` when one is due: a WebSocket
-/// `REKEY` goes into `buf` at once, as a message of its own.
+/// `REKEY` goes into `buf` at once, as a message of its own. The body is
+/// compressed before sealing when `compress` gives a threshold it reaches.
 fn seal_into<E: Encode + ?Sized>(
     sealer: &mut Sealer,
     wire: Wire,
     (buf, scratch): (&mut BytesMut, &mut BytesMut),
     header: Header,
-    body: &E,
+    (body, compress): (&E, Option<usize>),
     max_frame_size: usize,
 ) -> Result<(), FrameError> {
     let framing = wire.framing();
@@ -185,10 +201,18 @@ fn seal_into<E: Encode + ?Sized>(
     };
     rekeyed.and_then(|_| {
         sealer
-            .write_frame_with(target, framing, header, max_frame_size, |out| {
-                out.reserve(body.encoded_len() + TAG_LEN);
-                body.encode(out);
-            })
+            .write_frame_compressing(
+                target,
+                framing,
+                header,
+                max_frame_size,
+                compress,
+                |out| {
+                    out.reserve(body.encoded_len() + TAG_LEN);
+                    body.encode(out);
+                },
+                |_| {},
+            )
             .map(|_| ())
     })
 }
@@ -269,7 +293,10 @@ mod tests {
         let mut out = Outbound::default();
         let body = Bytes::from(vec![1u8; 1000]);
         let header = Header::new(1, Flags::NONE, 0);
-        let mode = Mode::Sealable { required: false };
+        let mode = Mode::Sealable {
+            required: false,
+            compress: None,
+        };
         match out.encode(Wire::Tcp, 1 << 20, mode, header, &body, 1000) {
             Err(SendError::TooLarge(FrameError::TooLarge { len, max })) => {
                 assert_eq!((len, max), (HEADER_LEN + body.encoded_len(), 1000));

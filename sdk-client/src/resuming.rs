@@ -81,7 +81,10 @@ pub(crate) async fn resume(
     // What the server lacks goes out again first, as it was.
     for (header, body) in session.resumed(&resumed)? {
         link.send_unrecorded(
-            Mode::Sealable { required: false },
+            Mode::Sealable {
+                required: false,
+                compress: None,
+            },
             header,
             &RawBody(&body),
             max_frame_size,

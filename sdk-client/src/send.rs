@@ -9,8 +9,12 @@ use crate::error::CloseReason;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// Sealed once the link's secure channel is up, plain before; with
-    /// `required`, refused before.
-    Sealable { required: bool },
+    /// `required`, refused before. With `compress`, the body is compressed
+    /// (before sealing) when it reaches that threshold and shrinks.
+    Sealable {
+        required: bool,
+        compress: Option<usize>,
+    },
     /// The `HANDSHAKE` request: plain, and nothing else goes out after it
     /// until the answer is read.
     Handshake,

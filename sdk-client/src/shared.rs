@@ -256,16 +256,21 @@ impl Shared {
         }
     }
 
-    /// Sends a frame that expects no reply on the current link.
+    /// Sends a frame that expects no reply on the current link; its body
+    /// compressed when `compress` (its type allows it), the client
+    /// compresses ([`ClientConfig::compression`](crate::ClientConfig::compression))
+    /// and it reaches the threshold.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         seal: Seal,
+        compress: bool,
     ) -> Result<(), ClientError> {
         let link = self.links.current()?;
         let sealed = self.security.seals(&link, seal)?;
-        match link.send(header, body, self.config.max_frame_size, sealed) {
+        let compress = self.config.compression.filter(|_| compress);
+        match link.send_compressing(header, body, self.config.max_frame_size, sealed, compress) {
             Ok(()) => Ok(()),
             Err(SendError::TooLarge(error)) => Err(ClientError::FrameTooLarge(error)),
             Err(SendError::NotSecure) => Err(ClientError::NotSecure),
@@ -310,6 +315,22 @@ impl Shared {
         timeout: Duration,
         seal: Seal,
     ) -> Result<Frame, ClientError> {
+        self.call_compressing(opcode, body, timeout, seal, false)
+            .await
+    }
+
+    /// [`call`](Self::call), the request's body compressed when `compress`
+    /// (its type allows it), the client compresses and it reaches the
+    /// threshold.
+    pub(crate) async fn call_compressing<E: Encode + ?Sized>(
+        &self,
+        opcode: u16,
+        body: &E,
+        timeout: Duration,
+        seal: Seal,
+        compress: bool,
+    ) -> Result<Frame, ClientError> {
+        let compress = self.config.compression.filter(|_| compress);
         let deadline = deadline_after(Instant::now(), timeout);
         let (id, mut guard) = loop {
             let (link, id, sealed, earlier) = self
@@ -353,11 +374,12 @@ impl Shared {
                     sealed,
                 );
             }
-            match link.send(
+            match link.send_compressing(
                 Header::new(opcode, Flags::NONE, id),
                 body,
                 self.config.max_frame_size,
                 sealed,
+                compress,
             ) {
                 Ok(()) => guard.sent = true,
                 Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),

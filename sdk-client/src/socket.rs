@@ -261,7 +261,10 @@ mod tests {
             let limit = 100_000;
             let out = SocketOut::new(stream, wire, limit);
             let body = Bytes::from(vec![1u8; 9_000]);
-            let mode = Mode::Sealable { required: false };
+            let mode = Mode::Sealable {
+                required: false,
+                compress: None,
+            };
             let header = Header::new(1, Flags::NONE, 0);
             let mut frames = 0;
             let reason = loop {

@@ -251,12 +251,13 @@ test('packet: application opcodes only', () => {
 
 test('frames: header checks', () => {
   assert.throws(() => decodeFrame(hexBytes('01 00 00 01 00 00')), codecError(/shorter than its 7-byte header/));
-  assert.throws(() => decodeFrame(hexBytes('01 00 08 01 00 00 00')), codecError(/reserved flag bits/));
+  assert.throws(() => decodeFrame(hexBytes('01 00 10 01 00 00 00')), codecError(/reserved flag bits/));
   assert.throws(() => decodeFrame(hexBytes('01 00 80 01 00 00 00')), codecError(/reserved flag bits/));
   const frame = decodeFrame(hexBytes('ff ff 07 ff ff ff ff 2a').buffer);
   assert.deepEqual(frame, { opcode: 0xffff, flags: 7, requestId: 0xffffffff, body: hexBytes('2a') });
   assert.deepEqual(encodeFrame(frame), hexBytes('ff ff 07 ff ff ff ff 2a'));
   assert.throws(() => encodeFrame({ opcode: 0x10000 }), TypeError);
-  assert.throws(() => encodeFrame({ opcode: 1, flags: 8 }), TypeError);
+  assert.throws(() => encodeFrame({ opcode: 1, flags: 0x10 }), TypeError);
+  assert.equal(decodeFrame(hexBytes('01 00 08 01 00 00 00')).flags, Flags.COMPRESSED);
   assert.throws(() => encodeFrame({ opcode: 1, requestId: 2 ** 32 }), TypeError);
 });

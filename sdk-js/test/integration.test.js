@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-import { Client, TernioError, ErrorCode, DisconnectReason, packet, bytes } from '../ternio.js';
+import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes } from '../ternio.js';
 
 import { exampleBinary, rerunWithWebSocket } from './support.js';
 
@@ -30,8 +30,8 @@ if (typeof globalThis.WebSocket !== 'function') {
   after(() => servers.forEach(({ child }) => child.kill('SIGKILL')));
 
   /** Starts an echo server (by default on free ports); resolves once it listens, with its WebSocket URL. */
-  function startServer(ws = '127.0.0.1:0') {
-    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws],
+  function startServer(ws = '127.0.0.1:0', extra = []) {
+    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws, ...extra],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
     const server = { child, url: null };
     servers.push(server);
@@ -71,6 +71,57 @@ if (typeof globalThis.WebSocket !== 'function') {
     const big = new Uint8Array(100_000).map((_, i) => i % 251);
     assert.deepEqual(await client.request(Echo, { payload: big }, { timeout: 5000 }), { payload: big });
     await client.close();
+  });
+
+  test('compression: compressed both ways with --compress, the opt-out and small bodies plain', async () => {
+    const server = await startServer('127.0.0.1:0', ['--compress', '64']);
+    const seen = { sent: [], received: [] };
+    // A WebSocket that notes the flags byte of every frame both ways.
+    class Spy extends globalThis.WebSocket {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener('message', (event) => {
+          if (typeof event.data !== 'string') seen.received.push(new Uint8Array(event.data)[2]);
+        });
+      }
+
+      send(data) {
+        seen.sent.push(data[2]);
+        super.send(data);
+      }
+    }
+    const client = await Client.connect(server.url, { compress: 64, WebSocket: Spy, keepaliveInterval: 0 });
+    const payload = text('a compressible payload, '.repeat(200));
+    assert.deepEqual(await client.request(Echo, { payload }), { payload });
+    assert.deepEqual(seen, { sent: [Flags.COMPRESSED], received: [Flags.RESPONSE | Flags.COMPRESSED] });
+    // Small: plain both ways.
+    seen.sent.length = seen.received.length = 0;
+    assert.deepEqual(await client.request(Echo, { payload: text('ping') }), { payload: text('ping') });
+    assert.deepEqual(seen, { sent: [0], received: [Flags.RESPONSE] });
+    // A type that opts out goes plain; the server's answer (its Echo) is compressed.
+    const PlainEcho = packet(0x0001, { payload: bytes }, { name: 'PlainEcho', compress: false });
+    seen.sent.length = seen.received.length = 0;
+    assert.deepEqual(await client.request(PlainEcho, { payload }), { payload });
+    assert.deepEqual(seen, { sent: [0], received: [Flags.RESPONSE | Flags.COMPRESSED] });
+    // Noise does not shrink: plain both ways.
+    let state = 0x2545f491;
+    const noise = new Uint8Array(5000).map(() => {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return state & 0xff;
+    });
+    seen.sent.length = seen.received.length = 0;
+    assert.deepEqual(await client.request(Echo, { payload: noise }), { payload: noise });
+    assert.deepEqual(seen, { sent: [0], received: [Flags.RESPONSE] });
+    await client.close();
+    // A server without --compress decodes compressed requests and answers plain.
+    const plainServer = await sharedServer();
+    seen.sent.length = seen.received.length = 0;
+    const other = await Client.connect(plainServer.url, { compress: 0, WebSocket: Spy, keepaliveInterval: 0 });
+    assert.deepEqual(await other.request(Echo, { payload }), { payload });
+    assert.deepEqual(seen, { sent: [Flags.COMPRESSED], received: [Flags.RESPONSE] });
+    await other.close();
   });
 
   test('200 pipelined requests', async () => {

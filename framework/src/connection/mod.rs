@@ -262,6 +262,7 @@ impl Engine {
             metrics,
         )
         .recording(replay)
+        .compressing(self.server.config.compression)
     }
 
     fn error(
@@ -309,6 +310,14 @@ impl Engine {
     }
 
     fn handle(&mut self, frame: Frame) -> AfterFrame {
+        let frame = if frame.header.flags.is_compressed() {
+            match self.decompress(frame) {
+                Ok(frame) => frame,
+                Err(flow) => return flow,
+            }
+        } else {
+            frame
+        };
         let header = frame.header;
         self.frames_seen = self.frames_seen.saturating_add(1).min(2);
         if !header.is_system() {
@@ -334,6 +343,27 @@ impl Engine {
         }
         self.dispatch(frame);
         AfterFrame::Continue
+    }
+
+    /// A compressed frame's body, decompressed (section 6; sealed ones
+    /// were opened first). One that announces more than the frame limit
+    /// closes the connection with `FRAME_TOO_LARGE` before anything of that
+    /// size is allocated; a block that does not decode to exactly the
+    /// announced length is answered `MALFORMED` (with the request's id, or
+    /// 0 for a frame without one), and nothing of the frame runs.
+    fn decompress(&mut self, frame: Frame) -> Result<Frame, AfterFrame> {
+        let header = frame.header;
+        frame.decompressed(self.frame_limit()).map_err(|error| {
+            if error.is_too_large() {
+                self.close_now(&CloseNotice::new(
+                    DisconnectReason::FrameTooLarge,
+                    error.to_string(),
+                ))
+            } else {
+                self.error(header, ErrorCode::Malformed, &error);
+                AfterFrame::Continue
+            }
+        })
     }
 
     fn on_system(&mut self, frame: Frame) -> AfterFrame {

@@ -167,7 +167,8 @@ impl Engine {
                 // The answer itself goes out plain (the session is not secure
                 // yet, so `reply_to` does not seal): the client has no keys
                 // yet. Every frame after it is sealed.
-                self.reply_to(header).encoded(system::HANDSHAKE, &reply);
+                self.reply_to(header)
+                    .encoded(system::HANDSHAKE, &reply, false);
                 channel.sealer.set_rekey_policy(self.server.config.rekey);
                 self.security = Security::Secure(Box::new(channel));
                 self.timers.handshake_done();
