@@ -139,7 +139,7 @@ pub(crate) fn test_connection() -> Arc<ConnectionShared> {
         transport: Transport::Tcp,
         outbox: Outbox::new(1 << 20, Default::default()),
         state: Arc::default(),
-        hub: HubShared::new(1 << 16, None, None),
+        hub: HubShared::new(1 << 16, None, None, None),
         permission: AtomicU32::new(0),
         store: ConnectionStore::default(),
         rate_limiters: Mutex::default(),

@@ -205,7 +205,7 @@ mod tests {
     #[tokio::test]
     async fn a_binding_whose_connection_is_gone_leaves_the_table_on_its_next_datagram() {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let datagrams = Datagrams::new(socket.try_clone().unwrap(), 1200).unwrap();
+        let datagrams = Datagrams::new(socket.try_clone().unwrap(), 1200, None).unwrap();
         let _ = datagrams
             .socket
             .set(Arc::new(UdpSocket::from_std(socket).unwrap()));
