@@ -13,8 +13,9 @@
 //!   32 B and 1 KiB; an echo not back within 100 ms counts as lost.
 //! - **Rooms**: `--clients` clients in `--rooms` rooms ticking at `--hz`,
 //!   each tick one 200-byte snapshot to the room (`Room` and a
-//!   `Simulation`), by datagram (every client bound a channel) and on the
-//!   stream over TCP. For each: the server's CPU per delivered snapshot,
+//!   `Simulation`): unreliable by datagram (every client bound a channel),
+//!   reliable on the TCP stream, and reliable on the stream compressed
+//!   (LZ4 from 64 bytes; a server child each). For each: the server's CPU per delivered snapshot,
 //!   the clients' too, the snapshot's lateness (from the start of the tick
 //!   on the server to its arrival at a client; one clock, one machine),
 //!   snapshots lost, the rooms' late ticks and overruns, and the bytes on
@@ -34,7 +35,10 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 
 use crate::usage;
-use clients::{EchoRow, RoomsRow};
+use clients::{EchoRow, RoomsRow, Variant};
+
+/// The compression threshold of the compressed rooms row, in bytes.
+const COMPRESS_FROM: usize = 64;
 
 /// The command line of `ternio-bench game`.
 #[derive(clap::Args)]
@@ -81,15 +85,19 @@ struct RoomCounts {
 }
 
 impl GameServer {
-    fn spawn(rooms: u16, hz: u32) -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args([
-                "game-server",
-                "--rooms",
-                &rooms.to_string(),
-                "--hz",
-                &hz.to_string(),
-            ])
+    fn spawn(rooms: u16, hz: u32, reliable: Option<usize>) -> Result<Self> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command.args([
+            "game-server",
+            "--rooms",
+            &rooms.to_string(),
+            "--hz",
+            &hz.to_string(),
+        ]);
+        if let Some(threshold) = reliable {
+            command.args(["--reliable", &threshold.to_string()]);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -166,13 +174,21 @@ pub fn run(args: GameArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut server = GameServer::spawn(args.rooms, args.hz)?;
-    let echoes = if args.quick { 1_000 } else { 10_000 };
-    let echo_rows = runtime.block_on(clients::echoes(&server, echoes))?;
+    let echo_rows = {
+        let server = GameServer::spawn(args.rooms, args.hz, None)?;
+        let echoes = if args.quick { 1_000 } else { 10_000 };
+        runtime.block_on(clients::echoes(&server, echoes))?
+    };
     let window = Duration::from_secs(args.window.unwrap_or(if args.quick { 5 } else { 20 }));
     let mut room_rows = Vec::new();
-    for datagrams in [true, false] {
-        room_rows.push(runtime.block_on(clients::rooms(&mut server, &args, datagrams, window))?);
+    for variant in [
+        Variant::Datagrams,
+        Variant::Stream,
+        Variant::Compressed(COMPRESS_FROM),
+    ] {
+        // A server child each: compression is the server's setting.
+        let mut server = GameServer::spawn(args.rooms, args.hz, variant.reliable())?;
+        room_rows.push(runtime.block_on(clients::rooms(&mut server, &args, variant, window))?);
     }
     let report = report(&args, &echo_rows, &room_rows)?;
     std::fs::create_dir_all(&args.out)?;
@@ -231,10 +247,10 @@ fn report(args: &GameArgs, echoes: &[EchoRow], rooms: &[RoomsRow]) -> Result<Str
         writeln!(
             out,
             "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {:.0} |",
-            if row.datagrams {
-                "datagram"
-            } else {
-                "TCP stream"
+            match row.variant {
+                Variant::Datagrams => "datagram (unreliable)".to_owned(),
+                Variant::Stream => "TCP stream".to_owned(),
+                Variant::Compressed(threshold) => format!("TCP stream, LZ4 from {threshold} B"),
             },
             row.window.as_secs(),
             row.received,

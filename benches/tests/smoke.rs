@@ -84,7 +84,11 @@ fn the_game_benchmark_runs_and_reports_every_row() {
             "{echo} at both sizes:\n{report}"
         );
     }
-    for transport in ["| datagram |", "| TCP stream |"] {
+    for transport in [
+        "| datagram (unreliable) |",
+        "| TCP stream |",
+        "| TCP stream, LZ4 from 64 B |",
+    ] {
         let row = report
             .lines()
             .find(|line| line.starts_with(transport))

@@ -9,7 +9,7 @@ use ternio_client::{Client, ClientConfig, Route, SecureConfig, Subscription};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::packets::{Echo, Echoed, JoinRoom, Snapshot, StreamEcho};
+use super::packets::{Echo, Echoed, JoinRoom, RoomSnapshot, Snapshot, StreamEcho, StreamSnapshot};
 use super::{GameArgs, GameServer, RoomCounts, loopback_bytes};
 use crate::usage;
 
@@ -26,9 +26,31 @@ pub(super) struct EchoRow {
     pub(super) server_cpu: Duration,
 }
 
+/// How the rooms send their snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Variant {
+    /// Unreliable, by datagram (every client bound a channel).
+    Datagrams,
+    /// Reliable, on the TCP stream, not compressed.
+    Stream,
+    /// Reliable, on the TCP stream, compressed from this many bytes.
+    Compressed(usize),
+}
+
+impl Variant {
+    /// The server child's `--reliable` argument.
+    pub(super) fn reliable(self) -> Option<usize> {
+        match self {
+            Self::Datagrams => None,
+            Self::Stream => Some(0),
+            Self::Compressed(threshold) => Some(threshold),
+        }
+    }
+}
+
 /// One rooms row.
 pub(super) struct RoomsRow {
-    pub(super) datagrams: bool,
+    pub(super) variant: Variant,
     pub(super) clients: usize,
     pub(super) window: Duration,
     /// Snapshots received in the window, over all clients.
@@ -172,18 +194,23 @@ struct Seen {
 }
 
 /// Receives snapshots until `end`, keeping those that arrive from `start`.
-async fn watch(mut snapshots: Subscription<Snapshot>, start: Instant, end: Instant) -> Seen {
+async fn watch<S: RoomSnapshot>(
+    mut snapshots: Subscription<S>,
+    start: Instant,
+    end: Instant,
+) -> Seen {
     let mut seen = Seen::default();
     while let Ok(Some(snapshot)) = tokio::time::timeout_at(end, snapshots.next()).await {
         let arrived = now_us();
         if Instant::now() < start {
             continue;
         }
-        if !seen.ticks.insert(snapshot.tick) {
+        let (tick, started_us) = snapshot.stamp();
+        if !seen.ticks.insert(tick) {
             seen.duplicates += 1;
             continue;
         }
-        let late = arrived.saturating_sub(snapshot.started_us);
+        let late = arrived.saturating_sub(started_us);
         seen.lateness.push(late.min(u64::from(u32::MAX)) as u32);
     }
     seen
@@ -193,9 +220,10 @@ async fn watch(mut snapshots: Subscription<Snapshot>, start: Instant, end: Insta
 pub(super) async fn rooms(
     server: &mut GameServer,
     args: &GameArgs,
-    datagrams: bool,
+    variant: Variant,
     window: Duration,
 ) -> Result<RoomsRow> {
+    let datagrams = variant == Variant::Datagrams;
     // Connect and join, a few at a time.
     let mut clients = Vec::with_capacity(args.clients);
     for index in 0..args.clients {
@@ -212,10 +240,14 @@ pub(super) async fn rooms(
     let end = start + window;
     let mut watchers = Vec::with_capacity(args.clients);
     for (index, client) in clients.iter().enumerate() {
-        let snapshots = client.subscribe::<Snapshot>();
+        let watcher = if datagrams {
+            tokio::spawn(watch(client.subscribe::<Snapshot>(), start, end))
+        } else {
+            tokio::spawn(watch(client.subscribe::<StreamSnapshot>(), start, end))
+        };
         let room = (index % usize::from(args.rooms)) as u16;
         client.request_async(&JoinRoom { room }).await?;
-        watchers.push(tokio::spawn(watch(snapshots, start, end)));
+        watchers.push(watcher);
     }
     if datagrams {
         // A client's channel is reachable once its first datagram came in.
@@ -240,7 +272,7 @@ pub(super) async fn rooms(
     let loopback = loopback_bytes() - bytes;
     let counts_after = server.counts()?;
     let mut row = RoomsRow {
-        datagrams,
+        variant,
         clients: clients.len(),
         window,
         received: 0,

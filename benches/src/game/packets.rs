@@ -55,6 +55,56 @@ pub struct Snapshot {
     pub state: Vec<u8>,
 }
 
+/// 0x0806, pushed by a room each tick on the stream: [`Snapshot`]'s fields
+/// in a reliable packet, which the server may compress (an unreliable
+/// push may go by datagram, and is never compressed).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0806)]
+pub struct StreamSnapshot {
+    /// The room's tick, from 1.
+    pub tick: u64,
+    /// The server's wall clock when the tick started, in µs since the epoch.
+    pub started_us: u64,
+    /// The room's state.
+    pub state: Vec<u8>,
+}
+
+/// What a room's tick sends: [`Snapshot`] or [`StreamSnapshot`].
+pub trait RoomSnapshot: Packet + Send + 'static {
+    /// The snapshot of `tick`.
+    fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self;
+    /// Its tick and start, as a client reads them.
+    fn stamp(&self) -> (u64, u64);
+}
+
+impl RoomSnapshot for Snapshot {
+    fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self {
+        Self {
+            tick,
+            started_us,
+            state,
+        }
+    }
+
+    fn stamp(&self) -> (u64, u64) {
+        (self.tick, self.started_us)
+    }
+}
+
+impl RoomSnapshot for StreamSnapshot {
+    fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self {
+        Self {
+            tick,
+            started_us,
+            state,
+        }
+    }
+
+    fn stamp(&self) -> (u64, u64) {
+        (self.tick, self.started_us)
+    }
+}
+
 /// Players described in a snapshot.
 pub const PLAYERS: usize = 26;
 /// Bytes per player in a snapshot: id u16, x i16, y i16, health u8.

@@ -16,7 +16,10 @@ use ternio::room::{Inputs, Room, Simulation, Snapshots, TickRate};
 use ternio::{Context, ErrorCode, Rejection, Server, ServerConfig, State};
 use tokio::net::UdpSocket;
 
-use super::packets::{Echo, Echoed, JoinRoom, PLAYERS, RECORD, Snapshot, StreamEcho, StreamEchoed};
+use super::packets::{
+    Echo, Echoed, JoinRoom, PLAYERS, RECORD, RoomSnapshot, Snapshot, StreamEcho, StreamEchoed,
+    StreamSnapshot,
+};
 
 /// The command line of the server child.
 #[derive(clap::Args, Clone, Copy)]
@@ -27,6 +30,11 @@ pub struct ServerArgs {
     /// Ticks a second.
     #[arg(long, default_value_t = 30)]
     pub hz: u32,
+    /// Snapshots as a reliable packet on the stream ([`StreamSnapshot`]),
+    /// compressed from this many bytes (0: reliable, not compressed);
+    /// without it, unreliable ([`Snapshot`]: by datagram where bound).
+    #[arg(long)]
+    pub reliable: Option<usize>,
 }
 
 /// The rooms, by index (set once the server is built: a room needs its
@@ -43,16 +51,18 @@ impl Rooms {
 /// A room's world: players that drift a little every tick, as moving
 /// players do (so a snapshot compresses as a real one would, not as
 /// zeros or noise).
-struct World {
+struct World<S> {
     players: [[i16; 2]; PLAYERS],
     seed: u32,
+    snapshot: std::marker::PhantomData<fn() -> S>,
 }
 
-impl World {
+impl<S> World<S> {
     fn new(index: u16) -> Self {
         let mut world = Self {
             players: [[0; 2]; PLAYERS],
             seed: 0x9E37_79B9 ^ u32::from(index),
+            snapshot: std::marker::PhantomData,
         };
         for player in 0..PLAYERS {
             world.players[player] = [world.step() as i16 * 64, world.step() as i16 * 64];
@@ -69,11 +79,11 @@ impl World {
     }
 }
 
-impl Simulation for World {
+impl<S: RoomSnapshot> Simulation for World<S> {
     type Input = ();
-    type Snapshot = Snapshot;
+    type Snapshot = S;
 
-    fn tick(&mut self, tick: u64, _inputs: &mut Inputs<()>, out: &mut Snapshots<Snapshot>) {
+    fn tick(&mut self, tick: u64, _inputs: &mut Inputs<()>, out: &mut Snapshots<S>) {
         let started_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_micros() as u64);
@@ -88,11 +98,7 @@ impl Simulation for World {
             state.extend_from_slice(&self.players[player][1].to_le_bytes());
             state.push(100);
         }
-        out.broadcast(Snapshot {
-            tick,
-            started_us,
-            state,
-        });
+        out.broadcast(S::new(tick, started_us, state));
     }
 }
 
@@ -157,6 +163,7 @@ async fn start(args: ServerArgs) -> Result<Rooms> {
     let mut config = ServerConfig::default();
     config.max_connections = 20_000;
     config.exempt_loopback = true;
+    config.compression = args.reliable.filter(|threshold| *threshold > 0);
     let rooms = Rooms::default();
     let server = Server::builder()
         .config(config)
@@ -170,12 +177,18 @@ async fn start(args: ServerArgs) -> Result<Rooms> {
     let started = rooms.0.set(
         (0..args.rooms)
             .map(|index| {
-                Room::start(
-                    hub.clone(),
-                    &format!("room-{index}"),
-                    TickRate::hz(args.hz),
-                    World::new(index),
-                )
+                let name = format!("room-{index}");
+                let rate = TickRate::hz(args.hz);
+                if args.reliable.is_some() {
+                    Room::start(
+                        hub.clone(),
+                        &name,
+                        rate,
+                        World::<StreamSnapshot>::new(index),
+                    )
+                } else {
+                    Room::start(hub.clone(), &name, rate, World::<Snapshot>::new(index))
+                }
             })
             .collect(),
     );
