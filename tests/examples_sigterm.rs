@@ -85,12 +85,7 @@ impl Running {
     /// Sends SIGTERM, then asserts exit code 0 within [`STOP_BOUND`] and a
     /// line that contains `stop_line`.
     fn terminate_expecting(mut self, stop_line: &str) {
-        let pid = self.child.id();
-        let killed = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success());
+        ternio_tests::terminate(self.child.id());
         let started = Instant::now();
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {

@@ -204,27 +204,13 @@ async fn sigterm_stops_the_echo_server_cleanly() {
     assert_eq!(raw.recv().await.unwrap().header.request_id, 1);
 
     let started = Instant::now();
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    ternio_tests::terminate(child.id());
     raw.expect_disconnect(DisconnectReason::Shutdown).await;
     drop(raw);
     // The drain bound: the default shutdown grace (5 s) and close linger
     // (2 s), and some time to start and stop the process.
     let bound = Duration::from_secs(7) + Duration::from_secs(3);
-    let pid = child.id();
-    let exited = tokio::task::spawn_blocking(move || child.wait());
-    let status = match tokio::time::timeout(bound, exited).await {
-        Ok(waited) => waited.unwrap().unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the echo server did not exit within {bound:?}");
-        }
-    };
+    let status = ternio_tests::exit_within(child, bound, "the echo server").await;
     assert!(started.elapsed() < bound);
     assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
     let logged = logged.join().unwrap();

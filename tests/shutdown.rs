@@ -111,7 +111,7 @@ async fn run_until_shuts_down_when_its_future_resolves() {
 }
 
 #[tokio::test]
-async fn shutdown_and_wait_resolves_once_the_running_request_is_answered() {
+async fn an_awaited_shutdown_resolves_once_the_running_request_is_answered() {
     let (address, handle) = start_server(|b| b);
     let mut raw = RawConnection::connect(address).await;
     raw.request(&Sleep { ms: 400, tag: 7 }, 1).await;
@@ -122,7 +122,7 @@ async fn shutdown_and_wait_resolves_once_the_running_request_is_answered() {
     let started = Instant::now();
     let waiting = {
         let handle = handle.clone();
-        tokio::spawn(async move { handle.shutdown_and_wait().await })
+        tokio::spawn(async move { handle.shutdown().await })
     };
     // The answer, then DISCONNECT SHUTDOWN, then the close; the wait still runs.
     let answer = raw.recv().await.unwrap();

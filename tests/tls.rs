@@ -563,26 +563,12 @@ async fn the_echo_server_example_serves_a_self_signed_certificate_and_stops_on_s
     assert_eq!(health_status(health, "/readyz").await, 200);
 
     let started = Instant::now();
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    ternio_tests::terminate(child.id());
     expect_shutdown(&over_tls, "the TLS client").await;
     expect_shutdown(&over_wss, "the wss client").await;
     drop((over_tls, over_wss));
     let bound = Duration::from_secs(30);
-    let pid = child.id();
-    let exited = tokio::task::spawn_blocking(move || child.wait());
-    let status = match tokio::time::timeout(bound, exited).await {
-        Ok(waited) => waited.unwrap().unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("the echo server did not exit within {bound:?}");
-        }
-    };
+    let status = ternio_tests::exit_within(child, bound, "the echo server").await;
     assert!(started.elapsed() < bound);
     assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
 }

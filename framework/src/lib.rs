@@ -113,7 +113,7 @@ pub use middleware::Rejection;
 pub use names::ClaimError;
 pub use outbox::{Delivery, PushError, Route};
 pub use presence::{Member, PresenceChange, PresenceEvent};
-pub use server::{Server, ServerHandle};
+pub use server::{Server, ServerHandle, Shutdown};
 pub use signal::shutdown_signal;
 pub use store::ConnectionStore;
 pub use ternio_protocol::secure::RekeyPolicy;

@@ -272,9 +272,28 @@ impl Server {
         tokio::pin!(run, signal);
         tokio::select! {
             result = &mut run => return result,
-            () = &mut signal => handle.shutdown(),
+            () = &mut signal => {
+                handle.shutdown();
+            }
         }
         run.await
+    }
+}
+
+/// A shutdown under way, from [`ServerHandle::shutdown`]: await it to wait
+/// until the server has drained (`true`) or the drain bound passed
+/// (`false`); drop it to let the shutdown go on without waiting.
+#[derive(Debug)]
+pub struct Shutdown {
+    handle: ServerHandle,
+}
+
+impl std::future::IntoFuture for Shutdown {
+    type Output = bool;
+    type IntoFuture = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move { self.handle.drained().await })
     }
 }
 
@@ -299,12 +318,17 @@ impl ServerHandle {
     /// grace), writes their replies, sends `DISCONNECT SHUTDOWN` and closes.
     /// [`Server::run`] returns once they are closed.
     ///
-    /// It only starts the shutdown, and returns at once: it can be called
-    /// from anywhere (a synchronous hook, a handler, a `Drop`), any number
-    /// of times. To wait for the end, await [`drained`](Self::drained), or
-    /// call [`shutdown_and_wait`](Self::shutdown_and_wait).
-    pub fn shutdown(&self) {
+    /// The shutdown starts when this is called, and the call returns at
+    /// once: it can be made from anywhere (a synchronous hook, a handler, a
+    /// `Drop`), any number of times. The [`Shutdown`] it returns may be
+    /// awaited, to wait for the end: `handle.shutdown().await` is `true`
+    /// once every connection has closed, `false` at the drain bound (see
+    /// [`drained`](Self::drained)). Dropping it does not stop the shutdown.
+    pub fn shutdown(&self) -> Shutdown {
         self.shared.shut_down();
+        Shutdown {
+            handle: self.clone(),
+        }
     }
 
     /// Waits until the server has shut down: for a shutdown to start
@@ -323,8 +347,7 @@ impl ServerHandle {
     /// to end ([`drained`](Self::drained)): `true` if every connection
     /// closed within the drain bound.
     pub async fn shutdown_and_wait(&self) -> bool {
-        self.shutdown();
-        self.drained().await
+        self.shutdown().await
     }
 
     /// Whether the server should be sent new clients, as `/readyz` answers

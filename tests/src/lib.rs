@@ -18,11 +18,13 @@ use tokio::net::TcpStream;
 
 mod conditioner;
 mod delay;
+mod process;
 mod proxy;
 mod sealed;
 mod wait;
 pub use conditioner::{Fate, Impairment, LinkStats, Rng, UdpConditioner, seed};
 pub use delay::{DelayProxy, StreamLink};
+pub use process::{exit_within, terminate};
 pub use proxy::CuttingProxy;
 pub use sealed::SealedConnection;
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};

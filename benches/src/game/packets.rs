@@ -77,33 +77,26 @@ pub trait RoomSnapshot: Packet + Send + 'static {
     fn stamp(&self) -> (u64, u64);
 }
 
-impl RoomSnapshot for Snapshot {
-    fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self {
-        Self {
-            tick,
-            started_us,
-            state,
-        }
-    }
+/// Implements [`RoomSnapshot`] for snapshot types of the same fields.
+macro_rules! room_snapshot {
+    ($($snapshot:ty),*) => {$(
+        impl RoomSnapshot for $snapshot {
+            fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self {
+                Self {
+                    tick,
+                    started_us,
+                    state,
+                }
+            }
 
-    fn stamp(&self) -> (u64, u64) {
-        (self.tick, self.started_us)
-    }
+            fn stamp(&self) -> (u64, u64) {
+                (self.tick, self.started_us)
+            }
+        }
+    )*};
 }
 
-impl RoomSnapshot for StreamSnapshot {
-    fn new(tick: u64, started_us: u64, state: Vec<u8>) -> Self {
-        Self {
-            tick,
-            started_us,
-            state,
-        }
-    }
-
-    fn stamp(&self) -> (u64, u64) {
-        (self.tick, self.started_us)
-    }
-}
+room_snapshot!(Snapshot, StreamSnapshot);
 
 /// Players described in a snapshot.
 pub const PLAYERS: usize = 26;
