@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
 use ternio::protocol::compression;
 use ternio::protocol::frame::{self, Flags, Frame, Framing, Header};
-use ternio::protocol::system::ErrorBody;
+use ternio::protocol::system::{self, Disconnect, ErrorBody};
 use ternio::protocol::{DEFAULT_MAX_FRAME_SIZE, Decode, Encode, FrameDecoder};
 use ternio::{Context, DisconnectReason, ErrorCode, HandlerError, Packet, packet_controller};
 use ternio_client::{Client, ClientConfig, SecureConfig};
@@ -756,11 +756,12 @@ async fn compressed_sessions_resume_through_random_cuts() {
 }
 
 /// A server that answers the client's first request with a compressed
-/// `body` (as it comes: the test chooses it), then waits.
-async fn answers_with(body: Vec<u8>) -> ternio_client::ClientError {
+/// `body` (as it comes: the test chooses it), then waits: the client's
+/// error, and the `DISCONNECT` it sent before it closed.
+async fn answers_with(body: Vec<u8>) -> (ternio_client::ClientError, Disconnect) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE);
         let mut buf = BytesMut::new();
@@ -785,16 +786,32 @@ async fn answers_with(body: Vec<u8>) -> ternio_client::ClientError {
         )
         .unwrap();
         stream.write_all(&out).await.unwrap();
-        // Keeps the connection open: the client must end it on its own.
-        let _ = stream.read_buf(&mut buf).await;
+        // Keeps the connection open: the client must end it on its own,
+        // with a DISCONNECT that says why.
+        loop {
+            if let Some(frame) = decoder.decode(&mut buf).unwrap()
+                && frame.header.opcode == system::DISCONNECT
+            {
+                return Disconnect::decode_body(&frame.body).unwrap();
+            }
+            assert!(
+                stream.read_buf(&mut buf).await.unwrap() > 0,
+                "the client closed without a DISCONNECT"
+            );
+        }
     });
     let client = Client::connect_tcp(address).await.unwrap();
-    client
+    let error = client
         .request_async(&Echo {
             payload: "x".into(),
         })
         .await
-        .expect_err("no answer from a broken frame")
+        .expect_err("no answer from a broken frame");
+    let disconnect = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the client said why within 5 s")
+        .unwrap();
+    (error, disconnect)
 }
 
 #[tokio::test]
@@ -802,18 +819,20 @@ async fn the_rust_client_refuses_a_bomb_and_a_corrupt_block_from_the_server() {
     // 4 GiB announced: refused before allocating, the link lost.
     let mut bomb = u32::MAX.to_le_bytes().to_vec();
     bomb.extend_from_slice(&[0x1F, 0, 0, 0, 0, 0]);
-    let error = answers_with(bomb).await;
+    let (error, disconnect) = answers_with(bomb).await;
     assert!(
         matches!(&error, ternio_client::ClientError::Closed(ternio_client::CloseReason::Protocol(why)) if why.contains("maximum")),
         "{error:?}"
     );
+    assert_eq!(disconnect.reason, DisconnectReason::FrameTooLarge);
     let mut corrupt = compression::compress(&encoded(&Echo {
         payload: compressible(300),
     }));
     corrupt.truncate(corrupt.len() - 2);
-    let error = answers_with(corrupt).await;
+    let (error, disconnect) = answers_with(corrupt).await;
     assert!(
         matches!(&error, ternio_client::ClientError::Closed(ternio_client::CloseReason::Protocol(why)) if why.contains("LZ4")),
         "{error:?}"
     );
+    assert_eq!(disconnect.reason, DisconnectReason::Malformed);
 }

@@ -82,7 +82,14 @@ impl Inbound {
             // Section 6: the length is checked before anything is allocated.
             match (Frame { header, body }).decompressed(self.max_frame_size()) {
                 Ok(frame) => (frame.header, frame.body),
-                Err(error) => return Some(CloseReason::Protocol(error.to_string())),
+                Err(error) => {
+                    let reason = if error.is_too_large() {
+                        DisconnectReason::FrameTooLarge
+                    } else {
+                        DisconnectReason::Malformed
+                    };
+                    return Some(self.refuse(reason, error.to_string()));
+                }
             }
         } else {
             (header, body)
@@ -218,6 +225,23 @@ impl Inbound {
             Err(SendError::Lost(reason)) => Some(reason),
             _ => None,
         }
+    }
+
+    /// Tells the server why its frame is refused (`DISCONNECT reason`, sealed
+    /// on a secure link, contract section 6) and returns the reason to close
+    /// the link with.
+    fn refuse(&self, reason: DisconnectReason, message: String) -> CloseReason {
+        tracing::warn!(%reason, %message, "a frame from the server was refused");
+        let disconnect = Disconnect::new(reason, message.clone());
+        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+        let mode = Mode::Sealable {
+            required: false,
+            compress: None,
+        };
+        let _ = self
+            .link
+            .send_as(mode, header, &disconnect, self.max_frame_size());
+        CloseReason::Protocol(message)
     }
 
     /// Tells the server `DECRYPT_FAILED` (in plain) and returns the reason
