@@ -11,11 +11,13 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use ternio_protocol::system::Ticket;
 use tokio::sync::{mpsc, oneshot};
 use zeroize::Zeroizing;
 
+use crate::registry::ConnectionShared;
 use crate::sync::lock;
 
 /// A session on its way to the link that resumes it.
@@ -27,12 +29,25 @@ pub(crate) type Takeover = oneshot::Sender<Handoff>;
 /// What the registry knows of one resumable session.
 #[derive(Clone)]
 pub(crate) struct Entry {
-    /// Reaches the task that holds the session.
+    /// Reaches the task that holds the session; [`wake`](Self::wake) it
+    /// after sending (a live link looks at the channel only when woken so).
     pub(crate) takeover: mpsc::Sender<Takeover>,
+    /// The session's connection, whose task holds the session.
+    pub(crate) connection: Arc<ConnectionShared>,
     /// The session secret the session's resumption is bound to (its PSK
     /// comes from it); `None` for a plain session, whose ticket is all a
     /// client needs.
     pub(crate) binding: Option<Zeroizing<Vec<u8>>>,
+}
+
+impl Entry {
+    /// Asks the task that holds the session to hand it over to `reply`:
+    /// fails when the session ended.
+    pub(crate) async fn take_over(&self, reply: Takeover) -> Result<(), ()> {
+        self.takeover.send(reply).await.map_err(drop)?;
+        self.connection.outbox.wake();
+        Ok(())
+    }
 }
 
 /// Every resumable session of a server, by ticket.

@@ -61,7 +61,7 @@ pub use codec::{Decode, Encode, Reader};
 pub use error::{AppCode, DecodeError, DisconnectReason, ErrorCode, FrameError};
 pub use frame::{DEFAULT_MAX_FRAME_SIZE, Flags, Frame, FrameDecoder, Framing, HEADER_LEN, Header};
 pub use packet::Packet;
-pub use replay::{AckError, AckSchedule, ReplayBuffer};
+pub use replay::{AckDue, AckError, AckSchedule, ReplayBuffer};
 pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};
 pub use resume::{ResumeInitiator, ResumePattern, ResumeResponder, resume_psk};
 pub use system::{Ack, Resume, ResumeTicket, Resumed, Ticket};

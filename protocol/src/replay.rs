@@ -261,6 +261,18 @@ impl ReplayBuffer {
     }
 }
 
+/// What a frame received asks of its receiver ([`AckSchedule::received`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckDue {
+    /// Send an `ACK` now: the frame or byte limit is reached.
+    Now,
+    /// The first frame not acknowledged: an `ACK` falls due at this instant
+    /// (the delay) unless a limit brings it sooner. Set the timer.
+    At(Instant),
+    /// An earlier frame set the timer already: nothing to do.
+    Scheduled,
+}
+
 /// The receiving side's count of counted frames, and when to `ACK` them:
 /// after [`ACK_EVERY_FRAMES`] frames or [`ACK_EVERY_BYTES`] bytes not yet
 /// acknowledged, or [`ACK_DELAY`] after the first of them, whichever comes
@@ -305,12 +317,25 @@ impl AckSchedule {
     }
 
     /// Counts a counted frame received, of `frame_bytes` bytes (7 of header
-    /// plus the plain body), at `now`. Returns whether an `ACK` is due now.
-    pub fn received(&mut self, frame_bytes: usize, now: Instant) -> bool {
+    /// plus the plain body), and says what the receiver does next. `clock`
+    /// is read only for the first frame not acknowledged (the one that
+    /// starts the delay): a receiver pays no clock read per frame, and sets
+    /// its timer once per `ACK`.
+    pub fn received(&mut self, frame_bytes: usize, clock: impl FnOnce() -> Instant) -> AckDue {
         self.count += 1;
         self.unacked_bytes = self.unacked_bytes.saturating_add(frame_bytes);
-        self.first_unacked_at.get_or_insert(now);
-        self.is_due(now)
+        if self.count - self.acked >= self.every_frames || self.unacked_bytes >= self.every_bytes {
+            return AckDue::Now;
+        }
+        if self.first_unacked_at.is_some() {
+            return AckDue::Scheduled;
+        }
+        let now = clock();
+        self.first_unacked_at = Some(now);
+        match self.due_at() {
+            Some(at) if at > now => AckDue::At(at),
+            _ => AckDue::Now,
+        }
     }
 
     /// Whether an `ACK` is due at `now`: some frame is unacknowledged and
@@ -493,25 +518,39 @@ mod tests {
         let mut schedule = AckSchedule::new();
         assert_eq!(schedule.due_at(), None);
         assert!(!schedule.is_due(start + Duration::from_secs(9)));
-        for n in 1..ACK_EVERY_FRAMES {
-            assert!(!schedule.received(10, start), "frame {n}");
+        let never = || -> Instant { panic!("the clock is read for the first frame only") };
+        assert_eq!(
+            schedule.received(10, || start),
+            AckDue::At(start + ACK_DELAY)
+        );
+        for n in 2..ACK_EVERY_FRAMES {
+            assert_eq!(schedule.received(10, never), AckDue::Scheduled, "frame {n}");
         }
         assert_eq!(schedule.due_at(), Some(start + ACK_DELAY));
-        assert!(schedule.received(10, start), "the 32nd frame");
+        assert_eq!(schedule.received(10, never), AckDue::Now, "the 32nd frame");
         assert_eq!(schedule.take_ack().received, 32);
         assert!(!schedule.has_unacked());
         assert_eq!(schedule.due_at(), None);
         // Bytes.
-        assert!(!schedule.received(ACK_EVERY_BYTES - 1, start));
-        assert!(schedule.received(1, start));
+        assert_eq!(
+            schedule.received(ACK_EVERY_BYTES - 1, || start),
+            AckDue::At(start + ACK_DELAY)
+        );
+        assert_eq!(schedule.received(1, never), AckDue::Now);
         schedule.acked();
         // Time.
         let later = start + Duration::from_millis(50);
-        assert!(!schedule.received(7, later));
+        assert_eq!(
+            schedule.received(7, || later),
+            AckDue::At(later + ACK_DELAY)
+        );
         assert_eq!(schedule.due_at(), Some(later + ACK_DELAY));
         assert!(!schedule.is_due(later + Duration::from_millis(199)));
         assert!(schedule.is_due(later + ACK_DELAY));
-        assert!(schedule.received(7, later + ACK_DELAY));
+        assert_eq!(schedule.received(7, never), AckDue::Scheduled);
+        // A schedule without a delay asks at once.
+        let mut eager = AckSchedule::with_limits(32, 1024, Duration::ZERO);
+        assert_eq!(eager.received(7, || start), AckDue::Now);
         assert_eq!(schedule.count(), 36);
         schedule.acked();
         assert_eq!(schedule.count(), 36);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::Header;
-use ternio_protocol::replay::{AckSchedule, ReplayBuffer};
+use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::system::{self, Ack, ResumeTicket, Resumed, Ticket};
 use ternio_protocol::{Decode, Encode};
@@ -168,12 +168,17 @@ impl Session {
         let Some(acks) = state.acks.as_mut() else {
             return false;
         };
-        let due = acks.received(bytes, Instant::now().into_std());
-        if !due {
-            drop(state);
-            self.ack_due.notify_one();
+        match acks.received(bytes, || Instant::now().into_std()) {
+            AckDue::Now => true,
+            AckDue::At(_) => {
+                // The first frame not acknowledged: the acknowledging task
+                // sets its timer (later frames find it set).
+                drop(state);
+                self.ack_due.notify_one();
+                false
+            }
+            AckDue::Scheduled => false,
         }
-        due
     }
 
     /// The `ACK` to send now, if anything is unacknowledged.

@@ -457,16 +457,15 @@ impl Engine {
         let mut progress = self.poll_replies(cx);
         if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
+            // A `RESUME` on another link wakes the task this way too.
+            progress |= self.poll_takeover(cx);
         }
         // Outside the signal: frames left in the inbox by backpressure run
         // once a request finished or the peer read (an atomic load when
         // the inbox is empty).
         progress |= self.take_datagrams();
         progress |= self.poll_timers(cx);
-        if self.resume.is_some() {
-            self.check_replay();
-            progress |= self.poll_takeover(cx);
-        }
+        self.check_replay();
         if self.closing.is_some() && self.pending.is_empty() {
             let notice = self.closing.take().expect("closing");
             self.close_now(&notice);

@@ -12,7 +12,7 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use ternio_protocol::frame::{self, Flags, Framing, Header};
-use ternio_protocol::replay::{AckSchedule, ReplayBuffer};
+use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
 use ternio_protocol::resume::ResumeResponder;
 use ternio_protocol::system::{self, Ack, Resume, ResumeTicket, Resumed, Ticket};
 use ternio_protocol::{Bytes, BytesMut, Decode, ErrorCode, Frame, ReplySink};
@@ -107,6 +107,7 @@ impl Engine {
             &ticket,
             Entry {
                 takeover: sender,
+                connection: Arc::clone(&self.connection),
                 binding: self.binding(),
             },
         );
@@ -159,12 +160,16 @@ impl Engine {
         let Some(resume) = &mut self.resume else {
             return;
         };
-        let now = Instant::now();
-        if resume.acks.received(frame_bytes, now.into_std()) {
-            self.write_ack();
-        } else if let Some(at) = resume.acks.due_at() {
-            self.timers.set_ack(Instant::from_std(at));
-            self.alarm.set_if_sooner(self.timers.next_deadline());
+        match resume
+            .acks
+            .received(frame_bytes, || Instant::now().into_std())
+        {
+            AckDue::Now => self.write_ack(),
+            AckDue::At(at) => {
+                self.timers.set_ack(Instant::from_std(at));
+                self.alarm.set_if_sooner(self.timers.next_deadline());
+            }
+            AckDue::Scheduled => {}
         }
     }
 
@@ -203,7 +208,8 @@ impl Engine {
     }
 
     /// Whether another link asked for this session (then
-    /// [`Stop::TakenOver`]).
+    /// [`Stop::TakenOver`]). A live link looks only when its outbox signal
+    /// was set, as [`Entry::take_over`] does after asking.
     pub(super) fn poll_takeover(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let Some(resume) = &mut self.resume else {
             return false;
@@ -414,10 +420,10 @@ pub(crate) async fn resume(engine: &mut Engine) {
         return;
     };
     let server = Arc::clone(&engine.server);
-    let Some(Entry { takeover, binding }) = server.sessions.find(&request.ticket) else {
+    let Some(entry) = server.sessions.find(&request.ticket) else {
         return refuse(engine, header, "unknown or expired ticket");
     };
-    let (message, channel) = match (&binding, request.pattern) {
+    let (message, channel) = match (&entry.binding, request.pattern) {
         (None, 0) if request.message.is_empty() => (Vec::new(), None),
         (Some(hash), 3 | 4) => {
             if let Some(budget) = &server.handshakes
@@ -449,7 +455,7 @@ pub(crate) async fn resume(engine: &mut Engine) {
     };
     // The client proved itself: ask the task that holds the session.
     let (reply, handoff) = oneshot::channel();
-    if takeover.send(reply).await.is_err() {
+    if entry.take_over(reply).await.is_err() {
         return refuse(engine, header, "the session ended");
     }
     let Ok(Ok(handoff)) = tokio::time::timeout(HANDOVER_TIMEOUT, handoff).await else {
