@@ -249,6 +249,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     const client = await Client.connect(first.url, {
       timeout: 30_000,
       reconnect: { initialDelay: 100, maxDelay: 500, maxAttempts: 100 },
+      resume: false, // resume.test.js has the resumed session's side
       onStateChange: (event) => events.push(event),
     });
     t.after(() => client.close()); // also when an assertion fails: no reconnecting forever
