@@ -19,6 +19,12 @@
  *   a longer floor after `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`,
  *   and none after {@link Client#close}, `DISCONNECT KICKED` or `NORMAL`.
  *   `onStateChange` tells of `'open'`, `'reconnecting'` and `'closed'`.
+ * - Session resumption (section 4.2, plain sessions), on with `reconnect`
+ *   unless `resume: false`: a ticket, counted frames and their `ACK`s, a
+ *   bounded replay buffer, and `RESUME` first on a new connection, so that
+ *   requests in flight get their answers and pushes arrive once, in order.
+ *   `onSessionChange` tells of `'resumed'` and `'lost'`. The plain ticket is
+ *   a bearer token: use `wss://`.
  *
  * - Compression (section 6): COMPRESSED frames are always decoded, with an
  *   LZ4 block decoder of this module's own; the option `compress` sends
