@@ -1343,7 +1343,9 @@ export class Client {
    * Sends a request and waits for its response. While the client
    * reconnects, the request waits for the new connection (within its
    * timeout); a request already sent when the connection is lost is
-   * rejected at once (`'closed'`): the server may or may not have run it.
+   * rejected at once (`'closed'`): the server may or may not have run it;
+   * unless the session is resumable (option `resume`): then it is answered
+   * on the resumed session, or rejected if the session is lost.
    *
    * The response is decoded with `options.response`, the packet type's
    * `response`, or the packet type itself (whichever has the response's
@@ -1757,7 +1759,8 @@ export class Client {
   /**
    * The current connection (or attempt) is gone: closed by either side,
    * failed, dead (keepalive) or overflowing. Requests sent on it fail at
-   * once; then the client reconnects, or closes for good.
+   * once, unless the session can be resumed; then the client reconnects,
+   * or closes for good.
    * @param {object|null} ws The WebSocket (null when none was made).
    * @param {{code: number, reason: string}} how
    * @param {TernioError|null} failure Why, when the close event does not say it.
