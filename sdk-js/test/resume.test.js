@@ -287,6 +287,23 @@ test('a resumption replays what the server lacks, in order, before what waited; 
   await client.close();
 });
 
+test('a compressed request is kept and replayed uncompressed, and counted by its plain size', async (t) => {
+  const { client, events } = await setup(t, { compress: 0 });
+  grant(FakeSocket.last);
+  const payload = text('compressible '.repeat(50));
+  const answer = client.request(Echo, { payload });
+  const [sent] = sentWith(FakeSocket.last, Echo.opcode);
+  assert.ok(sent.flags & Flags.COMPRESSED, 'sent compressed');
+  const second = await dropAndReconnect(t, FakeSocket.last, events);
+  resumed(second, 0);
+  const [replayed] = sentWith(second, Echo.opcode);
+  assert.equal(replayed.flags, 0);
+  assert.deepEqual(replayed.body, Echo.encode({ payload }), 'the plain body, as section 6 says of replays');
+  echoReply(second, replayed);
+  assert.deepEqual(await answer, { payload });
+  await client.close();
+});
+
 test('a refused RESUME: the requests in flight fail, \'lost\', a new session on the same connection', async (t) => {
   const { client, events, sessions } = await setup(t);
   const first = FakeSocket.last;
