@@ -19,6 +19,12 @@
  *   a longer floor after `DISCONNECT TOO_MANY_CONNECTIONS` or `SHUTDOWN`,
  *   and none after {@link Client#close}, `DISCONNECT KICKED` or `NORMAL`.
  *   `onStateChange` tells of `'open'`, `'reconnecting'` and `'closed'`.
+ * - Session resumption (section 4.2, plain sessions), on with `reconnect`
+ *   unless `resume: false`: a ticket, counted frames and their `ACK`s, a
+ *   bounded replay buffer, and `RESUME` first on a new connection, so that
+ *   requests in flight get their answers and pushes arrive once, in order.
+ *   `onSessionChange` tells of `'resumed'` and `'lost'`. The plain ticket is
+ *   a bearer token: use `wss://`.
  *
  * - Compression (section 6): COMPRESSED frames are always decoded, with an
  *   LZ4 block decoder of this module's own; the option `compress` sends
@@ -58,6 +64,7 @@ const KNOWN_FLAGS = 0x0f;
 /** Opcodes of the system packets (section 4). */
 export const SystemOpcode = Object.freeze({
   HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04, REKEY: 0xff05,
+  CANCEL: 0xff06, DEADLINE: 0xff07, RESUME_TICKET: 0xff08, ACK: 0xff09, RESUME: 0xff0a,
 });
 
 /** Error codes of `RESPONSE | ERROR` frames (section 2); 100 and up belong to the application. */
@@ -685,6 +692,16 @@ export function decompressBody(body, maxLength = DEFAULT_MAX_FRAME_SIZE - HEADER
 }
 
 /**
+ * A frame encoded for the wire (`data`: compressed when `threshold` says)
+ * and uncompressed (`plain`: what the replay buffer keeps).
+ */
+function encodeBoth(frame, threshold) {
+  const plain = encodeFrame(frame);
+  const packed = maybeCompress(frame, threshold);
+  return { data: packed === frame ? plain : encodeFrame(packed), plain };
+}
+
+/**
  * The frame's body compressed (and COMPRESSED set) when `threshold` is a
  * number, the body is at least that long and compressing makes it smaller;
  * the frame as it is otherwise.
@@ -770,6 +787,253 @@ function remoteError(body) {
   return new TernioError('remote', `${label} ${code}: ${text}`, { code, remoteMessage: text });
 }
 
+// --------------------------------------------------------------- resumption
+//
+// Section 4.2 of the contract, for plain sessions (pattern 0): every frame
+// with an application opcode is counted, both ways, from the ticket on;
+// each side keeps what it sent until the other's ACK, and a RESUME on a new
+// connection replays what the other side lacks.
+
+/** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */
+export const DEFAULT_REPLAY_BYTES = 64 * 1024;
+/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default)... */
+export const ACK_EVERY_FRAMES = 32;
+/** ... or this many bytes of them (7 per frame plus its plain body)... */
+export const ACK_EVERY_BYTES = 16 * 1024;
+/** ... or this many ms after the first unacknowledged one, whichever comes first. */
+export const ACK_DELAY = 200;
+
+const TICKET_LEN = 32;
+/** RESUME's pattern for a plain session: no Noise handshake. */
+const PLAIN_PATTERN = 0;
+
+/** Whether frames with this opcode are counted, acknowledged and replayed (the application's). */
+const isCounted = (opcode) => opcode <= 0xfeff;
+/** The opcode of an encoded frame. */
+const opcodeOf = (data) => data[0] | (data[1] << 8);
+
+/**
+ * The counted frames a side sent and the other has not acknowledged yet,
+ * kept whole (header and plain body), bounded in bytes. A frame that would
+ * pass the bound ends the buffer for good (`overflowed`): from then on the
+ * session cannot be resumed, but frames are still numbered.
+ */
+export class ReplayBuffer {
+  #frames = [];
+  /** Where the first kept frame is in `#frames` (acknowledged ones before it are dropped lazily). */
+  #head = 0;
+
+  /** @param {number} [limit] The bound in bytes. */
+  constructor(limit = DEFAULT_REPLAY_BYTES) {
+    /** The bound, in bytes. */
+    this.limit = limit;
+    /** Counted frames sent so far (numbered from 0). */
+    this.sent = 0;
+    /** The number of the first frame kept. */
+    this.first = 0;
+    /** The highest count the other side acknowledged. */
+    this.acknowledged = 0;
+    /** Bytes kept. */
+    this.bytes = 0;
+    /** Whether a frame passed the bound: nothing is kept any more. */
+    this.overflowed = false;
+  }
+
+  /** How many frames are kept. */
+  get length() {
+    return this.#frames.length - this.#head;
+  }
+
+  /**
+   * Numbers and keeps a frame just sent (an encoded frame, body uncompressed).
+   * @param {Uint8Array} frame
+   * @returns {boolean} Whether it is kept (false: the buffer overflowed, now or before).
+   */
+  record(frame) {
+    this.sent++;
+    if (this.overflowed) return false;
+    if (this.bytes + frame.length > this.limit) {
+      this.overflowed = true;
+      this.#frames = [];
+      this.#head = 0;
+      this.bytes = 0;
+      return false;
+    }
+    this.#frames.push(frame);
+    this.bytes += frame.length;
+    return true;
+  }
+
+  /**
+   * Takes the other side's count of frames received: the frames before it are dropped.
+   * @param {number} received
+   * @returns {string|null} Why the count is a protocol error (ahead of what was sent, or backwards), or null.
+   */
+  acknowledge(received) {
+    if (received > this.sent) return `ACK of ${received} frames, but only ${this.sent} were sent`;
+    if (received < this.acknowledged) return `ACK of ${received} frames after one of ${this.acknowledged}`;
+    this.acknowledged = received;
+    if (this.overflowed) return null;
+    for (; this.first < received; this.first++) this.bytes -= this.#frames[this.#head++].length;
+    if (this.#head > 64 && this.#head * 2 > this.#frames.length) {
+      this.#frames = this.#frames.slice(this.#head);
+      this.#head = 0;
+    }
+    return null;
+  }
+
+  /**
+   * The frames the other side lacks when it received `received`, in order;
+   * null when they are not all kept (or `received` is ahead of what was sent).
+   * @param {number} received
+   * @returns {Uint8Array[]|null}
+   */
+  replayFrom(received) {
+    if (this.overflowed || received < this.first || received > this.sent) return null;
+    return this.#frames.slice(this.#head + (received - this.first));
+  }
+}
+
+/**
+ * The count of counted frames received, and when it is due in an `ACK`:
+ * once `frames` or `bytes` of them are unacknowledged (the delay is the
+ * client's timer).
+ */
+export class AckSchedule {
+  constructor({ frames = ACK_EVERY_FRAMES, bytes = ACK_EVERY_BYTES } = {}) {
+    this.everyFrames = frames;
+    this.everyBytes = bytes;
+    /** Counted frames received so far. */
+    this.count = 0;
+    /** The count last acknowledged. */
+    this.acked = 0;
+    this.unackedBytes = 0;
+  }
+
+  /**
+   * Counts a frame received of `size` bytes (header and plain body).
+   * @returns {boolean} Whether an ACK is due now.
+   */
+  received(size) {
+    this.count++;
+    this.unackedBytes += size;
+    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+  }
+
+  /** Whether frames were received since the last acknowledgement. */
+  get hasUnacked() {
+    return this.count > this.acked;
+  }
+
+  /** Marks everything received acknowledged; returns the count to send. */
+  take() {
+    this.acked = this.count;
+    this.unackedBytes = 0;
+    return this.count;
+  }
+}
+
+/**
+ * The body of a plain session's `RESUME`: the ticket, the count of frames
+ * received, pattern 0 and no Noise message.
+ * @param {Uint8Array} ticket 32 bytes.
+ * @param {number} received
+ * @returns {Uint8Array}
+ */
+export function resumeBody(ticket, received) {
+  const out = new Uint8Array(TICKET_LEN + 9);
+  out.set(ticket, 0);
+  new DataView(out.buffer).setBigUint64(TICKET_LEN, BigInt(received), true);
+  out[TICKET_LEN + 8] = PLAIN_PATTERN;
+  return out;
+}
+
+/** `RESUME_TICKET`'s answer: `{ ticket, ttl }` (ttl in ms), or null when the body is not one. */
+function parseTicket(body) {
+  if (body.length !== TICKET_LEN + 4) return null;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  return { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+}
+
+/** `RESUME`'s answer: `{ received, ticket, ttl, message }`, or null when the body is too short. */
+function parseResumed(body) {
+  if (body.length < 8 + TICKET_LEN + 4) return null;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  return {
+    received: Number(view.getBigUint64(0, true)),
+    ticket: body.slice(8, 8 + TICKET_LEN),
+    ttl: view.getUint32(8 + TICKET_LEN, true),
+    message: body.subarray(12 + TICKET_LEN),
+  };
+}
+
+/**
+ * The client's side of a session's resumption: its ticket, what it sent
+ * and keeps, what it received and acknowledges.
+ */
+class Session {
+  constructor(replayBytes) {
+    this.replayBytes = replayBytes;
+    /** Resumptions so far, over the client's life. */
+    this.resumptions = 0;
+    this.reset();
+  }
+
+  /** Forgets the session: a new one starts, nothing recorded or counted until its ticket is asked for. */
+  reset() {
+    /** The current ticket; null when there is none, or the session can no longer be resumed. */
+    this.ticket = null;
+    /** How long the server keeps the session after a loss, in ms. */
+    this.ttl = 0;
+    /** The id of the `RESUME_TICKET` waiting for its answer. */
+    this.ticketId = null;
+    /** What was sent and not acknowledged: recording starts with the ticket's request. */
+    this.replay = null;
+    /** What was received: counting starts with the ticket's answer. */
+    this.acks = null;
+    /** Whether the server gave this session a ticket: its loss is worth reporting. */
+    this.held = false;
+    /** When (Date.now()) the connection was lost, while the session waits to be resumed. */
+    this.lostAt = null;
+    /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
+    this.ended = null;
+  }
+
+  /** Whether a lost connection can be resumed: a ticket, and every frame the server may lack kept. */
+  get resumable() {
+    return this.ticket !== null && this.replay !== null && !this.replay.overflowed;
+  }
+
+  /** `RESUME_TICKET` went out with id `id`: what is sent from now on is recorded. */
+  asked(id) {
+    this.ticketId = id;
+    this.replay ??= new ReplayBuffer(this.replayBytes);
+  }
+
+  /** The server's ticket: what is received from now on is counted. */
+  granted({ ticket, ttl }) {
+    this.ticketId = null;
+    this.ticket = ticket;
+    this.ttl = ttl;
+    this.acks ??= new AckSchedule();
+    this.held = true;
+  }
+
+  /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
+  record(frame) {
+    if (this.replay && !this.replay.record(frame)) this.ticket = null;
+  }
+}
+
+function resumeOptions(option) {
+  if (!option) return null;
+  const replayBytes = option === true ? DEFAULT_REPLAY_BYTES : option.replayBytes ?? DEFAULT_REPLAY_BYTES;
+  if (typeof replayBytes !== 'number' || !(replayBytes >= 0)) {
+    throw new TypeError(`resume.replayBytes must be a number ≥ 0, got ${show(replayBytes)}`);
+  }
+  return { replayBytes };
+}
+
 // ------------------------------------------------------------------- client
 
 /**
@@ -825,6 +1089,29 @@ function remoteError(body) {
  */
 
 /**
+ * What became of the session on a new connection, given to
+ * `onSessionChange` (with the option `resume`), just before the `'open'`
+ * state event of that connection:
+ * - `{ session: 'resumed', count, attempt }`: the session was resumed
+ *   (resumption number `count`): the requests in flight get their answers
+ *   and the pushes sent meanwhile arrive, each once and in order;
+ * - `{ session: 'lost', reason, attempt }`: it could not be (the server
+ *   refused or forgot it, its time to live passed, the client's replay
+ *   buffer overflowed, or a `DISCONNECT` ended it): a new session starts on
+ *   the connection, and the requests in flight failed (`'closed'`).
+ * @typedef {{session: 'resumed', count: number, attempt: number}
+ *   | {session: 'lost', reason: string, attempt: number}} SessionEvent
+ */
+
+/**
+ * Resumption's settings (the option `resume`).
+ * @typedef {object} ResumeOptions
+ * @property {number} [replayBytes=65536] The bound of the replay buffer (frames sent and not
+ *   acknowledged yet, 7 bytes each plus the body uncompressed); past it the session can no
+ *   longer be resumed, but the connection goes on.
+ */
+
+/**
  * Options of a {@link Client}.
  * @typedef {object} ClientOptions
  * @property {number} [timeout=10000] Default request timeout in ms (0 or Infinity: none).
@@ -836,6 +1123,13 @@ function remoteError(body) {
  *   is lost and is re-established, or closes for good.
  * @property {boolean|ReconnectOptions} [reconnect=false] Whether (`true`: with the defaults)
  *   and how to re-establish a lost connection. Off by default.
+ * @property {boolean|ResumeOptions} [resume=true] With `reconnect`, whether a reconnection
+ *   resumes the session (contract section 4.2, plain sessions: the ticket is a bearer
+ *   token, so use `wss://`): the client asks the server for a ticket once connected, and a
+ *   lost connection keeps its requests in flight for the next one. Nothing happens without
+ *   `reconnect`, nor with a server that does not offer resumption.
+ * @property {(event: SessionEvent) => void} [onSessionChange] Told, with `resume`, whether
+ *   each reconnection resumed the session or started a new one.
  * @property {number} [keepaliveInterval=15000] How long after a connection opens, or
  *   after the last keepalive PONG, the client sends a keepalive PING (0: no keepalive).
  * @property {number} [keepaliveTimeout=10000] How long the client waits for that PONG
@@ -925,7 +1219,11 @@ export class Client {
   #attempt = 0;
   /** The keepalive PING waiting for its PONG: `{ id, timer }`. */
   #keepalive = null;
-  #timers = { connect: null, keepalive: null, healthy: null, retry: null };
+  #timers = { connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null };
+  /** Resumption's state (section 4.2); null when the client does not resume sessions. */
+  #session = null;
+  /** The `RESUME` waiting for its answer on the current connection: `{ id }`. */
+  #resuming = null;
   /** Settles the first connect(). */
   #connecting = null;
   #resolveClosed;
@@ -934,6 +1232,8 @@ export class Client {
   constructor(options = {}) {
     this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
     this.#policy = reconnectPolicy(options.reconnect);
+    const resume = resumeOptions(options.resume ?? true);
+    if (this.#policy && resume) this.#session = new Session(resume.replayBytes);
     /** Default request timeout in ms (0 or Infinity: none). */
     this.timeout = options.timeout ?? 10000;
     /** Where errors that belong to no request go (see {@link ClientOptions}). */
@@ -943,6 +1243,11 @@ export class Client {
      * @type {((event: StateEvent) => void)|null}
      */
     this.onStateChange = options.onStateChange ?? null;
+    /**
+     * Told whether each reconnection resumed the session (see {@link SessionEvent}).
+     * @type {((event: SessionEvent) => void)|null}
+     */
+    this.onSessionChange = options.onSessionChange ?? null;
     /** Keepalive PING period in ms (0: none); read when a connection opens. */
     this.keepaliveInterval = options.keepaliveInterval ?? 15000;
     /** How long a keepalive PING waits for its PONG, in ms. */
@@ -1015,6 +1320,20 @@ export class Client {
     return this.#pending.size;
   }
 
+  /**
+   * Whether a lost connection would be resumed now: the client resumes
+   * sessions, the server gave a ticket, and the replay buffer has not
+   * overflowed.
+   */
+  get resumable() {
+    return this.#session?.resumable ?? false;
+  }
+
+  /** How many times the session was resumed so far. */
+  get resumptions() {
+    return this.#session?.resumptions ?? 0;
+  }
+
   /** How many pushes arrived that no {@link Client#on} handler took (they are dropped). */
   get unhandledPushes() {
     return this.#unhandled;
@@ -1024,7 +1343,9 @@ export class Client {
    * Sends a request and waits for its response. While the client
    * reconnects, the request waits for the new connection (within its
    * timeout); a request already sent when the connection is lost is
-   * rejected at once (`'closed'`): the server may or may not have run it.
+   * rejected at once (`'closed'`): the server may or may not have run it;
+   * unless the session is resumable (option `resume`): then it is answered
+   * on the resumed session, or rejected if the session is lost.
    *
    * The response is decoded with `options.response`, the packet type's
    * `response`, or the packet type itself (whichever has the response's
@@ -1062,7 +1383,8 @@ export class Client {
    */
   send(packetType, value) {
     const { opcode, body, compress } = this.#outgoing(packetType, value, false);
-    const error = this.#write(encodeFrame(maybeCompress({ opcode, body }, compress)));
+    const { data, plain } = encodeBoth({ opcode, body }, compress);
+    const error = this.#write(data, plain);
     if (error) throw error;
   }
 
@@ -1183,12 +1505,29 @@ export class Client {
     };
   }
 
-  /** The WebSocket opened: start the keepalive, send what waits, tell. */
+  /** The WebSocket opened: resume the session on it, or start a new one. */
   #up() {
     clearTimeout(this.#timers.connect);
+    const session = this.#session;
+    if (session?.lostAt != null && session.resumable) {
+      const away = Date.now() - session.lostAt;
+      if (away < session.ttl) return this.#resume();
+      this.#sessionLost(`its time to live of ${session.ttl} ms passed (the connection was lost ${away} ms ago)`);
+    } else if (session?.ended) {
+      this.#sessionLost(session.ended);
+    }
+    this.#open(false);
+  }
+
+  /**
+   * The connection carries the session, `resumed` or new (then the client
+   * asks for its ticket): start the keepalive, send what waits, tell.
+   */
+  #open(resumed) {
     const attempt = this.#attempt;
     const first = this.#state === 'connecting';
     this.#state = 'open';
+    if (!resumed) this.#askTicket();
     this.#startKeepalive(this.#ws);
     if (this.#policy) {
       const ws = this.#ws;
@@ -1211,7 +1550,7 @@ export class Client {
       if (this.#state !== 'open') return;
       // When the buffer overflows here, the connection is dropped and the
       // request waits for the next one.
-      if (this.#write(entry.data)) return;
+      if (this.#write(entry.data, entry.plain)) return;
       this.#queuedBytes -= entry.data.length;
       entry.sent = true;
       entry.onSent?.();
@@ -1220,10 +1559,12 @@ export class Client {
 
   /**
    * Writes one frame on the open connection, unless it would take the
-   * outbound buffer past its limit: then the connection is dropped.
+   * outbound buffer past its limit: then the connection is dropped. A
+   * counted frame is kept for replay (`plain`: the frame uncompressed)
+   * unless `record` is false (a frame replayed, already kept).
    * @returns {TernioError|null} The error when the frame was not written.
    */
-  #write(data) {
+  #write(data, plain = data, record = true) {
     const ws = this.#ws;
     const buffered = ws.bufferedAmount ?? 0;
     if (buffered + data.length > this.maxBufferedBytes) {
@@ -1233,7 +1574,161 @@ export class Client {
       return error;
     }
     ws.send(data);
+    if (record && this.#session && isCounted(opcodeOf(plain))) this.#session.record(plain);
     return null;
+  }
+
+  // ------------------------------------------------------------ resumption
+
+  /** A new session: asks the server for its ticket; what is sent from now on is kept. */
+  #askTicket() {
+    const session = this.#session;
+    if (!session) return;
+    session.reset();
+    const id = this.#allocateId();
+    session.asked(id);
+    this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
+  }
+
+  /** The answer to `RESUME_TICKET`: counting starts; an error (no resumption there) ends recording. */
+  #onTicket(frame) {
+    const session = this.#session;
+    const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
+    if (answer) session.granted(answer);
+    else session.reset(); // the server does not resume sessions: the client goes on without
+  }
+
+  /**
+   * Sends `RESUME` as the new connection's first frame, with the ticket
+   * and the count of frames received; nothing else goes out until the
+   * answer, which must come within `connectTimeout`.
+   */
+  #resume() {
+    const ws = this.#ws;
+    const session = this.#session;
+    const id = this.#allocateId();
+    this.#resuming = { id };
+    const timeout = this.connectTimeout;
+    if (timeout > 0 && timeout !== Infinity) {
+      this.#timers.resume = unref(setTimeout(() => {
+        if (this.#resuming?.id !== id) return;
+        this.#lost(ws, { code: 1006, reason: 'resume timeout' },
+          new TernioError('closed', `no answer to RESUME within ${timeout} ms`, { timeout }), true);
+      }, timeout));
+    }
+    // The count sent is acknowledged by it.
+    const body = resumeBody(session.ticket, session.acks.take());
+    this.#write(encodeFrame({ opcode: SystemOpcode.RESUME, requestId: id, body }));
+  }
+
+  /**
+   * The answer to `RESUME`. Refused: a new session on this connection.
+   * Accepted: the new ticket, the server's count taken as an ACK, what it
+   * lacks sent again, in order, before anything new.
+   */
+  #onResumed(frame) {
+    clearTimeout(this.#timers.resume);
+    this.#resuming = null;
+    const session = this.#session;
+    if (frame.flags & Flags.ERROR) {
+      const refusal = remoteError(frame.body);
+      this.#sessionLost(`the server refused to resume it: ${refusal.remoteMessage ?? refusal.message}`, refusal);
+      return this.#open(false);
+    }
+    const answer = parseResumed(frame.body);
+    if (!answer) return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
+    if (answer.message.length) return this.#violation('a Noise message in the answer to a plain RESUME');
+    const lacking = session.replay.replayFrom(answer.received);
+    if (!lacking || session.replay.acknowledge(answer.received)) {
+      // Contract: DISCONNECT NORMAL, close, and a new session on a new connection.
+      const reason = `the server received ${answer.received} frames: the client cannot replay from there`;
+      const ws = this.#ws;
+      this.#sendDisconnect(DisconnectReason.NORMAL, reason);
+      this.#sessionLost(reason);
+      return this.#lost(ws, { code: 1000, reason: '' }, new TernioError('closed', `session lost: ${reason}`), true);
+    }
+    session.granted(answer);
+    session.lostAt = null;
+    session.resumptions++;
+    for (const data of lacking) if (this.#write(data, data, false)) return;
+    this.#emitSession({ session: 'resumed', count: session.resumptions, attempt: this.#attempt });
+    this.#open(true);
+  }
+
+  /**
+   * The session could not be resumed: the requests in flight fail, the
+   * application is told, and the next connection starts a new session.
+   */
+  #sessionLost(reason, cause) {
+    const error = new TernioError('closed', `the session was lost (${reason}): the request was in flight (the server `
+      + 'may or may not have run it); a new session starts', cause ? { cause } : {});
+    this.#failSent(() => error);
+    this.#session.reset();
+    this.#emitSession({ session: 'lost', reason, attempt: this.#attempt });
+  }
+
+  /**
+   * Whether the connection just lost leaves a session to resume (then its
+   * requests in flight stay): not after a `DISCONNECT` either way, a
+   * protocol violation or an overflowed replay buffer. Notes when the loss
+   * started, or why the session ended.
+   */
+  #keepsSession() {
+    const session = this.#session;
+    if (!session?.held) return false;
+    if (session.resumable && !this.#disconnect && !this.#violated) {
+      session.lostAt ??= Date.now();
+      return true;
+    }
+    session.ended ??= this.#disconnect ? `it was ended by the ${describe(this.#disconnect)}`
+      : this.#violated ? 'the server broke the protocol'
+        : 'the client\'s replay buffer overflowed';
+    session.ticket = null; // for good: a later attempt's loss does not revive it
+    return false;
+  }
+
+  /** Counts a frame received (`frame`, decompressed); returns whether an `ACK` is due now. */
+  #countReceived(frame) {
+    const acks = this.#session?.acks;
+    if (!acks || this.#resuming) return false;
+    const due = acks.received(HEADER_LEN + frame.body.length);
+    if (!due && !this.#timers.ack) {
+      this.#timers.ack = unref(setTimeout(() => {
+        this.#timers.ack = null;
+        this.#sendAck();
+      }, ACK_DELAY));
+    }
+    return due;
+  }
+
+  /** Sends `ACK` with the count of frames received, when some are unacknowledged. */
+  #sendAck() {
+    clearTimeout(this.#timers.ack);
+    this.#timers.ack = null;
+    const acks = this.#session?.acks;
+    if (!acks?.hasUnacked || !this.isOpen) return;
+    this.#write(encodeFrame({ opcode: SystemOpcode.ACK, body: u64.encode(BigInt(acks.take())) }));
+  }
+
+  /** The server's `ACK`: the frames it acknowledges leave the replay buffer. */
+  #onAck(frame) {
+    if (frame.requestId !== 0 || frame.flags & (Flags.RESPONSE | Flags.ERROR) || frame.body.length !== 8) {
+      return this.#violation('malformed ACK');
+    }
+    const replay = this.#session?.replay;
+    if (!replay) return;
+    const received = Number(new DataView(frame.body.buffer, frame.body.byteOffset, 8).getBigUint64(0, true));
+    const problem = replay.acknowledge(received);
+    if (problem) this.#violation(problem);
+  }
+
+  #emitSession(event) {
+    if (typeof this.onSessionChange !== 'function') return;
+    try {
+      this.onSessionChange(event);
+    } catch (error) {
+      this.#report(error);
+    }
   }
 
   /** Stops the timers of the current connection. */
@@ -1241,6 +1736,10 @@ export class Client {
     clearTimeout(this.#timers.connect);
     clearTimeout(this.#timers.keepalive);
     clearTimeout(this.#timers.healthy);
+    clearTimeout(this.#timers.ack);
+    clearTimeout(this.#timers.resume);
+    this.#timers.ack = null;
+    this.#resuming = null;
     if (this.#keepalive) clearTimeout(this.#keepalive.timer);
     this.#keepalive = null;
   }
@@ -1260,7 +1759,8 @@ export class Client {
   /**
    * The current connection (or attempt) is gone: closed by either side,
    * failed, dead (keepalive) or overflowing. Requests sent on it fail at
-   * once; then the client reconnects, or closes for good.
+   * once, unless the session can be resumed; then the client reconnects,
+   * or closes for good.
    * @param {object|null} ws The WebSocket (null when none was made).
    * @param {{code: number, reason: string}} how
    * @param {TernioError|null} failure Why, when the close event does not say it.
@@ -1282,6 +1782,8 @@ export class Client {
     }
     const final = !this.#policy || this.#closing || (disconnect && FINAL_REASONS.includes(disconnect.reason));
     if (final) return this.#finish(info, error);
+    // A session to resume keeps its requests in flight: answered on the next connection.
+    if (this.#keepsSession()) return this.#retry(info, error);
     const inFlight = new TernioError('closed', `${error.message}; the request was in flight (the server may or `
       + 'may not have run it), the client reconnects', { disconnect, cause: error });
     this.#failSent(() => inFlight);
@@ -1379,11 +1881,11 @@ export class Client {
   /** Sends a request (or keeps it until a connection is up) and registers what settles it. */
   #call(opcode, body, name, timeout = this.timeout, decode, resolve, reject, onSent, compress = null) {
     const requestId = this.#allocateId();
-    const data = encodeFrame(maybeCompress({ opcode, requestId, body }, compress));
-    const entry = { decode, resolve, reject, timer: null, data, sent: false, onSent };
+    const { data, plain } = encodeBoth({ opcode, requestId, body }, compress);
+    const entry = { decode, resolve, reject, timer: null, data, plain, sent: false, onSent };
     if (this.#state === 'open') {
       entry.sent = true;
-      const error = this.#write(data);
+      const error = this.#write(data, plain);
       if (error) return reject(error);
       onSent?.();
     } else if (this.#queuedBytes + data.length > this.maxBufferedBytes) {
@@ -1417,7 +1919,9 @@ export class Client {
     for (;;) {
       const id = this.#nextId;
       this.#nextId = id === 0xffffffff ? 1 : id + 1;
-      if (!this.#pending.has(id) && this.#keepalive?.id !== id) return id;
+      const taken = this.#pending.has(id) || this.#keepalive?.id === id
+        || this.#session?.ticketId === id || this.#resuming?.id === id;
+      if (!taken) return id;
     }
   }
 
@@ -1485,6 +1989,15 @@ export class Client {
         return this.#violation(error.message, error.tooLarge ? DisconnectReason.FRAME_TOO_LARGE : DisconnectReason.MALFORMED);
       }
     }
+    if (frame.opcode === SystemOpcode.ACK) return this.#onAck(frame);
+    // Counted whatever becomes of it (section 4.2); the ACK goes after it is taken.
+    const due = isCounted(frame.opcode) && this.#countReceived(frame);
+    this.#handle(frame);
+    if (due) this.#sendAck();
+  }
+
+  /** Handles a frame received (decompressed). */
+  #handle(frame) {
     if (frame.flags & Flags.RESPONSE) return this.#onResponse(frame);
     if (frame.requestId !== 0 && frame.flags & Flags.ERROR) {
       return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'ERROR flag on a request'));
@@ -1522,6 +2035,8 @@ export class Client {
   }
 
   #onResponse(frame) {
+    if (this.#resuming && frame.requestId === this.#resuming.id) return this.#onResumed(frame);
+    if (this.#session?.ticketId != null && frame.requestId === this.#session.ticketId) return this.#onTicket(frame);
     if (this.#keepalive && frame.requestId === this.#keepalive.id) {
       // The server is there (whatever it answered): the next PING after the interval.
       clearTimeout(this.#keepalive.timer);

@@ -4,12 +4,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes } from '../ternio.js';
 
-import { exampleBinary, rerunWithWebSocket } from './support.js';
+import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 
 const HERE = fileURLToPath(import.meta.url);
 
@@ -30,30 +29,7 @@ if (typeof globalThis.WebSocket !== 'function') {
   after(() => servers.forEach(({ child }) => child.kill('SIGKILL')));
 
   /** Starts an echo server (by default on free ports); resolves once it listens, with its WebSocket URL. */
-  function startServer(ws = '127.0.0.1:0', extra = []) {
-    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws, ...extra],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
-    const server = { child, url: null };
-    servers.push(server);
-    let output = '';
-    child.stderr.setEncoding('utf8').on('data', (chunk) => { output += chunk; });
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`echo server did not start within 20 s:\n${output}`)), 20_000);
-      child.on('exit', (code, signal) => {
-        clearTimeout(timer);
-        reject(new Error(`echo server exited (${code ?? signal}):\n${output}`));
-      });
-      child.stdout.setEncoding('utf8').on('data', (chunk) => {
-        output += chunk;
-        const found = output.match(/websocket listening on (ws:\/\/\S+)/);
-        if (found) {
-          clearTimeout(timer);
-          server.url = found[1];
-          resolve(server);
-        }
-      });
-    });
-  }
+  const startServer = (ws = '127.0.0.1:0', extra = []) => startEchoServer(binary, servers, ws, extra);
 
   const exited = (child) => new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
@@ -249,6 +225,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     const client = await Client.connect(first.url, {
       timeout: 30_000,
       reconnect: { initialDelay: 100, maxDelay: 500, maxAttempts: 100 },
+      resume: false, // resume.test.js has the resumed session's side
       onStateChange: (event) => events.push(event),
     });
     t.after(() => client.close()); // also when an assertion fails: no reconnecting forever

@@ -4,62 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { Client, TernioError, Flags, SystemOpcode, DisconnectReason, encodeFrame, decodeFrame, packet, bytes, u32 } from '../ternio.js';
+import { Client, TernioError, Flags, SystemOpcode, DisconnectReason, encodeFrame, packet, bytes, u32 } from '../ternio.js';
 
-/** A WebSocket stand-in: records what the client sends; the test plays the server. */
-class FakeSocket {
-  /** Every socket made, in order. */
-  static all = [];
-  /** What the next sockets do: 'open', 'refuse' (close 1006 before opening) or 'hang' (never open). */
-  static mode = 'open';
-
-  constructor(url, protocols) {
-    this.url = url;
-    this.protocols = protocols;
-    this.readyState = 0;
-    this.bufferedAmount = 0;
-    this.sent = [];
-    this.closedWith = null;
-    FakeSocket.all.push(this);
-    const mode = FakeSocket.mode;
-    queueMicrotask(() => {
-      if (mode === 'hang') return;
-      if (mode === 'refuse') return this.drop(1006);
-      this.readyState = 1;
-      this.onopen?.({});
-    });
-  }
-
-  send(data) {
-    if (this.readyState !== 1) throw new Error('not open');
-    this.sent.push(new Uint8Array(data));
-  }
-
-  close(code) {
-    this.closedWith = code;
-    if (this.readyState > 1) return;
-    this.readyState = 2;
-    queueMicrotask(() => this.drop(code));
-  }
-
-  receive(data) {
-    this.onmessage?.({ data: data.slice().buffer });
-  }
-
-  drop(code = 1006) {
-    if (this.readyState === 3) return;
-    this.readyState = 3;
-    this.onclose?.({ code, reason: '' });
-  }
-
-  frames() {
-    return this.sent.map((m) => decodeFrame(m));
-  }
-
-  static get last() {
-    return FakeSocket.all.at(-1);
-  }
-}
+import { FakeSocket } from './fake-socket.js';
 
 const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
 const Note = packet(0x0061, { seq: u32 }, { name: 'Note' });
@@ -76,7 +23,11 @@ function echoReply(socket, frame) {
   socket.receive(encodeFrame({ opcode: frame.opcode, flags: Flags.RESPONSE, requestId: frame.requestId, body: frame.body }));
 }
 
-/** A client on the mock clock, with Math.random fixed, recording its state events. */
+/**
+ * A client on the mock clock, with Math.random fixed, recording its state
+ * events. Resumption is off: these are reconnects that start new sessions
+ * (resume.test.js has the resumed ones).
+ */
 async function setup(t, options = {}, random = 0.5) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   t.mock.method(Math, 'random', () => random);
@@ -85,7 +36,7 @@ async function setup(t, options = {}, random = 0.5) {
   const events = [];
   const errors = [];
   const client = await Client.connect('ws://test/ws', {
-    WebSocket: FakeSocket, onError: (e) => errors.push(e), onStateChange: (e) => events.push(e), ...options,
+    WebSocket: FakeSocket, resume: false, onError: (e) => errors.push(e), onStateChange: (e) => events.push(e), ...options,
   });
   return { client, events, errors };
 }

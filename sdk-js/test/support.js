@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -43,4 +43,35 @@ export function exampleBinary(name, variable) {
     }
   }
   throw new Error(`cargo built no ${name} executable`);
+}
+
+/**
+ * Starts `binary` (the echo server) with a WebSocket listener on `ws` (by
+ * default a port the OS picks) and the arguments `extra`; resolves once it
+ * listens, with `{ child, url }`. The server is added to `started` at once,
+ * so that the caller can kill it even when it fails to start.
+ */
+export function startEchoServer(binary, started, ws = '127.0.0.1:0', extra = []) {
+  const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
+  const server = { child, url: null };
+  started.push(server);
+  let output = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk) => { output += chunk; });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`echo server did not start within 20 s:\n${output}`)), 20_000);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`echo server exited (${code ?? signal}):\n${output}`));
+    });
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      output += chunk;
+      const found = output.match(/websocket listening on (ws:\/\/\S+)/);
+      if (found) {
+        clearTimeout(timer);
+        server.url = found[1];
+        resolve(server);
+      }
+    });
+  });
 }

@@ -1,0 +1,179 @@
+// Resumption against the real echo server (examples/echo_server.rs, which
+// resumes plain sessions for 30 s unless told otherwise) over WebSocket,
+// through a proxy that cuts connections at random points (mid-frame
+// included): every request answered once, every push once and in order;
+// past the time to live, or on a server that does not know the ticket,
+// the session is lost and a new one starts.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+
+import { Client, Flags, ErrorCode, decodeFrame, packet, bytes } from '../ternio.js';
+
+import { CuttingProxy } from './cutting-proxy.js';
+import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
+
+const HERE = fileURLToPath(import.meta.url);
+
+const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
+// Sent on the stream, the echo server acknowledges it and pushes it back.
+const DatagramEcho = packet(0x0003, { payload: bytes }, { name: 'DatagramEcho' });
+const text = (s) => new TextEncoder().encode(s);
+const untext = (b) => new TextDecoder().decode(b);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Quick reconnects, forever (the test's own timeout bounds it). */
+const RECONNECT = { initialDelay: 5, maxDelay: 50, healthyAfter: 1000, maxAttempts: Infinity };
+
+if (typeof globalThis.WebSocket !== 'function') {
+  rerunWithWebSocket(HERE, 'resumption integration tests');
+} else {
+  let binary;
+  before(() => {
+    binary = exampleBinary('echo_server', 'TERNIO_ECHO_SERVER');
+  }, { timeout: 15 * 60_000 });
+
+  const servers = [];
+  const proxies = [];
+  after(async () => {
+    servers.forEach(({ child }) => child.kill('SIGKILL'));
+    await Promise.all(proxies.map((proxy) => proxy.close()));
+  });
+
+  /** An echo server and a proxy to it; the client's URL goes through the proxy. */
+  async function serverBehindProxy(seed, budget, extra = []) {
+    const server = await startEchoServer(binary, servers, '127.0.0.1:0', extra);
+    const { hostname, port } = new URL(server.url);
+    const proxy = await CuttingProxy.start({ host: hostname, port: Number(port) }, seed, budget);
+    proxies.push(proxy);
+    return { server, proxy, url: `ws://127.0.0.1:${proxy.port}/ws` };
+  }
+
+  /**
+   * A WebSocket that notes every answer (RESPONSE frame with an
+   * application opcode) it hands the client, by request id: each must come
+   * once, whatever the cuts.
+   */
+  function answerCounter() {
+    const answers = new Map();
+    class Counting extends globalThis.WebSocket {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener('message', (event) => {
+          if (typeof event.data === 'string') return;
+          const frame = decodeFrame(new Uint8Array(event.data));
+          if (frame.flags & Flags.RESPONSE && frame.opcode <= 0xfeff && frame.requestId !== 0) {
+            answers.set(frame.requestId, (answers.get(frame.requestId) ?? 0) + 1);
+          }
+        });
+      }
+    }
+    return { Counting, answers };
+  }
+
+  test('through random cuts: requests (sequential and concurrent) answered once each, pushes once and in order', { timeout: 60_000 }, async (t) => {
+    // Budgets from 1,200 bytes: a connection's WebSocket upgrade, RESUME and
+    // its answer (about 700 bytes) always get through, so no cut loses the
+    // answer that rotates the ticket (section 4.2: the session would then be
+    // lost); every later byte may be cut.
+    const { proxy, url } = await serverBehindProxy(0xc0ffee, [1200, 6000]);
+    const { Counting, answers } = answerCounter();
+    const sessions = [];
+    const client = await Client.connect(url, {
+      WebSocket: Counting, reconnect: RECONNECT, keepaliveInterval: 0, timeout: 30_000,
+      onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    const pushes = [];
+    client.on(DatagramEcho, (value) => pushes.push(untext(value.payload)));
+    const expectedPushes = [];
+    // Sequential requests, with a push asked for every third.
+    for (let i = 0; i < 150; i++) {
+      assert.deepEqual(await client.request(Echo, { payload: text(`seq ${i}`) }), { payload: text(`seq ${i}`) });
+      if (i % 3 === 0) {
+        expectedPushes.push(`push ${i}`);
+        assert.equal(await client.request(DatagramEcho, { payload: text(`push ${i}`) }), undefined);
+      }
+    }
+    // Concurrent batches: requests and pushes in flight together when the cuts land.
+    for (let batch = 0; batch < 6; batch++) {
+      const requests = [];
+      for (let i = 0; i < 40; i++) {
+        const payload = `batch ${batch} ${i}`;
+        requests.push(client.request(Echo, { payload: text(payload) }).then((answer) => assert.equal(untext(answer.payload), payload)));
+        if (i % 4 === 0) {
+          expectedPushes.push(`push ${batch} ${i}`);
+          requests.push(client.request(DatagramEcho, { payload: text(`push ${batch} ${i}`) }));
+        }
+      }
+      await Promise.all(requests);
+    }
+    // Every push has been queued before its request was answered; the last may still be on its way.
+    for (let waited = 0; pushes.length < expectedPushes.length && waited < 5000; waited += 10) await sleep(10);
+    assert.deepEqual(pushes, expectedPushes, 'each push once, in order');
+    const twice = [...answers].filter(([, n]) => n !== 1);
+    assert.deepEqual(twice, [], 'each answer reached the client once');
+    assert.equal(client.inFlight, 0);
+    assert.ok(proxy.cuts >= 3, `only ${proxy.cuts} cuts`);
+    assert.deepEqual(sessions.filter((e) => e.session !== 'resumed'), [], 'never lost');
+    assert.ok(client.resumptions >= 3, `${client.resumptions} resumptions`);
+    t.diagnostic(`${proxy.cuts} cuts, ${client.resumptions} resumptions, ${answers.size} answers, ${pushes.length} pushes`);
+  });
+
+  test('past the time to live: \'lost\', and a new session that works', { timeout: 30_000 }, async (t) => {
+    const { proxy, url } = await serverBehindProxy(1, null, ['--resume-ttl', '1']);
+    const sessions = [];
+    const client = await Client.connect(url, {
+      reconnect: RECONNECT, keepaliveInterval: 0, onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    assert.deepEqual(await client.request(Echo, { payload: text('before') }), { payload: text('before') });
+    assert.equal(client.resumable, true);
+    // The network is down for longer than the server keeps the session.
+    proxy.setOpen(false);
+    proxy.cutAll();
+    await sleep(1300);
+    proxy.setOpen(true);
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    assert.equal(sessions.length, 1);
+    assert.equal(sessions[0].session, 'lost');
+    assert.match(sessions[0].reason, /time to live of 1000 ms passed/);
+    assert.equal(client.resumptions, 0);
+    // The new session has its own ticket: a cut now is resumed.
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    proxy.cutAll();
+    assert.deepEqual(await client.request(Echo, { payload: text('resumed') }), { payload: text('resumed') });
+    assert.deepEqual(sessions.map((e) => e.session), ['lost', 'resumed']);
+  });
+
+  test('a server that does not know the ticket (restarted) refuses it: in-flight requests fail, \'lost\', a new session', { timeout: 30_000 }, async (t) => {
+    const first = await startEchoServer(binary, servers);
+    const sessions = [];
+    const client = await Client.connect(first.url, {
+      reconnect: RECONNECT, keepaliveInterval: 0, timeout: 20_000, onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    assert.deepEqual(await client.request(Echo, { payload: text('before') }), { payload: text('before') });
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    // Stopped, the server cannot answer: the request stays in flight.
+    first.child.kill('SIGSTOP');
+    await sleep(100);
+    const inFlight = client.request(Echo, { payload: text('in flight') }).then(() => null, (error) => error);
+    await sleep(100);
+    const exited = new Promise((resolve) => first.child.once('exit', resolve));
+    first.child.kill('SIGKILL');
+    await exited;
+    await sleep(200);
+    assert.equal(client.inFlight, 1, 'kept for a resumption while the client reconnects');
+    const second = await startEchoServer(binary, servers, new URL(first.url).host); // the same port
+    const error = await inFlight;
+    assert.equal(error?.kind, 'closed');
+    assert.match(error.message, /the session was lost \(the server refused to resume it: .*\): the request was in flight/);
+    assert.equal(error.cause?.code, ErrorCode.HANDSHAKE_FAILED);
+    assert.deepEqual(sessions.map((e) => e.session), ['lost']);
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    await client.close();
+    second.child.kill('SIGKILL');
+  });
+}
