@@ -519,7 +519,7 @@ async fn acknowledgements_keep_the_replay_buffer_small_both_ways() {
         let received = session.received;
         session.send_ack(received, 0).await;
     }
-    // The server acknowledged every 32 frames or 16 KiB (40 × 519 bytes).
+    // The server acknowledged every 16 KiB (40 frames of 519 bytes).
     assert!(!server_acks.is_empty(), "the server sent no ACK");
     assert!(
         server_acks.windows(2).all(|pair| pair[0] < pair[1]),

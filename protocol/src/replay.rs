@@ -32,7 +32,7 @@ pub use web_time::Instant;
 /// plain bodies).
 pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// Ternio's default: an `ACK` after this many unacknowledged counted frames.
-pub const ACK_EVERY_FRAMES: u64 = 32;
+pub const ACK_EVERY_FRAMES: u64 = 128;
 /// Ternio's default: an `ACK` once unacknowledged counted frames reach this
 /// many bytes (headers and plain bodies).
 pub const ACK_EVERY_BYTES: usize = 16 * 1024;
@@ -290,7 +290,7 @@ pub struct AckSchedule {
 }
 
 impl Default for AckSchedule {
-    /// Ternio's defaults: 32 frames, 16 KiB, 200 ms.
+    /// Ternio's defaults: 128 frames, 16 KiB, 200 ms.
     fn default() -> Self {
         Self::new()
     }
@@ -527,8 +527,8 @@ mod tests {
             assert_eq!(schedule.received(10, never), AckDue::Scheduled, "frame {n}");
         }
         assert_eq!(schedule.due_at(), Some(start + ACK_DELAY));
-        assert_eq!(schedule.received(10, never), AckDue::Now, "the 32nd frame");
-        assert_eq!(schedule.take_ack().received, 32);
+        assert_eq!(schedule.received(10, never), AckDue::Now, "the 128th frame");
+        assert_eq!(schedule.take_ack().received, ACK_EVERY_FRAMES);
         assert!(!schedule.has_unacked());
         assert_eq!(schedule.due_at(), None);
         // Bytes.
@@ -551,8 +551,8 @@ mod tests {
         // A schedule without a delay asks at once.
         let mut eager = AckSchedule::with_limits(32, 1024, Duration::ZERO);
         assert_eq!(eager.received(7, || start), AckDue::Now);
-        assert_eq!(schedule.count(), 36);
+        assert_eq!(schedule.count(), ACK_EVERY_FRAMES + 4);
         schedule.acked();
-        assert_eq!(schedule.count(), 36);
+        assert_eq!(schedule.count(), ACK_EVERY_FRAMES + 4);
     }
 }
