@@ -228,3 +228,35 @@ async fn a_client_whose_replay_buffer_overflowed_keeps_its_connection_and_report
     assert!(reason.contains("replay buffer overflowed"), "{reason}");
     assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
 }
+
+#[tokio::test]
+async fn a_session_the_server_ended_with_disconnect_is_not_resumed() {
+    let (tcp, _, server) = server(|builder| builder);
+    let client = Client::connect_tcp_with(tcp, config(None)).await.unwrap();
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+    let mut events = client.session_events();
+    // `DISCONNECT SHUTDOWN` ends the session (section 4.2): the client
+    // reconnects, but must not offer the dead ticket to the next server.
+    server.shutdown().await;
+    let _next = restart_server(tcp, None, |builder| {
+        builder
+            .controller(Sequencer)
+            .resumable(Duration::from_secs(30), 64 * 1024)
+    })
+    .await;
+    let lost = tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
+    )
+    .await
+    .expect("the loss is reported")
+    .unwrap()
+    .clone();
+    let SessionEvent::Lost { reason } = lost else {
+        unreachable!()
+    };
+    // A `RESUME` would have been refused with "unknown or expired ticket".
+    assert!(reason.contains("the session ended"), "{reason}");
+    assert!(reason.contains("SHUTDOWN"), "{reason}");
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
+}

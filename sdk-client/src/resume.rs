@@ -46,6 +46,8 @@ struct State {
     resumed: u64,
     /// Where a frame's plain body is encoded to be recorded (reused).
     scratch: BytesMut,
+    /// Why the server ended the session, to report once a link is back.
+    ended: Option<String>,
 }
 
 /// Why a `RESUME` did not resume the session.
@@ -84,13 +86,32 @@ impl Session {
                 .is_some_and(|replay| !replay.is_overflowed())
     }
 
-    /// Whether the session's replay buffer overflowed: the server may lack
-    /// frames this client can no longer send again.
-    pub(crate) fn overflowed(&self) -> bool {
-        lock(&self.state)
+    /// Why a session that existed cannot be resumed although its link was
+    /// only lost: the server ended it with a `DISCONNECT`, or its replay
+    /// buffer overflowed (the server may lack frames this client can no
+    /// longer send again). `None` when it can be, or never was.
+    pub(crate) fn lost_reason(&self) -> Option<String> {
+        let state = lock(&self.state);
+        if let Some(why) = &state.ended {
+            return Some(why.clone());
+        }
+        state
             .replay
             .as_ref()
             .is_some_and(ReplayBuffer::is_overflowed)
+            .then(|| {
+                "the client's replay buffer overflowed: the session could not be resumed".into()
+            })
+    }
+
+    /// Ends the session because the server sent `DISCONNECT` (contract
+    /// section 4.2: the client does not resume then); `why` is reported
+    /// with the next connection's [`SessionEvent::Lost`](crate::SessionEvent).
+    pub(crate) fn end(&self, why: String) {
+        let mut state = lock(&self.state);
+        if state.ticket.take().is_some() {
+            state.ended = Some(why);
+        }
     }
 
     /// How long the server keeps the session after a loss.

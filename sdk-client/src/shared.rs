@@ -159,17 +159,14 @@ impl Shared {
                 }
             }
         } else {
-            if self.session.overflowed() {
-                // The session existed, but this client can no longer replay
-                // what the server may have missed: a new one starts, and the
-                // application is told (its requests in flight failed when
-                // the link was lost).
-                let reason =
-                    "the client's replay buffer overflowed: the session could not be resumed";
+            if let Some(reason) = self.session.lost_reason() {
+                // The session existed, but the server ended it or this
+                // client can no longer replay what the server may have
+                // missed: a new one starts, and the application is told
+                // (its requests in flight failed when the link was lost).
                 tracing::debug!(reason);
-                self.session_events.send_replace(SessionEvent::Lost {
-                    reason: reason.into(),
-                });
+                self.session_events
+                    .send_replace(SessionEvent::Lost { reason });
             }
             self.session.reset();
         }
@@ -235,6 +232,10 @@ impl Shared {
         // A session that can be resumed keeps its requests in flight: their
         // answers come on the next connection.
         let keep = self.wants_resume() && self.session.is_resumable() && is_resumable(&reason);
+        if matches!(reason, CloseReason::Disconnected(_)) {
+            // The server ended the session: no `RESUME` (section 4.2).
+            self.session.end(format!("the session ended: {reason}"));
+        }
         if self.links.lose(link, reason, policy, keep, Instant::now()) {
             self.pushes.close();
         }

@@ -59,7 +59,10 @@ pub enum SessionEvent {
         count: u64,
     },
     /// The session could not be resumed: a new one started on the new
-    /// connection, and the requests in flight failed.
+    /// connection, and the requests in flight failed. Also after the
+    /// server ended the session with a `DISCONNECT` that the client
+    /// reconnects after (such as `SHUTDOWN`): such a session is never
+    /// offered for resumption.
     Lost {
         /// Why (the server's refusal, or why the client did not try).
         reason: String,
