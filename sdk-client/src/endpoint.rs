@@ -70,8 +70,10 @@ impl Endpoint {
         let (link, mut tasks) = match self {
             Self::Tcp(addresses) => {
                 let out = tcp::connect(addresses, limit).await?;
-                let link =
-                    Arc::new(Link::new(Out::Tcp(Arc::clone(&out))).with_session(shared.session()));
+                let link = Arc::new(
+                    Link::new(Out::Tcp(Arc::clone(&out)))
+                        .with_session(Arc::clone(shared.session())),
+                );
                 let inbound = Inbound::new(shared, &link);
                 let reader = tcp::read_loop(inbound.clone(), Arc::clone(&out), max);
                 let writer = socket::write_loop(inbound, out);
@@ -80,7 +82,8 @@ impl Endpoint {
             Self::Ws(url, trust) => {
                 let (out, reader) = ws::connect(url, trust, limit, max).await?;
                 let sender = out.sender().clone();
-                let link = Arc::new(Link::new(Out::Ws(out)).with_session(shared.session()));
+                let link =
+                    Arc::new(Link::new(Out::Ws(out)).with_session(Arc::clone(shared.session())));
                 let inbound = Inbound::new(shared, &link);
                 let writer = match sender {
                     WsSender::Socket(socket) => {
@@ -97,7 +100,8 @@ impl Endpoint {
                 let stream = connector.connect().await.map_err(ClientError::Connect)?;
                 let (out, read) = stream::open(stream, limit, Wire::Tcp);
                 let link = Arc::new(
-                    Link::new(Out::Stream(Arc::clone(&out))).with_session(shared.session()),
+                    Link::new(Out::Stream(Arc::clone(&out)))
+                        .with_session(Arc::clone(shared.session())),
                 );
                 let inbound = Inbound::new(shared, &link);
                 let reader = stream::read_loop(inbound.clone(), Arc::clone(&out), read, max);
@@ -107,7 +111,7 @@ impl Endpoint {
         };
         tasks.extend(keepalive::spawn(shared, &link));
         if shared.wants_resume() {
-            let session = shared.session();
+            let session = Arc::clone(shared.session());
             tasks.push(tokio::spawn(resuming::acknowledge(
                 session,
                 Arc::clone(&link),

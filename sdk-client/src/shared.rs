@@ -74,8 +74,8 @@ impl Shared {
     }
 
     /// The session's resumption state.
-    pub(crate) fn session(&self) -> Arc<Session> {
-        Arc::clone(&self.session)
+    pub(crate) fn session(&self) -> &Arc<Session> {
+        &self.session
     }
 
     /// Whether the client resumes its session after a lost connection:
