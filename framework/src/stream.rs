@@ -265,7 +265,9 @@ pub(crate) struct UploadShared(Mutex<UploadState>);
 
 impl UploadShared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, UploadState> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Hands an item body to the handler.

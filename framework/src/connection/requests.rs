@@ -45,7 +45,13 @@ pub(super) struct Pending {
 }
 
 impl Future for Pending {
-    type Output = (Header, usize, Started, DeferredReply, Option<Pin<Box<Sleep>>>);
+    type Output = (
+        Header,
+        usize,
+        Started,
+        DeferredReply,
+        Option<Pin<Box<Sleep>>>,
+    );
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let reply = match Pin::new(&mut self.future).poll(cx) {
@@ -93,7 +99,13 @@ impl Engine {
                     if header.request_id == 0 {
                         // Nobody reads a stream sent with no id.
                         drop(items);
-                        self.after(header, handler, server.middleware.len(), Outcome::Replied, started);
+                        self.after(
+                            header,
+                            handler,
+                            server.middleware.len(),
+                            Outcome::Replied,
+                            started,
+                        );
                     } else {
                         self.open_download(header, index, started, items, deadline);
                     }
@@ -231,7 +243,13 @@ impl Engine {
                 let code = rejection.code;
                 self.error(header, code, &rejection.message);
                 let through = server.middleware.len();
-                self.after(header, handler, through, Outcome::Rejected(code), call.started);
+                self.after(
+                    header,
+                    handler,
+                    through,
+                    Outcome::Rejected(code),
+                    call.started,
+                );
                 return;
             }
             ctx = ctx.with_upload(Some(self.streams.open_upload(header.request_id)));

@@ -175,18 +175,22 @@ impl Engine {
                 let id = download.header.request_id;
                 let mut written = Ok(0);
                 let polled = download.items.poll_item(cx, &mut |encode| {
-                    written = self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
-                        encode(out)
-                    });
+                    written = self
+                        .write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                            encode(out)
+                        });
                 });
                 match polled {
                     Poll::Ready(Some(Ok(()))) => {
                         progress = true;
                         if let Err(error) = written {
-                            ended.push((position, Ended::Failed(HandlerError::new(
-                                ErrorCode::Internal,
-                                format!("a stream item not sent: {error}"),
-                            ))));
+                            ended.push((
+                                position,
+                                Ended::Failed(HandlerError::new(
+                                    ErrorCode::Internal,
+                                    format!("a stream item not sent: {error}"),
+                                )),
+                            ));
                             break;
                         }
                         download.credit -= 1;
@@ -260,8 +264,10 @@ impl Engine {
     /// one for a stream not open (it crossed the stream's end or a
     /// `CANCEL`) is dropped.
     pub(super) fn on_stream_frame(&mut self, header: Header, body: Bytes) -> AfterFrame {
-        if header.flags != Flags::NONE || header.request_id == 0 {
-            return self.stream_violation("a stream frame with flags or without a stream id");
+        if header.flags.is_response() || header.flags.is_error() || header.request_id == 0 {
+            return self.stream_violation(
+                "a stream frame with RESPONSE or ERROR set, or without a stream id",
+            );
         }
         let id = header.request_id;
         match header.opcode {
@@ -298,10 +304,9 @@ impl Engine {
                     let entry = self.streams.uploads.swap_remove(position);
                     entry.shared.end(match end.code {
                         0 => End::Complete,
-                        code => End::Failed(HandlerError::new(
-                            ErrorCode::from_u16(code),
-                            end.message,
-                        )),
+                        code => {
+                            End::Failed(HandlerError::new(ErrorCode::from_u16(code), end.message))
+                        }
                     });
                 }
             }
