@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use futures_util::{Stream, StreamExt};
-use ternio_protocol::stream::{CHUNK_SIZE, INITIAL_CREDIT, ItemSource};
+use ternio_protocol::stream::{CHUNK_SIZE, INITIAL_CREDIT, ItemSource, WriteItem};
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
 };
@@ -132,7 +132,7 @@ impl<P: Packet> ItemSource for Source<P> {
     fn poll_item(
         &mut self,
         cx: &mut TaskContext<'_>,
-        write: &mut dyn FnMut(&dyn Fn(&mut BytesMut)),
+        write: WriteItem<'_>,
     ) -> Poll<Option<Result<(), HandlerError>>> {
         if self.done {
             return Poll::Ready(None);

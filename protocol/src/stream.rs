@@ -166,6 +166,12 @@ impl Packet for Chunk {
     const NAME: &'static str = "Chunk";
 }
 
+/// Encodes one item's body into the buffer it is given.
+pub type EncodeItem<'a> = &'a dyn Fn(&mut BytesMut);
+
+/// Takes an item (its encoder) and writes it as a frame.
+pub type WriteItem<'a> = &'a mut dyn FnMut(EncodeItem<'_>);
+
 /// The items of a stream reply with their type erased: what a server's
 /// connection polls, one item at a time, only while the stream has credit.
 pub trait ItemSource: Send {
@@ -175,7 +181,7 @@ pub trait ItemSource: Send {
     fn poll_item(
         &mut self,
         cx: &mut Context<'_>,
-        write: &mut dyn FnMut(&dyn Fn(&mut BytesMut)),
+        write: WriteItem<'_>,
     ) -> Poll<Option<Result<(), HandlerError>>>;
 }
 

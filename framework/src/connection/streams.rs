@@ -211,7 +211,7 @@ impl Engine {
         self.streams.cursor = start + 1;
         // Ends, in the order of the positions from the last (so that
         // `swap_remove` leaves the others' positions valid).
-        ended.sort_by(|a, b| b.0.cmp(&a.0));
+        ended.sort_by_key(|end| std::cmp::Reverse(end.0));
         for (position, end) in ended {
             progress = true;
             let download = downloads.swap_remove(position);
