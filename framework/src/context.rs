@@ -22,7 +22,7 @@ pub struct Context {
     connection: ConnectionHandle,
     header: Header,
     /// The request's upload, when its handler takes one.
-    upload: Option<Arc<crate::stream::UploadShared>>,
+    upload: Option<Arc<crate::upload::UploadShared>>,
 }
 
 impl Context {
@@ -35,13 +35,13 @@ impl Context {
     }
 
     /// The context of a request that carries an upload.
-    pub(crate) fn with_upload(mut self, upload: Option<Arc<crate::stream::UploadShared>>) -> Self {
+    pub(crate) fn with_upload(mut self, upload: Option<Arc<crate::upload::UploadShared>>) -> Self {
         self.upload = upload;
         self
     }
 
     /// The request's upload, if it carries one.
-    pub(crate) fn upload(&self) -> Option<Arc<crate::stream::UploadShared>> {
+    pub(crate) fn upload(&self) -> Option<Arc<crate::upload::UploadShared>> {
         self.upload.clone()
     }
 

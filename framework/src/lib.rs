@@ -91,6 +91,7 @@ mod sync;
 pub mod testing;
 mod transport;
 mod udp;
+mod upload;
 pub mod users;
 
 pub use ternio_protocol as protocol;

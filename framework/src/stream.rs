@@ -31,15 +31,14 @@
 //! }
 //! ```
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context as TaskContext, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 
 use futures_util::{Stream, StreamExt};
-use ternio_protocol::stream::{CHUNK_SIZE, INITIAL_CREDIT, ItemSource, WriteItem};
+use ternio_protocol::stream::{CHUNK_SIZE, ItemSource, WriteItem};
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
 };
@@ -48,6 +47,7 @@ use tokio::io::AsyncRead;
 use crate::context::Context;
 use crate::extract::FromContext;
 use crate::middleware::Rejection;
+use crate::upload::{End, UploadShared};
 
 type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
 
@@ -239,64 +239,5 @@ impl<P: Packet> FromContext for Upload<P> {
                 "this request carries no upload",
             )),
         }
-    }
-}
-
-/// How an upload ended.
-pub(crate) enum End {
-    Complete,
-    Failed(HandlerError),
-}
-
-/// The state an upload's connection and its handler share.
-#[derive(Default)]
-pub(crate) struct UploadState {
-    /// Item bodies received and not yet taken (at most the credit granted).
-    pub(crate) items: VecDeque<Bytes>,
-    pub(crate) end: Option<End>,
-    pub(crate) waker: Option<Waker>,
-    /// Items taken since the last grant.
-    pub(crate) taken: u32,
-}
-
-/// An upload's shared state.
-#[derive(Default)]
-pub(crate) struct UploadShared(Mutex<UploadState>);
-
-impl UploadShared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, UploadState> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Hands an item body to the handler.
-    pub(crate) fn push(&self, body: Bytes) {
-        let mut state = self.lock();
-        state.items.push_back(body);
-        if let Some(waker) = state.waker.take() {
-            waker.wake();
-        }
-    }
-
-    /// Ends the upload (unless it ended already).
-    pub(crate) fn end(&self, end: End) {
-        let mut state = self.lock();
-        if state.end.is_none() {
-            state.end = Some(end);
-        }
-        if let Some(waker) = state.waker.take() {
-            waker.wake();
-        }
-    }
-
-    /// The credit to grant now: the items taken, once they are half the
-    /// initial credit.
-    pub(crate) fn take_grant(&self) -> Option<u32> {
-        let mut state = self.lock();
-        if state.end.is_some() || state.taken < INITIAL_CREDIT / 2 {
-            return None;
-        }
-        Some(std::mem::take(&mut state.taken))
     }
 }

@@ -7,12 +7,11 @@
 //! stream fails with [`ClientError::Closed`], even when the session is
 //! resumed on a new link (items are not replayed); open it again.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -21,103 +20,18 @@ use ternio_protocol::stream::{
     CHUNK_SIZE, INITIAL_CREDIT, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
 };
 use ternio_protocol::system::{self, Cancel, ErrorBody};
-use ternio_protocol::{
-    Bytes, Chunk, Decode, ErrorCode, Frame, Packet, Response, StreamRequest, UploadRequest,
-};
+use ternio_protocol::{Chunk, ErrorCode, Frame, Packet, Response, StreamRequest, UploadRequest};
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::error::{ClientError, CloseReason};
+use crate::error::ClientError;
 use crate::link::Link;
+use crate::link_streams::Slot;
 use crate::requests::{Failure, Outcome, deadline_after};
 use crate::secure::Seal;
 use crate::send::SendError;
 use crate::shared::Shared;
 use crate::sync::lock;
-
-/// The state of one stream, shared by its link's reader and its handle.
-#[derive(Default)]
-pub(crate) struct StreamState {
-    /// Download: item bodies received and not yet taken.
-    items: VecDeque<Bytes>,
-    /// Download: the items the server may still send (credit granted).
-    granted: u32,
-    /// Upload: the items the client may still send.
-    credit: u32,
-    /// Set when the link is lost.
-    lost: Option<CloseReason>,
-    waker: Option<Waker>,
-}
-
-impl StreamState {
-    fn wake(&mut self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
-}
-
-type Slot = Arc<Mutex<StreamState>>;
-
-/// A link's open streams, by request id.
-#[derive(Default)]
-pub(crate) struct LinkStreams {
-    open: Mutex<HashMap<u32, Slot>>,
-}
-
-impl LinkStreams {
-    fn insert(&self, id: u32) -> Slot {
-        let slot: Slot = Arc::default();
-        lock(&self.open).insert(id, Arc::clone(&slot));
-        slot
-    }
-
-    fn remove(&self, id: u32) {
-        lock(&self.open).remove(&id);
-    }
-
-    /// Fails every open stream: the link is lost.
-    pub(crate) fn lose(&self, reason: &CloseReason) {
-        for (_, slot) in lock(&self.open).drain() {
-            let mut state = lock(&slot);
-            state.lost = Some(reason.clone());
-            state.wake();
-        }
-    }
-
-    /// Handles a stream frame from the server; `Err` is why the link must
-    /// close (`MALFORMED`).
-    pub(crate) fn on_frame(&self, header: Header, body: Bytes) -> Result<(), String> {
-        if header.flags.is_response() || header.flags.is_error() || header.request_id == 0 {
-            return Err("a stream frame with RESPONSE or ERROR set, or without a stream id".into());
-        }
-        let slot = lock(&self.open).get(&header.request_id).cloned();
-        match header.opcode {
-            STREAM_ITEM => {
-                let Some(slot) = slot else { return Ok(()) };
-                let mut state = lock(&slot);
-                if state.granted == 0 {
-                    return Err("a stream item beyond its credit".into());
-                }
-                state.granted -= 1;
-                state.items.push_back(body);
-                state.wake();
-            }
-            STREAM_CREDIT => {
-                let credit = StreamCredit::decode_body(&body)
-                    .map_err(|_| "a STREAM_CREDIT body that is not 4 bytes".to_owned())?;
-                if let Some(slot) = slot {
-                    let mut state = lock(&slot);
-                    state.credit = state.credit.saturating_add(credit.items);
-                    state.wake();
-                }
-            }
-            // The server ends a download with its answer, never STREAM_END.
-            _ => {}
-        }
-        Ok(())
-    }
-}
 
 /// What a stream needs of its link and request slot.
 struct Opened {

@@ -161,6 +161,7 @@ mod inbound;
 mod item_streams;
 mod keepalive;
 mod link;
+mod link_streams;
 mod links;
 mod outbound;
 mod push;

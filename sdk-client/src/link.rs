@@ -67,7 +67,7 @@ pub(crate) struct Link {
     /// what a resumption on a later link is keyed by.
     session_secret: Mutex<Option<Zeroizing<[u8; KEY_LEN]>>>,
     /// The streams open on this link (docs/PROTOCOL.md section 4.5).
-    streams: crate::item_streams::LinkStreams,
+    streams: crate::link_streams::LinkStreams,
 }
 
 impl Link {
@@ -301,7 +301,7 @@ impl Link {
     }
 
     /// The streams open on this link.
-    pub(crate) fn streams(&self) -> &crate::item_streams::LinkStreams {
+    pub(crate) fn streams(&self) -> &crate::link_streams::LinkStreams {
         &self.streams
     }
 

@@ -21,7 +21,7 @@ use tokio::time::Sleep;
 use super::{AfterFrame, Engine};
 use crate::close::CloseNotice;
 use crate::middleware::Outcome;
-use crate::stream::{End, UploadShared};
+use crate::upload::{End, UploadShared};
 
 /// Items one download may send in one round of the connection's task
 /// before the others get their turn.
