@@ -17,7 +17,8 @@ use ternio::{
     packet_controller,
 };
 use ternio_client::{Client, ClientConfig, ClientError};
-use ternio_tests::{Echo, RawConnection, assert_echoed, eventually};
+use ternio_client::{ReconnectPolicy, SessionEvent};
+use ternio_tests::{CuttingProxy, Echo, RawConnection, assert_echoed, eventually};
 use tokio::sync::Notify;
 
 /// 0x0900: the numbers `0..n`, failing with code 150 at `fail_at` (0: never).
@@ -268,17 +269,20 @@ struct Started {
 }
 
 fn start() -> Started {
+    start_with(|builder| builder)
+}
+
+fn start_with(configure: impl FnOnce(ternio::ServerBuilder) -> ternio::ServerBuilder) -> Started {
     let seen = Arc::new(Seen::default());
-    let server = Server::builder()
+    let builder = Server::builder()
         .discover_controllers(false)
         .controller(Streams)
         .state(Arc::clone(&seen))
         .identity(ternio::Identity::generate())
         .max_streams_per_connection(20)
         .map_tcp("127.0.0.1:0")
-        .map_websocket("127.0.0.1:0", "/ws")
-        .build()
-        .expect("the server builds");
+        .map_websocket("127.0.0.1:0", "/ws");
+    let server = configure(builder).build().expect("the server builds");
     let (tcp, ws) = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
     let handle = server.handle();
     tokio::spawn(server.run());
@@ -727,4 +731,58 @@ async fn malformed_stream_frames_close_the_connection() {
             .await;
     }
     raw.expect_disconnect(DisconnectReason::Malformed).await;
+}
+
+/// A stream does not survive its link, even when the session does: the
+/// client fails it with `Closed`, the server drops the handler's stream,
+/// and after the resumption a new stream runs.
+#[tokio::test]
+async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
+    let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
+    let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(policy);
+    config.resume = true;
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"up")).await;
+    let mut stream = client.request_stream(&Endless).await.unwrap();
+    assert_eq!(stream.next().await.unwrap().unwrap(), Number(0));
+    proxy.cut_all();
+    // What was delivered before the cut may still be read; then the error.
+    let error = loop {
+        match stream.next().await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => break error,
+            None => panic!("the stream ended without an error"),
+        }
+    };
+    assert!(matches!(error, ClientError::Closed(_)), "{error:?}");
+    assert!(stream.next().await.is_none());
+    let mut events = client.session_events();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
+    )
+    .await
+    .expect("the session resumes")
+    .unwrap();
+    eventually("the server dropped the handler's stream", || {
+        started.seen.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let (items, error) = collect(
+        client
+            .request_stream(&Count { n: 100, fail_at: 0 })
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(items.len(), 100);
 }

@@ -280,7 +280,11 @@ impl<T: Packet> Stream for ItemStream<T> {
             }
             return Poll::Ready(Some(T::decode_packet(&body).map_err(ClientError::from)));
         }
-        if let Some(reason) = state.lost.clone() {
+        let lost = state
+            .lost
+            .clone()
+            .or_else(|| this.opened.link.lost_reason().cloned());
+        if let Some(reason) = lost {
             drop(state);
             this.shared
                 .links()
@@ -361,7 +365,11 @@ impl<Req: UploadRequest> Uploader<Req> {
             return Poll::Ready(Err(ClientError::UploadEnded));
         }
         let mut state = lock(&self.opened.slot);
-        if let Some(reason) = state.lost.clone() {
+        let lost = state
+            .lost
+            .clone()
+            .or_else(|| self.opened.link.lost_reason().cloned());
+        if let Some(reason) = lost {
             return Poll::Ready(Err(ClientError::Closed(reason)));
         }
         if state.credit > 0 {

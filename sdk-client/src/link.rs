@@ -287,9 +287,10 @@ impl Link {
     /// Records why the link ended; only the first reason counts. A
     /// handshake under way on it fails (its caller sees the link closed).
     pub(crate) fn mark_lost(&self, reason: CloseReason) {
-        // Streams do not outlive their link, even when the session resumes.
+        // Streams do not outlive their link, even when the session resumes
+        // (after the reason is set: a stream opened meanwhile sees it).
+        let _ = self.lost.set(reason.clone());
         self.streams.lose(&reason);
-        let _ = self.lost.set(reason);
         let mut security = lock(&self.security);
         if matches!(*security, LinkSecurity::Pending(_)) {
             self.handshake_id.store(0, Ordering::Release);
