@@ -170,10 +170,12 @@ impl Client {
     /// then `None` once the server's handler ended it; an error
     /// ([`ClientError::Remote`]) ends it early.
     ///
-    /// Flow control is the stream's own: the client holds at most 32
-    /// items that the application has not taken, and grants the server
-    /// more as it takes them, so a reader that stops holds the server's
-    /// handler where it is. Dropping the stream before its end sends
+    /// Flow control is the stream's own: the client lets the server send
+    /// 32 items ahead of the application (more while the items stay small:
+    /// 1 MiB of the largest seen so far, up to
+    /// [`ClientConfig::max_stream_window`](crate::ClientConfig::max_stream_window)),
+    /// and grants the server more as the application takes them, so a
+    /// reader that stops holds the server's handler where it is. Dropping the stream before its end sends
     /// `CANCEL`: the server drops the handler's stream.
     ///
     /// The stream lives on its connection: if that connection is lost the
@@ -191,6 +193,8 @@ impl Client {
             shared,
             opened,
             taken: 0,
+            window: INITIAL_CREDIT,
+            largest: 0,
             end: None,
             done: false,
             _item: PhantomData,
@@ -219,6 +223,21 @@ impl Client {
     }
 }
 
+/// Bytes of items a download aims to let the server send ahead of the
+/// application, when its items are small.
+const WINDOW_BYTES: usize = 1024 * 1024;
+
+/// The window of a download whose largest item so far is `largest` bytes:
+/// [`WINDOW_BYTES`] of such items, from [`INITIAL_CREDIT`] to `max`
+/// ([`ClientConfig::max_stream_window`](crate::ClientConfig::max_stream_window)).
+fn window_for(largest: usize, max: u32) -> u32 {
+    let max = max.max(INITIAL_CREDIT);
+    let items = WINDOW_BYTES / largest.max(1);
+    u32::try_from(items)
+        .unwrap_or(max)
+        .clamp(INITIAL_CREDIT, max)
+}
+
 /// The items that answer a request ([`Client::request_stream`]): a
 /// [`Stream`] of `Result<T, ClientError>`, in the server's order, ended by
 /// `None` (complete) or by one `Err`.
@@ -227,6 +246,11 @@ pub struct ItemStream<T> {
     opened: Opened,
     /// Items taken since the last grant.
     taken: u32,
+    /// The items the server may have sent and the application not taken:
+    /// [`INITIAL_CREDIT`], wider for small items ([`window_for`]).
+    window: u32,
+    /// The largest item body seen so far.
+    largest: usize,
     /// The stream's answer, once collected while items still waited.
     end: Option<Outcome>,
     done: bool,
@@ -264,8 +288,14 @@ impl<T: Packet> Stream for ItemStream<T> {
         let mut state = lock(&this.opened.slot);
         if let Some(body) = state.items.pop_front() {
             this.taken += 1;
-            if this.taken >= INITIAL_CREDIT / 2 {
-                let items = std::mem::take(&mut this.taken);
+            this.largest = this.largest.max(body.len());
+            if this.taken >= this.window / 2 {
+                // Small items: a wider window, so that credit is not what
+                // paces the stream; it never shrinks below what was granted.
+                let max = this.shared.config().max_stream_window;
+                let window = window_for(this.largest, max).max(this.window);
+                let items = std::mem::take(&mut this.taken) + (window - this.window);
+                this.window = window;
                 state.granted = state.granted.saturating_add(items);
                 drop(state);
                 // A failure shows as the lost link.

@@ -24,8 +24,11 @@ use crate::middleware::Outcome;
 use crate::upload::{End, UploadShared};
 
 /// Items one download may send in one round of the connection's task
-/// before the others get their turn.
-const ROUND: u32 = 16;
+/// before the others (and the socket write) get their turn.
+const ROUND: u32 = 256;
+
+/// Bytes one download may write in one round.
+const ROUND_BYTES: usize = 64 * 1024;
 
 /// A download: a handler's stream of items on its way to the peer.
 pub(super) struct Download {
@@ -143,7 +146,7 @@ impl Engine {
     }
 
     /// Sends what the open streams have ready: items of the downloads with
-    /// credit (a round of at most [`ROUND`] each, while the outbound buffer
+    /// credit (a round of at most [`ROUND`] items or [`ROUND_BYTES`] each, while the outbound buffer
     /// is below its high-water mark), their ends, and the credit the
     /// uploads' handlers made room for. Returns whether anything happened.
     pub(super) fn poll_streams(&mut self, cx: &mut TaskContext<'_>) -> bool {
@@ -171,7 +174,9 @@ impl Engine {
                 continue;
             }
             let mut sent = 0;
-            while download.credit > 0 && sent < ROUND && self.out.len() < high_water {
+            let round_end = self.out.len() + ROUND_BYTES;
+            while download.credit > 0 && sent < ROUND && self.out.len() < high_water.min(round_end)
+            {
                 let id = download.header.request_id;
                 let mut written = Ok(0);
                 let polled = download.items.poll_item(cx, &mut |encode| {
