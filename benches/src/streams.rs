@@ -7,8 +7,8 @@
 //! - **Bytes**: 100 MiB from the server. Ternio: a request answered by a
 //!   byte stream (`StreamReply::bytes` over a reader of zeros, 64 KiB
 //!   chunks, credit 32 chunks), read with `Client::request_stream`; plain
-//!   and sealed. Raw: the server writes the bytes in 64 KiB writes, the
-//!   client reads them into a 64 KiB buffer.
+//!   and sealed. Raw: the server reads the same reader of zeros into a
+//!   64 KiB buffer and writes it, the client reads into a 64 KiB buffer.
 //! - **64 B items**: 1,000,000 items of 64 bytes from the server. Ternio: a
 //!   stream of a packet holding `[u8; 64]`; raw: each item a u32 length
 //!   prefix and 64 bytes, read with a buffered reader, one item at a time.
@@ -127,12 +127,16 @@ async fn raw_serve(mut socket: TcpStream) -> std::io::Result<()> {
     while socket.read_exact(&mut command).await.is_ok() {
         let n = u64::from_le_bytes(command[1..].try_into().expect("8 bytes"));
         if command[0] == 0 {
-            let block = vec![0u8; 64 * 1024];
-            let mut left = n;
-            while left > 0 {
-                let len = left.min(block.len() as u64) as usize;
+            // From the same source as Ternio's handler: a reader of zeros,
+            // read into a 64 KiB buffer and written.
+            let mut reader = tokio::io::repeat(0).take(n);
+            let mut block = vec![0u8; 64 * 1024];
+            loop {
+                let len = reader.read(&mut block).await?;
+                if len == 0 {
+                    break;
+                }
                 socket.write_all(&block[..len]).await?;
-                left -= len as u64;
             }
         } else {
             // Items batched into 64 KiB writes, as Ternio's outbound buffer does.
