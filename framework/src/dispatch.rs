@@ -144,6 +144,8 @@ pub struct HandlerSpec {
     pub(crate) policy: HandlerPolicy,
     /// Its request counter and latency histogram, when metrics are on.
     pub(crate) metrics: Option<HandlerMetrics>,
+    /// Whether it takes an [`Upload`](crate::Upload): each request opens one.
+    pub(crate) upload: bool,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -256,18 +258,21 @@ impl HandlerSpec {
             checks: Vec::new(),
             policy: HandlerPolicy::default(),
             metrics: None,
+            upload: false,
         }
     }
 
     /// Records the start-up check of extractor `E` (for `State<T>`: that a
     /// `T` was given to the server).
     pub fn extractor<E: FromContext>(mut self) -> Self {
+        self.upload |= E::UPLOAD;
         self.checks.push(E::check);
         self
     }
 
     /// [`extractor`](Self::extractor) for a parameter of an `async` handler.
     pub fn async_extractor<E: FromContextAsync<M>, M>(mut self) -> Self {
+        self.upload |= E::UPLOAD;
         self.checks.push(E::check);
         self
     }
@@ -419,6 +424,13 @@ impl DispatchTable {
                 opcode: spec.opcode,
                 first: first.name,
                 second: spec.name,
+            });
+        }
+        if spec.upload && matches!(spec.kind, HandlerKind::Sync { .. }) {
+            return Err(BuildError::Handler {
+                handler: spec.name,
+                reason: "an upload needs an async handler: a synchronous one cannot wait for items"
+                    .into(),
             });
         }
         if spec.policy.timeout.is_some() && matches!(spec.kind, HandlerKind::Sync { .. }) {

@@ -76,6 +76,11 @@ pub trait FromContext: Sized {
     /// with. [`Infallible`] for an extractor that always succeeds.
     type Rejection: Into<Rejection>;
 
+    /// Whether the value is the request's upload ([`Upload`](crate::Upload)):
+    /// the connection then opens one for each request of the handler.
+    #[doc(hidden)]
+    const UPLOAD: bool = false;
+
     /// Builds the value for one request, or refuses the request.
     fn from_context(ctx: &Context) -> Result<Self, Self::Rejection>;
 
@@ -123,6 +128,10 @@ pub trait FromContextAsync<M = ViaAsync>: Sized {
     /// Why the value could not be built: the error the request is answered with.
     type Rejection: Into<Rejection>;
 
+    /// As [`FromContext::UPLOAD`].
+    #[doc(hidden)]
+    const UPLOAD: bool = false;
+
     /// Builds the value for one request, or refuses the request.
     fn from_context_async(
         ctx: &Context,
@@ -148,6 +157,7 @@ where
     T::Rejection: Send,
 {
     type Rejection = T::Rejection;
+    const UPLOAD: bool = T::UPLOAD;
 
     fn from_context_async(
         ctx: &Context,

@@ -20,6 +20,19 @@ pub trait ReplySink {
     fn ack(self) -> Self::Output;
     /// The reply is an error with `code` and `message`.
     fn error(self, code: u16, message: &dyn fmt::Display) -> Self::Output;
+    /// The reply is a stream of items (docs/PROTOCOL.md section 4.5),
+    /// ended by an acknowledgement or an error. A sink that cannot stream
+    /// answers `INTERNAL`.
+    fn stream(self, items: Box<dyn crate::stream::ItemSource>) -> Self::Output
+    where
+        Self: Sized,
+    {
+        drop(items);
+        self.error(
+            ErrorCode::Internal.to_u16(),
+            &"a stream reply cannot be sent here",
+        )
+    }
 }
 
 /// A value a handler may return: a packet, `()`, or `Result<T, E>` where
