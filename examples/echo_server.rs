@@ -38,6 +38,10 @@ use ternio_examples::echo::{DatagramEcho, Echo, SecureEcho};
 #[derive(Parser)]
 #[command(about = "Ternio echo server")]
 struct Args {
+    /// Print the server's schema (packets, types and handlers, as JSON: see
+    /// docs/SCHEMA.md) and exit.
+    #[arg(long)]
+    schema: bool,
     /// Address of the TCP listener.
     #[arg(long, default_value = "127.0.0.1:7001")]
     tcp: SocketAddr,
@@ -106,6 +110,10 @@ impl EchoController {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ternio_examples::logging::init("info");
     let args = Args::parse();
+    if args.schema {
+        print!("{}", Server::builder().schema()?.to_json());
+        return Ok(());
+    }
     // The identity clients pin: loaded from the file, or created there.
     let identity = match &args.identity {
         Some(path) => Identity::load_or_generate(path)?,

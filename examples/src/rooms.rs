@@ -350,6 +350,8 @@ fn leave_room(connection: &ConnectionHandle, name: &str) {
 pub fn serve(builder: ServerBuilder, settings: Settings) -> ServerBuilder {
     builder
         .controller(RoomsController)
+        .declare_push::<Moved>()
+        .declare_push::<Left>()
         .state(settings)
         .state(Scores::default())
         .on_disconnect(|connection, _cause| {

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
-use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request};
+use ternio_protocol::schema::{Policies, SchemaBuilder};
+use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request, Response};
 
 use crate::build_error::BuildError;
 use crate::context::Context;
@@ -133,6 +134,19 @@ pub(crate) enum HandlerKind {
 
 type Check = fn(&CheckState<'_>) -> Result<(), String>;
 
+/// Adds a handler to a schema: its request and response types are known
+/// where the spec is built.
+type DescribeFn = fn(&mut SchemaBuilder, &'static str, bool, Policies);
+
+fn describe_handler<Req: Packet, Resp: Response>(
+    schema: &mut SchemaBuilder,
+    name: &'static str,
+    asynchronous: bool,
+    policies: Policies,
+) {
+    schema.handler::<Req, Resp>(name, asynchronous, policies);
+}
+
 /// One handler: the opcode it answers, its name, how to call it, and its
 /// policies. `#[packet_controller]` builds these; `#[handler(...)]`
 /// attributes on a method call the builder methods of the same names.
@@ -144,6 +158,9 @@ pub struct HandlerSpec {
     pub(crate) policy: HandlerPolicy,
     /// Its request counter and latency histogram, when metrics are on.
     pub(crate) metrics: Option<HandlerMetrics>,
+    /// Its entry in the schema, and the policies as the schema shows them.
+    describe: DescribeFn,
+    schema_policies: Policies,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -207,6 +224,7 @@ impl HandlerSpec {
                 inline: Box::new(inline),
                 deferred: Box::new(deferred),
             },
+            describe_handler::<Req, R::Response>,
         )
     }
 
@@ -245,10 +263,14 @@ impl HandlerSpec {
                 Err(panic) => DeferredReply::Panicked(panic_message(&*panic)),
             })))
         };
-        Self::new::<Req>(name, HandlerKind::Async(Box::new(call)))
+        Self::new::<Req>(
+            name,
+            HandlerKind::Async(Box::new(call)),
+            describe_handler::<Req, R::Response>,
+        )
     }
 
-    fn new<Req: Packet>(name: &'static str, kind: HandlerKind) -> Self {
+    fn new<Req: Packet>(name: &'static str, kind: HandlerKind, describe: DescribeFn) -> Self {
         Self {
             opcode: Req::OPCODE,
             name,
@@ -256,7 +278,20 @@ impl HandlerSpec {
             checks: Vec::new(),
             policy: HandlerPolicy::default(),
             metrics: None,
+            describe,
+            schema_policies: Policies::default(),
         }
+    }
+
+    /// Adds this handler, its request and its response to `schema`.
+    pub fn describe(&self, schema: &mut SchemaBuilder) {
+        let asynchronous = matches!(self.kind, HandlerKind::Async(_));
+        (self.describe)(
+            schema,
+            self.name,
+            asynchronous,
+            self.schema_policies.clone(),
+        );
     }
 
     /// Records the start-up check of extractor `E` (for `State<T>`: that a
@@ -276,6 +311,7 @@ impl HandlerSpec {
     /// `ENCRYPTION_REQUIRED`, and the handler does not run.
     pub fn encrypted(mut self) -> Self {
         self.policy.encrypted = true;
+        self.schema_policies.encrypted = true;
         self
     }
 
@@ -285,6 +321,7 @@ impl HandlerSpec {
     /// `UNAUTHORIZED`, and the handler does not run.
     pub fn signed_in(mut self) -> Self {
         self.policy.signed_in = true;
+        self.schema_policies.signed_in = true;
         self
     }
 
@@ -294,6 +331,7 @@ impl HandlerSpec {
     /// below it, error 3 `UNAUTHORIZED`.
     pub fn permission(mut self, level: u32) -> Self {
         self.policy.permission = Some(level);
+        self.schema_policies.permission = Some(level);
         self
     }
 
@@ -303,6 +341,7 @@ impl HandlerSpec {
     /// fails the server's build.
     pub fn timeout_ms(mut self, millis: u64) -> Self {
         self.policy.timeout = Some(Duration::from_millis(millis));
+        self.schema_policies.timeout_ms = Some(millis);
         self
     }
 
@@ -310,6 +349,7 @@ impl HandlerSpec {
     /// second, with bursts of `burst`; over it, error 4 `RATE_LIMITED`.
     pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
         self.policy.rate_limit = Some(middleware::quota(per_second, burst));
+        self.schema_policies.rate_limit = Some((per_second, burst));
         self
     }
 
@@ -317,6 +357,7 @@ impl HandlerSpec {
     /// server to `limit`; beyond it, error 8 `OVERLOADED` at once (never a queue).
     pub fn concurrency(mut self, limit: usize) -> Self {
         self.policy.concurrency = Some(Concurrency::new(limit.max(1)));
+        self.schema_policies.concurrency = Some(limit.max(1));
         self
     }
 
@@ -360,6 +401,31 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The explicit controllers and, when `discover` is set, those found through
+/// `inventory` (an explicit registration of the same type wins).
+pub(crate) fn controllers(
+    explicit: Vec<(TypeId, Arc<dyn Controller>)>,
+    discover: bool,
+) -> Vec<Arc<dyn Controller>> {
+    let explicit_types: HashSet<TypeId> = explicit.iter().map(|(id, _)| *id).collect();
+    let mut controllers: Vec<Arc<dyn Controller>> = explicit
+        .into_iter()
+        .map(|(_, controller)| controller)
+        .collect();
+    if discover {
+        let mut seen = HashSet::new();
+        for registration in inventory::iter::<ControllerRegistration> {
+            let id = (registration.type_id)();
+            if explicit_types.contains(&id) || !seen.insert(id) {
+                continue;
+            }
+            tracing::debug!(controller = registration.name, "discovered controller");
+            controllers.push((registration.make)());
+        }
+    }
+    controllers
+}
+
 /// Every handler of a server, in one dense table indexed by opcode.
 pub(crate) struct DispatchTable {
     /// For each application opcode, 0 for none or 1 + its index in `handlers`.
@@ -376,23 +442,7 @@ impl DispatchTable {
         discover: bool,
         state: &AppState,
     ) -> Result<Self, BuildError> {
-        let explicit_types: HashSet<TypeId> = explicit.iter().map(|(id, _)| *id).collect();
-        let mut controllers: Vec<Arc<dyn Controller>> = explicit
-            .into_iter()
-            .map(|(_, controller)| controller)
-            .collect();
-        if discover {
-            let mut seen = HashSet::new();
-            for registration in inventory::iter::<ControllerRegistration> {
-                let id = (registration.type_id)();
-                if explicit_types.contains(&id) || !seen.insert(id) {
-                    continue;
-                }
-                tracing::debug!(controller = registration.name, "discovered controller");
-                controllers.push((registration.make)());
-            }
-        }
-
+        let controllers = controllers(explicit, discover);
         let mut table = Self {
             slots: vec![0; usize::from(SYSTEM_OPCODE_START)].into_boxed_slice(),
             handlers: Vec::new(),

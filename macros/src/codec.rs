@@ -28,6 +28,7 @@ pub(crate) fn expand(
     input: &DeriveInput,
     proto: &CratePath,
     derive: &str,
+    evolving: bool,
 ) -> syn::Result<TokenStream> {
     check_shape(input, derive)?;
     let locals = Locals::new();
@@ -46,6 +47,7 @@ pub(crate) fn expand(
         ),
         Data::Union(_) => unreachable!("check_shape refuses unions"),
     };
+    let describe = describe(input, proto, evolving);
     let name = &input.ident;
     let p = proto.at(Span::call_site());
     let Locals { out, reader, .. } = &locals;
@@ -75,8 +77,65 @@ pub(crate) fn expand(
             ) -> ::core::result::Result<Self, #p::DecodeError> {
                 #decode
             }
+
+            #describe
         }
     })
+}
+
+/// `fn describe`: the type's definition for the schema (docs/SCHEMA.md),
+/// its fields in wire order.
+fn describe(input: &DeriveInput, proto: &CratePath, evolving: bool) -> TokenStream {
+    let p = proto.at(Span::call_site());
+    let name = LitStr::new(&type_name(&input.ident), input.ident.span());
+    let schema = Ident::new("schema", Span::mixed_site());
+    let def = match &input.data {
+        Data::Struct(data) => {
+            let fields = describe_fields(&data.fields, proto, &schema);
+            quote!(#p::schema::TypeDef::Struct { fields: #fields, evolving: #evolving })
+        }
+        Data::Enum(data) => {
+            let variants = data.variants.iter().map(|variant| {
+                let variant_name = LitStr::new(&type_name(&variant.ident), variant.ident.span());
+                let fields = describe_fields(&variant.fields, proto, &schema);
+                quote!(#p::schema::Variant { name: #variant_name, fields: #fields })
+            });
+            quote! {
+                #p::schema::TypeDef::Enum {
+                    variants: ::std::vec![#(#variants),*],
+                    evolving: #evolving,
+                }
+            }
+        }
+        Data::Union(_) => unreachable!("check_shape refuses unions"),
+    };
+    quote! {
+        fn describe(#schema: &mut #p::schema::SchemaBuilder) -> #p::schema::TypeRef {
+            if #schema.begin(#name, ::core::concat!(::core::module_path!(), "::", #name)) {
+                let def = #def;
+                #schema.define(#name, def);
+            }
+            #p::schema::TypeRef::Named(#name)
+        }
+    }
+}
+
+/// `vec![Field { .. }, ..]`: the fields' names and types in wire order.
+fn describe_fields(fields: &Fields, proto: &CratePath, schema: &Ident) -> TokenStream {
+    let p = proto.at(Span::call_site());
+    let fields = fields.iter().enumerate().map(|(i, field)| {
+        let name = match &field.ident {
+            Some(ident) => LitStr::new(&type_name(ident), ident.span()),
+            None => LitStr::new(&i.to_string(), field.ty.span()),
+        };
+        let ty = &field.ty;
+        let span = ty.span();
+        let pf = proto.at(span);
+        let describe = quote_spanned!(span=> <#ty as #pf::Decode>::describe);
+        let optional = false;
+        quote!(#p::schema::Field { name: #name, ty: #describe(#schema), optional: #optional })
+    });
+    quote!(::std::vec![#(#fields),*])
 }
 
 /// Names of the generated code's local variables. They are hygienic
@@ -379,7 +438,7 @@ mod tests {
 
     fn expand_str(input: DeriveInput) -> Result<String, String> {
         let proto = CratePath::framework();
-        expand(&input, &proto, "Codec")
+        expand(&input, &proto, "Codec", false)
             .map(|tokens| tokens.to_string())
             .map_err(|error| error.to_string())
     }

@@ -29,7 +29,7 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
             None
         }
     };
-    let codec = match codec::expand(input, &proto, "Packet") {
+    let codec = match codec::expand(input, &proto, "Packet", false) {
         Ok(codec) => codec,
         Err(error) => {
             errors.push(error);
@@ -42,9 +42,11 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
         compress: packet_attr::compress(&input.attrs),
     };
     let max_depth = packet_attr::max_depth(&input.attrs);
-    let packet = packet_impl(input, &proto, opcode, flags, max_depth);
-    let request =
-        packet_attr::response(&input.attrs).map(|response| request_impl(input, &proto, &response));
+    let response = packet_attr::response(&input.attrs);
+    let packet = packet_impl(input, &proto, opcode, flags, max_depth, response.as_ref());
+    let request = response
+        .as_ref()
+        .map(|response| request_impl(input, &proto, response));
     let errors = errors.into_compile_errors();
     quote!(#errors #codec #packet #request)
 }
@@ -62,7 +64,7 @@ pub(crate) fn derive_codec(input: &DeriveInput) -> TokenStream {
              derive Packet instead for a type sent on its own, or remove this attribute",
         ));
     }
-    let codec = errors.check(codec::expand(input, &CratePath::protocol(), "Codec"));
+    let codec = errors.check(codec::expand(input, &CratePath::protocol(), "Codec", false));
     let errors = errors.into_compile_errors();
     quote!(#errors #codec)
 }
@@ -97,6 +99,7 @@ fn packet_impl(
         compress,
     }: Flags,
     max_depth: Option<syn::LitInt>,
+    response: Option<&syn::Type>,
 ) -> TokenStream {
     let p = proto.at(Span::call_site());
     let ident = &input.ident;
@@ -106,6 +109,17 @@ fn packet_impl(
         None => LitInt::new("0", Span::call_site()),
     };
     let max_depth = max_depth.map(|depth| quote!(const MAX_DEPTH: usize = #depth;));
+    let describe_response = response.map(|response| {
+        quote! {
+            fn describe_response(
+                schema: &mut #p::schema::SchemaBuilder,
+            ) -> ::core::option::Option<#p::schema::ResponseRef> {
+                ::core::option::Option::Some(
+                    <#response as #p::Response>::describe_response(schema),
+                )
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #p::Packet for #ident {
@@ -115,6 +129,7 @@ fn packet_impl(
             const UNRELIABLE: bool = #unreliable;
             const COMPRESS: bool = #compress;
             #max_depth
+            #describe_response
         }
     }
 }

@@ -127,9 +127,23 @@ pub trait Response: Sized {
     /// Reads the value from a successful `RESPONSE` frame.
     fn from_response(opcode: u16, body: &Bytes, request_opcode: u16)
     -> Result<Self, ResponseError>;
+
+    /// Describes the response for the schema, adding a packet to `schema`.
+    fn describe_response(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> crate::schema::ResponseRef {
+        let _ = schema;
+        crate::schema::ResponseRef::Opaque(std::any::type_name::<Self>())
+    }
 }
 
 impl<P: Packet> Response for P {
+    fn describe_response(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> crate::schema::ResponseRef {
+        crate::schema::ResponseRef::Packet(schema.packet::<P>())
+    }
+
     fn from_response(
         opcode: u16,
         body: &Bytes,
@@ -146,6 +160,10 @@ impl<P: Packet> Response for P {
 }
 
 impl Response for () {
+    fn describe_response(_: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
+        crate::schema::ResponseRef::Ack
+    }
+
     fn from_response(
         opcode: u16,
         body: &Bytes,
