@@ -4,7 +4,9 @@
 //! cargo run --release --example echo_server -- --tcp 127.0.0.1:7001 --ws 127.0.0.1:7002 --identity server.key
 //! ```
 //!
-//! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only)
+//! Serves `Echo` (0x0001) and `SecureEcho` (0x0002, encrypted requests only),
+//! and two streams (docs/PROTOCOL.md section 4.5): `CountTo` (0x0004) is
+//! answered by the numbers up to its count, `AddUp` (0x0006) sums an upload,
 //! over TCP and, with `--ws`, over WebSocket at path `/ws`, until Ctrl-C or
 //! SIGTERM (which close every connection with `DISCONNECT SHUTDOWN`; the
 //! process exits with code 0 once they are closed). With `--health ADDR`,
@@ -31,8 +33,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use ternio::{Context, Identity, Server, TlsConfig, packet_controller};
-use ternio_examples::echo::{DatagramEcho, Echo, SecureEcho};
+use futures_util::StreamExt;
+use ternio::{
+    Context, HandlerError, Identity, Server, StreamReply, TlsConfig, Upload, packet_controller,
+};
+use ternio_examples::echo::{AddUp, CountTo, DatagramEcho, Echo, Number, SecureEcho, Total};
 
 /// Command line of the echo server.
 #[derive(Parser)]
@@ -103,6 +108,19 @@ impl EchoController {
 
     fn datagram_echo(request: DatagramEcho, ctx: &Context) {
         let _ = ctx.send_unreliable(&request);
+    }
+
+    fn count_to(request: CountTo) -> StreamReply<Number> {
+        let numbers = (0..request.count).map(|value| Number { value });
+        StreamReply::new(futures_util::stream::iter(numbers))
+    }
+
+    async fn add_up(_request: AddUp, mut upload: Upload<Number>) -> Result<Total, HandlerError> {
+        let mut sum = 0;
+        while let Some(number) = upload.next().await {
+            sum += u64::from(number?.value);
+        }
+        Ok(Total { sum })
     }
 }
 

@@ -65,7 +65,11 @@ const KNOWN_FLAGS = 0x0f;
 export const SystemOpcode = Object.freeze({
   HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04, REKEY: 0xff05,
   CANCEL: 0xff06, DEADLINE: 0xff07, RESUME_TICKET: 0xff08, ACK: 0xff09, RESUME: 0xff0a,
+  STREAM_ITEM: 0xff0d, STREAM_CREDIT: 0xff0e, STREAM_END: 0xff0f,
 });
+
+/** Items a stream's sender may send before any STREAM_CREDIT (docs/PROTOCOL.md section 4.5). */
+export const STREAM_INITIAL_CREDIT = 32;
 
 /** Error codes of `RESPONSE | ERROR` frames (section 2); 100 and up belong to the application. */
 export const ErrorCode = Object.freeze({
@@ -531,7 +535,10 @@ export function packet(opcode, fields, options = {}) {
   if (options.response !== undefined) checkOpcode(options.response?.opcode, `${name}'s response packet type`);
   const compress = options.compress ?? true;
   if (typeof compress !== 'boolean') throw new TypeError(`${name}: compress must be true or false, got ${show(compress)}`);
-  return defineType(name, base.minSize, base.write, base.read, { opcode, response: options.response, compress });
+  if (options.item !== undefined && typeof options.item?.decode !== 'function') {
+    throw new TypeError(`${name}: item must be a type (the items of its stream)`);
+  }
+  return defineType(name, base.minSize, base.write, base.read, { opcode, response: options.response, compress, item: options.item });
 }
 
 // -------------------------------------------------------------- compression
@@ -1203,6 +1210,8 @@ export class Client {
   #state = 'idle';
   /** Requests by id: `sent` once on the wire; unsent ones wait for a connection. */
   #pending = new Map();
+  /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
+  #streams = new Map();
   /** Bytes of the requests that wait for a connection. */
   #queuedBytes = 0;
   #nextId = 1;
@@ -1902,6 +1911,7 @@ export class Client {
       }, timeout);
     }
     this.#pending.set(requestId, entry);
+    return requestId;
   }
 
   /** Removes a pending request and returns it. */
@@ -1919,7 +1929,7 @@ export class Client {
     for (;;) {
       const id = this.#nextId;
       this.#nextId = id === 0xffffffff ? 1 : id + 1;
-      const taken = this.#pending.has(id) || this.#keepalive?.id === id
+      const taken = this.#pending.has(id) || this.#streams.has(id) || this.#keepalive?.id === id
         || this.#session?.ticketId === id || this.#resuming?.id === id;
       if (!taken) return id;
     }
@@ -2011,6 +2021,10 @@ export class Client {
         return this.#reply(frame, SystemOpcode.PONG, 0, frame.body);
       case SystemOpcode.DISCONNECT:
         return this.#onDisconnect(frame);
+      case SystemOpcode.STREAM_ITEM:
+      case SystemOpcode.STREAM_CREDIT:
+      case SystemOpcode.STREAM_END:
+        return this.#onStreamFrame(frame);
     }
     if (frame.requestId !== 0) {
       // This client answers no requests but PING.
@@ -2057,6 +2071,178 @@ export class Client {
     } catch (error) {
       entry.reject(error);
     }
+  }
+
+  /** A stream frame: an item of a download, credit for an upload (docs/PROTOCOL.md section 4.5). */
+  #onStreamFrame(frame) {
+    if (frame.requestId === 0) return this.#violation('a stream frame without a stream id');
+    const stream = this.#streams.get(frame.requestId);
+    if (frame.opcode === SystemOpcode.STREAM_ITEM) {
+      if (!stream) return; // it crossed the stream's end or a CANCEL
+      if (stream.granted === 0) return this.#violation('a stream item beyond its credit');
+      stream.granted--;
+      stream.items.push(frame.body);
+      return stream.wake();
+    }
+    if (frame.opcode === SystemOpcode.STREAM_CREDIT) {
+      if (frame.body.length !== 4) return this.#violation('a STREAM_CREDIT body that is not 4 bytes');
+      if (!stream) return;
+      stream.credit += new DataView(frame.body.buffer, frame.body.byteOffset, 4).getUint32(0, true);
+      return stream.wake();
+    }
+    // The server ends a download with its answer, never STREAM_END.
+  }
+
+  /** Opens a stream: sends the request (no timeout: the answer ends the stream) and registers its state. */
+  #openStream(packetType, value) {
+    if (!this.isOpen) this.#assertUsable(false);
+    if (!this.isOpen) throw new TernioError('closed', 'a stream needs an open connection (it does not wait for a new one)');
+    const { opcode, body, name, compress } = this.#outgoing(packetType, value, false);
+    const stream = {
+      name, items: [], granted: STREAM_INITIAL_CREDIT, credit: STREAM_INITIAL_CREDIT, taken: 0,
+      ended: false, answer: undefined, error: null, waiters: [], id: 0,
+      wake() {
+        const waiters = this.waiters;
+        this.waiters = [];
+        for (const waiter of waiters) waiter();
+      },
+      wait() {
+        return new Promise((resolve) => { this.waiters.push(resolve); });
+      },
+    };
+    const resolve = (answer) => { stream.ended = true; stream.answer = answer; this.#streams.delete(stream.id); stream.wake(); };
+    const reject = (error) => { stream.ended = true; stream.error = error; this.#streams.delete(stream.id); stream.wake(); };
+    const decode = (frame) => frame;
+    stream.id = this.#call(opcode, body, name, 0, decode, resolve, reject, undefined, compress);
+    if (stream.id !== undefined && !stream.ended) this.#streams.set(stream.id, stream);
+    return stream;
+  }
+
+  /** Sends a one-way stream frame for stream `id`. */
+  #streamFrame(opcode, id, body) {
+    const error = this.#write(encodeFrame({ opcode, requestId: id, body }));
+    if (error) throw error;
+  }
+
+  /** Gives up stream `stream`: CANCEL to the server, its state dropped. */
+  #cancelStream(stream) {
+    if (stream.ended) return;
+    stream.ended = true;
+    this.#streams.delete(stream.id);
+    if (this.#take(stream.id) && this.isOpen) {
+      this.#write(encodeFrame({ opcode: SystemOpcode.CANCEL, body: u32.encode(stream.id) }));
+    }
+  }
+
+  /**
+   * Sends a request answered by a stream of items (docs/PROTOCOL.md
+   * section 4.5) and returns them as an async iterable, in order:
+   * `for await (const item of client.requestStream(CountTo, { count: 10 }, { item: Number })) ...`.
+   * The iteration ends when the server's handler ended the stream; an
+   * error from the server (`'remote'`) or a lost connection (`'closed'`:
+   * streams do not survive a reconnection) is thrown by the iteration.
+   * Leaving the loop early (`break`, `return`, a throw) sends `CANCEL`.
+   *
+   * The client holds at most 32 items not yet taken, and grants the server
+   * more as the loop takes them: a loop that waits holds the server's
+   * handler where it is.
+   *
+   * @param {Type & {opcode: number}} packetType The request's packet type.
+   * @param {any} value
+   * @param {{item?: Type}} [options] The items' type (else `packetType.item`).
+   * @returns {AsyncIterableIterator<any>}
+   * @throws {TernioError} `'closed'` when the connection is not open.
+   */
+  requestStream(packetType, value, options = {}) {
+    const itemType = options.item ?? packetType.item;
+    if (typeof itemType?.decode !== 'function') throw new TypeError('requestStream() needs the items\' type: options.item');
+    const stream = this.#openStream(packetType, value);
+    const client = this;
+    return {
+      [Symbol.asyncIterator]() { return this; },
+      async next() {
+        for (;;) {
+          if (stream.items.length > 0) {
+            const body = stream.items.shift();
+            stream.taken++;
+            if (stream.taken >= STREAM_INITIAL_CREDIT / 2 && !stream.ended) {
+              const items = stream.taken;
+              stream.taken = 0;
+              stream.granted += items;
+              try {
+                client.#streamFrame(SystemOpcode.STREAM_CREDIT, stream.id, u32.encode(items));
+              } catch {
+                // the lost connection ends the stream
+              }
+            }
+            return { value: itemType.decode(body), done: false };
+          }
+          if (stream.ended) {
+            if (stream.error) {
+              const error = stream.error;
+              stream.error = null;
+              throw error;
+            }
+            return { value: undefined, done: true };
+          }
+          await stream.wait();
+        }
+      },
+      async return() {
+        client.#cancelStream(stream);
+        stream.items.length = 0;
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  /**
+   * Sends a request that carries a stream of items to the server (an
+   * upload, docs/PROTOCOL.md section 4.5). `send(item)` resolves once the
+   * item is on its way, waiting for credit from the server; `finish()`
+   * ends the upload and resolves with the server's answer; `fail(code,
+   * message)` ends it as failed; `cancel()` sends `CANCEL`. If the server
+   * answers before the upload ended, `send` rejects (`'closed'`, with
+   * `answered: true`) and `finish()` gives that answer.
+   *
+   * @param {Type & {opcode: number, response?: Type}} packetType The request's packet type.
+   * @param {any} value
+   * @param {{item?: Type & {encode: Function}}} [options] The items' type (else `packetType.item`).
+   */
+  upload(packetType, value, options = {}) {
+    const itemType = options.item ?? packetType.item;
+    if (typeof itemType?.encode !== 'function') throw new TypeError('upload() needs the items\' type: options.item');
+    const stream = this.#openStream(packetType, value);
+    const client = this;
+    const answer = () => {
+      if (stream.error) throw stream.error;
+      const frame = stream.answer;
+      const expected = packetType.response;
+      if (expected && frame.opcode === expected.opcode) return expected.decode(frame.body);
+      if (frame.opcode === packetType.opcode && frame.body.length === 0) return undefined;
+      throw new TernioError('protocol', `${stream.name} answered with unexpected opcode ${hex(frame.opcode)}`);
+    };
+    const end = async (code, message) => {
+      if (!stream.ended) {
+        client.#streamFrame(SystemOpcode.STREAM_END, stream.id, codeAndTextBody(code, message));
+        while (!stream.ended) await stream.wait();
+      }
+      return answer();
+    };
+    return {
+      async send(item) {
+        const body = itemType.encode(item);
+        while (!stream.ended && stream.credit === 0) await stream.wait();
+        if (stream.ended) {
+          throw stream.error ?? new TernioError('closed', `the server answered ${stream.name} before the upload ended`, { answered: true });
+        }
+        stream.credit--;
+        client.#streamFrame(SystemOpcode.STREAM_ITEM, stream.id, body);
+      },
+      finish: () => end(0, ''),
+      fail: (code, message = '') => end(Math.max(1, code), message),
+      cancel: () => client.#cancelStream(stream),
+    };
   }
 
   #onPush(frame) {

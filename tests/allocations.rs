@@ -49,6 +49,23 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 /// The count is process-wide: one test counts at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// 0x0910: answered by a stream of `count` [`Num`]s (docs/PROTOCOL.md
+/// section 4.5).
+#[derive(Debug, Clone, ternio::Packet)]
+#[packet(opcode = 0x0910, response = ())]
+struct Nums {
+    count: u32,
+}
+
+impl ternio::StreamRequest for Nums {
+    type Item = Num;
+}
+
+/// 0x0911: one item of a [`Nums`] stream.
+#[derive(Debug, Clone, ternio::Packet)]
+#[packet(opcode = 0x0911)]
+struct Num(u32);
+
 #[derive(Default)]
 struct EchoOnly;
 
@@ -56,6 +73,10 @@ struct EchoOnly;
 impl EchoOnly {
     fn echo(request: Echo) -> Echo {
         request
+    }
+
+    fn nums(request: Nums) -> ternio::StreamReply<Num> {
+        ternio::StreamReply::new(futures_util::stream::iter((0..request.count).map(Num)))
     }
 
     fn push_me(request: PushMe, ctx: &Context) {
@@ -190,6 +211,69 @@ fn the_push_path_allocates_nothing_per_frame() {
     assert_eq!(
         allocations, 0,
         "pushing allocated {allocations} times in 10,000 pushes"
+    );
+}
+
+/// Reads `count` items of stream 1 (checking their numbers from `first`),
+/// granting 16 more after every 16 taken with the pre-encoded `credit`.
+fn stream_items(stream: &mut TcpStream, credit: &[u8], first: u32, count: u32) {
+    let mut frame = [0u8; 64];
+    for n in first..first + count {
+        let mut prefix = [0u8; 4];
+        stream.read_exact(&mut prefix).unwrap();
+        let len = u32::from_le_bytes(prefix) as usize;
+        stream.read_exact(&mut frame[..len]).unwrap();
+        assert_eq!(u16::from_le_bytes([frame[0], frame[1]]), 0xFF0D);
+        assert_eq!(frame[HEADER_LEN..len], n.to_le_bytes());
+        if (n + 1) % 16 == 0 {
+            stream.write_all(credit).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_stream_allocates_nothing_per_item() {
+    const COUNT: u32 = 30_000;
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let address = start();
+    let mut request = BytesMut::new();
+    frame::write_frame(
+        &mut request,
+        Framing::LengthPrefixed,
+        Header::new(0x0910, Flags::NONE, 1),
+        &Nums { count: COUNT },
+        usize::MAX,
+    )
+    .unwrap();
+    let mut credit = BytesMut::new();
+    frame::write_frame(
+        &mut credit,
+        Framing::LengthPrefixed,
+        Header::new(ternio::protocol::stream::STREAM_CREDIT, Flags::NONE, 1),
+        &ternio::protocol::stream::StreamCredit { items: 16 },
+        usize::MAX,
+    )
+    .unwrap();
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.write_all(&request).unwrap();
+
+    stream_items(&mut stream, &credit, 0, 5_000);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    stream_items(&mut stream, &credit, 5_000, 20_000);
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    stream_items(&mut stream, &credit, 25_000, COUNT - 25_000);
+    // Then the stream's end: its acknowledgement.
+    let mut end = [0u8; 4 + HEADER_LEN];
+    stream.read_exact(&mut end).unwrap();
+    assert_eq!(end[4..6], 0x0910u16.to_le_bytes());
+    assert_eq!(end[6], Flags::RESPONSE.bits());
+    println!("stream: {allocations} allocations in 20,000 items");
+    assert_eq!(
+        allocations, 0,
+        "a stream allocated {allocations} times in 20,000 items"
     );
 }
 

@@ -6,6 +6,7 @@
 //! cargo run --release -p ternio-bench -- soak [--quick] [--compare] [--duration 10m]
 //! cargo run --release -p ternio-bench -- presence [--quick] [--out DIR]
 //! cargo run --release -p ternio-bench -- game [--quick] [--clients 1000] [--rooms 50] [--out DIR]
+//! cargo run --release -p ternio-bench -- streams [--quick] [--out DIR]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -48,6 +49,7 @@ mod report;
 mod results;
 mod scenarios;
 mod soak;
+mod streams;
 mod tls;
 mod usage;
 mod window;
@@ -103,6 +105,12 @@ enum Command {
     /// Game-shaped work: the datagram echo and rooms with a tick, by
     /// datagram and on the stream (see `game.rs`).
     Game(game::GameArgs),
+    /// Streams against a raw socket: 100 MiB as a byte stream and 64-byte
+    /// items (see `streams.rs`).
+    Streams(streams::StreamsArgs),
+    /// Runs the server child of `streams` (used by `streams` itself).
+    #[command(hide = true)]
+    StreamsServer,
     /// Runs the server child of `game` (used by `game` itself).
     #[command(hide = true)]
     GameServer(game::server::ServerArgs),
@@ -180,6 +188,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Soak(args) => soak::run(args),
         Command::Game(args) => {
             game::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Streams(args) => {
+            streams::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::StreamsServer => {
+            streams::serve()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GameServer(args) => {

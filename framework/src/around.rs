@@ -191,7 +191,10 @@ impl Reply {
     /// (`INTERNAL` for a handler that panicked).
     pub fn error_code(&self) -> Option<ErrorCode> {
         match &self.0 {
-            DeferredReply::Packet { .. } | DeferredReply::Ack | DeferredReply::Cancelled => None,
+            DeferredReply::Packet { .. }
+            | DeferredReply::Ack
+            | DeferredReply::Cancelled
+            | DeferredReply::Stream(_) => None,
             DeferredReply::Error { code, .. } => Some(ErrorCode::from_u16(*code)),
             DeferredReply::Rejected(rejection) => Some(rejection.code),
             DeferredReply::Panicked(_) => Some(ErrorCode::Internal),
@@ -223,6 +226,7 @@ impl fmt::Debug for Reply {
                 .finish(),
             DeferredReply::Ack => f.write_str("Ack"),
             DeferredReply::Cancelled => f.write_str("Cancelled"),
+            DeferredReply::Stream(_) => f.write_str("Stream"),
             reply => f
                 .debug_tuple("Error")
                 .field(&self.error_code())

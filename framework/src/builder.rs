@@ -630,6 +630,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Streams one connection may have open at once (default 16); one
+    /// more is answered `OVERLOADED`.
+    pub fn max_streams_per_connection(mut self, streams: usize) -> Self {
+        self.config.max_streams_per_connection = streams;
+        self
+    }
+
     /// Joins this server to the other nodes of a cluster through
     /// `backplane` (such as `ternio_redis::RedisBackplane`): group
     /// broadcasts, broadcasts, sends and kicks reach the connections of

@@ -55,6 +55,10 @@ pub struct ServerConfig {
     /// further requests wait in its socket (back-pressure; nothing is
     /// refused or queued without bound). Default 1,024.
     pub max_requests_in_flight: usize,
+    /// Streams (docs/PROTOCOL.md section 4.5: downloads a handler answers
+    /// with, uploads a handler takes) one connection may have open at once;
+    /// one more is answered `OVERLOADED`. Default 16.
+    pub max_streams_per_connection: usize,
     /// Bytes of pushed frames that may wait for one connection (its
     /// outbox). A push beyond it meets the slow-consumer policy.
     /// Default 1 MiB.
@@ -275,6 +279,7 @@ impl Default for ServerConfig {
         Self {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_requests_in_flight: 1024,
+            max_streams_per_connection: 16,
             max_outbox_bytes: 1024 * 1024,
             slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,

@@ -21,6 +21,8 @@ use crate::registry::ConnectionShared;
 pub struct Context {
     connection: ConnectionHandle,
     header: Header,
+    /// The request's upload, when its handler takes one.
+    upload: Option<Arc<crate::upload::UploadShared>>,
 }
 
 impl Context {
@@ -28,7 +30,19 @@ impl Context {
         Self {
             connection: ConnectionHandle::new(connection),
             header,
+            upload: None,
         }
+    }
+
+    /// The context of a request that carries an upload.
+    pub(crate) fn with_upload(mut self, upload: Option<Arc<crate::upload::UploadShared>>) -> Self {
+        self.upload = upload;
+        self
+    }
+
+    /// The request's upload, if it carries one.
+    pub(crate) fn upload(&self) -> Option<Arc<crate::upload::UploadShared>> {
+        self.upload.clone()
     }
 
     /// The id of the connection the request came from (its handle's

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
-use ternio_protocol::schema::{Policies, SchemaBuilder};
-use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request, Response};
+use ternio_protocol::schema::{HandlerDescription, Policies, SchemaBuilder, TypeRef};
+use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request};
 
 use crate::build_error::BuildError;
 use crate::context::Context;
@@ -134,17 +134,23 @@ pub(crate) enum HandlerKind {
 
 type Check = fn(&CheckState<'_>) -> Result<(), String>;
 
-/// Adds a handler to a schema: its request and response types are known
+/// Adds a handler to a schema: its request and reply types are known
 /// where the spec is built.
-type DescribeFn = fn(&mut SchemaBuilder, &'static str, bool, Policies);
+type DescribeFn = fn(&mut SchemaBuilder, HandlerDescription);
 
-fn describe_handler<Req: Packet, Resp: Response>(
+/// Describes the items of an upload parameter, if the handler has one.
+type DescribeUploadFn = fn(&mut SchemaBuilder) -> Option<TypeRef>;
+
+fn describe_handler<Req: Packet, R: IntoReply>(
     schema: &mut SchemaBuilder,
-    name: &'static str,
-    asynchronous: bool,
-    policies: Policies,
+    mut handler: HandlerDescription,
 ) {
-    schema.handler::<Req, Resp>(name, asynchronous, policies);
+    handler.stream_item = R::describe_stream(schema);
+    schema.handler::<Req, R::Response>(handler);
+}
+
+fn no_upload(_: &mut SchemaBuilder) -> Option<TypeRef> {
+    None
 }
 
 /// One handler: the opcode it answers, its name, how to call it, and its
@@ -160,7 +166,10 @@ pub struct HandlerSpec {
     pub(crate) metrics: Option<HandlerMetrics>,
     /// Its entry in the schema, and the policies as the schema shows them.
     describe: DescribeFn,
+    describe_upload: DescribeUploadFn,
     schema_policies: Policies,
+    /// Whether it takes an [`Upload`](crate::Upload): each request opens one.
+    pub(crate) upload: bool,
 }
 
 impl std::fmt::Debug for HandlerSpec {
@@ -224,7 +233,7 @@ impl HandlerSpec {
                 inline: Box::new(inline),
                 deferred: Box::new(deferred),
             },
-            describe_handler::<Req, R::Response>,
+            describe_handler::<Req, R>,
         )
     }
 
@@ -266,7 +275,7 @@ impl HandlerSpec {
         Self::new::<Req>(
             name,
             HandlerKind::Async(Box::new(call)),
-            describe_handler::<Req, R::Response>,
+            describe_handler::<Req, R>,
         )
     }
 
@@ -279,30 +288,42 @@ impl HandlerSpec {
             policy: HandlerPolicy::default(),
             metrics: None,
             describe,
+            describe_upload: no_upload,
             schema_policies: Policies::default(),
+            upload: false,
         }
     }
 
     /// Adds this handler, its request and its response to `schema`.
     pub fn describe(&self, schema: &mut SchemaBuilder) {
-        let asynchronous = matches!(self.kind, HandlerKind::Async(_));
-        (self.describe)(
-            schema,
-            self.name,
-            asynchronous,
-            self.schema_policies.clone(),
-        );
+        let upload_item = (self.describe_upload)(schema);
+        let handler = HandlerDescription {
+            name: self.name,
+            asynchronous: matches!(self.kind, HandlerKind::Async(_)),
+            policies: self.schema_policies.clone(),
+            stream_item: None,
+            upload_item,
+        };
+        (self.describe)(schema, handler);
     }
 
     /// Records the start-up check of extractor `E` (for `State<T>`: that a
     /// `T` was given to the server).
     pub fn extractor<E: FromContext>(mut self) -> Self {
+        if E::UPLOAD {
+            self.upload = true;
+            self.describe_upload = E::describe_upload;
+        }
         self.checks.push(E::check);
         self
     }
 
     /// [`extractor`](Self::extractor) for a parameter of an `async` handler.
     pub fn async_extractor<E: FromContextAsync<M>, M>(mut self) -> Self {
+        if E::UPLOAD {
+            self.upload = true;
+            self.describe_upload = E::describe_upload;
+        }
         self.checks.push(E::check);
         self
     }
@@ -469,6 +490,13 @@ impl DispatchTable {
                 opcode: spec.opcode,
                 first: first.name,
                 second: spec.name,
+            });
+        }
+        if spec.upload && matches!(spec.kind, HandlerKind::Sync { .. }) {
+            return Err(BuildError::Handler {
+                handler: spec.name,
+                reason: "an upload needs an async handler: a synchronous one cannot wait for items"
+                    .into(),
             });
         }
         if spec.policy.timeout.is_some() && matches!(spec.kind, HandlerKind::Sync { .. }) {

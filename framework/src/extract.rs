@@ -55,6 +55,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use ternio_protocol::ErrorCode;
+use ternio_protocol::schema::{SchemaBuilder, TypeRef};
 
 use crate::context::Context;
 use crate::hub::{ConnectionHandle, Hub};
@@ -75,6 +76,19 @@ pub trait FromContext: Sized {
     /// Why the value could not be built: the error the request is answered
     /// with. [`Infallible`] for an extractor that always succeeds.
     type Rejection: Into<Rejection>;
+
+    /// Whether the value is the request's upload ([`Upload`](crate::Upload)):
+    /// the connection then opens one for each request of the handler.
+    #[doc(hidden)]
+    const UPLOAD: bool = false;
+
+    /// For an upload, the type of its items for the schema
+    /// (docs/SCHEMA.md), added to `schema`.
+    #[doc(hidden)]
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        let _ = schema;
+        None
+    }
 
     /// Builds the value for one request, or refuses the request.
     fn from_context(ctx: &Context) -> Result<Self, Self::Rejection>;
@@ -123,6 +137,17 @@ pub trait FromContextAsync<M = ViaAsync>: Sized {
     /// Why the value could not be built: the error the request is answered with.
     type Rejection: Into<Rejection>;
 
+    /// As [`FromContext::UPLOAD`].
+    #[doc(hidden)]
+    const UPLOAD: bool = false;
+
+    /// As [`FromContext::describe_upload`].
+    #[doc(hidden)]
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        let _ = schema;
+        None
+    }
+
     /// Builds the value for one request, or refuses the request.
     fn from_context_async(
         ctx: &Context,
@@ -148,6 +173,11 @@ where
     T::Rejection: Send,
 {
     type Rejection = T::Rejection;
+    const UPLOAD: bool = T::UPLOAD;
+
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        T::describe_upload(schema)
+    }
 
     fn from_context_async(
         ctx: &Context,

@@ -86,15 +86,18 @@ mod sessions;
 mod shared;
 mod signal;
 mod store;
+mod stream;
 mod sync;
 pub mod testing;
 mod transport;
 mod udp;
+mod upload;
 pub mod users;
 
 pub use ternio_protocol as protocol;
 pub use ternio_protocol::{
-    AppCode, AppError, Bytes, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet, Request,
+    AppCode, AppError, Bytes, Chunk, DisconnectReason, ErrorCode, HandlerError, IntoReply, Packet,
+    Request, StreamRequest, UploadRequest,
 };
 
 pub use ternio_macros::{Codec, Packet, packet_controller};
@@ -116,6 +119,7 @@ pub use presence::{Member, PresenceChange, PresenceEvent};
 pub use server::{Server, ServerHandle, Shutdown};
 pub use signal::shutdown_signal;
 pub use store::ConnectionStore;
+pub use stream::{StreamReply, Upload};
 pub use ternio_protocol::secure::RekeyPolicy;
 #[cfg(feature = "tls")]
 pub use transport::tls::{TlsConfig, TlsError};

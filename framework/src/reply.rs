@@ -6,6 +6,7 @@ use std::fmt;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::replay::ReplayBuffer;
 use ternio_protocol::secure::Sealer;
+use ternio_protocol::stream::ItemSource;
 use ternio_protocol::system::ErrorBody;
 use ternio_protocol::{BytesMut, ErrorCode, FrameError, Packet, ReplySink};
 
@@ -38,6 +39,9 @@ pub(crate) struct FrameReply<'a> {
     replay: Option<&'a mut ReplayBuffer>,
     /// The server's compression threshold, if it compresses (section 6).
     compression: Option<usize>,
+    /// Where a stream reply goes: the connection opens the stream once the
+    /// handler returned (none: the reply cannot stream here).
+    stream: Option<&'a mut Option<Box<dyn ItemSource>>>,
 }
 
 impl<'a> FrameReply<'a> {
@@ -58,7 +62,14 @@ impl<'a> FrameReply<'a> {
             metrics,
             replay: None,
             compression: None,
+            stream: None,
         }
+    }
+
+    /// Keeps a stream reply in `slot`, for the connection to open.
+    pub(crate) fn streaming(mut self, slot: &'a mut Option<Box<dyn ItemSource>>) -> Self {
+        self.stream = Some(slot);
+        self
     }
 
     /// Compresses the packets written (not errors) whose body reaches
@@ -206,6 +217,23 @@ impl ReplySink for FrameReply<'_> {
         self.encoded(opcode, &[], false)
     }
 
+    fn stream(self, items: Box<dyn ItemSource>) -> Outcome {
+        if self.request.request_id == 0 {
+            // Nobody reads a stream sent with no id: it never starts.
+            return Outcome::Replied;
+        }
+        match self.stream {
+            Some(slot) => {
+                *slot = Some(items);
+                Outcome::Replied
+            }
+            None => self.error(
+                ErrorCode::Internal.to_u16(),
+                &"a stream reply cannot be sent here",
+            ),
+        }
+    }
+
     fn error(mut self, code: u16, message: &dyn fmt::Display) -> Outcome {
         let code = wire_code(code);
         if let Some(metrics) = &self.metrics {
@@ -248,6 +276,9 @@ pub(crate) enum DeferredReply {
     Cancelled,
     /// A parameter (an extractor) refused the request; the handler did not run.
     Rejected(Rejection),
+    /// A stream of items (docs/PROTOCOL.md section 4.5), which the
+    /// connection opens instead of writing a reply.
+    Stream(Box<dyn ItemSource>),
 }
 
 impl DeferredReply {
@@ -274,6 +305,7 @@ impl DeferredReply {
             ),
             Self::Cancelled => Outcome::Cancelled,
             Self::Rejected(rejection) => sink.reject(&rejection),
+            Self::Stream(items) => sink.stream(items),
         }
     }
 }
@@ -296,6 +328,10 @@ impl ReplySink for DeferredSink {
 
     fn ack(self) -> DeferredReply {
         DeferredReply::Ack
+    }
+
+    fn stream(self, items: Box<dyn ItemSource>) -> DeferredReply {
+        DeferredReply::Stream(items)
     }
 
     fn error(self, code: u16, message: &dyn fmt::Display) -> DeferredReply {

@@ -56,6 +56,7 @@ pub mod reply;
 pub mod resume;
 pub mod schema;
 pub mod secure;
+pub mod stream;
 pub mod system;
 pub mod websocket;
 
@@ -67,4 +68,5 @@ pub use packet::Packet;
 pub use replay::{AckDue, AckError, AckSchedule, ReplayBuffer};
 pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};
 pub use resume::{ResumeInitiator, ResumePattern, ResumeResponder, resume_psk};
+pub use stream::{Chunk, ItemSource, StreamRequest, UploadRequest};
 pub use system::{Ack, Resume, ResumeTicket, Resumed, Ticket};

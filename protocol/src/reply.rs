@@ -20,6 +20,19 @@ pub trait ReplySink {
     fn ack(self) -> Self::Output;
     /// The reply is an error with `code` and `message`.
     fn error(self, code: u16, message: &dyn fmt::Display) -> Self::Output;
+    /// The reply is a stream of items (docs/PROTOCOL.md section 4.5),
+    /// ended by an acknowledgement or an error. A sink that cannot stream
+    /// answers `INTERNAL`.
+    fn stream(self, items: Box<dyn crate::stream::ItemSource>) -> Self::Output
+    where
+        Self: Sized,
+    {
+        drop(items);
+        self.error(
+            ErrorCode::Internal.to_u16(),
+            &"a stream reply cannot be sent here",
+        )
+    }
 }
 
 /// A value a handler may return: a packet, `()`, or `Result<T, E>` where
@@ -35,6 +48,15 @@ pub trait IntoReply {
     type Response: Response;
     /// Writes the reply into `sink`.
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output;
+
+    /// For a stream reply, the type of its items for the schema
+    /// (docs/SCHEMA.md), added to `schema`; `None` for any other reply.
+    fn describe_stream(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> Option<crate::schema::TypeRef> {
+        let _ = schema;
+        None
+    }
 }
 
 impl<P: Packet> IntoReply for P {
@@ -53,6 +75,11 @@ impl IntoReply for () {
 
 impl<T: IntoReply, E: AppError> IntoReply for Result<T, E> {
     type Response = T::Response;
+    fn describe_stream(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> Option<crate::schema::TypeRef> {
+        T::describe_stream(schema)
+    }
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         match self {
             Ok(value) => value.into_reply(sink),

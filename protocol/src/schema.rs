@@ -158,6 +158,28 @@ pub struct HandlerInfo {
     pub asynchronous: bool,
     /// Its policies.
     pub policies: Policies,
+    /// For a handler that answers with a stream, the type of its items
+    /// (sent as `STREAM_ITEM` frames before the answer).
+    pub stream_item: Option<TypeRef>,
+    /// For a handler that takes an upload, the type of the items the
+    /// client sends (as `STREAM_ITEM` frames after the request).
+    pub upload_item: Option<TypeRef>,
+}
+
+/// What a server knows of a handler besides its request and response
+/// types: what [`SchemaBuilder::handler`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerDescription {
+    /// Its name, `Controller::method`.
+    pub name: &'static str,
+    /// Whether it is an `async` handler.
+    pub asynchronous: bool,
+    /// Its policies.
+    pub policies: Policies,
+    /// The items of its stream reply, if it answers with one.
+    pub stream_item: Option<TypeRef>,
+    /// The items of its upload, if it takes one.
+    pub upload_item: Option<TypeRef>,
 }
 
 /// A schema could not be built: two types or packets clash.
@@ -265,12 +287,14 @@ impl SchemaBuilder {
     }
 
     /// Adds a handler of `Req` that answers with `Resp` (a packet or `()`).
-    pub fn handler<Req: Packet, Resp: Response>(
-        &mut self,
-        name: &'static str,
-        asynchronous: bool,
-        policies: Policies,
-    ) {
+    pub fn handler<Req: Packet, Resp: Response>(&mut self, handler: HandlerDescription) {
+        let HandlerDescription {
+            name,
+            asynchronous,
+            policies,
+            stream_item,
+            upload_item,
+        } = handler;
         let request = self.packet::<Req>();
         let response = Resp::describe_response(self);
         if let Some(known) = self.handlers.get(&Req::OPCODE) {
@@ -290,6 +314,8 @@ impl SchemaBuilder {
                 response,
                 asynchronous,
                 policies,
+                stream_item,
+                upload_item,
             },
         );
     }
@@ -372,7 +398,7 @@ impl Schema {
                 "    {{\"opcode\": {}, \"name\": {}, \"request\": {}, \"response\": {}, \
                  \"async\": {}, \"policies\": {{\"encrypted\": {}, \"signed_in\": {}, \
                  \"permission\": {}, \"rate_limit\": {rate_limit}, \"timeout_ms\": {}, \
-                 \"concurrency\": {}}}}}",
+                 \"concurrency\": {}}}, \"stream_item\": {}, \"upload_item\": {}}}",
                 handler.opcode,
                 json_str(handler.name),
                 json_str(handler.request),
@@ -383,6 +409,8 @@ impl Schema {
                 json_opt(p.permission),
                 json_opt(p.timeout_ms),
                 json_opt(p.concurrency),
+                handler.stream_item.as_ref().map_or_else(|| "null".to_owned(), type_json),
+                handler.upload_item.as_ref().map_or_else(|| "null".to_owned(), type_json),
             )?;
             writeln!(out, "{}", comma(i, self.handlers.len()))?;
         }

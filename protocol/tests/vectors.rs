@@ -162,6 +162,7 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
             },
         ),
     );
+    stream_vectors(&mut vectors);
     let client_time = 1_700_000_000_000_000;
     vectors.insert(
         "time-request".into(),
@@ -195,6 +196,50 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
     resume_vectors::vectors(&mut vectors);
     datagram_vectors::vectors(&mut vectors);
     vectors
+}
+
+/// Section 4.5's frames: stream 7, opened by a request at opcode 0x0050.
+fn stream_vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
+    use ternio_protocol::stream::{
+        Chunk, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
+    };
+    vectors.insert(
+        "stream-item".into(),
+        tcp(
+            Header::new(STREAM_ITEM, Flags::NONE, 7),
+            &Chunk {
+                data: Bytes::from_static(b"abc"),
+            },
+        ),
+    );
+    vectors.insert(
+        "stream-credit".into(),
+        tcp(
+            Header::new(STREAM_CREDIT, Flags::NONE, 7),
+            &StreamCredit { items: 16 },
+        ),
+    );
+    vectors.insert(
+        "stream-end".into(),
+        tcp(
+            Header::new(STREAM_END, Flags::NONE, 7),
+            &StreamEnd::complete(),
+        ),
+    );
+    vectors.insert(
+        "stream-end-error".into(),
+        tcp(
+            Header::new(STREAM_END, Flags::NONE, 7),
+            &StreamEnd {
+                code: 100,
+                message: "disk".into(),
+            },
+        ),
+    );
+    vectors.insert(
+        "stream-complete".into(),
+        tcp(Header::new(0x0050, Flags::RESPONSE, 7), &()),
+    );
 }
 
 /// The echo of section 6's vectors: a payload that compresses.

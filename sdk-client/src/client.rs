@@ -278,6 +278,10 @@ impl Client {
         &self.inner.shared
     }
 
+    pub(crate) fn shared_arc(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     /// Watches what becomes of the session across lost connections: with
     /// [`ClientConfig::resume`] and a reconnect policy, each reconnection
     /// either resumes it ([`SessionEvent::Resumed`]: the requests in flight

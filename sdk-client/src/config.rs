@@ -75,6 +75,15 @@ pub struct ClientConfig {
     /// [`ClientError::TooManyInFlight`](crate::ClientError::TooManyInFlight).
     /// Default 65,536.
     pub max_in_flight: usize,
+    /// The most items a download ([`Client::request_stream`](crate::Client::request_stream),
+    /// docs/PROTOCOL.md section 4.5) lets the server send ahead of the
+    /// application. A download starts at 32 and widens, while its items
+    /// are small, to 1 MiB of the largest item seen so far, up to this many
+    /// (with few items in flight, credit, not the link, paces a stream of
+    /// small items). A server that sends small items and then large ones
+    /// can make a download hold this many frames: lower it for servers you
+    /// do not trust. Values below 32 count as 32. Default 1,024.
+    pub max_stream_window: u32,
     /// Whether each request tells the server how long the client waits for
     /// it (a `DEADLINE` frame before it, docs/PROTOCOL.md section 4.1), so
     /// that the server stops an `async` handler the client no longer waits
@@ -186,6 +195,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(10),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_in_flight: 65_536,
+            max_stream_window: 1024,
             send_deadlines: false,
             reconnect: None,
             secure: None,

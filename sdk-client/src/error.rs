@@ -161,6 +161,10 @@ pub enum ClientError {
     /// The request does not fit in one frame.
     #[error("request not sent: {0}")]
     FrameTooLarge(#[from] FrameError),
+    /// The server answered an upload's request before the upload ended:
+    /// [`Uploader::finish`](crate::Uploader::finish) returns that answer.
+    #[error("the server answered before the upload ended")]
+    UploadEnded,
     /// The response is not of the expected type.
     #[error(transparent)]
     UnexpectedResponse(#[from] ResponseError),

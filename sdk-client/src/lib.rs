@@ -158,8 +158,10 @@ mod error;
 mod events;
 mod handshake;
 mod inbound;
+mod item_streams;
 mod keepalive;
 mod link;
+mod link_streams;
 mod links;
 mod outbound;
 mod push;
@@ -183,7 +185,10 @@ mod tls;
 mod ws;
 
 pub use ternio_protocol as protocol;
-pub use ternio_protocol::{AppCode, Bytes, DisconnectReason, ErrorCode, Packet, Request, Response};
+pub use ternio_protocol::{
+    AppCode, Bytes, Chunk, DisconnectReason, ErrorCode, Packet, Request, Response, StreamRequest,
+    UploadRequest,
+};
 
 pub use ternio_macros::{Codec, Packet};
 
@@ -193,6 +198,7 @@ pub use clock::ClockEstimate;
 pub use config::{ClientConfig, Keepalive, SecureConfig};
 pub use datagrams::{KEEPALIVE as DATAGRAM_KEEPALIVE, Route};
 pub use error::{ClientError, CloseReason};
+pub use item_streams::{ItemStream, Uploader};
 pub use push::{Subscription, SubscriptionGuard};
 pub use reconnect::ReconnectPolicy;
 pub use state::{ConnectionState, SessionEvent};

@@ -179,6 +179,11 @@ impl Shared {
         Ok(())
     }
 
+    /// Whether a frame on `link` goes out sealed (see [`Seal`]).
+    pub(crate) fn seals(&self, link: &Link, seal: Seal) -> Result<bool, ClientError> {
+        self.security.seals(link, seal)
+    }
+
     pub(crate) fn config(&self) -> &ClientConfig {
         &self.config
     }

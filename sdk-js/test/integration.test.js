@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes } from '../ternio.js';
+import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes, u32, u64 } from '../ternio.js';
 
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 
@@ -14,6 +14,10 @@ const HERE = fileURLToPath(import.meta.url);
 
 const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
 const Unhandled = packet(0x0099, {}, { name: 'Unhandled' });
+const NumberItem = packet(0x0005, { value: u32 }, { name: 'Number' });
+const CountTo = packet(0x0004, { count: u32 }, { name: 'CountTo', item: NumberItem });
+const Total = packet(0x0007, { sum: u64 }, { name: 'Total' });
+const AddUp = packet(0x0006, {}, { name: 'AddUp', response: Total, item: NumberItem });
 const text = (s) => new TextEncoder().encode(s);
 
 if (typeof globalThis.WebSocket !== 'function') {
@@ -46,6 +50,25 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.deepEqual(await client.request(Echo, { payload: new Uint8Array(0) }), { payload: new Uint8Array(0) });
     const big = new Uint8Array(100_000).map((_, i) => i % 251);
     assert.deepEqual(await client.request(Echo, { payload: big }, { timeout: 5000 }), { payload: big });
+    await client.close();
+  });
+
+  test('streams: a download as an async iterator, in order; leaving the loop cancels; an upload', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    const seen = [];
+    for await (const number of client.requestStream(CountTo, { count: 1000 })) seen.push(number.value);
+    assert.deepEqual(seen, Array.from({ length: 1000 }, (_, i) => i));
+    // Leaving early sends CANCEL; the connection goes on.
+    let taken = 0;
+    for await (const number of client.requestStream(CountTo, { count: 1_000_000 })) {
+      assert.equal(number.value, taken);
+      if (++taken === 50) break;
+    }
+    assert.equal(client.inFlight, 0);
+    const upload = client.upload(AddUp, {});
+    for (let value = 0; value < 500; value++) await upload.send({ value });
+    assert.deepEqual(await upload.finish(), { sum: 124750n });
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
     await client.close();
   });
 

@@ -16,6 +16,7 @@ mod datagrams;
 mod requests;
 mod resume;
 mod security;
+mod streams;
 mod timers;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use ternio_protocol::Encode;
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
+use ternio_protocol::stream;
 use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping, TimeResponse};
 use ternio_protocol::{
     BytesMut, Decode, DisconnectReason, ErrorCode, Frame, FrameError, ReplySink,
@@ -38,6 +40,7 @@ use self::requests::Pending;
 use self::resume::Resumption;
 pub(crate) use self::resume::{end_link, resume};
 use self::security::Security;
+use self::streams::Streams;
 use self::timers::{Due, Timers};
 use crate::close::CloseNotice;
 use crate::middleware::Outcome;
@@ -80,6 +83,8 @@ pub(crate) struct Engine {
     pending: FuturesUnordered<Pending>,
     /// What `CANCEL` and `DEADLINE` from the peer act on.
     cancels: Cancels,
+    /// The open streams (section 4.5).
+    streams: Streams,
     security: Security,
     /// A graceful close waiting for the running requests (within the
     /// shutdown grace) before its `DISCONNECT`.
@@ -115,6 +120,7 @@ impl Engine {
             server,
             pending: FuturesUnordered::new(),
             cancels: Cancels::default(),
+            streams: Streams::default(),
             security: Security::Plain,
             closing: None,
             closed: None,
@@ -191,7 +197,7 @@ impl Engine {
 
     /// Whether no asynchronous request is running.
     pub(crate) fn no_requests_running(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.is_empty() && self.streams.no_downloads()
     }
 
     /// Whether the transport stops serving its link now, and why.
@@ -405,6 +411,9 @@ impl Engine {
             system::RESUME_TICKET => return self.resume_ticket(header, &frame.body),
             system::RESUME => return self.on_resume_request(frame),
             system::DATAGRAM_BIND => return self.datagram_bind(header, &frame.body),
+            stream::STREAM_ITEM | stream::STREAM_CREDIT | stream::STREAM_END => {
+                return self.on_stream_frame(header, frame.body);
+            }
             system::CANCEL | system::DEADLINE if header.request_id != 0 => {
                 self.error(
                     header,
@@ -414,7 +423,9 @@ impl Engine {
             }
             system::CANCEL => match Cancel::decode_body(&frame.body) {
                 Ok(cancel) => {
-                    self.cancels.cancel(cancel.request_id);
+                    if !self.cancels.cancel(cancel.request_id) {
+                        self.cancel_download(cancel.request_id);
+                    }
                 }
                 Err(error) => {
                     self.error(header, ErrorCode::Malformed, &error);
@@ -455,6 +466,7 @@ impl Engine {
     /// task registered its waker first ([`register_waker`](Self::register_waker)).
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
         let mut progress = self.poll_replies(cx);
+        progress |= self.poll_streams(cx);
         if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
             // A `RESUME` on another link wakes the task this way too.
@@ -466,7 +478,7 @@ impl Engine {
         progress |= self.take_datagrams();
         progress |= self.poll_timers(cx);
         self.check_replay();
-        if self.closing.is_some() && self.pending.is_empty() {
+        if self.closing.is_some() && self.pending.is_empty() && self.streams.no_downloads() {
             let notice = self.closing.take().expect("closing");
             self.close_now(&notice);
             return true;

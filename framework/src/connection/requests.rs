@@ -45,7 +45,13 @@ pub(super) struct Pending {
 }
 
 impl Future for Pending {
-    type Output = (Header, usize, Started, DeferredReply);
+    type Output = (
+        Header,
+        usize,
+        Started,
+        DeferredReply,
+        Option<Pin<Box<Sleep>>>,
+    );
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let reply = match Pin::new(&mut self.future).poll(cx) {
@@ -64,7 +70,9 @@ impl Future for Pending {
                 DeferredReply::TimedOut
             }
         };
-        Poll::Ready((self.header, self.handler, self.started, reply))
+        // A stream reply keeps the request's time limit.
+        let deadline = self.deadline.take();
+        Poll::Ready((self.header, self.handler, self.started, reply, deadline))
     }
 }
 
@@ -80,11 +88,29 @@ impl Engine {
         if !self.pending.is_empty() && self.out.len() < high_water {
             let server = Arc::clone(&self.server);
             while self.out.len() < high_water
-                && let Poll::Ready(Some((header, index, started, reply))) =
+                && let Poll::Ready(Some((header, index, started, reply, deadline))) =
                     self.pending.poll_next_unpin(cx)
             {
                 let handler = server.table.handler(index);
                 self.cancels.finished(header.request_id);
+                self.streams.request_ended(header.request_id);
+                progress = true;
+                if let DeferredReply::Stream(items) = reply {
+                    if header.request_id == 0 {
+                        // Nobody reads a stream sent with no id.
+                        drop(items);
+                        self.after(
+                            header,
+                            handler,
+                            server.middleware.len(),
+                            Outcome::Replied,
+                            started,
+                        );
+                    } else {
+                        self.open_download(header, index, started, items, deadline);
+                    }
+                    continue;
+                }
                 let outcome = reply.write(self.reply_to(header), handler.name);
                 self.after(header, handler, server.middleware.len(), outcome, started);
                 progress = true;
@@ -97,6 +123,7 @@ impl Engine {
     pub(super) fn cancel_pending(&mut self) {
         let server = Arc::clone(&self.server);
         self.cancels = Cancels::default();
+        self.end_streams();
         for pending in std::mem::take(&mut self.pending) {
             let handler = server.table.handler(pending.handler);
             self.after(
@@ -210,7 +237,23 @@ impl Engine {
                 return;
             }
         }
-        let ctx = Context::new(Arc::clone(&self.connection), header);
+        let mut ctx = Context::new(Arc::clone(&self.connection), header);
+        if handler.upload {
+            if let Err(rejection) = self.check_upload(header) {
+                let code = rejection.code;
+                self.error(header, code, &rejection.message);
+                let through = server.middleware.len();
+                self.after(
+                    header,
+                    handler,
+                    through,
+                    Outcome::Rejected(code),
+                    call.started,
+                );
+                return;
+            }
+            ctx = ctx.with_upload(Some(self.streams.open_upload(header.request_id)));
+        }
         let span = tracing::debug_span!(
             "request",
             connection = self.connection.id.0,
@@ -261,7 +304,8 @@ impl Engine {
         // half-written reply, which used no counter.
         self.rekey_if_due();
         let mark = self.out.len();
-        let sink = self.reply_to_prepared(header);
+        let mut stream = None;
+        let sink = self.reply_to_prepared(header).streaming(&mut stream);
         let outcome = match catch_unwind(AssertUnwindSafe(|| run(sink))) {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(error)) => self.error(header, ErrorCode::Malformed, &error),
@@ -273,8 +317,36 @@ impl Engine {
                     .write(self.reply_to(header), handler.name)
             }
         };
+        if let Some(items) = stream {
+            // The stream's end runs the `after` hooks.
+            let deadline = call
+                .deadline
+                .map(|at| Box::pin(tokio::time::sleep_until(at)));
+            self.open_download(header, call.index, call.started, items, deadline);
+            return;
+        }
         let through = self.server.middleware.len();
         self.after(header, handler, through, outcome, call.started);
+    }
+
+    /// Whether request `header` may open an upload: it has an id, and the
+    /// connection is below its limit of open streams.
+    fn check_upload(&self, header: Header) -> Result<(), crate::middleware::Rejection> {
+        use crate::middleware::Rejection;
+        if header.request_id == 0 {
+            return Err(Rejection::new(
+                ErrorCode::Malformed,
+                "an upload needs a request id",
+            ));
+        }
+        let limit = self.server.config.max_streams_per_connection;
+        if self.streams.open() >= limit {
+            return Err(Rejection::new(
+                ErrorCode::Overloaded,
+                format!("too many open streams on this connection (at most {limit})"),
+            ));
+        }
+        Ok(())
     }
 
     /// Adds an asynchronous handler's future to the running requests (or
@@ -321,6 +393,7 @@ impl Engine {
             Err(panic) => DeferredReply::Panicked(panic_message(&*panic))
                 .write(self.reply_to(header), handler.name),
         };
+        self.streams.request_ended(header.request_id);
         let through = self.server.middleware.len();
         self.after(header, handler, through, outcome, at);
     }

@@ -271,6 +271,8 @@ impl Engine {
     /// wait are dropped (they would run late), and the server forgets the
     /// client's datagram address until the client speaks again.
     fn suspend(&mut self) {
+        // Streams do not outlive their link (section 4.5).
+        self.end_streams();
         self.connection.datagrams.suspend();
         self.out = BytesMut::new();
         self.open_buf = BytesMut::new();

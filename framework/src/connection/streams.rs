@@ -1,0 +1,375 @@
+//! Streams (docs/PROTOCOL.md section 4.5), the engine's part: the
+//! downloads it sends (a handler's [`StreamReply`](crate::StreamReply)),
+//! polled only while the peer granted credit, and the uploads it receives,
+//! handed to their handlers within the credit the engine granted.
+//!
+//! Both are bounded: at most `max_streams_per_connection` open at once,
+//! and an upload holds at most the credit granted (the peer's item beyond
+//! it closes the connection `MALFORMED`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::stream::{
+    INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
+};
+use ternio_protocol::{Bytes, Decode, DisconnectReason, ErrorCode, HandlerError, ReplySink};
+use tokio::time::Sleep;
+
+use super::{AfterFrame, Engine};
+use crate::close::CloseNotice;
+use crate::middleware::Outcome;
+use crate::upload::{End, UploadShared};
+
+/// Items one download may send in one round of the connection's task
+/// before the others (and the socket write) get their turn.
+const ROUND: u32 = 256;
+
+/// Bytes one download may write in one round.
+const ROUND_BYTES: usize = 64 * 1024;
+
+/// A download: a handler's stream of items on its way to the peer.
+pub(super) struct Download {
+    /// The request that opened it.
+    header: Header,
+    /// The handler's index in the dispatch table.
+    handler: usize,
+    started: Option<std::time::Instant>,
+    items: Box<dyn ItemSource>,
+    /// The items the peer still accepts.
+    credit: u32,
+    /// The handler's time limit or the peer's `DEADLINE`, if either.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+/// An upload the peer sends.
+struct UploadEntry {
+    id: u32,
+    shared: Arc<UploadShared>,
+    /// The items the peer may still send.
+    credit: u32,
+}
+
+/// The open streams of a connection.
+#[derive(Default)]
+pub(super) struct Streams {
+    downloads: Vec<Download>,
+    uploads: Vec<UploadEntry>,
+    /// Where the next round starts (round robin among downloads).
+    cursor: usize,
+}
+
+impl Streams {
+    /// How many streams are open.
+    pub(super) fn open(&self) -> usize {
+        self.downloads.len() + self.uploads.len()
+    }
+
+    /// Whether no download is open.
+    pub(super) fn no_downloads(&self) -> bool {
+        self.downloads.is_empty()
+    }
+
+    /// Opens the upload of request `id`: its shared state, for the handler.
+    pub(super) fn open_upload(&mut self, id: u32) -> Arc<UploadShared> {
+        let shared = Arc::new(UploadShared::default());
+        self.uploads.push(UploadEntry {
+            id,
+            shared: Arc::clone(&shared),
+            credit: INITIAL_CREDIT,
+        });
+        shared
+    }
+
+    /// Closes the upload of request `id` (its request ended): items still
+    /// coming are dropped.
+    pub(super) fn request_ended(&mut self, id: u32) {
+        if self.uploads.is_empty() {
+            return;
+        }
+        if let Some(position) = self.uploads.iter().position(|entry| entry.id == id) {
+            let entry = self.uploads.swap_remove(position);
+            entry.shared.end(End::Failed(HandlerError::new(
+                ErrorCode::Internal,
+                "the request ended",
+            )));
+        }
+    }
+}
+
+impl Engine {
+    /// Opens a download for the request `header` whose handler (at `index`)
+    /// returned a stream; refused `OVERLOADED` past the connection's limit
+    /// of open streams.
+    pub(super) fn open_download(
+        &mut self,
+        header: Header,
+        index: usize,
+        started: Option<std::time::Instant>,
+        items: Box<dyn ItemSource>,
+        deadline: Option<Pin<Box<Sleep>>>,
+    ) {
+        if self.streams.open() >= self.server.config.max_streams_per_connection {
+            drop(items);
+            let limit = self.server.config.max_streams_per_connection;
+            let outcome = self.error(
+                header,
+                ErrorCode::Overloaded,
+                &format_args!("too many open streams on this connection (at most {limit})"),
+            );
+            self.finish_stream(header, index, outcome, started);
+            return;
+        }
+        self.streams.downloads.push(Download {
+            header,
+            handler: index,
+            started,
+            items,
+            credit: INITIAL_CREDIT,
+            deadline,
+        });
+    }
+
+    /// Runs the `after` hooks of a stream that ended.
+    fn finish_stream(
+        &self,
+        header: Header,
+        index: usize,
+        outcome: Outcome,
+        started: Option<std::time::Instant>,
+    ) {
+        let server = Arc::clone(&self.server);
+        let handler = server.table.handler(index);
+        self.after(header, handler, server.middleware.len(), outcome, started);
+    }
+
+    /// Sends what the open streams have ready: items of the downloads with
+    /// credit (a round of at most [`ROUND`] items or [`ROUND_BYTES`] each, while the outbound buffer
+    /// is below its high-water mark), their ends, and the credit the
+    /// uploads' handlers made room for. Returns whether anything happened.
+    pub(super) fn poll_streams(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        let mut progress = false;
+        if !self.streams.uploads.is_empty() {
+            progress |= self.grant_upload_credit();
+        }
+        if self.streams.downloads.is_empty() || self.closed.is_some() {
+            return progress;
+        }
+        let high_water = self.server.config.outbound_high_water;
+        let mut downloads = std::mem::take(&mut self.streams.downloads);
+        let count = downloads.len();
+        let start = self.streams.cursor % count;
+        let mut ended = Vec::new();
+        for offset in 0..count {
+            let position = (start + offset) % count;
+            let download = &mut downloads[position];
+            if download
+                .deadline
+                .as_mut()
+                .is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready())
+            {
+                ended.push((position, Ended::TimedOut));
+                continue;
+            }
+            let mut sent = 0;
+            let round_end = self.out.len() + ROUND_BYTES;
+            while download.credit > 0 && sent < ROUND && self.out.len() < high_water.min(round_end)
+            {
+                let id = download.header.request_id;
+                let mut written = Ok(0);
+                let polled = download.items.poll_item(cx, &mut |encode| {
+                    written = self
+                        .write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                            encode(out)
+                        });
+                });
+                match polled {
+                    Poll::Ready(Some(Ok(()))) => {
+                        progress = true;
+                        if let Err(error) = written {
+                            ended.push((
+                                position,
+                                Ended::Failed(HandlerError::new(
+                                    ErrorCode::Internal,
+                                    format!("a stream item not sent: {error}"),
+                                )),
+                            ));
+                            break;
+                        }
+                        download.credit -= 1;
+                        sent += 1;
+                    }
+                    Poll::Ready(Some(Err(error))) => {
+                        ended.push((position, Ended::Failed(error)));
+                        break;
+                    }
+                    Poll::Ready(None) => {
+                        ended.push((position, Ended::Complete));
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        self.streams.cursor = start + 1;
+        // Ends, in the order of the positions from the last (so that
+        // `swap_remove` leaves the others' positions valid).
+        ended.sort_by_key(|end| std::cmp::Reverse(end.0));
+        for (position, end) in ended {
+            progress = true;
+            let download = downloads.swap_remove(position);
+            let Download {
+                header,
+                handler,
+                started,
+                items,
+                ..
+            } = download;
+            drop(items);
+            let name = self.server.table.handler(handler).name;
+            let outcome = match end {
+                Ended::Complete => self.reply_to(header).ack(),
+                Ended::Failed(error) => self.reply_to(header).error(error.code.to_u16(), &error),
+                Ended::TimedOut => self.reply_to(header).error(
+                    ErrorCode::Timeout.to_u16(),
+                    &format_args!("{name} ran past its time limit"),
+                ),
+            };
+            self.finish_stream(header, handler, outcome, started);
+        }
+        // Streams opened meanwhile (none can be: only this engine opens them).
+        downloads.append(&mut self.streams.downloads);
+        self.streams.downloads = downloads;
+        progress
+    }
+
+    /// Sends `STREAM_CREDIT` for the uploads whose handlers took items.
+    fn grant_upload_credit(&mut self) -> bool {
+        let mut grants = Vec::new();
+        for entry in &mut self.streams.uploads {
+            if let Some(items) = entry.shared.take_grant() {
+                entry.credit = entry.credit.saturating_add(items);
+                grants.push((entry.id, items));
+            }
+        }
+        for &(id, items) in &grants {
+            self.write_own(
+                Header::new(STREAM_CREDIT, Flags::NONE, id),
+                &StreamCredit { items },
+            );
+        }
+        !grants.is_empty()
+    }
+
+    /// Handles `STREAM_ITEM`, `STREAM_CREDIT` and `STREAM_END` from the
+    /// peer. A malformed one (flags, a body that is not its fields) or an
+    /// item beyond the credit granted closes the connection `MALFORMED`;
+    /// one for a stream not open (it crossed the stream's end or a
+    /// `CANCEL`) is dropped.
+    pub(super) fn on_stream_frame(&mut self, header: Header, body: Bytes) -> AfterFrame {
+        if header.flags.is_response() || header.flags.is_error() || header.request_id == 0 {
+            return self.stream_violation(
+                "a stream frame with RESPONSE or ERROR set, or without a stream id",
+            );
+        }
+        let id = header.request_id;
+        match header.opcode {
+            STREAM_ITEM => {
+                let Some(entry) = self.streams.uploads.iter_mut().find(|entry| entry.id == id)
+                else {
+                    return AfterFrame::Continue;
+                };
+                if entry.credit == 0 {
+                    return self.stream_violation("an upload item beyond its credit");
+                }
+                entry.credit -= 1;
+                entry.shared.push(body);
+            }
+            STREAM_CREDIT => {
+                let Ok(credit) = StreamCredit::decode_body(&body) else {
+                    return self.stream_violation("a STREAM_CREDIT body that is not 4 bytes");
+                };
+                if let Some(download) = self
+                    .streams
+                    .downloads
+                    .iter_mut()
+                    .find(|download| download.header.request_id == id)
+                {
+                    download.credit = download.credit.saturating_add(credit.items);
+                }
+            }
+            STREAM_END => {
+                let Ok(end) = StreamEnd::decode_body(&body) else {
+                    return self.stream_violation("a STREAM_END body shorter than its code");
+                };
+                if let Some(position) = self.streams.uploads.iter().position(|entry| entry.id == id)
+                {
+                    let entry = self.streams.uploads.swap_remove(position);
+                    entry.shared.end(match end.code {
+                        0 => End::Complete,
+                        code => {
+                            End::Failed(HandlerError::new(ErrorCode::from_u16(code), end.message))
+                        }
+                    });
+                }
+            }
+            _ => {}
+        }
+        AfterFrame::Continue
+    }
+
+    fn stream_violation(&mut self, why: &str) -> AfterFrame {
+        self.close_now(&CloseNotice::new(DisconnectReason::Malformed, why))
+    }
+
+    /// Ends the download of request `id` on the peer's `CANCEL`: its stream
+    /// is dropped, nothing is sent. Returns whether there was one.
+    pub(super) fn cancel_download(&mut self, id: u32) -> bool {
+        let Some(position) = self
+            .streams
+            .downloads
+            .iter()
+            .position(|download| download.header.request_id == id)
+        else {
+            return false;
+        };
+        let download = self.streams.downloads.swap_remove(position);
+        drop(download.items);
+        self.finish_stream(
+            download.header,
+            download.handler,
+            Outcome::Cancelled,
+            download.started,
+        );
+        true
+    }
+
+    /// Drops every open stream (the link is closed or lost): downloads
+    /// count as cancelled, uploads fail.
+    pub(super) fn end_streams(&mut self) {
+        for entry in std::mem::take(&mut self.streams.uploads) {
+            entry.shared.end(End::Failed(HandlerError::new(
+                ErrorCode::Internal,
+                "the connection was lost",
+            )));
+        }
+        for download in std::mem::take(&mut self.streams.downloads) {
+            drop(download.items);
+            self.finish_stream(
+                download.header,
+                download.handler,
+                Outcome::Cancelled,
+                download.started,
+            );
+        }
+    }
+}
+
+/// How a download ended in a round.
+enum Ended {
+    Complete,
+    Failed(HandlerError),
+    TimedOut,
+}

@@ -1,0 +1,251 @@
+//! Streams (docs/PROTOCOL.md section 4.5): a handler that answers with many
+//! items ([`StreamReply`]) or takes many items from the client ([`Upload`]).
+//!
+//! ```
+//! use ternio::{Packet, StreamReply, StreamRequest, packet_controller};
+//!
+//! #[derive(Packet)]
+//! #[packet(opcode = 0x0030, response = ())]
+//! struct Count {
+//!     up_to: u32,
+//! }
+//!
+//! impl StreamRequest for Count {
+//!     type Item = Number;
+//! }
+//!
+//! #[derive(Packet)]
+//! #[packet(opcode = 0x0031)]
+//! struct Number(u32);
+//!
+//! #[derive(Default)]
+//! struct Counter;
+//!
+//! #[packet_controller]
+//! impl Counter {
+//!     /// Items go out as the client grants credit: a client that stops
+//!     /// reading stops this stream from being polled.
+//!     fn count(request: Count) -> StreamReply<Number> {
+//!         StreamReply::new(futures_util::stream::iter((0..request.up_to).map(Number)))
+//!     }
+//! }
+//! ```
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use futures_util::{Stream, StreamExt};
+use ternio_protocol::schema::{SchemaBuilder, TypeRef};
+use ternio_protocol::stream::{CHUNK_SIZE, ItemSource, WriteItem};
+use ternio_protocol::{
+    AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
+};
+use tokio::io::AsyncRead;
+
+use crate::context::Context;
+use crate::extract::FromContext;
+use crate::middleware::Rejection;
+use crate::upload::{End, UploadShared};
+
+type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
+
+/// What a handler returns to answer its request with a stream of `P`s
+/// (docs/PROTOCOL.md section 4.5). The request declares `response = ()`
+/// and implements [`StreamRequest`](ternio_protocol::StreamRequest) with
+/// `Item = P`.
+///
+/// The server polls the stream only while the client has granted credit
+/// (and the connection's outbound buffer is below its high-water mark), so
+/// a client that stops reading holds the stream where it is. The stream
+/// ends with an acknowledgement when it returns `None`, or with the error
+/// of its first `Err` item; a `CANCEL` from the client, the handler's time
+/// limit or a lost link drops it.
+pub struct StreamReply<P> {
+    items: Items<P>,
+}
+
+impl<P> fmt::Debug for StreamReply<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamReply").finish_non_exhaustive()
+    }
+}
+
+impl<P: Packet> StreamReply<P> {
+    /// A stream reply of `items`, complete when they end.
+    pub fn new(items: impl Stream<Item = P> + Send + 'static) -> Self {
+        Self {
+            items: Box::pin(items.map(Ok)),
+        }
+    }
+
+    /// A stream reply of `items` that may fail midway: the first `Err`
+    /// ends the stream with its code and message.
+    pub fn try_new<E: AppError>(items: impl Stream<Item = Result<P, E>> + Send + 'static) -> Self {
+        Self {
+            items: Box::pin(items.map(|item| {
+                item.map_err(|error| HandlerError::new(error.code(), error.to_string()))
+            })),
+        }
+    }
+}
+
+impl StreamReply<Chunk> {
+    /// A byte stream read from `reader`, in chunks of up to 64 KiB: a file
+    /// of any size goes out without ever being held whole. A read error
+    /// ends the stream with `INTERNAL`.
+    pub fn bytes(reader: impl AsyncRead + Send + 'static) -> Self {
+        let chunks = tokio_util::io::ReaderStream::with_capacity(reader, CHUNK_SIZE).map(|read| {
+            read.map(|data| Chunk { data }).map_err(|error| {
+                HandlerError::new(ErrorCode::Internal, format!("read failed: {error}"))
+            })
+        });
+        Self {
+            items: Box::pin(chunks),
+        }
+    }
+
+    /// A byte stream of `data`, cut into chunks of up to 64 KiB (views of
+    /// `data`, not copies).
+    pub fn from_bytes(data: Bytes) -> Self {
+        let chunks = (0..data.len().div_ceil(CHUNK_SIZE)).map(move |index| {
+            let start = index * CHUNK_SIZE;
+            let end = (start + CHUNK_SIZE).min(data.len());
+            Chunk {
+                data: data.slice(start..end),
+            }
+        });
+        Self::new(futures_util::stream::iter(chunks))
+    }
+}
+
+/// A [`StreamReply`] as the connection polls it: each item encoded straight
+/// into the outbound buffer (no allocation per item).
+struct Source<P> {
+    items: Items<P>,
+    /// The first error ends the stream: nothing is polled after it.
+    done: bool,
+}
+
+impl<P: Packet> ItemSource for Source<P> {
+    fn poll_item(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        write: WriteItem<'_>,
+    ) -> Poll<Option<Result<(), HandlerError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.items.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(item))) => {
+                write(&|out: &mut BytesMut| {
+                    out.reserve(item.encoded_len());
+                    item.encode(out);
+                });
+                Poll::Ready(Some(Ok(())))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                self.done = true;
+                Poll::Ready(Some(Err(error)))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<P: Packet> IntoReply for StreamReply<P> {
+    type Response = ();
+    fn describe_stream(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        Some(P::describe(schema))
+    }
+    fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
+        sink.stream(Box::new(Source {
+            items: self.items,
+            done: false,
+        }))
+    }
+}
+
+/// The items a client uploads with its request (docs/PROTOCOL.md section
+/// 4.5), as a handler parameter: a [`Stream`] of `Result<P, HandlerError>`
+/// that ends (`None`) when the client's `STREAM_END` says the upload is
+/// complete. An `Err` item is the upload's failure: an item that does not
+/// decode as `P` (`MALFORMED`), the client's own error code, or the lost
+/// link; nothing follows it.
+///
+/// The server holds at most the credit it granted (32 items to begin
+/// with); it grants more as the handler takes items, so a handler that
+/// stops reading holds the client at its credit. Only an `async` handler
+/// may take an upload. Once the handler answers, the upload ends: items
+/// still coming are dropped.
+pub struct Upload<P> {
+    shared: Arc<UploadShared>,
+    _item: PhantomData<fn() -> P>,
+}
+
+impl<P> fmt::Debug for Upload<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upload").finish_non_exhaustive()
+    }
+}
+
+impl<P: Packet> Stream for Upload<P> {
+    type Item = Result<P, HandlerError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let mut state = self.shared.lock();
+        if let Some(body) = state.items.pop_front() {
+            state.taken = state.taken.saturating_add(1);
+            drop(state);
+            return Poll::Ready(Some(P::decode_packet(&body).map_err(|error| {
+                // Nothing follows a failure.
+                let mut state = self.shared.lock();
+                state.items.clear();
+                state.end = Some(End::Complete);
+                HandlerError::new(ErrorCode::Malformed, format!("an upload item: {error}"))
+            })));
+        }
+        match state.end.take() {
+            Some(End::Complete) => {
+                state.end = Some(End::Complete);
+                Poll::Ready(None)
+            }
+            Some(End::Failed(error)) => {
+                state.end = Some(End::Complete);
+                Poll::Ready(Some(Err(error)))
+            }
+            None => {
+                state.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<P: Packet> FromContext for Upload<P> {
+    type Rejection = Rejection;
+    const UPLOAD: bool = true;
+
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        Some(P::describe(schema))
+    }
+
+    fn from_context(ctx: &Context) -> Result<Self, Rejection> {
+        match ctx.upload() {
+            Some(shared) => Ok(Self {
+                shared,
+                _item: PhantomData,
+            }),
+            None => Err(Rejection::new(
+                ErrorCode::Internal,
+                "this request carries no upload",
+            )),
+        }
+    }
+}

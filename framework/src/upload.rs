@@ -1,0 +1,69 @@
+//! An upload's state, shared by its connection (which hands it the items
+//! the peer sends, within the credit granted) and its handler's
+//! [`Upload`](crate::Upload) (which takes them).
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+use std::task::Waker;
+
+use ternio_protocol::stream::INITIAL_CREDIT;
+use ternio_protocol::{Bytes, HandlerError};
+
+/// How an upload ended.
+pub(crate) enum End {
+    Complete,
+    Failed(HandlerError),
+}
+
+/// The state an upload's connection and its handler share.
+#[derive(Default)]
+pub(crate) struct UploadState {
+    /// Item bodies received and not yet taken (at most the credit granted).
+    pub(crate) items: VecDeque<Bytes>,
+    pub(crate) end: Option<End>,
+    pub(crate) waker: Option<Waker>,
+    /// Items taken since the last grant.
+    pub(crate) taken: u32,
+}
+
+/// An upload's shared state.
+#[derive(Default)]
+pub(crate) struct UploadShared(Mutex<UploadState>);
+
+impl UploadShared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, UploadState> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands an item body to the handler.
+    pub(crate) fn push(&self, body: Bytes) {
+        let mut state = self.lock();
+        state.items.push_back(body);
+        if let Some(waker) = state.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Ends the upload (unless it ended already).
+    pub(crate) fn end(&self, end: End) {
+        let mut state = self.lock();
+        if state.end.is_none() {
+            state.end = Some(end);
+        }
+        if let Some(waker) = state.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// The credit to grant now: the items taken, once they are half the
+    /// initial credit.
+    pub(crate) fn take_grant(&self) -> Option<u32> {
+        let mut state = self.lock();
+        if state.end.is_some() || state.taken < INITIAL_CREDIT / 2 {
+            return None;
+        }
+        Some(std::mem::take(&mut state.taken))
+    }
+}

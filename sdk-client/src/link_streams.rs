@@ -1,0 +1,99 @@
+//! The streams open on one link (docs/PROTOCOL.md section 4.5): what the
+//! link's reader hands each (items, credit) and what a lost link does to
+//! them. The handles are in `item_streams`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use ternio_protocol::frame::Header;
+use ternio_protocol::stream::{STREAM_CREDIT, STREAM_ITEM, StreamCredit};
+use ternio_protocol::{Bytes, Decode};
+
+use crate::error::CloseReason;
+use crate::sync::lock;
+
+/// The state of one stream, shared by its link's reader and its handle.
+#[derive(Default)]
+pub(crate) struct StreamState {
+    /// Download: item bodies received and not yet taken.
+    pub(crate) items: VecDeque<Bytes>,
+    /// Download: the items the server may still send (credit granted).
+    pub(crate) granted: u32,
+    /// Upload: the items the client may still send.
+    pub(crate) credit: u32,
+    /// Set when the link is lost.
+    pub(crate) lost: Option<CloseReason>,
+    pub(crate) waker: Option<Waker>,
+}
+
+impl StreamState {
+    pub(crate) fn wake(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// One stream's state.
+pub(crate) type Slot = Arc<Mutex<StreamState>>;
+
+/// A link's open streams, by request id.
+#[derive(Default)]
+pub(crate) struct LinkStreams {
+    open: Mutex<HashMap<u32, Slot>>,
+}
+
+impl LinkStreams {
+    pub(crate) fn insert(&self, id: u32) -> Slot {
+        let slot: Slot = Arc::default();
+        lock(&self.open).insert(id, Arc::clone(&slot));
+        slot
+    }
+
+    pub(crate) fn remove(&self, id: u32) {
+        lock(&self.open).remove(&id);
+    }
+
+    /// Fails every open stream: the link is lost.
+    pub(crate) fn lose(&self, reason: &CloseReason) {
+        for (_, slot) in lock(&self.open).drain() {
+            let mut state = lock(&slot);
+            state.lost = Some(reason.clone());
+            state.wake();
+        }
+    }
+
+    /// Handles a stream frame from the server; `Err` is why the link must
+    /// close (`MALFORMED`).
+    pub(crate) fn on_frame(&self, header: Header, body: Bytes) -> Result<(), String> {
+        if header.flags.is_response() || header.flags.is_error() || header.request_id == 0 {
+            return Err("a stream frame with RESPONSE or ERROR set, or without a stream id".into());
+        }
+        let slot = lock(&self.open).get(&header.request_id).cloned();
+        match header.opcode {
+            STREAM_ITEM => {
+                let Some(slot) = slot else { return Ok(()) };
+                let mut state = lock(&slot);
+                if state.granted == 0 {
+                    return Err("a stream item beyond its credit".into());
+                }
+                state.granted -= 1;
+                state.items.push_back(body);
+                state.wake();
+            }
+            STREAM_CREDIT => {
+                let credit = StreamCredit::decode_body(&body)
+                    .map_err(|_| "a STREAM_CREDIT body that is not 4 bytes".to_owned())?;
+                if let Some(slot) = slot {
+                    let mut state = lock(&slot);
+                    state.credit = state.credit.saturating_add(credit.items);
+                    state.wake();
+                }
+            }
+            // The server ends a download with its answer, never STREAM_END.
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,821 @@
+//! Streams (docs/PROTOCOL.md section 4.5) over real sockets: a request
+//! answered by a stream of items, uploads, credit-based flow control,
+//! cancellation both ways, errors midway, byte streams, limits and
+//! policies, on TCP and WebSocket, plain and sealed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use ternio::protocol::frame::{Flags, Header};
+use ternio::protocol::stream::{STREAM_CREDIT, STREAM_ITEM, StreamCredit};
+use ternio::{
+    AppCode, Bytes, Chunk, ConnectionHandle, DisconnectReason, ErrorCode, HandlerError, Packet,
+    Server, ServerHandle, State, StreamReply, StreamRequest, Upload, UploadRequest,
+    packet_controller,
+};
+use ternio_client::{Client, ClientConfig, ClientError};
+use ternio_client::{ReconnectPolicy, SessionEvent};
+use ternio_tests::{CuttingProxy, Echo, RawConnection, assert_echoed, eventually};
+use tokio::sync::Notify;
+
+/// 0x0900: the numbers `0..n`, failing with code 150 at `fail_at` (0: never).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0900, response = ())]
+struct Count {
+    n: u32,
+    fail_at: u32,
+}
+
+impl StreamRequest for Count {
+    type Item = Number;
+}
+
+/// 0x0901: one item.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0901)]
+struct Number(u32);
+
+/// 0x0902: numbers without end; the server counts what it produced.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0902, response = ())]
+struct Endless;
+
+impl StreamRequest for Endless {
+    type Item = Number;
+}
+
+/// 0x0903: `len` bytes as a byte stream (byte `i` is `i % 251`).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0903, response = ())]
+struct Download {
+    len: u64,
+}
+
+impl StreamRequest for Download {
+    type Item = Chunk;
+}
+
+/// 0x0904: an upload of numbers, answered with their sum; the handler
+/// takes only `read` of them (0: all) until told to go on, and answers at
+/// once after `answer_after` (0: at the end).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0904, response = Total)]
+struct Store {
+    read: u32,
+    answer_after: u32,
+}
+
+impl UploadRequest for Store {
+    type Item = Number;
+}
+
+/// 0x0905: the sum of an upload, or its byte count.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0905)]
+struct Total(u64);
+
+/// 0x0906: a byte upload, answered with its length (checking the pattern).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0906, response = Total)]
+struct Put;
+
+impl UploadRequest for Put {
+    type Item = Chunk;
+}
+
+/// 0x0907: `Endless` behind permission 5.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0907, response = ())]
+struct Secret;
+
+impl StreamRequest for Secret {
+    type Item = Number;
+}
+
+/// 0x0908: an endless async stream with a 300 ms time limit.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0908, response = ())]
+struct Limited;
+
+impl StreamRequest for Limited {
+    type Item = Number;
+}
+
+/// 0x0909: the handler kicks its own connection after 3 items.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0909, response = ())]
+struct Kicked;
+
+impl StreamRequest for Kicked {
+    type Item = Number;
+}
+
+/// What the handlers did.
+#[derive(Default)]
+struct Seen {
+    /// Items the endless streams produced.
+    produced: AtomicU32,
+    /// Handler streams and futures dropped before their end.
+    dropped: AtomicU32,
+    /// Items the `Store` handler took.
+    taken: AtomicU32,
+    /// Lets a `Store` handler take the rest.
+    go_on: Notify,
+}
+
+/// Counts a drop before the end.
+struct DropSignal(Arc<Seen>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn endless(seen: &Arc<Seen>) -> impl futures_util::Stream<Item = Number> + Send + 'static {
+    let signal = DropSignal(Arc::clone(seen));
+    futures_util::stream::iter(0..).map(move |n| {
+        signal.0.produced.fetch_add(1, Ordering::SeqCst);
+        Number(n)
+    })
+}
+
+fn pattern(offset: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| ((offset + i) % 251) as u8)
+        .collect()
+}
+
+/// A reader of `len` pattern bytes, made as it is read.
+struct PatternReader {
+    offset: u64,
+    len: u64,
+}
+
+impl tokio::io::AsyncRead for PatternReader {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let n = (self.len - self.offset).min(buf.remaining() as u64) as usize;
+        buf.put_slice(&pattern(self.offset, n));
+        self.offset += n as u64;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[derive(Default)]
+struct Streams;
+
+#[packet_controller(explicit)]
+impl Streams {
+    fn count(request: Count) -> StreamReply<Number> {
+        let fail_at = request.fail_at;
+        StreamReply::try_new(futures_util::stream::iter((0..request.n).map(move |n| {
+            if fail_at != 0 && n == fail_at {
+                Err(HandlerError::new(AppCode::new(150), "failed midway"))
+            } else {
+                Ok(Number(n))
+            }
+        })))
+    }
+
+    fn endless(_request: Endless, seen: State<Arc<Seen>>) -> StreamReply<Number> {
+        StreamReply::new(endless(&seen))
+    }
+
+    fn download(request: Download) -> StreamReply<Chunk> {
+        StreamReply::bytes(PatternReader {
+            offset: 0,
+            len: request.len,
+        })
+    }
+
+    async fn store(
+        request: Store,
+        mut upload: Upload<Number>,
+        seen: State<Arc<Seen>>,
+    ) -> Result<Total, HandlerError> {
+        let signal = DropSignal(Arc::clone(&seen));
+        let mut sum = 0u64;
+        let mut taken = 0;
+        loop {
+            if request.read != 0 && taken == request.read {
+                seen.go_on.notified().await;
+            }
+            let Some(item) = upload.next().await else {
+                break;
+            };
+            let Number(n) = item?;
+            taken += 1;
+            seen.taken.fetch_add(1, Ordering::SeqCst);
+            sum += u64::from(n);
+            if taken == request.answer_after {
+                break;
+            }
+        }
+        std::mem::forget(signal);
+        Ok(Total(sum))
+    }
+
+    async fn put(_request: Put, mut upload: Upload<Chunk>) -> Result<Total, HandlerError> {
+        let mut len = 0u64;
+        while let Some(chunk) = upload.next().await {
+            let chunk = chunk?;
+            if chunk.data[..] != pattern(len, chunk.data.len())[..] {
+                return Err(HandlerError::new(AppCode::new(151), "bytes differ"));
+            }
+            len += chunk.data.len() as u64;
+        }
+        Ok(Total(len))
+    }
+
+    #[handler(permission = 5)]
+    fn secret(_request: Secret, seen: State<Arc<Seen>>) -> StreamReply<Number> {
+        StreamReply::new(endless(&seen))
+    }
+
+    #[handler(timeout_ms = 300)]
+    async fn limited(_request: Limited) -> StreamReply<Number> {
+        StreamReply::new(futures_util::stream::iter(0..).then(|n| async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Number(n)
+        }))
+    }
+
+    fn kicked(_request: Kicked, connection: ConnectionHandle) -> StreamReply<Number> {
+        StreamReply::new(futures_util::stream::iter(0..).map(move |n| {
+            if n == 3 {
+                connection.kick("kicked midway");
+            }
+            Number(n)
+        }))
+    }
+
+    fn echo(request: Echo) -> Echo {
+        request
+    }
+}
+
+struct Started {
+    tcp: SocketAddr,
+    ws: SocketAddr,
+    seen: Arc<Seen>,
+    _handle: ServerHandle,
+}
+
+fn start() -> Started {
+    start_with(|builder| builder)
+}
+
+fn start_with(configure: impl FnOnce(ternio::ServerBuilder) -> ternio::ServerBuilder) -> Started {
+    let seen = Arc::new(Seen::default());
+    let builder = Server::builder()
+        .discover_controllers(false)
+        .controller(Streams)
+        .state(Arc::clone(&seen))
+        .identity(ternio::Identity::generate())
+        .max_streams_per_connection(20)
+        .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws");
+    let server = configure(builder).build().expect("the server builds");
+    let (tcp, ws) = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    Started {
+        tcp,
+        ws,
+        seen,
+        _handle: handle,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Link {
+    Tcp,
+    Ws,
+}
+
+async fn connect(started: &Started, link: Link, secure: bool) -> Client {
+    let client = match link {
+        Link::Tcp => Client::connect_tcp_with(started.tcp, ClientConfig::default()).await,
+        Link::Ws => {
+            Client::connect_ws_with(&format!("ws://{}/ws", started.ws), ClientConfig::default())
+                .await
+        }
+    }
+    .expect("connects");
+    if secure {
+        client.handshake(None).await.expect("the handshake runs");
+        assert!(client.is_secure());
+    }
+    client
+}
+
+const LINKS: [(Link, bool); 4] = [
+    (Link::Tcp, false),
+    (Link::Tcp, true),
+    (Link::Ws, false),
+    (Link::Ws, true),
+];
+
+async fn collect<T: Packet>(stream: ternio_client::ItemStream<T>) -> (Vec<T>, Option<ClientError>) {
+    let mut items = Vec::new();
+    let mut stream = stream;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(item) => items.push(item),
+            Err(error) => {
+                assert!(stream.next().await.is_none(), "nothing after an error");
+                return (items, Some(error));
+            }
+        }
+    }
+    (items, None)
+}
+
+#[tokio::test]
+async fn items_arrive_in_order_and_the_stream_ends_on_every_link() {
+    let started = start();
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        let stream = client
+            .request_stream(&Count {
+                n: 1000,
+                fail_at: 0,
+            })
+            .await
+            .unwrap();
+        let (items, error) = collect(stream).await;
+        assert!(error.is_none(), "{link:?} {secure}: {error:?}");
+        assert_eq!(items, (0..1000).map(Number).collect::<Vec<_>>(), "{link:?}");
+        // An empty stream ends at once.
+        let (items, error) = collect(
+            client
+                .request_stream(&Count { n: 0, fail_at: 0 })
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert!(items.is_empty() && error.is_none());
+        assert_echoed(&client, Bytes::from_static(b"after")).await;
+    }
+}
+
+#[tokio::test]
+async fn an_error_midway_ends_the_stream_with_its_code() {
+    let started = start();
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        let stream = client
+            .request_stream(&Count { n: 10, fail_at: 5 })
+            .await
+            .unwrap();
+        let (items, error) = collect(stream).await;
+        assert_eq!(items, (0..5).map(Number).collect::<Vec<_>>());
+        match error {
+            Some(ClientError::Remote { code, message }) => {
+                assert_eq!(code, ErrorCode::from_u16(150));
+                assert_eq!(message, "failed midway");
+            }
+            other => panic!("{link:?}: expected the handler's error, got {other:?}"),
+        }
+    }
+}
+
+/// A reader that stops holds the server's stream at its credit: the
+/// handler's stream is polled for exactly 32 items, no more, until the
+/// reader takes some; then the server goes on by exactly what it was
+/// granted.
+#[tokio::test]
+async fn a_reader_that_stops_holds_the_handler_at_its_credit() {
+    let started = start();
+    for (link, secure) in LINKS {
+        started.seen.produced.store(0, Ordering::SeqCst);
+        let client = connect(&started, link, secure).await;
+        let mut stream = client.request_stream(&Endless).await.unwrap();
+        eventually("the handler produced its initial credit", || {
+            started.seen.produced.load(Ordering::SeqCst) >= 32
+        })
+        .await;
+        // Round trips on the same connection: the server ran on meanwhile.
+        for _ in 0..3 {
+            assert_echoed(&client, Bytes::from_static(b"x")).await;
+        }
+        assert_eq!(started.seen.produced.load(Ordering::SeqCst), 32, "{link:?}");
+        // Taking 16 grants 16 more, and (items this small) widens the
+        // window to `max_stream_window`, 1,024: 32 + 16 + 992.
+        for n in 0..16 {
+            assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
+        }
+        eventually("the handler produced what was granted", || {
+            started.seen.produced.load(Ordering::SeqCst) >= 1040
+        })
+        .await;
+        for _ in 0..3 {
+            assert_echoed(&client, Bytes::from_static(b"x")).await;
+        }
+        assert_eq!(
+            started.seen.produced.load(Ordering::SeqCst),
+            1040,
+            "{link:?}"
+        );
+        drop(stream);
+    }
+}
+
+/// With `max_stream_window` at 32 the window never widens: the client
+/// holds at most 32 items of a stream, however small.
+#[tokio::test]
+async fn a_window_of_32_stays_32() {
+    let started = start();
+    let mut config = ClientConfig::default();
+    config.max_stream_window = 8; // counts as 32
+    let client = Client::connect_tcp_with(started.tcp, config).await.unwrap();
+    let mut stream = client.request_stream(&Endless).await.unwrap();
+    for n in 0..16 {
+        assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
+    }
+    eventually("the handler produced 16 more", || {
+        started.seen.produced.load(Ordering::SeqCst) >= 48
+    })
+    .await;
+    for _ in 0..3 {
+        assert_echoed(&client, Bytes::from_static(b"x")).await;
+    }
+    assert_eq!(started.seen.produced.load(Ordering::SeqCst), 48);
+}
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_it_on_the_server() {
+    let started = start();
+    for (index, (link, secure)) in LINKS.into_iter().enumerate() {
+        let client = connect(&started, link, secure).await;
+        let mut stream = client.request_stream(&Endless).await.unwrap();
+        assert_eq!(stream.next().await.unwrap().unwrap(), Number(0));
+        drop(stream);
+        eventually("the handler's stream was dropped", || {
+            started.seen.dropped.load(Ordering::SeqCst) == index as u32 + 1
+        })
+        .await;
+        assert_echoed(&client, Bytes::from_static(b"still up")).await;
+    }
+}
+
+#[tokio::test]
+async fn an_upload_reaches_the_handler_in_order() {
+    let started = start();
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        let mut upload = client
+            .upload(&Store {
+                read: 0,
+                answer_after: 0,
+            })
+            .await
+            .unwrap();
+        for n in 0..1000 {
+            upload.send(&Number(n)).await.unwrap();
+        }
+        assert_eq!(upload.finish().await.unwrap(), Total((0..1000).sum()));
+    }
+}
+
+/// A handler that stops taking items holds the client at its credit.
+#[tokio::test]
+async fn a_handler_that_stops_reading_holds_the_uploader_at_its_credit() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    let upload = client
+        .upload(&Store {
+            read: 5,
+            answer_after: 0,
+        })
+        .await
+        .unwrap();
+    let sent = Arc::new(AtomicU32::new(0));
+    let sender = tokio::spawn({
+        let sent = Arc::clone(&sent);
+        async move {
+            let mut upload = upload;
+            for n in 0..100 {
+                upload.send(&Number(n)).await.unwrap();
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+            upload.finish().await
+        }
+    });
+    // 32 of credit at first: 5 taken, 27 held by the server.
+    eventually("the client sent its initial credit", || {
+        sent.load(Ordering::SeqCst) >= 32
+    })
+    .await;
+    for _ in 0..3 {
+        assert_echoed(&client, Bytes::from_static(b"x")).await;
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 32);
+    assert_eq!(started.seen.taken.load(Ordering::SeqCst), 5);
+    started.seen.go_on.notify_one();
+    let total = sender.await.unwrap().unwrap();
+    assert_eq!(total, Total((0..100).sum()));
+}
+
+#[tokio::test]
+async fn dropping_an_upload_cancels_its_handler_and_an_early_answer_ends_it() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, true).await;
+    let mut upload = client
+        .upload(&Store {
+            read: 0,
+            answer_after: 0,
+        })
+        .await
+        .unwrap();
+    upload.send(&Number(1)).await.unwrap();
+    eventually("the handler took the item", || {
+        started.seen.taken.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    drop(upload);
+    eventually("the handler was dropped", || {
+        started.seen.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    // The handler answers after 3 items: sending more then fails, and
+    // `finish` has its answer.
+    let mut upload = client
+        .upload(&Store {
+            read: 0,
+            answer_after: 3,
+        })
+        .await
+        .unwrap();
+    let mut ended = None;
+    for n in 0..1000 {
+        if let Err(error) = upload.send(&Number(n)).await {
+            ended = Some(error);
+            break;
+        }
+    }
+    assert!(matches!(ended, Some(ClientError::UploadEnded)), "{ended:?}");
+    assert_eq!(upload.finish().await.unwrap(), Total(3));
+    assert_echoed(&client, Bytes::from_static(b"still up")).await;
+}
+
+#[tokio::test]
+async fn a_failed_upload_reaches_the_handler_as_its_error() {
+    let started = start();
+    let client = connect(&started, Link::Ws, false).await;
+    let mut upload = client
+        .upload(&Store {
+            read: 0,
+            answer_after: 0,
+        })
+        .await
+        .unwrap();
+    upload.send(&Number(1)).await.unwrap();
+    let error = upload
+        .fail(ErrorCode::from_u16(160), "the file vanished")
+        .await
+        .unwrap_err();
+    match error {
+        ClientError::Remote { code, message } => {
+            assert_eq!(code, ErrorCode::from_u16(160));
+            assert_eq!(message, "the file vanished");
+        }
+        other => panic!("expected the upload's own error, got {other:?}"),
+    }
+}
+
+async fn download(client: &Client, len: u64) -> u64 {
+    let mut stream = client.request_stream(&Download { len }).await.unwrap();
+    let mut received = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        assert!(chunk.data.len() <= 64 * 1024);
+        // Spot checks: the first bytes of each chunk.
+        let head = chunk.data.len().min(16);
+        assert_eq!(&chunk.data[..head], &pattern(received, head)[..]);
+        received += chunk.data.len() as u64;
+    }
+    received
+}
+
+#[tokio::test]
+async fn byte_streams_both_ways_on_every_link() {
+    let started = start();
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        let len = 3 * 1024 * 1024 + 17;
+        assert_eq!(download(&client, len).await, len, "{link:?} {secure}");
+        let mut upload = client.upload(&Put).await.unwrap();
+        let sent = upload
+            .send_reader(PatternReader { offset: 0, len })
+            .await
+            .unwrap();
+        assert_eq!(sent, len);
+        assert_eq!(upload.finish().await.unwrap(), Total(len));
+    }
+}
+
+/// 100 MiB each way on one connection, with no 100 MiB buffer anywhere:
+/// the server reads its bytes from a generator as credit allows, the
+/// client checks and drops each chunk. Plain TCP (sealing 200 MiB in a
+/// debug build would take most of a minute).
+#[tokio::test]
+async fn a_hundred_mebibytes_each_way() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    let len = 100 * 1024 * 1024;
+    let begun = Instant::now();
+    assert_eq!(download(&client, len).await, len);
+    let mut upload = client.upload(&Put).await.unwrap();
+    upload
+        .send_reader(PatternReader { offset: 0, len })
+        .await
+        .unwrap();
+    assert_eq!(upload.finish().await.unwrap(), Total(len));
+    eprintln!("200 MiB in {:?}", begun.elapsed());
+}
+
+/// Twenty streams flowing at once on one connection leave room for its
+/// ordinary requests.
+#[tokio::test]
+async fn many_streams_do_not_starve_requests() {
+    let started = start();
+    for (link, secure) in [(Link::Tcp, false), (Link::Ws, true)] {
+        let client = Arc::new(connect(&started, link, secure).await);
+        let received = Arc::new(AtomicU64::new(0));
+        let mut readers = Vec::new();
+        for _ in 0..20 {
+            let mut stream = client.request_stream(&Endless).await.unwrap();
+            let received = Arc::clone(&received);
+            readers.push(tokio::spawn(async move {
+                while let Some(item) = stream.next().await {
+                    item.unwrap();
+                    received.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        eventually("the streams flow", || {
+            received.load(Ordering::Relaxed) > 20 * 100
+        })
+        .await;
+        // The limit is 20: one more is refused.
+        let mut extra = client.request_stream(&Endless).await.unwrap();
+        match extra.next().await {
+            Some(Err(ClientError::Remote { code, .. })) => {
+                assert_eq!(code, ErrorCode::Overloaded)
+            }
+            other => panic!("expected OVERLOADED, got {other:?}"),
+        }
+        // Each round trip waits at most behind what is already queued (the
+        // server's outbound high-water mark, the client's windows), never
+        // for the streams to end.
+        let mut slowest = Duration::ZERO;
+        for n in 0..50u32 {
+            let begun = Instant::now();
+            assert_echoed(&client, Bytes::from(n.to_string())).await;
+            slowest = slowest.max(begun.elapsed());
+        }
+        let before = received.load(Ordering::Relaxed);
+        eprintln!("{link:?}: the slowest of 50 round trips beside 20 streams took {slowest:?}");
+        assert!(
+            slowest < Duration::from_secs(3),
+            "a round trip beside 20 streams took {slowest:?}"
+        );
+        eventually("the streams still flow", || {
+            received.load(Ordering::Relaxed) > before + 1000
+        })
+        .await;
+        for reader in readers {
+            reader.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn policies_apply_to_streams() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    // Permission: refused before the handler runs.
+    let mut stream = client.request_stream(&Secret).await.unwrap();
+    match stream.next().await {
+        Some(Err(ClientError::Remote { code, .. })) => assert_eq!(code, ErrorCode::Unauthorized),
+        other => panic!("expected UNAUTHORIZED, got {other:?}"),
+    }
+    assert_eq!(started.seen.produced.load(Ordering::SeqCst), 0);
+    // Time limit: the whole stream, not just the handler's call.
+    let (items, error) = collect(client.request_stream(&Limited).await.unwrap()).await;
+    assert!(!items.is_empty(), "items came before the limit");
+    match error {
+        Some(ClientError::Remote { code, .. }) => assert_eq!(code, ErrorCode::Timeout),
+        other => panic!("expected TIMEOUT, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_lost_link_fails_the_stream() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    let (items, error) = collect(client.request_stream(&Kicked).await.unwrap()).await;
+    assert!(items.len() <= 32);
+    assert!(
+        matches!(error, Some(ClientError::Closed(_))),
+        "expected Closed, got {error:?}"
+    );
+}
+
+/// Malformed stream frames close the connection `MALFORMED`: a credit
+/// whose body is not 4 bytes, an upload item beyond its credit.
+#[tokio::test]
+async fn malformed_stream_frames_close_the_connection() {
+    let started = start();
+    let mut raw = RawConnection::connect(started.tcp).await;
+    raw.send_body(Header::new(STREAM_CREDIT, Flags::NONE, 7), &[1, 0, 0])
+        .await;
+    raw.expect_disconnect(DisconnectReason::Malformed).await;
+
+    let mut raw = RawConnection::connect(started.tcp).await;
+    // A credit or an item for no open stream is dropped.
+    raw.send(
+        Header::new(STREAM_CREDIT, Flags::NONE, 9),
+        &StreamCredit { items: 4 },
+    )
+    .await;
+    raw.send_body(Header::new(STREAM_ITEM, Flags::NONE, 9), &[0; 4])
+        .await;
+    // An upload (id 3) and 33 items: one beyond the initial credit.
+    raw.request(
+        &Store {
+            read: 1,
+            answer_after: 0,
+        },
+        3,
+    )
+    .await;
+    for n in 0..33u32 {
+        raw.send(Header::new(STREAM_ITEM, Flags::NONE, 3), &Number(n))
+            .await;
+    }
+    raw.expect_disconnect(DisconnectReason::Malformed).await;
+}
+
+/// A stream does not survive its link, even when the session does: the
+/// client fails it with `Closed`, the server drops the handler's stream,
+/// and after the resumption a new stream runs.
+#[tokio::test]
+async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
+    let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
+    let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(policy);
+    config.resume = true;
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"up")).await;
+    let mut stream = client.request_stream(&Endless).await.unwrap();
+    assert_eq!(stream.next().await.unwrap().unwrap(), Number(0));
+    proxy.cut_all();
+    // What was delivered before the cut may still be read; then the error.
+    let error = loop {
+        match stream.next().await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => break error,
+            None => panic!("the stream ended without an error"),
+        }
+    };
+    assert!(matches!(error, ClientError::Closed(_)), "{error:?}");
+    assert!(stream.next().await.is_none());
+    let mut events = client.session_events();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
+    )
+    .await
+    .expect("the session resumes")
+    .unwrap();
+    eventually("the server dropped the handler's stream", || {
+        started.seen.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let (items, error) = collect(
+        client
+            .request_stream(&Count { n: 100, fail_at: 0 })
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(items.len(), 100);
+}
