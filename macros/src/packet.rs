@@ -29,7 +29,8 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
             None
         }
     };
-    let codec = match codec::expand(input, &proto, "Packet", false) {
+    let evolving = packet_attr::has_flag(&input.attrs, "evolving");
+    let codec = match codec::expand(input, &proto, "Packet", evolving) {
         Ok(codec) => codec,
         Err(error) => {
             errors.push(error);
@@ -40,6 +41,7 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
         droppable: packet_attr::has_flag(&input.attrs, "droppable"),
         unreliable: packet_attr::has_flag(&input.attrs, "unreliable"),
         compress: packet_attr::compress(&input.attrs),
+        evolving,
     };
     let max_depth = packet_attr::max_depth(&input.attrs);
     let response = packet_attr::response(&input.attrs);
@@ -87,6 +89,7 @@ struct Flags {
     droppable: bool,
     unreliable: bool,
     compress: bool,
+    evolving: bool,
 }
 
 fn packet_impl(
@@ -97,6 +100,7 @@ fn packet_impl(
         droppable,
         unreliable,
         compress,
+        evolving,
     }: Flags,
     max_depth: Option<syn::LitInt>,
     response: Option<&syn::Type>,
@@ -128,6 +132,7 @@ fn packet_impl(
             const DROPPABLE: bool = #droppable;
             const UNRELIABLE: bool = #unreliable;
             const COMPRESS: bool = #compress;
+            const EVOLVING: bool = #evolving;
             #max_depth
             #describe_response
         }

@@ -56,7 +56,15 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     }
 
     /// Decodes a whole body of this packet, within [`MAX_DEPTH`](Self::MAX_DEPTH).
+    /// An [evolving](Self::EVOLVING) packet ignores bytes after its known
+    /// fields (a newer peer's fields); any other packet refuses them
+    /// ([`DecodeError::TrailingBytes`](crate::DecodeError::TrailingBytes)).
     fn decode_packet(body: &crate::Bytes) -> Result<Self, crate::DecodeError> {
-        Self::decode_body_within(body, Self::MAX_DEPTH)
+        if Self::EVOLVING {
+            let mut reader = crate::codec::Reader::with_max_depth(body, Self::MAX_DEPTH);
+            Self::decode(&mut reader)
+        } else {
+            Self::decode_body_within(body, Self::MAX_DEPTH)
+        }
     }
 }

@@ -89,8 +89,6 @@ pub enum TypeDef {
     Enum {
         /// The variants, in index order.
         variants: Vec<Variant>,
-        /// Whether the packet is evolving.
-        evolving: bool,
     },
 }
 
@@ -420,18 +418,20 @@ impl Schema {
             write!(out, "    {}: ", json_str(name))?;
             match def {
                 TypeDef::Struct { fields, evolving } => {
-                    writeln!(
+                    write!(
                         out,
                         "{{\"kind\": \"struct\", \"evolving\": {evolving}, \"fields\": ["
                     )?;
-                    write_fields(out, fields, "      ")?;
-                    write!(out, "    ]}}")?;
+                    if fields.is_empty() {
+                        write!(out, "]}}")?;
+                    } else {
+                        writeln!(out)?;
+                        write_fields(out, fields, "      ")?;
+                        write!(out, "    ]}}")?;
+                    }
                 }
-                TypeDef::Enum { variants, evolving } => {
-                    writeln!(
-                        out,
-                        "{{\"kind\": \"enum\", \"evolving\": {evolving}, \"variants\": ["
-                    )?;
+                TypeDef::Enum { variants } => {
+                    writeln!(out, "{{\"kind\": \"enum\", \"variants\": [")?;
                     for (index, variant) in variants.iter().enumerate() {
                         write!(
                             out,
