@@ -95,7 +95,10 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let game = Game::new();
     if args.schema {
-        print!("{}", game::serve(Server::builder(), game).schema()?.to_json());
+        print!(
+            "{}",
+            game::serve(Server::builder(), game).schema()?.to_json()
+        );
         return Ok(());
     }
     let mut builder = game::serve(Server::builder(), game.clone())

@@ -55,7 +55,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .filter(|t| !t.is_empty()),
     };
     if args.schema {
-        print!("{}", rooms::serve(Server::builder(), settings).schema()?.to_json());
+        print!(
+            "{}",
+            rooms::serve(Server::builder(), settings)
+                .schema()?
+                .to_json()
+        );
         return Ok(());
     }
     let mut builder = rooms::serve(Server::builder(), settings)

@@ -156,18 +156,14 @@ pub trait Response: Sized {
     -> Result<Self, ResponseError>;
 
     /// Describes the response for the schema, adding a packet to `schema`.
-    fn describe_response(
-        schema: &mut crate::schema::SchemaBuilder,
-    ) -> crate::schema::ResponseRef {
+    fn describe_response(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
         let _ = schema;
         crate::schema::ResponseRef::Opaque(std::any::type_name::<Self>())
     }
 }
 
 impl<P: Packet> Response for P {
-    fn describe_response(
-        schema: &mut crate::schema::SchemaBuilder,
-    ) -> crate::schema::ResponseRef {
+    fn describe_response(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
         crate::schema::ResponseRef::Packet(schema.packet::<P>())
     }
 

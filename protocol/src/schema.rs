@@ -407,8 +407,14 @@ impl Schema {
                 json_opt(p.permission),
                 json_opt(p.timeout_ms),
                 json_opt(p.concurrency),
-                handler.stream_item.as_ref().map_or_else(|| "null".to_owned(), type_json),
-                handler.upload_item.as_ref().map_or_else(|| "null".to_owned(), type_json),
+                handler
+                    .stream_item
+                    .as_ref()
+                    .map_or_else(|| "null".to_owned(), type_json),
+                handler
+                    .upload_item
+                    .as_ref()
+                    .map_or_else(|| "null".to_owned(), type_json),
             )?;
             writeln!(out, "{}", comma(i, self.handlers.len()))?;
         }
@@ -522,11 +528,7 @@ fn json_str(text: &str) -> String {
 
 /// The description of a struct or enum field list: what the derives call
 /// for each field, so that generated code stays short.
-pub fn field<T: Decode>(
-    schema: &mut SchemaBuilder,
-    name: &'static str,
-    optional: bool,
-) -> Field {
+pub fn field<T: Decode>(schema: &mut SchemaBuilder, name: &'static str, optional: bool) -> Field {
     Field {
         name,
         ty: T::describe(schema),
