@@ -113,13 +113,15 @@ fn packet_impl(
         None => LitInt::new("0", Span::call_site()),
     };
     let max_depth = max_depth.map(|depth| quote!(const MAX_DEPTH: usize = #depth;));
-    let describe_response = response.map(|response| {
+    // Through `Request`: a `response` that is not a `Response` is then
+    // reported once, at the `impl Request`.
+    let describe_response = response.map(|_| {
         quote! {
             fn describe_response(
                 schema: &mut #p::schema::SchemaBuilder,
             ) -> ::core::option::Option<#p::schema::ResponseRef> {
                 ::core::option::Option::Some(
-                    <#response as #p::Response>::describe_response(schema),
+                    <Self as #p::Request>::describe_declared_response(schema),
                 )
             }
         }

@@ -39,7 +39,7 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// deeper is `MALFORMED`. Set with `#[packet(opcode = …, max_depth = N)]`.
     const MAX_DEPTH: usize = crate::codec::DEFAULT_MAX_DEPTH;
     /// Whether the packet may gain fields at its end without breaking older
-    /// peers (docs/PROTOCOL.md, section 3, "Evolving packets"): a body may
+    /// peers (docs/PROTOCOL.md, section 3.1, "Evolving packets"): a body may
     /// end before its trailing `#[packet(optional)]` fields, which then take
     /// their default, and bytes after its known fields are ignored. Set with
     /// `#[packet(opcode = …, evolving)]`.

@@ -224,6 +224,15 @@ pub trait Request: Packet {
     /// What the handler answers with: a packet, or `()` for an
     /// acknowledgement.
     type Response: Response;
+
+    /// Describes [`Response`](Self::Response) for the schema (what
+    /// [`Packet::describe_response`] of a derived request calls).
+    #[doc(hidden)]
+    fn describe_declared_response(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> crate::schema::ResponseRef {
+        <Self::Response as Response>::describe_response(schema)
+    }
 }
 
 /// A response that is not the one expected.

@@ -81,7 +81,7 @@ pub enum TypeDef {
     Struct {
         /// The fields.
         fields: Vec<Field>,
-        /// Whether the packet is evolving (docs/PROTOCOL.md, section 3):
+        /// Whether the packet is evolving (docs/PROTOCOL.md, section 3.1):
         /// trailing bytes after its known fields are ignored.
         evolving: bool,
     },
