@@ -457,7 +457,7 @@ impl<T: Encode> Encode for Vec<T> {
 impl<T: Decode> Decode for Vec<T> {
     const MIN_LEN: usize = 1;
     fn describe(schema: &mut SchemaBuilder) -> TypeRef {
-        TypeRef::Vec(Box::new(T::describe(schema)))
+        TypeRef::List(Box::new(T::describe(schema)))
     }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let count = reader.read_count::<T>()?;
@@ -483,7 +483,7 @@ impl<T: Encode> Encode for Option<T> {
 impl<T: Decode> Decode for Option<T> {
     const MIN_LEN: usize = 1;
     fn describe(schema: &mut SchemaBuilder) -> TypeRef {
-        TypeRef::Option(Box::new(T::describe(schema)))
+        TypeRef::Optional(Box::new(T::describe(schema)))
     }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match u8::decode(reader)? {

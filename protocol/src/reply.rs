@@ -164,7 +164,7 @@ pub trait Response: Sized {
 
 impl<P: Packet> Response for P {
     fn describe_response(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
-        crate::schema::ResponseRef::Packet(schema.packet::<P>())
+        crate::schema::ResponseRef::Named(schema.packet::<P>())
     }
 
     fn from_response(
@@ -184,7 +184,7 @@ impl<P: Packet> Response for P {
 
 impl Response for () {
     fn describe_response(_: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
-        crate::schema::ResponseRef::Ack
+        crate::schema::ResponseRef::Acknowledgement
     }
 
     fn from_response(

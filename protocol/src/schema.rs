@@ -40,10 +40,12 @@ pub enum TypeRef {
     /// A fixed-width or other built-in type: `u8` … `f64`, `bool`,
     /// `string`, `bytes` or `unit`.
     Builtin(&'static str),
-    /// `Vec<T>`: a count, then the elements.
-    Vec(Box<TypeRef>),
+    /// `Vec<T>`: a count, then the elements. (Not named `Vec`, nor the
+    /// next `Option`: the compiler would then spell the standard types
+    /// with their full paths in its messages.)
+    List(Box<TypeRef>),
     /// `Option<T>`: a tag byte, then `T` when it is 1.
-    Option(Box<TypeRef>),
+    Optional(Box<TypeRef>),
     /// `[T; N]`: `N` elements, no count.
     Array(Box<TypeRef>, usize),
     /// A struct or enum defined in the schema's `types`, by name.
@@ -96,9 +98,11 @@ pub enum TypeDef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResponseRef {
     /// A packet, by name.
-    Packet(&'static str),
-    /// An acknowledgement: an empty body under the request's opcode.
-    Ack,
+    Named(&'static str),
+    /// An acknowledgement: an empty body under the request's opcode. (Not
+    /// named `Ack`: the compiler would then spell `system::Ack` with its
+    /// full path in its messages.)
+    Acknowledgement,
     /// A type the schema cannot see into, by Rust name.
     Opaque(&'static str),
 }
@@ -489,8 +493,8 @@ fn json_opt<T: fmt::Display>(value: Option<T>) -> String {
 fn type_json(ty: &TypeRef) -> String {
     match ty {
         TypeRef::Builtin(name) => json_str(name),
-        TypeRef::Vec(inner) => format!("{{\"vec\": {}}}", type_json(inner)),
-        TypeRef::Option(inner) => format!("{{\"option\": {}}}", type_json(inner)),
+        TypeRef::List(inner) => format!("{{\"vec\": {}}}", type_json(inner)),
+        TypeRef::Optional(inner) => format!("{{\"option\": {}}}", type_json(inner)),
         TypeRef::Array(inner, len) => {
             format!("{{\"array\": {}, \"len\": {len}}}", type_json(inner))
         }
@@ -501,8 +505,8 @@ fn type_json(ty: &TypeRef) -> String {
 
 fn response_json(response: &ResponseRef) -> String {
     match response {
-        ResponseRef::Packet(name) => format!("{{\"packet\": {}}}", json_str(name)),
-        ResponseRef::Ack => "\"ack\"".to_owned(),
+        ResponseRef::Named(name) => format!("{{\"packet\": {}}}", json_str(name)),
+        ResponseRef::Acknowledgement => "\"ack\"".to_owned(),
         ResponseRef::Opaque(name) => format!("{{\"opaque\": {}}}", json_str(name)),
     }
 }
