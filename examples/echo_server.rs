@@ -124,12 +124,18 @@ impl EchoController {
     }
 }
 
+/// The echo server's builder: its controller (discovered), and the
+/// datagram echo it pushes back, declared for its schema.
+fn echo_server() -> ternio::ServerBuilder {
+    Server::builder().declare_push::<DatagramEcho>()
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ternio_examples::logging::init("info");
     let args = Args::parse();
     if args.schema {
-        print!("{}", Server::builder().schema()?.to_json());
+        print!("{}", echo_server().schema()?.to_json());
         return Ok(());
     }
     // The identity clients pin: loaded from the file, or created there.
@@ -139,7 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let public_key = identity.public_hex();
 
-    let mut builder = Server::builder()
+    let mut builder = echo_server()
         .identity(identity)
         .map_tcp(args.tcp)
         .compression(args.compress);

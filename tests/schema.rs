@@ -118,12 +118,12 @@ impl Canvas {
 const CANVAS: &str = r#"{
   "schema": "ternio/1",
   "packets": [
-    {"opcode": 2560, "name": "Draw", "response": {"packet": "Drawn"}, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
-    {"opcode": 2561, "name": "Drawn", "response": null, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
-    {"opcode": 2562, "name": "Clear", "response": "ack", "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
-    {"opcode": 2563, "name": "Profile", "response": null, "droppable": true, "unreliable": false, "compress": true, "evolving": true, "max_depth": 64},
-    {"opcode": 2564, "name": "Watch", "response": "ack", "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
-    {"opcode": 2566, "name": "Send", "response": {"packet": "Drawn"}, "droppable": false, "unreliable": false, "compress": false, "evolving": false, "max_depth": 64}
+    {"opcode": 2560, "name": "Draw", "response": {"packet": "Drawn"}, "pushed": false, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
+    {"opcode": 2561, "name": "Drawn", "response": null, "pushed": false, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
+    {"opcode": 2562, "name": "Clear", "response": "ack", "pushed": false, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
+    {"opcode": 2563, "name": "Profile", "response": null, "pushed": true, "droppable": true, "unreliable": false, "compress": true, "evolving": true, "max_depth": 64},
+    {"opcode": 2564, "name": "Watch", "response": "ack", "pushed": false, "droppable": false, "unreliable": false, "compress": true, "evolving": false, "max_depth": 64},
+    {"opcode": 2566, "name": "Send", "response": {"packet": "Drawn"}, "pushed": false, "droppable": false, "unreliable": false, "compress": false, "evolving": false, "max_depth": 64}
   ],
   "handlers": [
     {"opcode": 2560, "name": "Canvas::draw", "request": "Draw", "response": {"packet": "Drawn"}, "async": false, "policies": {"encrypted": true, "signed_in": false, "permission": 2, "rate_limit": {"per_second": 10, "burst": 20}, "timeout_ms": 500, "concurrency": null}, "stream_item": null, "upload_item": null},

@@ -158,10 +158,11 @@ impl ServerBuilder {
     }
 
     /// Declares that the server pushes packets of type `P`, so that the
-    /// [`schema`](Self::schema) lists it (with the types it uses) beside the
-    /// packets its handlers take and answer with. Changes nothing else.
+    /// [`schema`](Self::schema) lists it (with the types it uses), marked
+    /// `"pushed": true`, beside the packets its handlers take and answer
+    /// with. Changes nothing else.
     pub fn declare_push<P: Packet>(mut self) -> Self {
-        self.pushes.push(SchemaBuilder::packet::<P>);
+        self.pushes.push(SchemaBuilder::push::<P>);
         self
     }
 

@@ -116,6 +116,9 @@ pub struct PacketInfo {
     pub name: &'static str,
     /// The response it declares (`response = T`), if any.
     pub response: Option<ResponseRef>,
+    /// Whether the server declared that it pushes it
+    /// ([`SchemaBuilder::push`]).
+    pub pushed: bool,
     /// `Packet::DROPPABLE`.
     pub droppable: bool,
     /// `Packet::UNRELIABLE`.
@@ -256,6 +259,7 @@ impl SchemaBuilder {
                 opcode: P::OPCODE,
                 name: P::NAME,
                 response: None,
+                pushed: false,
                 droppable: P::DROPPABLE,
                 unreliable: P::UNRELIABLE,
                 compress: P::COMPRESS,
@@ -286,6 +290,18 @@ impl SchemaBuilder {
             info.response = response;
         }
         P::NAME
+    }
+
+    /// Adds packet `P` as [`packet`](Self::packet) does, marked as one the
+    /// server pushes; returns its name.
+    pub fn push<P: Packet>(&mut self) -> &'static str {
+        let name = self.packet::<P>();
+        if let Some(info) = self.packets.get_mut(&P::OPCODE)
+            && info.name == P::NAME
+        {
+            info.pushed = true;
+        }
+        name
     }
 
     /// Adds a handler of `Req` that answers with `Resp` (a packet or `()`).
@@ -373,10 +389,11 @@ impl Schema {
             write!(
                 out,
                 "    {{\"opcode\": {}, \"name\": {}, \"response\": {response}, \
-                 \"droppable\": {}, \"unreliable\": {}, \"compress\": {}, \
+                 \"pushed\": {}, \"droppable\": {}, \"unreliable\": {}, \"compress\": {}, \
                  \"evolving\": {}, \"max_depth\": {}}}",
                 packet.opcode,
                 json_str(packet.name),
+                packet.pushed,
                 packet.droppable,
                 packet.unreliable,
                 packet.compress,
