@@ -112,11 +112,7 @@ impl Inbound {
             // A push (or an error about a send): counted and delivered only
             // from the link the session is on.
             let len = HEADER_LEN + body.len();
-            let session = self.shared.session();
-            let due = self
-                .shared
-                .links()
-                .if_accepted(&self.link, || session.received(len))?;
+            let due = self.shared.session().received(self.link.tag(), len)?;
             // Delivered first: a link lost as the ACK goes out loses
             // nothing taken.
             let lost = self.deliver(header, &body);
@@ -205,7 +201,7 @@ impl Inbound {
             self.shared
                 .links()
                 .answer(&self.link, Frame { header, body }, sealed, || {
-                    counted && session.received(len)
+                    counted && session.received(self.link.tag(), len) == Some(true)
                 });
         match answer {
             Answer::Taken(Some(waker)) => waker.wake(),

@@ -165,6 +165,7 @@ mod link_streams;
 mod links;
 mod outbound;
 mod push;
+mod received;
 mod reconnect;
 mod requests;
 mod resume;

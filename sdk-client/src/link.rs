@@ -44,6 +44,8 @@ enum Sender<'a> {
 /// One connection.
 pub(crate) struct Link {
     out: Out,
+    /// What the session knows this link by when it takes its frames.
+    tag: u64,
     /// Set once, when the link is declared lost (or closed on purpose).
     lost: OnceLock<CloseReason>,
     /// Becomes `true` when the reader task has finished (for a WebSocket,
@@ -74,6 +76,7 @@ impl Link {
     pub(crate) fn new(out: Out) -> Self {
         Self {
             out,
+            tag: crate::received::next_tag(),
             lost: OnceLock::new(),
             reader_done: watch::Sender::new(false),
             security: Mutex::new(LinkSecurity::Plain),
@@ -85,6 +88,12 @@ impl Link {
             session_secret: Mutex::new(None),
             streams: Default::default(),
         }
+    }
+
+    /// What the session knows this link by: it takes the frames of one
+    /// link at a time.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tag
     }
 
     /// The link of `session`: what it sends is recorded for resumption.

@@ -23,6 +23,7 @@ use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
 use crate::reconnect::{ReconnectPolicy, should_reconnect};
 use crate::requests::{Answer, Requests};
+use crate::resume::Session;
 use crate::state::ConnectionState;
 use crate::sync::lock;
 
@@ -74,6 +75,14 @@ impl Conn {
                 .as_ref()
                 .is_some_and(|resuming| Arc::ptr_eq(resuming, link))
     }
+
+    /// The tag of the link whose frames are taken (0: none).
+    fn accepted_tag(&self) -> u64 {
+        match (&self.resuming, &self.current) {
+            (Some(link), _) | (None, Current::Connected(link)) => link.tag(),
+            _ => 0,
+        }
+    }
 }
 
 /// The client's links over time, and the requests on the current one.
@@ -85,11 +94,14 @@ pub(crate) struct Links {
     closing: AtomicBool,
     /// The session secret of the last link lost: a resumption is keyed by it.
     last_secret: Mutex<Option<Zeroizing<[u8; KEY_LEN]>>>,
+    /// The session, told which link's frames to take as that changes
+    /// (under `conn`'s lock).
+    session: Arc<Session>,
 }
 
 impl Links {
     /// No link yet: the first connection is under way (since `now`).
-    pub(crate) fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant, session: Arc<Session>) -> Self {
         let current = Current::Reconnecting(0);
         Self {
             state: watch::Sender::new(current.state()),
@@ -101,6 +113,7 @@ impl Links {
             }),
             closing: AtomicBool::new(false),
             last_secret: Mutex::new(None),
+            session,
         }
     }
 
@@ -171,18 +184,12 @@ impl Links {
         (conn.requests.answer(id, frame, sealed), due)
     }
 
-    /// Runs `with` under the lock if `link` is the current link or the one
-    /// resuming the session: what a frame that is not an answer does there
-    /// (counted, delivered) is then in step with what the session knows.
-    pub(crate) fn if_accepted<R>(&self, link: &Arc<Link>, with: impl FnOnce() -> R) -> Option<R> {
-        let conn = lock(&self.conn);
-        conn.accepts(link).then(with)
-    }
-
     /// Lets `link`, not installed yet, take the frames a resumption replays
     /// (`None`: no link is resuming any more).
     pub(crate) fn set_resuming(&self, link: Option<&Arc<Link>>) {
-        lock(&self.conn).resuming = link.map(Arc::clone);
+        let mut conn = lock(&self.conn);
+        conn.resuming = link.map(Arc::clone);
+        self.session.accept(conn.accepted_tag());
     }
 
     fn set_current(&self, conn: &mut Conn, current: Current) {
@@ -194,6 +201,7 @@ impl Links {
             changed
         });
         conn.current = current;
+        self.session.accept(conn.accepted_tag());
     }
 
     /// Makes `link`, opened by reconnect attempt `attempt` (0 for the first
@@ -208,6 +216,8 @@ impl Links {
         if ready {
             conn.installed = (now, attempt);
             self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
+        } else {
+            self.session.accept(conn.accepted_tag());
         }
         ready
     }

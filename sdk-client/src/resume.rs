@@ -6,30 +6,33 @@
 //! The frames sent are recorded under the session's lock, in the same
 //! critical section that queues them on the link, so that their numbers
 //! are the order they reach the wire. The frames received are counted on
-//! the link's reader task, in the order they arrive; the answers to
-//! `RESUME_TICKET` and `RESUME` are taken there too, so that counting
-//! starts, and new keys are in place, before the next frame is read.
+//! the link's reader task, in the order they arrive, without a lock (see
+//! `received`); the answers to `RESUME_TICKET` and `RESUME` are taken there
+//! too, so that counting starts, and new keys are in place, before the next
+//! frame is read.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::Header;
-use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
+use ternio_protocol::replay::ReplayBuffer;
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::system::{self, Ack, ResumeTicket, Resumed, Ticket};
 use ternio_protocol::{Decode, Encode};
 use tokio::sync::{Notify, oneshot};
-use tokio::time::Instant;
 
 use crate::error::{ClientError, CloseReason};
+use crate::received::{Received, Taken};
 use crate::send::SendError;
 use crate::sync::lock;
 
 /// The session's resumption state, shared by its links.
 pub(crate) struct Session {
     state: Mutex<State>,
-    /// Wakes the acknowledging task when an `ACK` may come due.
+    /// The frames received, and from which link they are taken.
+    received: Received,
+    /// Wakes the acknowledging task at the first frame since an `ACK`.
     pub(crate) ack_due: Notify,
 }
 
@@ -38,8 +41,6 @@ struct State {
     /// The frames sent since the ticket was asked for, until acknowledged;
     /// `None` when not recording.
     replay: Option<ReplayBuffer>,
-    /// The frames received since the ticket's answer; `None` when not counting.
-    acks: Option<AckSchedule>,
     ticket: Option<Ticket>,
     ttl: Duration,
     /// Resumptions so far.
@@ -71,6 +72,7 @@ impl Session {
     pub(crate) fn new() -> Self {
         Self {
             state: Mutex::new(State::default()),
+            received: Received::default(),
             ack_due: Notify::new(),
         }
     }
@@ -132,6 +134,14 @@ impl Session {
             resumed: state.resumed,
             ..State::default()
         };
+        self.received.reset();
+    }
+
+    /// Takes the frames of the link tagged `tag` from now on (0: none):
+    /// those of any other link are refused. Called as the current link (or
+    /// the one resuming) changes.
+    pub(crate) fn accept(&self, tag: u64) {
+        self.received.accept(tag);
     }
 
     /// Sends `header` + `body` on `link` with `send`, recording it when it
@@ -182,41 +192,31 @@ impl Session {
         Ok(())
     }
 
-    /// Counts a frame received with an application opcode (`bytes`:
-    /// header and plain body); `true` when an `ACK` is due now.
-    pub(crate) fn received(&self, bytes: usize) -> bool {
-        let mut state = lock(&self.state);
-        let Some(acks) = state.acks.as_mut() else {
-            return false;
-        };
-        match acks.received(bytes, || Instant::now().into_std()) {
-            AckDue::Now => true,
-            AckDue::At(_) => {
-                // The first frame not acknowledged: the acknowledging task
-                // sets its timer (later frames find it set).
-                drop(state);
+    /// Takes a frame of `bytes` (header and plain body) that came on the
+    /// link tagged `tag` (a push or an answer: an application opcode),
+    /// counting it when the session counts. `None`: the link is not the one
+    /// whose frames are taken, drop the frame; `Some(true)`: an `ACK` is due
+    /// now. The first frame since an `ACK` wakes the acknowledging task.
+    pub(crate) fn received(&self, tag: u64, bytes: usize) -> Option<bool> {
+        match self.received.take(tag, bytes) {
+            Taken::Refused => None,
+            Taken::Quiet => Some(false),
+            Taken::First => {
                 self.ack_due.notify_one();
-                false
+                Some(false)
             }
-            AckDue::Scheduled => false,
+            Taken::AckNow => Some(true),
         }
     }
 
-    /// The `ACK` to send now, if anything is unacknowledged.
-    pub(crate) fn take_ack(&self) -> Option<Ack> {
-        let mut state = lock(&self.state);
-        let acks = state.acks.as_mut()?;
-        acks.has_unacked().then(|| acks.take_ack())
+    /// Whether frames came since the last `ACK`.
+    pub(crate) fn has_unacked(&self) -> bool {
+        self.received.has_unacked()
     }
 
-    /// When the next `ACK` is due, if one will be.
-    pub(crate) fn ack_due_at(&self) -> Option<Instant> {
-        let state = lock(&self.state);
-        state
-            .acks
-            .as_ref()
-            .and_then(AckSchedule::due_at)
-            .map(Instant::from_std)
+    /// The `ACK` to send now, if anything came since the last one.
+    pub(crate) fn take_ack(&self) -> Option<Ack> {
+        self.received.take_ack().map(|received| Ack { received })
     }
 
     /// Takes the server's `ACK`: the frames it acknowledges are dropped.
@@ -245,9 +245,7 @@ impl Session {
             Some(answer) => {
                 state.ticket = Some(answer.ticket);
                 state.ttl = Duration::from_millis(u64::from(answer.ttl_ms));
-                if state.acks.is_none() {
-                    state.acks = Some(AckSchedule::new());
-                }
+                self.received.start();
             }
             None => {
                 tracing::debug!("the server does not resume sessions");
@@ -255,6 +253,7 @@ impl Session {
                     resumed: state.resumed,
                     ..State::default()
                 };
+                self.received.reset();
             }
         }
     }
@@ -267,7 +266,7 @@ impl Session {
                 "the session has no ticket (or no longer keeps what it sent)".into(),
             )
         })?;
-        Ok((ticket, state.acks.as_ref().map_or(0, AckSchedule::count)))
+        Ok((ticket, self.received.count()))
     }
 
     /// Takes the server's answer to a `RESUME`: its new ticket, and its

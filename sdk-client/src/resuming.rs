@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::replay::ACK_DELAY;
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::secure::{KEY_LEN, RekeyPolicy};
 use ternio_protocol::system::{self, Ack, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
@@ -94,20 +94,19 @@ pub(crate) async fn resume(
     Ok(())
 }
 
-/// Sends the `ACK`s of `link` when they come due by time (the reader sends
-/// those due by count): runs with the link's other tasks.
+/// Sends the `ACK`s of `link` when they come due by time, [`ACK_DELAY`]
+/// after the first frame since the last one (the reader sends those due by
+/// count): runs with the link's other tasks.
 pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_frame_size: usize) {
     loop {
-        let notified = session.ack_due.notified();
-        match session.ack_due_at() {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => notified.await,
+        if !session.has_unacked() {
+            session.ack_due.notified().await;
         }
+        tokio::time::sleep(ACK_DELAY).await;
         if link.lost_reason().is_some() {
             return;
         }
-        if session.ack_due_at().is_some_and(|at| at <= Instant::now())
-            && let Some(ack) = session.take_ack()
+        if let Some(ack) = session.take_ack()
             && send_ack(&link, &ack, max_frame_size).is_err()
         {
             return;

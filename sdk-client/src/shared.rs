@@ -54,12 +54,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: ClientConfig) -> Self {
+        let session = Arc::new(Session::new());
         Self {
-            links: Links::new(Instant::now()),
+            links: Links::new(Instant::now(), Arc::clone(&session)),
             security: Security::new(config.secure),
             deadline_moved: Notify::new(),
             pushes: Arc::new(Registry::default()),
-            session: Arc::new(Session::new()),
+            session,
             session_events: watch::Sender::new(SessionEvent::Started),
             datagrams: std::sync::Mutex::new(None),
             datagram_bind: tokio::sync::Mutex::new(()),

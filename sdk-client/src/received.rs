@@ -1,0 +1,198 @@
+//! The count of frames a resumable session received (docs/PROTOCOL.md
+//! section 4.2), kept without a lock: the reader counts each push and
+//! answer with one compare-and-swap.
+//!
+//! Which link's frames count is part of the same word as the count, so that
+//! taking a frame and counting it are one step: once the client stops
+//! accepting a link (it was lost, or another took its place), no frame of
+//! that link is counted or delivered, and the count a `RESUME` reports is
+//! the number of frames the application got.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bits of the frame count.
+const COUNT_BITS: u32 = 40;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// Bits of the accepted link's tag, above the count.
+const TAG_BITS: u32 = 23;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+/// The top bit: frames are counted (the session has a ticket).
+const COUNTING: u64 = 1 << 63;
+
+/// How many frames (or bytes, header included) may go unacknowledged before
+/// the reader sends an `ACK` itself; see [`ternio_protocol::replay`].
+const EVERY_FRAMES: u64 = ternio_protocol::replay::ACK_EVERY_FRAMES;
+const EVERY_BYTES: u64 = ternio_protocol::replay::ACK_EVERY_BYTES as u64;
+
+/// A link's tag: what [`Received`] knows it by (never 0, which accepts no
+/// link; tags repeat after 2^23 links).
+pub(crate) fn next_tag() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    loop {
+        let tag = NEXT.fetch_add(1, Ordering::Relaxed) & TAG_MASK;
+        if tag != 0 {
+            return tag;
+        }
+    }
+}
+
+/// What [`Received::take`] did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The frame's link is not the accepted one: drop the frame.
+    Refused,
+    /// Taken (and counted, if counting); nothing to do.
+    Quiet,
+    /// Taken as the first frame since the last `ACK`: the acknowledging
+    /// task starts its delay.
+    First,
+    /// Taken, and an `ACK` is due now (by count or bytes).
+    AckNow,
+}
+
+/// The frames received: the count, which link's frames are taken, and
+/// what has not been acknowledged yet.
+///
+/// The reader is the only writer of the count (one compare-and-swap per
+/// frame, against a change of link); the count acknowledged moves forward
+/// with `fetch_max` when an `ACK` goes out, from the reader or the
+/// acknowledging task.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    /// [`COUNTING`] | the accepted link's tag << [`COUNT_BITS`] | the count.
+    word: AtomicU64,
+    /// The count the last `ACK` reported.
+    acked: AtomicU64,
+    /// Bytes taken since the reader last asked for an `ACK` (written by the
+    /// reader alone, reset by any `ACK`).
+    bytes: AtomicU64,
+}
+
+impl Received {
+    /// Accepts the frames of the link tagged `tag` from now on (0: none).
+    pub(crate) fn accept(&self, tag: u64) {
+        let _ = self
+            .word
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+                Some(word & !(TAG_MASK << COUNT_BITS) | (tag & TAG_MASK) << COUNT_BITS)
+            });
+    }
+
+    /// Starts counting (a ticket came), keeping any count so far.
+    pub(crate) fn start(&self) {
+        self.word.fetch_or(COUNTING, Ordering::SeqCst);
+    }
+
+    /// Stops counting and forgets the count: a new session.
+    pub(crate) fn reset(&self) {
+        let _ = self
+            .word
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+                Some(word & (TAG_MASK << COUNT_BITS))
+            });
+        self.acked.store(0, Ordering::SeqCst);
+        self.bytes.store(0, Ordering::SeqCst);
+    }
+
+    /// Frames counted so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.word.load(Ordering::SeqCst) & COUNT_MASK
+    }
+
+    /// Takes a frame of `bytes` (header and plain body) that came on the
+    /// link tagged `tag`; counted when the session counts.
+    pub(crate) fn take(&self, tag: u64, bytes: usize) -> Taken {
+        let tag_bits = (tag & TAG_MASK) << COUNT_BITS;
+        let mut word = self.word.load(Ordering::SeqCst);
+        loop {
+            if word & (TAG_MASK << COUNT_BITS) != tag_bits {
+                return Taken::Refused;
+            }
+            if word & COUNTING == 0 {
+                return Taken::Quiet;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        let before = word & COUNT_MASK;
+        let acked = self.acked.load(Ordering::SeqCst);
+        let unacked_bytes = self.bytes.load(Ordering::Relaxed) + bytes as u64;
+        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= EVERY_BYTES {
+            self.bytes.store(0, Ordering::Relaxed);
+            return Taken::AckNow;
+        }
+        self.bytes.store(unacked_bytes, Ordering::Relaxed);
+        if before == acked {
+            Taken::First
+        } else {
+            Taken::Quiet
+        }
+    }
+
+    /// The count to acknowledge, if frames were taken since the last `ACK`.
+    pub(crate) fn take_ack(&self) -> Option<u64> {
+        let count = self.count();
+        let acked = self.acked.fetch_max(count, Ordering::SeqCst);
+        self.bytes.store(0, Ordering::Relaxed);
+        (acked < count).then_some(count)
+    }
+
+    /// Whether frames were taken since the last `ACK`: the acknowledging
+    /// task checks after sending one, as a frame taken meanwhile may not
+    /// have woken it.
+    pub(crate) fn has_unacked(&self) -> bool {
+        self.count() > self.acked.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_accepted_link_is_taken_and_only_counted_frames_count() {
+        let received = Received::default();
+        assert_eq!(received.take(5, 10), Taken::Refused);
+        received.accept(5);
+        assert_eq!(received.take(5, 10), Taken::Quiet);
+        assert_eq!(received.count(), 0, "not counting before a ticket");
+        received.start();
+        assert_eq!(received.take(5, 10), Taken::First);
+        assert_eq!(received.take(5, 10), Taken::Quiet);
+        assert_eq!(received.take(6, 10), Taken::Refused);
+        assert_eq!(received.count(), 2);
+        received.accept(6);
+        assert_eq!(received.take(5, 10), Taken::Refused);
+        assert_eq!(received.take(6, 10), Taken::Quiet);
+        assert_eq!(received.count(), 3, "the count goes on across links");
+        assert_eq!(received.take_ack(), Some(3));
+        assert_eq!(received.take_ack(), None, "nothing new to acknowledge");
+        assert!(!received.has_unacked());
+        assert_eq!(received.take(6, 10), Taken::First);
+        assert!(received.has_unacked());
+        received.reset();
+        assert_eq!(received.count(), 0);
+        assert_eq!(received.take(6, 10), Taken::Quiet, "not counting");
+    }
+
+    #[test]
+    fn an_ack_is_due_every_so_many_frames_or_bytes() {
+        let received = Received::default();
+        received.accept(1);
+        received.start();
+        assert_eq!(received.take(1, 1), Taken::First);
+        for _ in 2..EVERY_FRAMES {
+            assert_eq!(received.take(1, 1), Taken::Quiet);
+        }
+        assert_eq!(received.take(1, 1), Taken::AckNow);
+        assert_eq!(received.take_ack(), Some(EVERY_FRAMES));
+        assert_eq!(received.take(1, EVERY_BYTES as usize), Taken::AckNow);
+    }
+}
