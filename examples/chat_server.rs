@@ -65,6 +65,10 @@ const SECRET_VAR: &str = "TERNIO_CLUSTER_SECRET";
 #[derive(Parser)]
 #[command(about = "Ternio chat server")]
 struct Args {
+    /// Print the server's schema (packets, types and handlers, as JSON: see
+    /// docs/SCHEMA.md) and exit.
+    #[arg(long)]
+    schema: bool,
     /// Read the settings from this TOML file (see examples/chat_server.toml);
     /// the flags given here win over it.
     #[arg(long, value_name = "FILE")]
@@ -153,6 +157,10 @@ impl Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ternio_examples::logging::init("info");
     let args = Args::parse();
+    if args.schema {
+        print!("{}", chat::serve(Server::builder()).schema()?.to_json());
+        return Ok(());
+    }
     let settings = match args.settings() {
         Ok(settings) => settings,
         Err(error) => {

@@ -43,6 +43,10 @@ use ternio_examples::echo::{AddUp, CountTo, DatagramEcho, Echo, Number, SecureEc
 #[derive(Parser)]
 #[command(about = "Ternio echo server")]
 struct Args {
+    /// Print the server's schema (packets, types and handlers, as JSON: see
+    /// docs/SCHEMA.md) and exit.
+    #[arg(long)]
+    schema: bool,
     /// Address of the TCP listener.
     #[arg(long, default_value = "127.0.0.1:7001")]
     tcp: SocketAddr,
@@ -120,10 +124,20 @@ impl EchoController {
     }
 }
 
+/// The echo server's builder: its controller (discovered), and the
+/// datagram echo it pushes back, declared for its schema.
+fn echo_server() -> ternio::ServerBuilder {
+    Server::builder().declare_push::<DatagramEcho>()
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ternio_examples::logging::init("info");
     let args = Args::parse();
+    if args.schema {
+        print!("{}", echo_server().schema()?.to_json());
+        return Ok(());
+    }
     // The identity clients pin: loaded from the file, or created there.
     let identity = match &args.identity {
         Some(path) => Identity::load_or_generate(path)?,
@@ -131,7 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let public_key = identity.public_hex();
 
-    let mut builder = Server::builder()
+    let mut builder = echo_server()
         .identity(identity)
         .map_tcp(args.tcp)
         .compression(args.compress);

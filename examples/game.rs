@@ -48,6 +48,10 @@ use ternio_examples::game::{
 #[derive(Parser)]
 #[command(about = "Ternio game server (rooms ticking at 30 Hz) with optional bots")]
 struct Args {
+    /// Print the server's schema (packets, types and handlers, as JSON: see
+    /// docs/SCHEMA.md) and exit.
+    #[arg(long)]
+    schema: bool,
     /// Address of the TCP listener (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:7201")]
     tcp: SocketAddr,
@@ -90,6 +94,13 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let game = Game::new();
+    if args.schema {
+        print!(
+            "{}",
+            game::serve(Server::builder(), game).schema()?.to_json()
+        );
+        return Ok(());
+    }
     let mut builder = game::serve(Server::builder(), game.clone())
         .map_tcp(args.tcp)
         .map_udp(args.udp);

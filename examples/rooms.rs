@@ -23,6 +23,10 @@ use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 #[derive(Parser)]
 #[command(about = "Ternio room game (docs/GUIDE.md)")]
 struct Args {
+    /// Print the server's schema (packets, types and handlers, as JSON: see
+    /// docs/SCHEMA.md) and exit.
+    #[arg(long)]
+    schema: bool,
     /// Address of the TCP listener.
     #[arg(long, default_value = "127.0.0.1:7301")]
     tcp: SocketAddr,
@@ -50,6 +54,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ok()
             .filter(|t| !t.is_empty()),
     };
+    if args.schema {
+        print!(
+            "{}",
+            rooms::serve(Server::builder(), settings)
+                .schema()?
+                .to_json()
+        );
+        return Ok(());
+    }
     let mut builder = rooms::serve(Server::builder(), settings)
         .map_tcp(args.tcp)
         .map_websocket(args.ws, "/ws");

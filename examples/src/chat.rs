@@ -131,7 +131,12 @@ pub mod errors {
 /// Adds the chat service to `builder`: the [`ChatController`] and the
 /// presence hook ([`on_presence`]) that tells the rooms who comes and goes.
 pub fn serve(builder: ServerBuilder) -> ServerBuilder {
-    builder.controller(ChatController).on_presence(on_presence)
+    builder
+        .controller(ChatController)
+        .on_presence(on_presence)
+        .declare_push::<UserJoined>()
+        .declare_push::<UserLeft>()
+        .declare_push::<ChatMessage>()
 }
 
 /// Serves the chat packets. Register it with [`serve`], which also adds the

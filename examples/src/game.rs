@@ -611,6 +611,7 @@ impl GameController {
 pub fn serve(builder: ServerBuilder, game: Game) -> ServerBuilder {
     builder
         .controller(GameController)
+        .declare_push::<Snapshot>()
         .state(game)
         .slow_consumer(SlowConsumerPolicy::DropDroppable)
         .max_outbox_bytes(OUTBOX_BYTES)

@@ -345,11 +345,14 @@ fn leave_room(connection: &ConnectionHandle, name: &str) {
     let _ = hub.broadcast_group(&left.room, &left);
 }
 
-/// Adds the game to `builder`: the controller, the shared state, and the
-/// disconnect hook that tells a room when a player goes.
+/// Adds the game to `builder`: the controller, the pushes it sends (declared
+/// for the schema, docs/SCHEMA.md), the shared state, and the disconnect
+/// hook that tells a room when a player goes.
 pub fn serve(builder: ServerBuilder, settings: Settings) -> ServerBuilder {
     builder
         .controller(RoomsController)
+        .declare_push::<Moved>()
+        .declare_push::<Left>()
         .state(settings)
         .state(Scores::default())
         .on_disconnect(|connection, _cause| {

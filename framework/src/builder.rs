@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use ternio_protocol::Packet;
+use ternio_protocol::schema::{Schema, SchemaBuilder, SchemaError};
 use ternio_protocol::secure::RekeyPolicy;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
@@ -20,7 +22,7 @@ use crate::backplane::Backplane;
 use crate::build_error::BuildError;
 use crate::close::CloseCause;
 use crate::config::{ServerConfig, SlowConsumerPolicy};
-use crate::dispatch::{Controller, DispatchTable};
+use crate::dispatch::{self, Controller, DispatchTable};
 use crate::hub::{ConnectionHandle, Hub};
 use crate::identity::Identity;
 use crate::ids::ConnectionId;
@@ -70,6 +72,8 @@ pub struct ServerBuilder {
     health: Option<Result<SocketAddr, BuildError>>,
     /// The UDP listener of datagram channels, if any.
     udp: Option<Result<SocketAddr, BuildError>>,
+    /// The packets [`declare_push`](Self::declare_push) added to the schema.
+    pushes: Vec<fn(&mut SchemaBuilder) -> &'static str>,
 }
 
 /// A listener to bind: its address and what it speaks.
@@ -98,6 +102,7 @@ impl Default for ServerBuilder {
             prometheus: None,
             health: None,
             udp: None,
+            pushes: Vec::new(),
         }
     }
 }
@@ -150,6 +155,40 @@ impl ServerBuilder {
             Arc::new(controller) as Arc<dyn Controller>,
         ));
         self
+    }
+
+    /// Declares that the server pushes packets of type `P`, so that the
+    /// [`schema`](Self::schema) lists it (with the types it uses), marked
+    /// `"pushed": true`, beside the packets its handlers take and answer
+    /// with. Changes nothing else.
+    pub fn declare_push<P: Packet>(mut self) -> Self {
+        self.pushes.push(SchemaBuilder::push::<P>);
+        self
+    }
+
+    /// The schema of this server (docs/SCHEMA.md): every handler of its
+    /// controllers (those given and, unless turned off, those discovered),
+    /// with its policies, the packets they take and answer with, the pushes
+    /// declared with [`declare_push`](Self::declare_push), and every
+    /// struct and enum these use. [`Schema::to_json`] writes it as
+    /// versioned JSON. Fails when two types share a name or two packets an
+    /// opcode.
+    pub fn schema(&self) -> Result<Schema, SchemaError> {
+        let explicit = self
+            .controllers
+            .iter()
+            .map(|(id, controller)| (*id, Arc::clone(controller)))
+            .collect();
+        let mut schema = SchemaBuilder::new();
+        for controller in dispatch::controllers(explicit, self.discover) {
+            for handler in controller.handlers() {
+                handler.describe(&mut schema);
+            }
+        }
+        for push in &self.pushes {
+            push(&mut schema);
+        }
+        schema.finish()
     }
 
     /// Whether to add the controllers that `#[packet_controller]` submitted

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ternio_protocol::frame::SYSTEM_OPCODE_START;
+use ternio_protocol::schema::{HandlerDescription, Policies, SchemaBuilder, TypeRef};
 use ternio_protocol::{Bytes, DecodeError, ErrorCode, IntoReply, Packet, Request};
 
 use crate::build_error::BuildError;
@@ -133,6 +134,25 @@ pub(crate) enum HandlerKind {
 
 type Check = fn(&CheckState<'_>) -> Result<(), String>;
 
+/// Adds a handler to a schema: its request and reply types are known
+/// where the spec is built.
+type DescribeFn = fn(&mut SchemaBuilder, HandlerDescription);
+
+/// Describes the items of an upload parameter, if the handler has one.
+type DescribeUploadFn = fn(&mut SchemaBuilder) -> Option<TypeRef>;
+
+fn describe_handler<Req: Packet, R: IntoReply>(
+    schema: &mut SchemaBuilder,
+    mut handler: HandlerDescription,
+) {
+    handler.stream_item = R::describe_stream(schema);
+    schema.handler::<Req, R::Response>(handler);
+}
+
+fn no_upload(_: &mut SchemaBuilder) -> Option<TypeRef> {
+    None
+}
+
 /// One handler: the opcode it answers, its name, how to call it, and its
 /// policies. `#[packet_controller]` builds these; `#[handler(...)]`
 /// attributes on a method call the builder methods of the same names.
@@ -144,6 +164,10 @@ pub struct HandlerSpec {
     pub(crate) policy: HandlerPolicy,
     /// Its request counter and latency histogram, when metrics are on.
     pub(crate) metrics: Option<HandlerMetrics>,
+    /// Its entry in the schema, and the policies as the schema shows them.
+    describe: DescribeFn,
+    describe_upload: DescribeUploadFn,
+    schema_policies: Policies,
     /// Whether it takes an [`Upload`](crate::Upload): each request opens one.
     pub(crate) upload: bool,
 }
@@ -209,6 +233,7 @@ impl HandlerSpec {
                 inline: Box::new(inline),
                 deferred: Box::new(deferred),
             },
+            describe_handler::<Req, R>,
         )
     }
 
@@ -247,10 +272,14 @@ impl HandlerSpec {
                 Err(panic) => DeferredReply::Panicked(panic_message(&*panic)),
             })))
         };
-        Self::new::<Req>(name, HandlerKind::Async(Box::new(call)))
+        Self::new::<Req>(
+            name,
+            HandlerKind::Async(Box::new(call)),
+            describe_handler::<Req, R>,
+        )
     }
 
-    fn new<Req: Packet>(name: &'static str, kind: HandlerKind) -> Self {
+    fn new<Req: Packet>(name: &'static str, kind: HandlerKind, describe: DescribeFn) -> Self {
         Self {
             opcode: Req::OPCODE,
             name,
@@ -258,21 +287,43 @@ impl HandlerSpec {
             checks: Vec::new(),
             policy: HandlerPolicy::default(),
             metrics: None,
+            describe,
+            describe_upload: no_upload,
+            schema_policies: Policies::default(),
             upload: false,
         }
+    }
+
+    /// Adds this handler, its request and its response to `schema`.
+    pub fn describe(&self, schema: &mut SchemaBuilder) {
+        let upload_item = (self.describe_upload)(schema);
+        let handler = HandlerDescription {
+            name: self.name,
+            asynchronous: matches!(self.kind, HandlerKind::Async(_)),
+            policies: self.schema_policies.clone(),
+            stream_item: None,
+            upload_item,
+        };
+        (self.describe)(schema, handler);
     }
 
     /// Records the start-up check of extractor `E` (for `State<T>`: that a
     /// `T` was given to the server).
     pub fn extractor<E: FromContext>(mut self) -> Self {
-        self.upload |= E::UPLOAD;
+        if E::UPLOAD {
+            self.upload = true;
+            self.describe_upload = E::describe_upload;
+        }
         self.checks.push(E::check);
         self
     }
 
     /// [`extractor`](Self::extractor) for a parameter of an `async` handler.
     pub fn async_extractor<E: FromContextAsync<M>, M>(mut self) -> Self {
-        self.upload |= E::UPLOAD;
+        if E::UPLOAD {
+            self.upload = true;
+            self.describe_upload = E::describe_upload;
+        }
         self.checks.push(E::check);
         self
     }
@@ -281,6 +332,7 @@ impl HandlerSpec {
     /// `ENCRYPTION_REQUIRED`, and the handler does not run.
     pub fn encrypted(mut self) -> Self {
         self.policy.encrypted = true;
+        self.schema_policies.encrypted = true;
         self
     }
 
@@ -290,6 +342,7 @@ impl HandlerSpec {
     /// `UNAUTHORIZED`, and the handler does not run.
     pub fn signed_in(mut self) -> Self {
         self.policy.signed_in = true;
+        self.schema_policies.signed_in = true;
         self
     }
 
@@ -299,6 +352,7 @@ impl HandlerSpec {
     /// below it, error 3 `UNAUTHORIZED`.
     pub fn permission(mut self, level: u32) -> Self {
         self.policy.permission = Some(level);
+        self.schema_policies.permission = Some(level);
         self
     }
 
@@ -308,6 +362,7 @@ impl HandlerSpec {
     /// fails the server's build.
     pub fn timeout_ms(mut self, millis: u64) -> Self {
         self.policy.timeout = Some(Duration::from_millis(millis));
+        self.schema_policies.timeout_ms = Some(millis);
         self
     }
 
@@ -315,6 +370,7 @@ impl HandlerSpec {
     /// second, with bursts of `burst`; over it, error 4 `RATE_LIMITED`.
     pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
         self.policy.rate_limit = Some(middleware::quota(per_second, burst));
+        self.schema_policies.rate_limit = Some((per_second, burst));
         self
     }
 
@@ -322,6 +378,7 @@ impl HandlerSpec {
     /// server to `limit`; beyond it, error 8 `OVERLOADED` at once (never a queue).
     pub fn concurrency(mut self, limit: usize) -> Self {
         self.policy.concurrency = Some(Concurrency::new(limit.max(1)));
+        self.schema_policies.concurrency = Some(limit.max(1));
         self
     }
 
@@ -365,6 +422,31 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The explicit controllers and, when `discover` is set, those found through
+/// `inventory` (an explicit registration of the same type wins).
+pub(crate) fn controllers(
+    explicit: Vec<(TypeId, Arc<dyn Controller>)>,
+    discover: bool,
+) -> Vec<Arc<dyn Controller>> {
+    let explicit_types: HashSet<TypeId> = explicit.iter().map(|(id, _)| *id).collect();
+    let mut controllers: Vec<Arc<dyn Controller>> = explicit
+        .into_iter()
+        .map(|(_, controller)| controller)
+        .collect();
+    if discover {
+        let mut seen = HashSet::new();
+        for registration in inventory::iter::<ControllerRegistration> {
+            let id = (registration.type_id)();
+            if explicit_types.contains(&id) || !seen.insert(id) {
+                continue;
+            }
+            tracing::debug!(controller = registration.name, "discovered controller");
+            controllers.push((registration.make)());
+        }
+    }
+    controllers
+}
+
 /// Every handler of a server, in one dense table indexed by opcode.
 pub(crate) struct DispatchTable {
     /// For each application opcode, 0 for none or 1 + its index in `handlers`.
@@ -381,23 +463,7 @@ impl DispatchTable {
         discover: bool,
         state: &AppState,
     ) -> Result<Self, BuildError> {
-        let explicit_types: HashSet<TypeId> = explicit.iter().map(|(id, _)| *id).collect();
-        let mut controllers: Vec<Arc<dyn Controller>> = explicit
-            .into_iter()
-            .map(|(_, controller)| controller)
-            .collect();
-        if discover {
-            let mut seen = HashSet::new();
-            for registration in inventory::iter::<ControllerRegistration> {
-                let id = (registration.type_id)();
-                if explicit_types.contains(&id) || !seen.insert(id) {
-                    continue;
-                }
-                tracing::debug!(controller = registration.name, "discovered controller");
-                controllers.push((registration.make)());
-            }
-        }
-
+        let controllers = controllers(explicit, discover);
         let mut table = Self {
             slots: vec![0; usize::from(SYSTEM_OPCODE_START)].into_boxed_slice(),
             handlers: Vec::new(),

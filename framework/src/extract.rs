@@ -55,6 +55,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use ternio_protocol::ErrorCode;
+use ternio_protocol::schema::{SchemaBuilder, TypeRef};
 
 use crate::context::Context;
 use crate::hub::{ConnectionHandle, Hub};
@@ -80,6 +81,14 @@ pub trait FromContext: Sized {
     /// the connection then opens one for each request of the handler.
     #[doc(hidden)]
     const UPLOAD: bool = false;
+
+    /// For an upload, the type of its items for the schema
+    /// (docs/SCHEMA.md), added to `schema`.
+    #[doc(hidden)]
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        let _ = schema;
+        None
+    }
 
     /// Builds the value for one request, or refuses the request.
     fn from_context(ctx: &Context) -> Result<Self, Self::Rejection>;
@@ -132,6 +141,13 @@ pub trait FromContextAsync<M = ViaAsync>: Sized {
     #[doc(hidden)]
     const UPLOAD: bool = false;
 
+    /// As [`FromContext::describe_upload`].
+    #[doc(hidden)]
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        let _ = schema;
+        None
+    }
+
     /// Builds the value for one request, or refuses the request.
     fn from_context_async(
         ctx: &Context,
@@ -158,6 +174,10 @@ where
 {
     type Rejection = T::Rejection;
     const UPLOAD: bool = T::UPLOAD;
+
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        T::describe_upload(schema)
+    }
 
     fn from_context_async(
         ctx: &Context,

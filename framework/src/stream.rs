@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use futures_util::{Stream, StreamExt};
+use ternio_protocol::schema::{SchemaBuilder, TypeRef};
 use ternio_protocol::stream::{CHUNK_SIZE, ItemSource, WriteItem};
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
@@ -160,6 +161,9 @@ impl<P: Packet> ItemSource for Source<P> {
 
 impl<P: Packet> IntoReply for StreamReply<P> {
     type Response = ();
+    fn describe_stream(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        Some(P::describe(schema))
+    }
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         sink.stream(Box::new(Source {
             items: self.items,
@@ -227,6 +231,10 @@ impl<P: Packet> Stream for Upload<P> {
 impl<P: Packet> FromContext for Upload<P> {
     type Rejection = Rejection;
     const UPLOAD: bool = true;
+
+    fn describe_upload(schema: &mut SchemaBuilder) -> Option<TypeRef> {
+        Some(P::describe(schema))
+    }
 
     fn from_context(ctx: &Context) -> Result<Self, Rejection> {
         match ctx.upload() {

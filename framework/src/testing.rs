@@ -275,7 +275,7 @@ impl TestConnection {
             .into_iter()
             .filter(|frame| frame.header.opcode == P::OPCODE)
             .map(|frame| {
-                P::decode_body(&frame.body).unwrap_or_else(|error| {
+                P::decode_packet(&frame.body).unwrap_or_else(|error| {
                     panic!("a push of {} that does not decode: {error}", P::NAME)
                 })
             })

@@ -23,13 +23,16 @@ use crate::packet_attr::is_packet_attr;
 const MAX_VARIANTS: usize = 256;
 
 /// The `impl Encode` and `impl Decode` of `input`, for the derive named
-/// `derive` (used in error messages).
+/// `derive` (used in error messages). `evolving` is a packet's
+/// `#[packet(opcode = …, evolving)]`: its trailing `#[packet(optional)]`
+/// fields may be missing from a body (docs/PROTOCOL.md, "Evolving packets").
 pub(crate) fn expand(
     input: &DeriveInput,
     proto: &CratePath,
     derive: &str,
+    evolving: bool,
 ) -> syn::Result<TokenStream> {
-    check_shape(input, derive)?;
+    check_shape(input, derive, evolving)?;
     let locals = Locals::new();
     let (encode, encoded_len, min_len, decode) = match &input.data {
         Data::Struct(data) => (
@@ -46,6 +49,7 @@ pub(crate) fn expand(
         ),
         Data::Union(_) => unreachable!("check_shape refuses unions"),
     };
+    let describe = describe(input, proto, evolving);
     let name = &input.ident;
     let p = proto.at(Span::call_site());
     let Locals { out, reader, .. } = &locals;
@@ -75,8 +79,64 @@ pub(crate) fn expand(
             ) -> ::core::result::Result<Self, #p::DecodeError> {
                 #decode
             }
+
+            #describe
         }
     })
+}
+
+/// `fn describe`: the type's definition for the schema (docs/SCHEMA.md),
+/// its fields in wire order.
+fn describe(input: &DeriveInput, proto: &CratePath, evolving: bool) -> TokenStream {
+    let p = proto.at(Span::call_site());
+    let name = LitStr::new(&type_name(&input.ident), input.ident.span());
+    let schema = Ident::new("schema", Span::mixed_site());
+    let def = match &input.data {
+        Data::Struct(data) => {
+            let fields = describe_fields(&data.fields, proto, &schema);
+            quote!(#p::schema::TypeDef::Struct { fields: #fields, evolving: #evolving })
+        }
+        Data::Enum(data) => {
+            let variants = data.variants.iter().map(|variant| {
+                let variant_name = LitStr::new(&type_name(&variant.ident), variant.ident.span());
+                let fields = describe_fields(&variant.fields, proto, &schema);
+                quote!(#p::schema::Variant { name: #variant_name, fields: #fields })
+            });
+            quote! {
+                #p::schema::TypeDef::Enum {
+                    variants: ::std::vec![#(#variants),*],
+                }
+            }
+        }
+        Data::Union(_) => unreachable!("check_shape refuses unions"),
+    };
+    quote! {
+        fn describe(#schema: &mut #p::schema::SchemaBuilder) -> #p::schema::TypeRef {
+            if #schema.begin(#name, ::core::concat!(::core::module_path!(), "::", #name)) {
+                let def = #def;
+                #schema.define(#name, def);
+            }
+            #p::schema::TypeRef::Named(#name)
+        }
+    }
+}
+
+/// `vec![Field { .. }, ..]`: the fields' names and types in wire order.
+fn describe_fields(fields: &Fields, proto: &CratePath, schema: &Ident) -> TokenStream {
+    let p = proto.at(Span::call_site());
+    let fields = fields.iter().enumerate().map(|(i, field)| {
+        let name = match &field.ident {
+            Some(ident) => LitStr::new(&type_name(ident), ident.span()),
+            None => LitStr::new(&i.to_string(), field.ty.span()),
+        };
+        let ty = &field.ty;
+        let span = ty.span();
+        let pf = proto.at(span);
+        let describe = quote_spanned!(span=> <#ty as #pf::Decode>::describe);
+        let optional = is_optional(field);
+        quote!(#p::schema::Field { name: #name, ty: #describe(#schema), optional: #optional })
+    });
+    quote!(::std::vec![#(#fields),*])
 }
 
 /// Names of the generated code's local variables. They are hygienic
@@ -106,7 +166,7 @@ impl Locals {
 /// Refuses what has no encoding: generic types, unions, enums with no
 /// variant, too many variants or explicit discriminants, and `#[packet]` on
 /// anything but the type.
-fn check_shape(input: &DeriveInput, derive: &str) -> syn::Result<()> {
+fn check_shape(input: &DeriveInput, derive: &str, evolving: bool) -> syn::Result<()> {
     let mut errors = Errors::default();
     if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
         errors.push(syn::Error::new_spanned(
@@ -119,8 +179,18 @@ fn check_shape(input: &DeriveInput, derive: &str) -> syn::Result<()> {
         ));
     }
     match &input.data {
-        Data::Struct(data) => check_field_attrs(&data.fields, &mut errors),
-        Data::Enum(data) => check_enum(input, data, derive, &mut errors),
+        Data::Struct(data) => check_struct_fields(&data.fields, derive, evolving, &mut errors),
+        Data::Enum(data) => {
+            if evolving {
+                errors.push(syn::Error::new(
+                    input.ident.span(),
+                    "`evolving` is for struct packets: a packet gains optional fields at its \
+                     end, and an enum's variants cannot; make this packet a struct, or remove \
+                     `evolving`",
+                ));
+            }
+            check_enum(input, data, derive, &mut errors)
+        }
         Data::Union(data) => errors.push(syn::Error::new(
             data.union_token.span,
             format!("#[derive({derive})] does not support unions: use a struct or an enum"),
@@ -173,6 +243,68 @@ fn check_field_attrs(fields: &Fields, errors: &mut Errors) {
             errors.push(misplaced_packet_attr(attr));
         }
     }
+}
+
+/// The fields of a struct: `#[packet(optional)]` only in an evolving
+/// packet, and only on trailing fields; no other `#[packet(...)]`.
+fn check_struct_fields(fields: &Fields, derive: &str, evolving: bool, errors: &mut Errors) {
+    let mut first_optional: Option<String> = None;
+    for (i, field) in fields.iter().enumerate() {
+        let name = field
+            .ident
+            .as_ref()
+            .map_or_else(|| i.to_string(), type_name);
+        let mut optional = false;
+        for attr in field.attrs.iter().filter(|attr| is_packet_attr(attr)) {
+            if is_optional_attr(attr) {
+                optional = true;
+                if derive != "Packet" || !evolving {
+                    errors.push(syn::Error::new_spanned(
+                        attr,
+                        "#[packet(optional)] is for the trailing fields of an evolving packet: \
+                         add `evolving` to the type's #[packet(opcode = …, evolving)]",
+                    ));
+                }
+            } else {
+                errors.push(misplaced_packet_attr(attr));
+            }
+        }
+        match (&first_optional, optional) {
+            (None, true) => first_optional = Some(name),
+            (Some(before), false) if evolving => errors.push(syn::Error::new(
+                field.ty.span(),
+                format!(
+                    "field `{name}` follows the optional field `{before}` but is not optional: \
+                     optional fields of an evolving packet come last (a body may end before \
+                     them); move it before `{before}` or mark it #[packet(optional)]"
+                ),
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// Whether `attr` is exactly `#[packet(optional)]`.
+fn is_optional_attr(attr: &syn::Attribute) -> bool {
+    let mut only_optional = false;
+    let parsed = attr.parse_nested_meta(|meta| {
+        if meta.path.is_ident("optional") && !meta.input.peek(syn::Token![=]) {
+            only_optional = true;
+            Ok(())
+        } else {
+            Err(meta.error("not optional"))
+        }
+    });
+    parsed.is_ok() && only_optional
+}
+
+/// Whether the field carries `#[packet(optional)]` (checked by
+/// [`check_struct_fields`]).
+fn is_optional(field: &syn::Field) -> bool {
+    field
+        .attrs
+        .iter()
+        .any(|attr| is_packet_attr(attr) && is_optional_attr(attr))
 }
 
 fn misplaced_packet_attr(attr: &syn::Attribute) -> syn::Error {
@@ -242,12 +374,16 @@ fn encoded_len_struct(fields: &Fields, proto: &CratePath) -> TokenStream {
 }
 
 fn sum_min_len(fields: &Fields, proto: &CratePath) -> TokenStream {
-    sum(fields.iter().map(|field| {
-        let span = field.ty.span();
-        let ty = &field.ty;
-        let p = proto.at(span);
-        quote_spanned!(span=> <#ty as #p::Decode>::MIN_LEN)
-    }))
+    // An optional field may be missing: it adds nothing to the least size.
+    sum(fields
+        .iter()
+        .filter(|field| !is_optional(field))
+        .map(|field| {
+            let span = field.ty.span();
+            let ty = &field.ty;
+            let p = proto.at(span);
+            quote_spanned!(span=> <#ty as #p::Decode>::MIN_LEN)
+        }))
 }
 
 /// `Ok(path { a: decode(reader)?, .. })`, `Ok(path(decode(reader)?, ..))` or
@@ -261,7 +397,22 @@ fn decode_fields(
     let reader = &locals.reader;
     let values = fields.iter().map(|field| {
         let decode = decode_fn(&field.ty, proto);
-        let value = quote!(#decode(#reader)?);
+        let value = if is_optional(field) {
+            // A body from an older peer ends before this field.
+            let span = field.ty.span();
+            let ty = &field.ty;
+            let p = proto.at(span);
+            let default = quote_spanned!(span=> <#ty as ::core::default::Default>::default());
+            quote! {
+                if #p::Reader::remaining(#reader) == 0 {
+                    #default
+                } else {
+                    #decode(#reader)?
+                }
+            }
+        } else {
+            quote!(#decode(#reader)?)
+        };
         match &field.ident {
             Some(ident) => quote!(#ident: #value),
             None => value,
@@ -379,7 +530,7 @@ mod tests {
 
     fn expand_str(input: DeriveInput) -> Result<String, String> {
         let proto = CratePath::framework();
-        expand(&input, &proto, "Codec")
+        expand(&input, &proto, "Codec", false)
             .map(|tokens| tokens.to_string())
             .map_err(|error| error.to_string())
     }

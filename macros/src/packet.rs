@@ -29,7 +29,8 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
             None
         }
     };
-    let codec = match codec::expand(input, &proto, "Packet") {
+    let evolving = packet_attr::has_flag(&input.attrs, "evolving");
+    let codec = match codec::expand(input, &proto, "Packet", evolving) {
         Ok(codec) => codec,
         Err(error) => {
             errors.push(error);
@@ -40,11 +41,14 @@ pub(crate) fn derive_packet(input: &DeriveInput) -> TokenStream {
         droppable: packet_attr::has_flag(&input.attrs, "droppable"),
         unreliable: packet_attr::has_flag(&input.attrs, "unreliable"),
         compress: packet_attr::compress(&input.attrs),
+        evolving,
     };
     let max_depth = packet_attr::max_depth(&input.attrs);
-    let packet = packet_impl(input, &proto, opcode, flags, max_depth);
-    let request =
-        packet_attr::response(&input.attrs).map(|response| request_impl(input, &proto, &response));
+    let response = packet_attr::response(&input.attrs);
+    let packet = packet_impl(input, &proto, opcode, flags, max_depth, response.as_ref());
+    let request = response
+        .as_ref()
+        .map(|response| request_impl(input, &proto, response));
     let errors = errors.into_compile_errors();
     quote!(#errors #codec #packet #request)
 }
@@ -62,7 +66,7 @@ pub(crate) fn derive_codec(input: &DeriveInput) -> TokenStream {
              derive Packet instead for a type sent on its own, or remove this attribute",
         ));
     }
-    let codec = errors.check(codec::expand(input, &CratePath::protocol(), "Codec"));
+    let codec = errors.check(codec::expand(input, &CratePath::protocol(), "Codec", false));
     let errors = errors.into_compile_errors();
     quote!(#errors #codec)
 }
@@ -85,6 +89,7 @@ struct Flags {
     droppable: bool,
     unreliable: bool,
     compress: bool,
+    evolving: bool,
 }
 
 fn packet_impl(
@@ -95,8 +100,10 @@ fn packet_impl(
         droppable,
         unreliable,
         compress,
+        evolving,
     }: Flags,
     max_depth: Option<syn::LitInt>,
+    response: Option<&syn::Type>,
 ) -> TokenStream {
     let p = proto.at(Span::call_site());
     let ident = &input.ident;
@@ -106,6 +113,19 @@ fn packet_impl(
         None => LitInt::new("0", Span::call_site()),
     };
     let max_depth = max_depth.map(|depth| quote!(const MAX_DEPTH: usize = #depth;));
+    // Through `Request`: a `response` that is not a `Response` is then
+    // reported once, at the `impl Request`.
+    let describe_response = response.map(|_| {
+        quote! {
+            fn describe_response(
+                schema: &mut #p::schema::SchemaBuilder,
+            ) -> ::core::option::Option<#p::schema::ResponseRef> {
+                ::core::option::Option::Some(
+                    <Self as #p::Request>::describe_declared_response(schema),
+                )
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #p::Packet for #ident {
@@ -114,7 +134,9 @@ fn packet_impl(
             const DROPPABLE: bool = #droppable;
             const UNRELIABLE: bool = #unreliable;
             const COMPRESS: bool = #compress;
+            const EVOLVING: bool = #evolving;
             #max_depth
+            #describe_response
         }
     }
 }

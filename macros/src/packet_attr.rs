@@ -74,7 +74,10 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                     )
                 })?;
                 Ok(())
-            } else if meta.path.is_ident("droppable") || meta.path.is_ident("unreliable") {
+            } else if meta.path.is_ident("droppable")
+                || meta.path.is_ident("unreliable")
+                || meta.path.is_ident("evolving")
+            {
                 // Read by `has_flag`; a flag takes no value.
                 if meta.input.peek(syn::Token![=]) {
                     let flag = quote::ToTokens::to_token_stream(&meta.path).to_string();
@@ -87,7 +90,7 @@ pub(crate) fn parse_opcode(attrs: &[Attribute]) -> syn::Result<Option<Opcode>> {
                 let key = quote::ToTokens::to_token_stream(&meta.path).to_string();
                 Err(meta.error(format!(
                     "unknown key `{}` in #[packet(...)]: the keys are `opcode`, `response`, \
-                     `droppable`, `unreliable`, `compress` and `max_depth`, as in \
+                     `droppable`, `unreliable`, `compress`, `evolving` and `max_depth`, as in \
                      #[packet(opcode = 0x0001, response = Joined, droppable, max_depth = 128)]",
                     key.replace(' ', "")
                 )))
@@ -117,7 +120,8 @@ pub(crate) fn response(attrs: &[Attribute]) -> Option<Type> {
 
 /// Whether the `#[packet(...)]` attributes carry the flag `flag`:
 /// `droppable` (a push of this type may be dropped for a connection that
-/// falls behind) or `unreliable` (it goes by datagram when it can).
+/// falls behind), `unreliable` (it goes by datagram when it can) or
+/// `evolving` (it may gain optional fields at its end).
 pub(crate) fn has_flag(attrs: &[Attribute], flag: &str) -> bool {
     let mut droppable = false;
     for attr in attrs.iter().filter(|attr| is_packet_attr(attr)) {

@@ -6,6 +6,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::DecodeError;
+use crate::schema::{SchemaBuilder, TypeRef};
 
 /// The most bytes a varint length may take.
 pub const MAX_VARINT_LEN: usize = 5;
@@ -56,6 +57,15 @@ pub trait Decode: Sized {
 
     /// Reads one value from the front of `reader`.
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError>;
+
+    /// Describes the type for the schema (docs/SCHEMA.md), adding the
+    /// structs and enums it uses to `schema`. The derives generate it; a
+    /// hand-written encoding is [`TypeRef::Opaque`](crate::schema::TypeRef::Opaque)
+    /// unless it says more.
+    fn describe(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::TypeRef {
+        let _ = schema;
+        crate::schema::TypeRef::Opaque(std::any::type_name::<Self>())
+    }
 
     /// Reads `count` values into a vector; byte types override it to take
     /// the slice at once.
@@ -277,6 +287,9 @@ macro_rules! fixed_width {
 
         impl Decode for $ty {
             const MIN_LEN: usize = std::mem::size_of::<$ty>();
+            fn describe(_: &mut SchemaBuilder) -> TypeRef {
+                TypeRef::Builtin(stringify!($ty))
+            }
             #[inline]
             fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
                 Ok(<$ty>::from_le_bytes(reader.read_array()?))
@@ -313,6 +326,9 @@ impl Encode for u8 {
 
 impl Decode for u8 {
     const MIN_LEN: usize = 1;
+    fn describe(_: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Builtin("u8")
+    }
     #[inline]
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(reader.read_array::<1>()?[0])
@@ -335,6 +351,9 @@ impl Encode for bool {
 
 impl Decode for bool {
     const MIN_LEN: usize = 1;
+    fn describe(_: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Builtin("bool")
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match u8::decode(reader)? {
             0 => Ok(false),
@@ -353,6 +372,9 @@ impl Encode for () {
 
 impl Decode for () {
     const MIN_LEN: usize = 0;
+    fn describe(_: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Builtin("unit")
+    }
     fn decode(_reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(())
     }
@@ -379,6 +401,9 @@ impl Encode for String {
 
 impl Decode for String {
     const MIN_LEN: usize = 1;
+    fn describe(_: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Builtin("string")
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let len = reader.read_len()?;
         let bytes = reader.read_slice(len)?;
@@ -400,6 +425,9 @@ impl Encode for Bytes {
 
 impl Decode for Bytes {
     const MIN_LEN: usize = 1;
+    fn describe(_: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Builtin("bytes")
+    }
     /// Reads a view of the body: no copy.
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let len = reader.read_len()?;
@@ -428,6 +456,9 @@ impl<T: Encode> Encode for Vec<T> {
 
 impl<T: Decode> Decode for Vec<T> {
     const MIN_LEN: usize = 1;
+    fn describe(schema: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::List(Box::new(T::describe(schema)))
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let count = reader.read_count::<T>()?;
         reader.nested(|reader| T::decode_vec(reader, count))
@@ -451,6 +482,9 @@ impl<T: Encode> Encode for Option<T> {
 
 impl<T: Decode> Decode for Option<T> {
     const MIN_LEN: usize = 1;
+    fn describe(schema: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Optional(Box::new(T::describe(schema)))
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match u8::decode(reader)? {
             0 => Ok(None),
@@ -471,6 +505,9 @@ impl<T: Encode, const N: usize> Encode for [T; N] {
 
 impl<T: Decode, const N: usize> Decode for [T; N] {
     const MIN_LEN: usize = T::MIN_LEN * N;
+    fn describe(schema: &mut SchemaBuilder) -> TypeRef {
+        TypeRef::Array(Box::new(T::describe(schema)), N)
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let mut error = None;
         let items: [Option<T>; N] = std::array::from_fn(|_| {
@@ -497,6 +534,9 @@ impl<T: Encode + ?Sized> Encode for Box<T> {
 
 impl<T: Decode> Decode for Box<T> {
     const MIN_LEN: usize = T::MIN_LEN;
+    fn describe(schema: &mut SchemaBuilder) -> TypeRef {
+        T::describe(schema)
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         reader.nested(T::decode).map(Box::new)
     }

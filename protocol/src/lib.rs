@@ -12,6 +12,8 @@
 //! - [`compression`]: compressed bodies (section 6), LZ4 blocks;
 //! - [`prefix`]: the TCP length prefix, for buffers of whole frames;
 //! - [`packet`]: the [`Packet`] trait that ties a type to its opcode;
+//! - [`schema`]: the description of packets, types and handlers exported
+//!   as versioned JSON (docs/SCHEMA.md);
 //! - [`system`]: `PING`, `PONG`, `DISCONNECT`, `HANDSHAKE`, `REKEY`,
 //!   `CANCEL`, `DEADLINE`, and resumption's `RESUME_TICKET`, `ACK` and
 //!   `RESUME`;
@@ -52,6 +54,7 @@ pub mod prefix;
 pub mod replay;
 pub mod reply;
 pub mod resume;
+pub mod schema;
 pub mod secure;
 pub mod stream;
 pub mod system;

@@ -38,9 +38,33 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// How many nested `Box` or `Vec` levels a body of this type may hold;
     /// deeper is `MALFORMED`. Set with `#[packet(opcode = …, max_depth = N)]`.
     const MAX_DEPTH: usize = crate::codec::DEFAULT_MAX_DEPTH;
+    /// Whether the packet may gain fields at its end without breaking older
+    /// peers (docs/PROTOCOL.md, section 3.1, "Evolving packets"): a body may
+    /// end before its trailing `#[packet(optional)]` fields, which then take
+    /// their default, and bytes after its known fields are ignored. Set with
+    /// `#[packet(opcode = …, evolving)]`.
+    const EVOLVING: bool = false;
+
+    /// The response this packet declares (`response = T`) for the schema,
+    /// adding it to `schema`; `None` when it declares none. The derive
+    /// generates it.
+    fn describe_response(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> Option<crate::schema::ResponseRef> {
+        let _ = schema;
+        None
+    }
 
     /// Decodes a whole body of this packet, within [`MAX_DEPTH`](Self::MAX_DEPTH).
+    /// An [evolving](Self::EVOLVING) packet ignores bytes after its known
+    /// fields (a newer peer's fields); any other packet refuses them
+    /// ([`DecodeError::TrailingBytes`](crate::DecodeError::TrailingBytes)).
     fn decode_packet(body: &crate::Bytes) -> Result<Self, crate::DecodeError> {
-        Self::decode_body_within(body, Self::MAX_DEPTH)
+        if Self::EVOLVING {
+            let mut reader = crate::codec::Reader::with_max_depth(body, Self::MAX_DEPTH);
+            Self::decode(&mut reader)
+        } else {
+            Self::decode_body_within(body, Self::MAX_DEPTH)
+        }
     }
 }

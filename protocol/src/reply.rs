@@ -48,6 +48,15 @@ pub trait IntoReply {
     type Response: Response;
     /// Writes the reply into `sink`.
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output;
+
+    /// For a stream reply, the type of its items for the schema
+    /// (docs/SCHEMA.md), added to `schema`; `None` for any other reply.
+    fn describe_stream(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> Option<crate::schema::TypeRef> {
+        let _ = schema;
+        None
+    }
 }
 
 impl<P: Packet> IntoReply for P {
@@ -66,6 +75,11 @@ impl IntoReply for () {
 
 impl<T: IntoReply, E: AppError> IntoReply for Result<T, E> {
     type Response = T::Response;
+    fn describe_stream(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> Option<crate::schema::TypeRef> {
+        T::describe_stream(schema)
+    }
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
         match self {
             Ok(value) => value.into_reply(sink),
@@ -140,9 +154,19 @@ pub trait Response: Sized {
     /// Reads the value from a successful `RESPONSE` frame.
     fn from_response(opcode: u16, body: &Bytes, request_opcode: u16)
     -> Result<Self, ResponseError>;
+
+    /// Describes the response for the schema, adding a packet to `schema`.
+    fn describe_response(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
+        let _ = schema;
+        crate::schema::ResponseRef::Opaque(std::any::type_name::<Self>())
+    }
 }
 
 impl<P: Packet> Response for P {
+    fn describe_response(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
+        crate::schema::ResponseRef::Named(schema.packet::<P>())
+    }
+
     fn from_response(
         opcode: u16,
         body: &Bytes,
@@ -159,6 +183,10 @@ impl<P: Packet> Response for P {
 }
 
 impl Response for () {
+    fn describe_response(_: &mut crate::schema::SchemaBuilder) -> crate::schema::ResponseRef {
+        crate::schema::ResponseRef::Acknowledgement
+    }
+
     fn from_response(
         opcode: u16,
         body: &Bytes,
@@ -196,6 +224,15 @@ pub trait Request: Packet {
     /// What the handler answers with: a packet, or `()` for an
     /// acknowledgement.
     type Response: Response;
+
+    /// Describes [`Response`](Self::Response) for the schema (what
+    /// [`Packet::describe_response`] of a derived request calls).
+    #[doc(hidden)]
+    fn describe_declared_response(
+        schema: &mut crate::schema::SchemaBuilder,
+    ) -> crate::schema::ResponseRef {
+        <Self::Response as Response>::describe_response(schema)
+    }
 }
 
 /// A response that is not the one expected.

@@ -155,6 +155,24 @@ impl Encode for Chunk {
 
 impl Decode for Chunk {
     const MIN_LEN: usize = 1;
+    fn describe(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::TypeRef {
+        use crate::schema::{Field, TypeDef, TypeRef};
+        if schema.begin("Chunk", "ternio_protocol::stream::Chunk") {
+            let fields = vec![Field {
+                name: "data",
+                ty: TypeRef::Builtin("bytes"),
+                optional: false,
+            }];
+            schema.define(
+                "Chunk",
+                TypeDef::Struct {
+                    fields,
+                    evolving: false,
+                },
+            );
+        }
+        TypeRef::Named("Chunk")
+    }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Bytes::decode(reader).map(|data| Self { data })
     }
