@@ -702,7 +702,7 @@ impl Client {
 }
 
 /// The frame, unless it carries an error: then the error.
-fn success(frame: Frame) -> Result<Frame, ClientError> {
+pub(crate) fn success(frame: Frame) -> Result<Frame, ClientError> {
     if frame.header.flags.is_error() {
         let error = ErrorBody::parse(&frame.body)?;
         return Err(ClientError::Remote {

@@ -19,11 +19,11 @@ use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::stream::{
     CHUNK_SIZE, INITIAL_CREDIT, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
 };
-use ternio_protocol::system::{self, Cancel, ErrorBody};
-use ternio_protocol::{Chunk, ErrorCode, Frame, Packet, Response, StreamRequest, UploadRequest};
+use ternio_protocol::system::{self, Cancel};
+use ternio_protocol::{Chunk, ErrorCode, Packet, Response, StreamRequest, UploadRequest};
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, success};
 use crate::error::ClientError;
 use crate::link::Link;
 use crate::link_streams::Slot;
@@ -143,18 +143,6 @@ impl Shared {
             );
         }
     }
-}
-
-/// The error a stream's answer carries, or the answer.
-fn success(frame: Frame) -> Result<Frame, ClientError> {
-    if frame.header.flags.is_error() {
-        let error = ErrorBody::parse(&frame.body)?;
-        return Err(ClientError::Remote {
-            code: error.code,
-            message: error.message,
-        });
-    }
-    Ok(frame)
 }
 
 fn failure(failure: Failure) -> ClientError {
