@@ -113,6 +113,15 @@ impl StreamRequest for Kicked {
     type Item = Number;
 }
 
+/// 0x090A: three items, then the handler's stream panics; one at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090A, response = ())]
+struct Panicky;
+
+impl StreamRequest for Panicky {
+    type Item = Number;
+}
+
 /// What the handlers did.
 #[derive(Default)]
 struct Seen {
@@ -256,6 +265,14 @@ impl Streams {
         }))
     }
 
+    #[handler(concurrency = 1)]
+    fn panicky(_request: Panicky) -> StreamReply<Number> {
+        StreamReply::new(futures_util::stream::iter(0..).map(|n| {
+            assert!(n < 3, "the stream panics at item {n}");
+            Number(n)
+        }))
+    }
+
     fn echo(request: Echo) -> Echo {
         request
     }
@@ -384,6 +401,25 @@ async fn an_error_midway_ends_the_stream_with_its_code() {
             }
             other => panic!("{link:?}: expected the handler's error, got {other:?}"),
         }
+    }
+}
+
+/// A stream that panics ends as a panicking handler does: `INTERNAL`, the
+/// connection up, and the handler's concurrency slot given back (twice in a
+/// row on one connection with `concurrency = 1`).
+#[tokio::test]
+async fn a_panicking_stream_ends_with_internal_and_the_connection_stays_up() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    for _ in 0..2 {
+        let stream = client.request_stream(&Panicky).await.unwrap();
+        let (items, error) = collect(stream).await;
+        assert_eq!(items, (0..3).map(Number).collect::<Vec<_>>());
+        match error {
+            Some(ClientError::Remote { code, .. }) => assert_eq!(code, ErrorCode::Internal),
+            other => panic!("expected INTERNAL, got {other:?}"),
+        }
+        assert_echoed(&client, Bytes::from_static(b"still up")).await;
     }
 }
 

@@ -19,6 +19,7 @@ use crate::context::Context;
 use crate::extract::{CheckState, FromContext, FromContextAsync};
 use crate::metrics::HandlerMetrics;
 use crate::middleware::{self, Concurrency, HandlerPolicy, Outcome, Rejection};
+use crate::panics::panic_message;
 use crate::reply::{DeferredReply, DeferredSink, FrameReply};
 use crate::store::AppState;
 
@@ -408,17 +409,6 @@ impl HandlerSpec {
     /// The handler's name, `Controller::method`.
     pub fn name(&self) -> &'static str {
         self.name
-    }
-}
-
-/// The text of a panic payload, for the log.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string panic payload".to_owned()
     }
 }
 

@@ -77,6 +77,7 @@ pub mod metrics;
 pub mod middleware;
 mod names;
 mod outbox;
+mod panics;
 mod presence;
 mod registry;
 mod reply;

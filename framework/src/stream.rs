@@ -33,6 +33,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -48,6 +49,7 @@ use tokio::io::AsyncRead;
 use crate::context::Context;
 use crate::extract::FromContext;
 use crate::middleware::Rejection;
+use crate::panics::panic_message;
 use crate::upload::{End, UploadShared};
 
 type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
@@ -138,7 +140,19 @@ impl<P: Packet> ItemSource for Source<P> {
         if self.done {
             return Poll::Ready(None);
         }
-        match self.items.as_mut().poll_next(cx) {
+        // A panicking stream ends as a panicking handler does: `INTERNAL`,
+        // the connection and its other requests untouched.
+        let items = &mut self.items;
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| items.as_mut().poll_next(cx)))
+            .unwrap_or_else(|panic| {
+                let message = panic_message(&*panic);
+                tracing::error!(panic = %message, "a handler's stream panicked");
+                Poll::Ready(Some(Err(HandlerError::new(
+                    ErrorCode::Internal,
+                    "the handler's stream panicked",
+                ))))
+            });
+        match polled {
             Poll::Ready(Some(Ok(item))) => {
                 write(&|out: &mut BytesMut| {
                     out.reserve(item.encoded_len());

@@ -22,9 +22,10 @@ use super::Engine;
 use super::cancel::Cancels;
 use crate::around::{AroundRequest, Next, Reply};
 use crate::context::Context;
-use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture, panic_message};
+use crate::dispatch::{HandlerKind, HandlerSpec, ReplyFuture};
 use crate::metrics::TransportMetrics;
 use crate::middleware::{Outcome, RequestInfo};
+use crate::panics::panic_message;
 use crate::reply::{DeferredReply, FrameReply};
 
 /// When a request started, read from the clock only when the time it takes
