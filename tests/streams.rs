@@ -122,6 +122,16 @@ impl StreamRequest for Panicky {
     type Item = Number;
 }
 
+/// 0x090B: an endless stream, returned 300 ms after the request (one at a
+/// time).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090B, response = ())]
+struct Late;
+
+impl StreamRequest for Late {
+    type Item = Number;
+}
+
 /// What the handlers did.
 #[derive(Default)]
 struct Seen {
@@ -263,6 +273,12 @@ impl Streams {
             }
             Number(n)
         }))
+    }
+
+    #[handler(concurrency = 1)]
+    async fn late(_request: Late, seen: State<Arc<Seen>>) -> StreamReply<Number> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        StreamReply::new(endless(&seen))
     }
 
     #[handler(concurrency = 1)]
@@ -854,4 +870,46 @@ async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
     .await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(items.len(), 100);
+}
+
+/// A stream whose handler is still running when the link is lost is failed
+/// at the client; once the session resumes, the client cancels it, so the
+/// server does not open it on the new link to hold it there unread (with
+/// `concurrency = 1`, a second one would then be `OVERLOADED` for good).
+#[tokio::test]
+async fn a_resumed_session_cancels_the_streams_its_lost_link_failed() {
+    let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
+    let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(policy);
+    config.resume = true;
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    assert_echoed(&client, Bytes::from_static(b"up")).await;
+    let mut events = client.session_events();
+    let mut stream = client.request_stream(&Late).await.unwrap();
+    // The server has the request; its handler sleeps.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.cut_all();
+    let error = stream.next().await.unwrap().unwrap_err();
+    assert!(matches!(error, ClientError::Closed(_)), "{error:?}");
+    drop(stream);
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
+    )
+    .await
+    .expect("the session resumes")
+    .unwrap();
+    // Past the first handler's sleep: unless cancelled, it opened its stream.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut stream = client.request_stream(&Late).await.unwrap();
+    for n in 0..5 {
+        assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
+    }
 }

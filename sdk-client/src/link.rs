@@ -299,7 +299,12 @@ impl Link {
         // Streams do not outlive their link, even when the session resumes
         // (after the reason is set: a stream opened meanwhile sees it).
         let _ = self.lost.set(reason.clone());
-        self.streams.lose(&reason);
+        let failed = self.streams.lose(&reason);
+        if let Some(session) = &self.session {
+            // A resumed session cancels them: the server may still open one
+            // (its request replayed, or its handler not done yet).
+            session.abandon_streams(failed);
+        }
         let mut security = lock(&self.security);
         if matches!(*security, LinkSecurity::Pending(_)) {
             self.handshake_id.store(0, Ordering::Release);

@@ -55,13 +55,17 @@ impl LinkStreams {
         lock(&self.open).remove(&id);
     }
 
-    /// Fails every open stream: the link is lost.
-    pub(crate) fn lose(&self, reason: &CloseReason) {
-        for (_, slot) in lock(&self.open).drain() {
-            let mut state = lock(&slot);
-            state.lost = Some(reason.clone());
-            state.wake();
-        }
+    /// Fails every open stream: the link is lost. Returns their ids.
+    pub(crate) fn lose(&self, reason: &CloseReason) -> Vec<u32> {
+        lock(&self.open)
+            .drain()
+            .map(|(id, slot)| {
+                let mut state = lock(&slot);
+                state.lost = Some(reason.clone());
+                state.wake();
+                id
+            })
+            .collect()
     }
 
     /// Handles a stream frame from the server; `Err` is why the link must

@@ -49,7 +49,14 @@ struct State {
     scratch: BytesMut,
     /// Why the server ended the session, to report once a link is back.
     ended: Option<String>,
+    /// Streams failed with a lost link, to cancel once the session resumes
+    /// (at most [`MAX_ABANDONED`]).
+    abandoned: Vec<u32>,
 }
+
+/// The most streams a resumption cancels; more were never open at once on
+/// a server (its `max_streams_per_connection` is far below).
+const MAX_ABANDONED: usize = 1024;
 
 /// Why a `RESUME` did not resume the session.
 pub(crate) enum ResumeFailed {
@@ -190,6 +197,25 @@ impl Session {
             state.ticket = None;
         }
         Ok(())
+    }
+
+    /// Notes streams failed with a lost link, to cancel on resumption.
+    pub(crate) fn abandon_streams(&self, ids: Vec<u32>) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut state = lock(&self.state);
+        if state.ticket.is_none() {
+            // Not resumable: the server drops them with the session.
+            return;
+        }
+        let room = MAX_ABANDONED.saturating_sub(state.abandoned.len());
+        state.abandoned.extend(ids.into_iter().take(room));
+    }
+
+    /// The streams to cancel now that the session resumed.
+    pub(crate) fn take_abandoned(&self) -> Vec<u32> {
+        std::mem::take(&mut lock(&self.state).abandoned)
     }
 
     /// Takes a frame of `bytes` (header and plain body) that came on the

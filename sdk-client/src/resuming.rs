@@ -12,7 +12,7 @@ use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::replay::ACK_DELAY;
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::secure::{KEY_LEN, RekeyPolicy};
-use ternio_protocol::system::{self, Ack, ErrorBody, Resume, Resumed};
+use ternio_protocol::system::{self, Ack, Cancel, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
 use zeroize::Zeroizing;
@@ -87,6 +87,21 @@ pub(crate) async fn resume(
             },
             header,
             &RawBody(&body),
+            max_frame_size,
+        )
+        .map_err(|error| ResumeFailed::Link(send_error(link, error)))?;
+    }
+    // The streams the lost link failed: the server may still open them (a
+    // request it gets in the replay, a handler not done yet), and nobody
+    // reads them now (docs/PROTOCOL.md section 4.5).
+    for request_id in session.take_abandoned() {
+        link.send_unrecorded(
+            Mode::Sealable {
+                required: false,
+                compress: None,
+            },
+            Header::new(system::CANCEL, Flags::NONE, 0),
+            &Cancel { request_id },
             max_frame_size,
         )
         .map_err(|error| ResumeFailed::Link(send_error(link, error)))?;
