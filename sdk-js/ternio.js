@@ -1212,6 +1212,8 @@ export class Client {
   #pending = new Map();
   /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
   #streams = new Map();
+  /** Ids of streams a lost connection failed, cancelled once the session resumes. */
+  #abandonedStreams = [];
   /** Bytes of the requests that wait for a connection. */
   #queuedBytes = 0;
   #nextId = 1;
@@ -1575,6 +1577,7 @@ export class Client {
    */
   #write(data, plain = data, record = true) {
     const ws = this.#ws;
+    if (!ws) return new TernioError('closed', 'the connection is not open (the client is reconnecting)');
     const buffered = ws.bufferedAmount ?? 0;
     if (buffered + data.length > this.maxBufferedBytes) {
       const error = new TernioError('closed', `outbound buffer full: ${buffered} bytes wait to be sent, `
@@ -1660,6 +1663,11 @@ export class Client {
     session.lostAt = null;
     session.resumptions++;
     for (const data of lacking) if (this.#write(data, data, false)) return;
+    const abandoned = this.#abandonedStreams;
+    this.#abandonedStreams = [];
+    for (const id of abandoned) {
+      if (this.#write(encodeFrame({ opcode: SystemOpcode.CANCEL, body: u32.encode(id) }))) return;
+    }
     this.#emitSession({ session: 'resumed', count: session.resumptions, attempt: this.#attempt });
     this.#open(true);
   }
@@ -1672,6 +1680,7 @@ export class Client {
     const error = new TernioError('closed', `the session was lost (${reason}): the request was in flight (the server `
       + 'may or may not have run it); a new session starts', cause ? { cause } : {});
     this.#failSent(() => error);
+    this.#abandonedStreams = [];
     this.#session.reset();
     this.#emitSession({ session: 'lost', reason, attempt: this.#attempt });
   }
@@ -1792,11 +1801,31 @@ export class Client {
     const final = !this.#policy || this.#closing || (disconnect && FINAL_REASONS.includes(disconnect.reason));
     if (final) return this.#finish(info, error);
     // A session to resume keeps its requests in flight: answered on the next connection.
-    if (this.#keepsSession()) return this.#retry(info, error);
+    if (this.#keepsSession()) {
+      this.#failStreams(error);
+      return this.#retry(info, error);
+    }
     const inFlight = new TernioError('closed', `${error.message}; the request was in flight (the server may or `
       + 'may not have run it), the client reconnects', { disconnect, cause: error });
     this.#failSent(() => inFlight);
     this.#retry(info, error);
+  }
+
+  /**
+   * Fails every open stream with the lost connection's `error`: streams do
+   * not survive a reconnection, even when the session resumes. Their ids
+   * are cancelled once it does (docs/PROTOCOL.md section 4.5): the server
+   * may still open one, from a request in the replay or a handler not done.
+   */
+  #failStreams(error) {
+    const streams = [...this.#streams.values()];
+    const failed = new TernioError('closed', `${error.message}; streams do not survive a reconnection`,
+      { disconnect: error.disconnect, cause: error });
+    for (const stream of streams) {
+      const entry = this.#take(stream.id);
+      if (entry) this.#abandonedStreams.push(stream.id);
+      if (entry) entry.reject(failed);
+    }
   }
 
   /** Schedules the next reconnect attempt, or gives up. */

@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, Flags, ErrorCode, decodeFrame, packet, bytes } from '../ternio.js';
+import { Client, Flags, ErrorCode, decodeFrame, packet, bytes, u32, u64 } from '../ternio.js';
 
 import { CuttingProxy } from './cutting-proxy.js';
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
@@ -19,6 +19,10 @@ const HERE = fileURLToPath(import.meta.url);
 const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
 // Sent on the stream, the echo server acknowledges it and pushes it back.
 const DatagramEcho = packet(0x0003, { payload: bytes }, { name: 'DatagramEcho' });
+const NumberItem = packet(0x0005, { value: u32 }, { name: 'Number' });
+const CountTo = packet(0x0004, { count: u32 }, { name: 'CountTo', item: NumberItem });
+const Total = packet(0x0007, { sum: u64 }, { name: 'Total' });
+const AddUp = packet(0x0006, {}, { name: 'AddUp', response: Total, item: NumberItem });
 const text = (s) => new TextEncoder().encode(s);
 const untext = (b) => new TextDecoder().decode(b);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -119,6 +123,42 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.deepEqual(sessions.filter((e) => e.session !== 'resumed'), [], 'never lost');
     assert.ok(client.resumptions >= 3, `${client.resumptions} resumptions`);
     t.diagnostic(`${proxy.cuts} cuts, ${client.resumptions} resumptions, ${answers.size} answers, ${pushes.length} pushes`);
+  });
+
+  test('a cut fails the open streams (\'closed\') even as the session resumes, and new streams work', { timeout: 30_000 }, async (t) => {
+    const { proxy, url } = await serverBehindProxy(2, null);
+    const sessions = [];
+    const client = await Client.connect(url, {
+      reconnect: RECONNECT, keepaliveInterval: 0, onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    const download = client.requestStream(CountTo, { count: 1_000_000 })[Symbol.asyncIterator]();
+    assert.equal((await download.next()).value.value, 0);
+    const upload = client.upload(AddUp, {});
+    await upload.send({ value: 1 });
+    proxy.cutAll();
+    // Items that came before the cut may still be taken; then the error.
+    let error = null;
+    for (;;) {
+      try {
+        if ((await download.next()).done) break;
+      } catch (thrown) {
+        error = thrown;
+        break;
+      }
+    }
+    assert.equal(error?.kind, 'closed', String(error));
+    await assert.rejects(upload.send({ value: 2 }), (thrown) => thrown.kind === 'closed');
+    for (let waited = 0; sessions.length === 0 && waited < 5000; waited += 10) await sleep(10);
+    assert.deepEqual(sessions.map((event) => event.session), ['resumed']);
+    const seen = [];
+    for await (const number of client.requestStream(CountTo, { count: 100 })) seen.push(number.value);
+    assert.equal(seen.length, 100);
+    const again = client.upload(AddUp, {});
+    await again.send({ value: 2 });
+    await again.send({ value: 3 });
+    assert.deepEqual(await again.finish(), { sum: 5n });
   });
 
   test('past the time to live: \'lost\', and a new session that works', { timeout: 30_000 }, async (t) => {
