@@ -213,3 +213,47 @@ async fn a_new_client_talks_to_an_old_server() {
     );
     assert_eq!(changes.undecodable(), 0);
 }
+
+/// 0x0B10: every field optional.
+#[derive(Debug, Clone, PartialEq, Eq, ternio::Packet)]
+#[packet(opcode = 0x0B10, evolving)]
+struct AllOptional {
+    #[packet(optional)]
+    score: u32,
+}
+
+/// 0x0B11: a list of [`AllOptional`] (not evolving itself).
+#[derive(Debug, Clone, PartialEq, Eq, ternio::Packet)]
+#[packet(opcode = 0x0B11)]
+struct Many {
+    items: Vec<AllOptional>,
+}
+
+/// An attacker's three bytes (a count of 65,536 and nothing else) do not
+/// make 65,536 defaulted elements: an optional field still counts in the
+/// least size of its type, which bounds what a count may claim.
+#[test]
+fn a_count_cannot_claim_elements_made_of_missing_optional_fields() {
+    use ternio::Packet as _;
+    let body = ternio::Bytes::from_static(&[0x80, 0x80, 0x04]);
+    let decoded = Many::decode_packet(&body);
+    assert!(
+        decoded.is_err(),
+        "decoded {} elements",
+        decoded.unwrap().items.len()
+    );
+    // A whole element still decodes, and a top-level body may still end
+    // before its optional field.
+    let body = ternio::Bytes::from_static(&[0x01, 7, 0, 0, 0]);
+    assert_eq!(
+        Many::decode_packet(&body).unwrap(),
+        Many {
+            items: vec![AllOptional { score: 7 }]
+        }
+    );
+    let empty = ternio::Bytes::new();
+    assert_eq!(
+        AllOptional::decode_packet(&empty).unwrap(),
+        AllOptional { score: 0 }
+    );
+}

@@ -374,16 +374,15 @@ fn encoded_len_struct(fields: &Fields, proto: &CratePath) -> TokenStream {
 }
 
 fn sum_min_len(fields: &Fields, proto: &CratePath) -> TokenStream {
-    // An optional field may be missing: it adds nothing to the least size.
-    sum(fields
-        .iter()
-        .filter(|field| !is_optional(field))
-        .map(|field| {
-            let span = field.ty.span();
-            let ty = &field.ty;
-            let p = proto.at(span);
-            quote_spanned!(span=> <#ty as #p::Decode>::MIN_LEN)
-        }))
+    // Optional fields count too: a body may end before them only at the
+    // top level, and `MIN_LEN` bounds how many elements a count may claim
+    // (with 0, three bytes could claim 65,536 defaulted elements).
+    sum(fields.iter().map(|field| {
+        let span = field.ty.span();
+        let ty = &field.ty;
+        let p = proto.at(span);
+        quote_spanned!(span=> <#ty as #p::Decode>::MIN_LEN)
+    }))
 }
 
 /// `Ok(path { a: decode(reader)?, .. })`, `Ok(path(decode(reader)?, ..))` or
