@@ -132,6 +132,15 @@ impl StreamRequest for Late {
     type Item = Number;
 }
 
+/// 0x090C: an upload whose items a task the handler spawned takes.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090C, response = Total)]
+struct Spawned;
+
+impl UploadRequest for Spawned {
+    type Item = Number;
+}
+
 /// What the handlers did.
 #[derive(Default)]
 struct Seen {
@@ -281,6 +290,18 @@ impl Streams {
         StreamReply::new(endless(&seen))
     }
 
+    async fn spawned(_request: Spawned, mut upload: Upload<Number>) -> Result<Total, HandlerError> {
+        tokio::spawn(async move {
+            let mut sum = 0u64;
+            while let Some(item) = upload.next().await {
+                sum += u64::from(item?.0);
+            }
+            Ok(Total(sum))
+        })
+        .await
+        .unwrap()
+    }
+
     #[handler(concurrency = 1)]
     fn panicky(_request: Panicky) -> StreamReply<Number> {
         StreamReply::new(futures_util::stream::iter(0..).map(|n| {
@@ -418,6 +439,25 @@ async fn an_error_midway_ends_the_stream_with_its_code() {
             other => panic!("{link:?}: expected the handler's error, got {other:?}"),
         }
     }
+}
+
+/// An upload whose items another task takes still gets its credit: taking
+/// them wakes the connection when a grant is due (it waited for some other
+/// frame to wake it, a keepalive's at worst).
+#[tokio::test]
+async fn an_upload_taken_on_another_task_gets_its_credit() {
+    let started = start();
+    let client = connect(&started, Link::Tcp, false).await;
+    let sum = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut upload = client.upload(&Spawned).await.unwrap();
+        for n in 0..500 {
+            upload.send(&Number(n)).await.unwrap();
+        }
+        upload.finish().await.unwrap()
+    })
+    .await
+    .expect("the upload stalled");
+    assert_eq!(sum, Total((0..500).sum()));
 }
 
 /// A stream that panics ends as a panicking handler does: `INTERNAL`, the

@@ -215,8 +215,7 @@ impl<P: Packet> Stream for Upload<P> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
         let mut state = self.shared.lock();
         if let Some(body) = state.items.pop_front() {
-            state.taken = state.taken.saturating_add(1);
-            drop(state);
+            self.shared.took_one(state);
             return Poll::Ready(Some(P::decode_packet(&body).map_err(|error| {
                 // Nothing follows a failure.
                 let mut state = self.shared.lock();

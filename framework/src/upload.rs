@@ -26,20 +26,36 @@ pub(crate) struct UploadState {
     pub(crate) taken: u32,
 }
 
-/// An upload's shared state.
-#[derive(Default)]
-pub(crate) struct UploadShared(Mutex<UploadState>);
+/// An upload's shared state, and how to wake its connection when the
+/// handler has taken enough items for a grant (the handler may run on
+/// another task than the connection's).
+pub(crate) struct UploadShared {
+    state: Mutex<UploadState>,
+    grant_due: Box<dyn Fn() + Send + Sync>,
+}
 
 impl UploadShared {
+    /// An upload whose connection `grant_due` wakes.
+    pub(crate) fn new(grant_due: impl Fn() + Send + Sync + 'static) -> Self {
+        Self {
+            state: Mutex::default(),
+            grant_due: Box::new(grant_due),
+        }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, UploadState> {
-        self.0
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Hands an item body to the handler.
+    /// Hands an item body to the handler; dropped once the upload ended
+    /// (a malformed item ends it: nothing follows).
     pub(crate) fn push(&self, body: Bytes) {
         let mut state = self.lock();
+        if state.end.is_some() {
+            return;
+        }
         state.items.push_back(body);
         if let Some(waker) = state.waker.take() {
             waker.wake();
@@ -54,6 +70,17 @@ impl UploadShared {
         }
         if let Some(waker) = state.waker.take() {
             waker.wake();
+        }
+    }
+
+    /// Counts an item the handler took; wakes the connection once a grant
+    /// is due.
+    pub(crate) fn took_one(&self, mut state: MutexGuard<'_, UploadState>) {
+        state.taken = state.taken.saturating_add(1);
+        let due = state.taken == INITIAL_CREDIT / 2;
+        drop(state);
+        if due {
+            (self.grant_due)();
         }
     }
 

@@ -253,7 +253,9 @@ impl Engine {
                 );
                 return;
             }
-            ctx = ctx.with_upload(Some(self.streams.open_upload(header.request_id)));
+            let connection = Arc::clone(&self.connection);
+            let grant_due = move || connection.outbox.wake();
+            ctx = ctx.with_upload(Some(self.streams.open_upload(header.request_id, grant_due)));
         }
         let span = tracing::debug_span!(
             "request",

@@ -72,9 +72,14 @@ impl Streams {
         self.downloads.is_empty()
     }
 
-    /// Opens the upload of request `id`: its shared state, for the handler.
-    pub(super) fn open_upload(&mut self, id: u32) -> Arc<UploadShared> {
-        let shared = Arc::new(UploadShared::default());
+    /// Opens the upload of request `id`: its shared state, for the handler;
+    /// `grant_due` wakes the connection when the handler made room.
+    pub(super) fn open_upload(
+        &mut self,
+        id: u32,
+        grant_due: impl Fn() + Send + Sync + 'static,
+    ) -> Arc<UploadShared> {
+        let shared = Arc::new(UploadShared::new(grant_due));
         self.uploads.push(UploadEntry {
             id,
             shared: Arc::clone(&shared),
