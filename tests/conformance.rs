@@ -428,6 +428,19 @@ async fn on_the_wire_answers_come_as_the_vectors_and_out_of_order() {
         }
     );
 
+    // Check 10: a long echo is answered COMPRESSED, and decompresses to it.
+    let long = Echo {
+        payload: Bytes::from("ternio ".repeat(40)),
+    };
+    raw.request(&long, 14).await;
+    let compressed = raw.recv().await.unwrap();
+    assert_eq!(
+        compressed.header,
+        Header::new(Echo::OPCODE, Flags::RESPONSE.with(Flags::COMPRESSED), 14)
+    );
+    let plain = compressed.decompressed(1 << 20).unwrap();
+    assert_eq!(Echo::decode_body(&plain.body).unwrap(), long);
+
     // An error answer on the wire: RESPONSE | ERROR, the request's opcode,
     // code then message.
     raw.send_raw(&request_frame(

@@ -308,14 +308,19 @@ impl ConformanceController {
     }
 }
 
+/// Replies and pushes whose body has at least this many bytes go
+/// compressed (`COMPRESSED`, LZ4) when that makes them smaller.
+pub const COMPRESS_FROM_BYTES: usize = 128;
+
 /// How long the server waits for a frame before it closes a connection
 /// (`DISCONNECT IDLE_TIMEOUT`); it sends a `PING` halfway through.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The conformance server's builder, without listeners: the controller, the
 /// fixed identity ([`IDENTITY_PRIVATE_KEY`]), a server `REKEY` every
-/// [`REKEY_EVERY_FRAMES`] sealed frames, and a server `PING` after
-/// `idle_timeout / 2` of silence.
+/// [`REKEY_EVERY_FRAMES`] sealed frames, a server `PING` after
+/// `idle_timeout / 2` of silence, replies of [`COMPRESS_FROM_BYTES`] or
+/// more compressed, and resumption (30 s, 64 KiB to replay).
 pub fn conformance_server(idle_timeout: Duration) -> ServerBuilder {
     Server::builder()
         .discover_controllers(false)
@@ -328,5 +333,6 @@ pub fn conformance_server(idle_timeout: Duration) -> ServerBuilder {
             Duration::from_secs(3600),
         ))
         .idle_timeout(Some(idle_timeout))
+        .compression(Some(COMPRESS_FROM_BYTES))
         .resumable(Duration::from_secs(30), 64 * 1024)
 }
