@@ -211,6 +211,14 @@ async fn errors_check(kit: &Kit, transport: Transport, session: Session) {
         let error = answer.expect_err("an error answer");
         assert_eq!(error.code().map(ErrorCode::to_u16), Some(number), "{error}");
     }
+    // Codes 11 to 99 are not assigned: the server sends 7 instead.
+    let unassigned = client
+        .request_async(&Fail {
+            code: 50,
+            message: "unassigned".into(),
+        })
+        .await;
+    assert_eq!(code(unassigned), Some(ErrorCode::Internal));
     client
         .request_async(&Fail {
             code: 0,
