@@ -244,8 +244,9 @@ fn two_packets_with_one_opcode_are_an_error() {
 }
 
 /// The example servers and the files their schemas are checked against.
-const EXAMPLES: [(&str, &str); 4] = [
+const EXAMPLES: [(&str, &str); 5] = [
     ("echo_server", "TERNIO_ECHO_SERVER"),
+    ("conformance_server", "TERNIO_CONFORMANCE_SERVER"),
     ("chat_server", "TERNIO_CHAT_SERVER"),
     ("game", "TERNIO_GAME"),
     ("rooms", "TERNIO_ROOMS"),

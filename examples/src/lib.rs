@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod chat_settings;
+pub mod conformance;
 pub mod echo;
 pub mod game;
 pub mod logging;
