@@ -953,3 +953,56 @@ async fn a_resumed_session_cancels_the_streams_its_lost_link_failed() {
         assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
     }
 }
+
+/// A shutdown does not wait its whole grace for streams that cannot finish
+/// (the closing connection reads no more credit or items): a download out
+/// of credit and an open upload end with the server's error, the handlers
+/// answer, and the connection closes.
+#[tokio::test]
+async fn a_shutdown_ends_the_streams_that_cannot_finish_instead_of_waiting_its_grace() {
+    let started = start_with(|builder| {
+        let mut config = ternio::ServerConfig::default();
+        config.shutdown_grace = Duration::from_secs(30);
+        builder.config(config)
+    });
+    let client = connect(&started, Link::Tcp, false).await;
+    let mut download = client.request_stream(&Endless).await.unwrap();
+    assert_eq!(download.next().await.unwrap().unwrap(), Number(0));
+    let mut upload = client
+        .upload(&Store {
+            read: 0,
+            answer_after: 0,
+        })
+        .await
+        .unwrap();
+    upload.send(&Number(1)).await.unwrap();
+    eventually("the handler took the item", || {
+        started.seen.taken.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let began = std::time::Instant::now();
+    let drained = tokio::time::timeout(Duration::from_secs(10), started._handle.shutdown())
+        .await
+        .expect("the shutdown waited for the streams");
+    assert!(drained);
+    assert!(began.elapsed() < Duration::from_secs(10));
+    let error = loop {
+        match download.next().await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => break error,
+            None => panic!("the download ended without an error"),
+        }
+    };
+    // The error answer, or the DISCONNECT right after it (the client
+    // reports the lost link first once it is gone).
+    match error {
+        ClientError::Remote { code, message } => {
+            assert_eq!(code, ErrorCode::Internal);
+            assert_eq!(message, "the connection is closing");
+        }
+        ClientError::Closed(ternio_client::CloseReason::Disconnected(disconnect)) => {
+            assert_eq!(disconnect.reason, ternio::DisconnectReason::Shutdown);
+        }
+        other => panic!("expected the server's error or its DISCONNECT, got {other:?}"),
+    }
+}

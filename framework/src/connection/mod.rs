@@ -599,6 +599,7 @@ impl Engine {
             return;
         }
         self.closing = Some(notice);
+        self.fail_uploads_for_close();
         self.timers.begin_grace(Instant::now());
         self.alarm.set_if_sooner(self.timers.next_deadline());
     }

@@ -163,6 +163,9 @@ impl Engine {
             return progress;
         }
         let high_water = self.server.config.outbound_high_water;
+        // Closing, the connection reads no more credit: a download that
+        // has none left cannot go on, and ends now rather than at the grace.
+        let closing = self.closing.is_some();
         let mut downloads = std::mem::take(&mut self.streams.downloads);
         let count = downloads.len();
         let start = self.streams.cursor % count;
@@ -176,6 +179,10 @@ impl Engine {
                 .is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready())
             {
                 ended.push((position, Ended::TimedOut));
+                continue;
+            }
+            if closing && download.credit == 0 {
+                ended.push((position, Ended::Failed(closing_error())));
                 continue;
             }
             let mut sent = 0;
@@ -351,6 +358,14 @@ impl Engine {
         true
     }
 
+    /// Fails every open upload: the connection is closing and reads no
+    /// more of their items (their handlers answer, and the close goes on).
+    pub(super) fn fail_uploads_for_close(&mut self) {
+        for entry in &self.streams.uploads {
+            entry.shared.end(End::Failed(closing_error()));
+        }
+    }
+
     /// Drops every open stream (the link is closed or lost): downloads
     /// count as cancelled, uploads fail.
     pub(super) fn end_streams(&mut self) {
@@ -377,4 +392,9 @@ enum Ended {
     Complete,
     Failed(HandlerError),
     TimedOut,
+}
+
+/// Why a stream ends when its connection closes before it could finish.
+fn closing_error() -> HandlerError {
+    HandlerError::new(ErrorCode::Internal, "the connection is closing")
 }
