@@ -60,7 +60,7 @@ pub trait Decode: Sized {
 
     /// Describes the type for the schema (docs/SCHEMA.md), adding the
     /// structs and enums it uses to `schema`. The derives generate it; a
-    /// hand-written encoding is [`TypeRef::Opaque`](crate::schema::TypeRef::Opaque)
+    /// hand-written encoding is [`TypeRef::Opaque`]
     /// unless it says more.
     fn describe(schema: &mut crate::schema::SchemaBuilder) -> crate::schema::TypeRef {
         let _ = schema;
