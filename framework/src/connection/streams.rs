@@ -348,6 +348,13 @@ impl Engine {
             return false;
         };
         let download = self.streams.downloads.swap_remove(position);
+        self.drop_download(download);
+        true
+    }
+
+    /// Drops a download before its end (its handler's stream first): it
+    /// counts as cancelled, and nothing is sent.
+    fn drop_download(&mut self, download: Download) {
         drop(download.items);
         self.finish_stream(
             download.header,
@@ -355,7 +362,6 @@ impl Engine {
             Outcome::Cancelled,
             download.started,
         );
-        true
     }
 
     /// Fails every open upload: the connection is closing and reads no
@@ -376,13 +382,7 @@ impl Engine {
             )));
         }
         for download in std::mem::take(&mut self.streams.downloads) {
-            drop(download.items);
-            self.finish_stream(
-                download.header,
-                download.handler,
-                Outcome::Cancelled,
-                download.started,
-            );
+            self.drop_download(download);
         }
     }
 }
