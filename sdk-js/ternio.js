@@ -1823,8 +1823,9 @@ export class Client {
       { disconnect: error.disconnect, cause: error });
     for (const stream of streams) {
       const entry = this.#take(stream.id);
-      if (entry) this.#abandonedStreams.push(stream.id);
-      if (entry) entry.reject(failed);
+      if (!entry) continue;
+      this.#abandonedStreams.push(stream.id);
+      entry.reject(failed);
     }
   }
 

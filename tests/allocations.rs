@@ -131,18 +131,10 @@ fn the_echo_path_allocates_nothing_per_frame() {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let address = start();
     for size in [32usize, 1024] {
-        let mut request = BytesMut::new();
         let echo = Echo {
             payload: Bytes::from(vec![0x5A; size]),
         };
-        frame::write_frame(
-            &mut request,
-            Framing::LengthPrefixed,
-            Header::new(0x0001, Flags::NONE, 1),
-            &echo,
-            usize::MAX,
-        )
-        .unwrap();
+        let request = length_prefixed(Header::new(0x0001, Flags::NONE, 1), &echo);
         let mut answer = vec![0u8; request.len()];
         let mut stream = TcpStream::connect(address).unwrap();
         stream.set_nodelay(true).unwrap();
@@ -184,6 +176,13 @@ fn push_rounds(stream: &mut TcpStream, request: &[u8], count: u32, rounds: usize
     }
 }
 
+/// `body` framed for TCP (length prefix, then `header` and the body).
+fn length_prefixed(header: Header, body: &impl ternio::protocol::Encode) -> BytesMut {
+    let mut out = BytesMut::new();
+    frame::write_frame(&mut out, Framing::LengthPrefixed, header, body, usize::MAX).unwrap();
+    out
+}
+
 #[test]
 fn the_push_path_allocates_nothing_per_frame() {
     const COUNT: u32 = 500;
@@ -191,15 +190,10 @@ fn the_push_path_allocates_nothing_per_frame() {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let address = start();
-    let mut request = BytesMut::new();
-    frame::write_frame(
-        &mut request,
-        Framing::LengthPrefixed,
+    let request = length_prefixed(
         Header::new(0x0060, Flags::NONE, 1),
         &PushMe { count: COUNT },
-        usize::MAX,
-    )
-    .unwrap();
+    );
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_nodelay(true).unwrap();
 
@@ -238,24 +232,11 @@ fn a_stream_allocates_nothing_per_item() {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let address = start();
-    let mut request = BytesMut::new();
-    frame::write_frame(
-        &mut request,
-        Framing::LengthPrefixed,
-        Header::new(0x0910, Flags::NONE, 1),
-        &Nums { count: COUNT },
-        usize::MAX,
-    )
-    .unwrap();
-    let mut credit = BytesMut::new();
-    frame::write_frame(
-        &mut credit,
-        Framing::LengthPrefixed,
+    let request = length_prefixed(Header::new(0x0910, Flags::NONE, 1), &Nums { count: COUNT });
+    let credit = length_prefixed(
         Header::new(ternio::protocol::stream::STREAM_CREDIT, Flags::NONE, 1),
         &ternio::protocol::stream::StreamCredit { items: 16 },
-        usize::MAX,
-    )
-    .unwrap();
+    );
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_nodelay(true).unwrap();
     stream.write_all(&request).unwrap();

@@ -65,6 +65,22 @@ fn config(secure: Option<SecureConfig>) -> ClientConfig {
     config
 }
 
+/// Waits (at most 10 s) for the session to be reported lost; its reason.
+async fn lost_reason(events: &mut tokio::sync::watch::Receiver<SessionEvent>) -> String {
+    let lost = tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
+    )
+    .await
+    .expect("the loss is reported")
+    .unwrap()
+    .clone();
+    let SessionEvent::Lost { reason } = lost else {
+        unreachable!()
+    };
+    reason
+}
+
 /// Checks that the next `count` pushes are notes 1 to `count`, in order.
 async fn pushes_in_order(notes: &mut ternio_client::Subscription<Note>, count: u64) {
     for expected in 1..=count {
@@ -214,17 +230,7 @@ async fn a_client_whose_replay_buffer_overflowed_keeps_its_connection_and_report
     // After a cut, the client starts a new session and says why.
     let mut events = client.session_events();
     proxy.cut_all();
-    let lost = tokio::time::timeout(
-        Duration::from_secs(10),
-        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
-    )
-    .await
-    .expect("the loss is reported")
-    .unwrap()
-    .clone();
-    let SessionEvent::Lost { reason } = lost else {
-        unreachable!()
-    };
+    let reason = lost_reason(&mut events).await;
     assert!(reason.contains("replay buffer overflowed"), "{reason}");
     assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
 }
@@ -244,17 +250,7 @@ async fn a_session_the_server_ended_with_disconnect_is_not_resumed() {
             .resumable(Duration::from_secs(30), 64 * 1024)
     })
     .await;
-    let lost = tokio::time::timeout(
-        Duration::from_secs(10),
-        events.wait_for(|event| matches!(event, SessionEvent::Lost { .. })),
-    )
-    .await
-    .expect("the loss is reported")
-    .unwrap()
-    .clone();
-    let SessionEvent::Lost { reason } = lost else {
-        unreachable!()
-    };
+    let reason = lost_reason(&mut events).await;
     // A `RESUME` would have been refused with "unknown or expired ticket".
     assert!(reason.contains("the session ended"), "{reason}");
     assert!(reason.contains("SHUTDOWN"), "{reason}");

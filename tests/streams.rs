@@ -858,11 +858,9 @@ async fn malformed_stream_frames_close_the_connection() {
     raw.expect_disconnect(DisconnectReason::Malformed).await;
 }
 
-/// A stream does not survive its link, even when the session does: the
-/// client fails it with `Closed`, the server drops the handler's stream,
-/// and after the resumption a new stream runs.
-#[tokio::test]
-async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
+/// A server that resumes sessions, a proxy to it that cuts only on
+/// `cut_all`, and a client through it that resumes quickly, up and running.
+async fn resumable_through_proxy() -> (Started, CuttingProxy, Client) {
     let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
     let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
     let mut policy = ReconnectPolicy::default();
@@ -876,6 +874,26 @@ async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
         .await
         .unwrap();
     assert_echoed(&client, Bytes::from_static(b"up")).await;
+    (started, proxy, client)
+}
+
+/// Waits (at most 10 s) for the session to be resumed.
+async fn resumed(events: &mut tokio::sync::watch::Receiver<SessionEvent>) {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
+    )
+    .await
+    .expect("the session resumes")
+    .unwrap();
+}
+
+/// A stream does not survive its link, even when the session does: the
+/// client fails it with `Closed`, the server drops the handler's stream,
+/// and after the resumption a new stream runs.
+#[tokio::test]
+async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
+    let (started, proxy, client) = resumable_through_proxy().await;
     let mut stream = client.request_stream(&Endless).await.unwrap();
     assert_eq!(stream.next().await.unwrap().unwrap(), Number(0));
     proxy.cut_all();
@@ -890,13 +908,7 @@ async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
     assert!(matches!(error, ClientError::Closed(_)), "{error:?}");
     assert!(stream.next().await.is_none());
     let mut events = client.session_events();
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
-    )
-    .await
-    .expect("the session resumes")
-    .unwrap();
+    resumed(&mut events).await;
     eventually("the server dropped the handler's stream", || {
         started.seen.dropped.load(Ordering::SeqCst) == 1
     })
@@ -918,19 +930,7 @@ async fn a_resumed_session_fails_the_streams_of_the_lost_link() {
 /// `concurrency = 1`, a second one would then be `OVERLOADED` for good).
 #[tokio::test]
 async fn a_resumed_session_cancels_the_streams_its_lost_link_failed() {
-    let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
-    let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
-    let mut policy = ReconnectPolicy::default();
-    policy.initial_delay = Duration::from_millis(5);
-    policy.max_delay = Duration::from_millis(20);
-    policy.jitter = 0.0;
-    let mut config = ClientConfig::default();
-    config.reconnect = Some(policy);
-    config.resume = true;
-    let client = Client::connect_tcp_with(proxy.address(), config)
-        .await
-        .unwrap();
-    assert_echoed(&client, Bytes::from_static(b"up")).await;
+    let (_started, proxy, client) = resumable_through_proxy().await;
     let mut events = client.session_events();
     let mut stream = client.request_stream(&Late).await.unwrap();
     // The server has the request; its handler sleeps.
@@ -939,13 +939,7 @@ async fn a_resumed_session_cancels_the_streams_its_lost_link_failed() {
     let error = stream.next().await.unwrap().unwrap_err();
     assert!(matches!(error, ClientError::Closed(_)), "{error:?}");
     drop(stream);
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
-    )
-    .await
-    .expect("the session resumes")
-    .unwrap();
+    resumed(&mut events).await;
     // Past the first handler's sleep: unless cancelled, it opened its stream.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut stream = client.request_stream(&Late).await.unwrap();
