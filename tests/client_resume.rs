@@ -20,11 +20,37 @@ struct Next;
 #[derive(Debug, Clone, Copy, Default)]
 struct Seen(u64);
 
+/// 0x0A01: the server pushes `count` chunks, then answers with the count.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0A01, response = Count)]
+struct Burst {
+    count: u32,
+}
+
+/// 0x0A02: a pushed chunk of 1 KiB, numbered from 1.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0A02)]
+struct Chunk {
+    seq: u32,
+    data: Vec<u8>,
+}
+
 #[derive(Default)]
 struct Sequencer;
 
 #[packet_controller(explicit)]
 impl Sequencer {
+    fn burst(request: Burst, ctx: &Context) -> Count {
+        for seq in 1..=request.count {
+            ctx.push(&Chunk {
+                seq,
+                data: vec![seq as u8; 1024],
+            })
+            .expect("room in the outbox");
+        }
+        Count(u64::from(request.count))
+    }
+
     fn next(_request: Next, ctx: &Context) -> Count {
         let Seen(seen) = ctx.store().get::<Seen>().unwrap_or_default();
         let now = seen + 1;
@@ -90,6 +116,14 @@ async fn pushes_in_order(notes: &mut ternio_client::Subscription<Note>, count: u
             .expect("a push");
         assert_eq!(u64::from(note.seq), expected, "each push once, in order");
     }
+}
+
+/// The next chunk pushed (within 10 s).
+async fn next_chunk(chunks: &mut ternio_client::Subscription<Chunk>) -> Chunk {
+    tokio::time::timeout(Duration::from_secs(10), chunks.next())
+        .await
+        .expect("a chunk within 10 s")
+        .expect("a chunk")
 }
 
 /// Runs `count` requests through `client` while the proxy cuts, and checks
@@ -204,6 +238,41 @@ async fn requests_in_flight_across_cuts_are_answered_once_each() {
     );
     pushes_in_order(&mut notes, 400).await;
     assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
+}
+
+#[tokio::test]
+async fn a_burst_of_pushes_larger_than_the_replay_buffer_keeps_the_session_resumable() {
+    // 400 chunks of about 1 KiB: six times the server's 64 KiB replay
+    // buffer. The server holds what does not fit until the client's ACKs
+    // make room (before, it overflowed and the session was lost).
+    let (tcp, _, _server) = server(|builder| builder);
+    let proxy = CuttingProxy::start(tcp, 11, 0..0).await;
+    let client = Client::connect_tcp_with(proxy.address(), config(None))
+        .await
+        .unwrap();
+    let mut chunks = client.subscribe::<Chunk>();
+    assert_eq!(
+        client.request_async(&Burst { count: 400 }).await.unwrap(),
+        Count(400)
+    );
+    let mut events = client.session_events();
+    for seq in 1..=200 {
+        let chunk = next_chunk(&mut chunks).await;
+        assert_eq!((chunk.seq, chunk.data[0]), (seq, seq as u8));
+    }
+    proxy.cut_all();
+    for seq in 201..=400 {
+        let chunk = next_chunk(&mut chunks).await;
+        assert_eq!(chunk.seq, seq, "each chunk once, in order");
+    }
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| matches!(event, SessionEvent::Resumed { .. })),
+    )
+    .await
+    .expect("resumed, not lost")
+    .unwrap();
+    assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
 }
 
 #[tokio::test]

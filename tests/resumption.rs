@@ -491,6 +491,61 @@ async fn an_overflowing_replay_buffer_ends_resumability_not_the_connection() {
 }
 
 #[tokio::test]
+async fn a_burst_of_pushes_waits_for_acks_instead_of_ending_resumability() {
+    // 2 KiB of replay buffer; 500 notes of 11 bytes (7 of header, a u32)
+    // are 5.5 KiB. Before, the server wrote them all at once, overflowed
+    // its buffer and could no longer resume the session.
+    let (address, _server, seen) = start(Duration::from_secs(10), 2048);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.request(&PushMe { count: 500 }, 1).await;
+    let answer = session.recv_app().await;
+    assert_eq!(answer.header.request_id, 1);
+    // Read without acknowledging: what the buffer holds (the 7-byte
+    // answer and 185 notes: 2,042 bytes), then nothing.
+    let mut next = 0;
+    let held = loop {
+        match tokio::time::timeout(Duration::from_millis(300), session.recv_app()).await {
+            Ok(note) => {
+                assert_eq!(Note::decode_body(&note.body).unwrap().seq, next);
+                next += 1;
+            }
+            Err(_) => break next,
+        }
+    };
+    assert_eq!(held, 185, "the server wrote more than its buffer holds");
+    // An ACK makes room for as much again.
+    let received = session.received;
+    session.send_ack(received, 0).await;
+    for _ in 0..100 {
+        let note = session.recv_app().await;
+        assert_eq!(Note::decode_body(&note.body).unwrap().seq, next);
+        next += 1;
+    }
+    // The session survives a cut in the middle of the burst: the rest
+    // arrives once, in order, after the resumption.
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let (mut session, _) = session.resume(address).await.expect("still resumable");
+    while next < 500 {
+        let note = session.recv_app().await;
+        assert_eq!(Note::decode_body(&note.body).unwrap().seq, next);
+        next += 1;
+        if session.received % 64 == 0 {
+            let received = session.received;
+            session.send_ack(received, 0).await;
+        }
+    }
+    session.request(&Add { a: 2, b: 3 }, 2).await;
+    let sum = session.recv_app().await;
+    assert_eq!(
+        Sum::decode_body(&sum.body).unwrap(),
+        Sum(5),
+        "nothing twice"
+    );
+}
+
+#[tokio::test]
 async fn acknowledgements_keep_the_replay_buffer_small_both_ways() {
     let (address, _server, seen) = start(Duration::from_secs(10), 4096);
     let mut session = Session::plain(address).await;

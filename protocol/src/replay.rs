@@ -234,6 +234,16 @@ impl ReplayBuffer {
         }))
     }
 
+    /// Whether recording a frame of `frame_bytes` (7 of header plus the
+    /// plain body) now keeps the buffer within its bound, or overflows a
+    /// buffer that nothing but an acknowledgement could have made room in.
+    /// `false` means: wait for the peer's `ACK` before writing it. A frame
+    /// larger than the whole bound fits an empty buffer (and overflows it:
+    /// waiting could never make room); after an overflow everything fits.
+    pub fn fits(&self, frame_bytes: usize) -> bool {
+        self.overflowed || self.frames.is_empty() || self.bytes + frame_bytes <= self.limit
+    }
+
     /// Whether a frame took the buffer past its bound: it keeps nothing
     /// more, and the session cannot be resumed.
     pub fn is_overflowed(&self) -> bool {
@@ -464,6 +474,28 @@ mod tests {
         let (header, body) = buffer.replay_from(0).unwrap().next().unwrap();
         assert_eq!(header, Header::new(0x0002, Flags::RESPONSE, 9));
         assert_eq!(body, b"body");
+    }
+
+    #[test]
+    fn fits_says_whether_to_wait_for_an_ack() {
+        // 7 + 10 bytes a frame: three fit in 60, not four.
+        let mut buffer = ReplayBuffer::new(60);
+        assert!(
+            buffer.fits(100),
+            "an empty buffer takes even a frame past the bound"
+        );
+        for id in 0..3 {
+            assert!(buffer.fits(17));
+            buffer.record(header(id), &[0; 10]);
+        }
+        assert!(!buffer.fits(17), "a fourth would overflow: wait");
+        assert!(buffer.fits(9), "a smaller one still fits");
+        buffer.acknowledge(1).unwrap();
+        assert!(buffer.fits(17), "room again after an ACK");
+        buffer.acknowledge(3).unwrap();
+        assert!(buffer.fits(61), "empty: only an overflow is left for it");
+        assert!(!buffer.record(header(3), &[0; 54]));
+        assert!(buffer.fits(1_000_000), "overflowed: nothing waits any more");
     }
 
     #[test]

@@ -553,7 +553,9 @@ impl Engine {
         if self.closed.is_none() {
             let high_water = self.server.config.outbound_high_water;
             progress |= outbox.take_frames(|frame| {
-                if self.out.len() >= high_water {
+                if self.out.len() >= high_water || !self.replay_fits(frame) {
+                    // Left in the outbox (bounded there): the peer's reads,
+                    // or its next `ACK`, let it go on.
                     return false;
                 }
                 self.append_push(frame);
@@ -561,6 +563,18 @@ impl Engine {
             });
         }
         progress
+    }
+
+    /// Whether a pushed frame (header + body) may be written now as far as
+    /// resumption goes: always on a session that is not resumable; on one
+    /// that is, when the replay buffer has room for it, so that a burst of
+    /// pushes waits for the client's `ACK`s in the outbox instead of
+    /// overflowing the buffer and ending resumability.
+    fn replay_fits(&self, frame: &[u8]) -> bool {
+        self.resume.as_ref().is_none_or(|resume| {
+            resume.replay.fits(frame.len())
+                || Header::parse(frame).is_ok_and(|header| header.is_system())
+        })
     }
 
     /// Appends a pushed frame (header + body, no prefix), sealed when the
