@@ -10,8 +10,9 @@ use ternio::protocol::frame::{Flags, Header};
 use ternio::protocol::system::{self, Disconnect};
 use ternio::protocol::{Decode, DecodeError, Encode, ErrorCode, Reader};
 use ternio::{
-    AppCode, ConnectionId, Context, Delivery, DisconnectReason, HandlerError, Hub, Packet, Server,
-    ServerBuilder, ServerConfig, ServerHandle, SlowConsumerPolicy, packet_controller,
+    AppCode, ConnectionHandle, ConnectionId, Context, Delivery, DisconnectReason, HandlerError,
+    Hub, Packet, Server, ServerBuilder, ServerConfig, ServerHandle, SlowConsumerPolicy,
+    packet_controller,
 };
 use ternio_tests::RawConnection;
 
@@ -580,4 +581,62 @@ async fn a_broadcast_is_encoded_once_whatever_the_number_of_members() {
     hub.send(ConnectionId(id.0), &announcement("to one"))
         .unwrap();
     assert_eq!(ENCODES.load(Ordering::SeqCst) - before, 3, "send");
+}
+
+/// Pushes `said` to a connection that does not read until 32 KiB stay in
+/// its queue (the socket's buffers are full), never past its 64 KiB limit.
+async fn fill(handle: &ConnectionHandle, said: &Said) {
+    loop {
+        while handle.queued_bytes() < 32 * 1024 {
+            handle.push(said).unwrap();
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if handle.queued_bytes() >= 32 * 1024 {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_below_waits_for_the_reader_and_fails_once_the_connection_closed() {
+    let (address, server) = start(|b| b.config(small_buffers()));
+    let (mut slow, slow_id) = {
+        let mut raw = RawConnection::connect_small(address).await;
+        raw.request(&MyId, 1).await;
+        let id = Id::decode_body(&raw.recv().await.unwrap().body).unwrap().0;
+        (raw, id)
+    };
+    let handle = server.hub().connection(ConnectionId(slow_id)).unwrap();
+    // Push while the queue is short, until the reader's buffers are full
+    // and 32 KiB wait in its queue (its limit is 64 KiB).
+    let said = Said {
+        from: 0,
+        text: "x".repeat(4000),
+    };
+    fill(&handle, &said).await;
+    let waiter = handle.clone();
+    let wait = tokio::spawn(async move { waiter.queue_below(16 * 1024).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!wait.is_finished(), "nobody read: the queue is still long");
+    // The reader reads: the queue drains and the wait ends.
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while !wait.is_finished() {
+            slow.recv().await.expect("a push");
+        }
+    });
+    read.await.expect("the wait ends once the reader reads");
+    assert_eq!(wait.await.unwrap(), Ok(()));
+    assert!(handle.queued_bytes() < 16 * 1024);
+    // Full again, then closed: the waiter hears of it.
+    fill(&handle, &said).await;
+    let waiter = handle.clone();
+    let wait = tokio::spawn(async move { waiter.queue_below(16 * 1024).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    handle.kick("done");
+    let closed = tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("the wait ends with the connection")
+        .unwrap();
+    assert_eq!(closed, Err(ternio::PushError::Closed));
 }

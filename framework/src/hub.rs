@@ -141,6 +141,26 @@ impl ConnectionHandle {
         self.connection.outbox.queued_bytes()
     }
 
+    /// Waits until fewer than `bytes` of pushed frames wait for the
+    /// connection ([`queued_bytes`](Self::queued_bytes)): a task that
+    /// pushes a lot paces itself to what the client reads, instead of
+    /// filling the queue (whose overflow disconnects the client with
+    /// `SLOW_CONSUMER`) or sleeping by guess. Fails with
+    /// [`PushError::Closed`] once the connection closed.
+    ///
+    /// ```no_run
+    /// # async fn stream_out(connection: ternio::ConnectionHandle, rows: Vec<ternio::protocol::Bytes>) -> Result<(), ternio::PushError> {
+    /// # #[derive(ternio::Packet)] #[packet(opcode = 0x0100)] struct Row { data: ternio::protocol::Bytes }
+    /// for data in rows {
+    ///     connection.queue_below(256 * 1024).await?;
+    ///     connection.push(&Row { data })?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn queue_below(&self, bytes: usize) -> Result<(), PushError> {
+        self.connection.outbox.drained_below(bytes).await
+    }
+
     /// Droppable pushes dropped because the connection fell behind.
     pub fn dropped_pushes(&self) -> u64 {
         self.connection.outbox.dropped()

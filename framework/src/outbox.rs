@@ -17,6 +17,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures_util::task::AtomicWaker;
 use ternio_protocol::frame::{self, Flags, Framing, HEADER_LEN, Header, LENGTH_PREFIX_LEN};
 use ternio_protocol::{DisconnectReason, Packet, buffers, prefix};
+use tokio::sync::Notify;
 
 use crate::close::CloseNotice;
 use crate::config::SlowConsumerPolicy;
@@ -108,6 +109,11 @@ pub(crate) struct Outbox {
     dropped: AtomicU64,
     /// Set once the connection's task has finished.
     closed: AtomicBool,
+    /// Tasks waiting for the queue to drain ([`Outbox::drained_below`]).
+    drained: Notify,
+    /// How many of them there are: the connection's task notifies only
+    /// when someone waits.
+    drain_waiters: AtomicUsize,
 }
 
 impl Outbox {
@@ -122,6 +128,8 @@ impl Outbox {
             policy,
             dropped: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            drained: Notify::new(),
+            drain_waiters: AtomicUsize::new(0),
         }
     }
 
@@ -194,8 +202,12 @@ impl Outbox {
             self.queued_bytes.fetch_add(written, Ordering::AcqRel);
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
         }
-        self.signal.store(true, Ordering::Release);
-        self.waker.wake();
+        // The task is woken once per batch: a push that finds the signal
+        // already set knows that a wake-up is on its way, and that the
+        // task's next take (after it clears the signal) sees this frame.
+        if !self.signal.swap(true, Ordering::AcqRel) {
+            self.waker.wake();
+        }
         Ok(())
     }
 
@@ -250,6 +262,9 @@ impl Outbox {
         }
         if taken_bytes > 0 {
             self.queued_bytes.fetch_sub(taken_bytes, Ordering::AcqRel);
+            if self.drain_waiters.load(Ordering::Acquire) > 0 {
+                self.drained.notify_waiters();
+            }
         }
         if at == frames.len() {
             // A burst larger than the kept capacity gives its allocation back.
@@ -278,6 +293,29 @@ impl Outbox {
         self.closed.store(true, Ordering::Release);
         *lock(&self.frames) = BytesMut::new();
         self.queued_bytes.store(0, Ordering::Release);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until fewer than `bytes` are queued, or the connection closed
+    /// (then [`PushError::Closed`]).
+    pub(crate) async fn drained_below(&self, bytes: usize) -> Result<(), PushError> {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a take in between is not missed.
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return Err(PushError::Closed);
+            }
+            if self.queued_bytes() < bytes {
+                return Ok(());
+            }
+            let _waiting = Waiting::on(&self.drain_waiters);
+            if self.queued_bytes() < bytes || self.is_closed() {
+                continue;
+            }
+            notified.await;
+        }
     }
 
     /// Bytes waiting in the queue.
@@ -292,6 +330,22 @@ impl Outbox {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// One task counted among an outbox's drain waiters while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn on(waiters: &'a AtomicUsize) -> Self {
+        waiters.fetch_add(1, Ordering::AcqRel);
+        Self(waiters)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -32,7 +32,7 @@ pub use web_time::Instant;
 /// plain bodies).
 pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// Ternio's default: an `ACK` after this many unacknowledged counted frames.
-pub const ACK_EVERY_FRAMES: u64 = 128;
+pub const ACK_EVERY_FRAMES: u64 = 512;
 /// Ternio's default: an `ACK` once unacknowledged counted frames reach this
 /// many bytes (headers and plain bodies).
 pub const ACK_EVERY_BYTES: usize = 16 * 1024;

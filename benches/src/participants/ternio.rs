@@ -9,7 +9,6 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use bytes::{Buf, Bytes, BytesMut};
@@ -26,7 +25,7 @@ use tokio::net::TcpStream;
 use crate::participants::{Endpoint, Participant, raw_ws};
 
 /// Times a push task found its connection's outbox above the high
-/// water mark (it then sleeps 1 ms).
+/// water mark (it then waits for the connection to take frames).
 pub static PUSH_BACKOFFS: AtomicU64 = AtomicU64::new(0);
 
 /// Opcode 0x0001: answered with the same payload.
@@ -164,13 +163,16 @@ impl BenchController {
 const PUSH_HIGH_WATER: usize = 512 * 1024;
 
 /// Pushes `packet` to `connection` until it closes, keeping its outbox
-/// queue under [`PUSH_HIGH_WATER`]: above it, the task sleeps 1 ms.
+/// queue under [`PUSH_HIGH_WATER`]: above it, the task waits until the
+/// connection has taken frames (`ConnectionHandle::queue_below`).
 async fn push_until_closed(connection: ConnectionHandle, packet: Pushed) {
     let mut since_yield = 0u32;
     loop {
         if connection.queued_bytes() >= PUSH_HIGH_WATER {
             PUSH_BACKOFFS.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            if connection.queue_below(PUSH_HIGH_WATER).await.is_err() {
+                return;
+            }
             continue;
         }
         if connection.push(&packet).is_err() {

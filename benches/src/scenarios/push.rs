@@ -2,7 +2,8 @@
 //! as the client drains them; the figure is messages received per second.
 //!
 //! Ternio pushes from a task holding the connection's `ConnectionHandle`
-//! (backing off 1 ms when the push queue is full); the raw server encodes
+//! (waiting for the connection to drain its push queue when it is above
+//! 512 KiB, `ConnectionHandle::queue_below`); the raw server encodes
 //! frames into a 64 KiB batch and writes it. Ternio is read both by its SDK
 //! (pushes counted as unhandled) and by a raw socket that only counts
 //! frames, which isolates the server's side.
