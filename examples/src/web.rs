@@ -140,7 +140,7 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
         .file(
             "/ternio.js",
             "text/javascript; charset=utf-8",
-            include_str!("../../sdk-js/ternio.js"),
+            include_str!("../../sdk-js/dist/ternio.browser.js"),
         )
         .file("/config.json", "application/json", config)
 }
@@ -175,7 +175,7 @@ pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
         .file(
             "/ternio.js",
             "text/javascript; charset=utf-8",
-            include_str!("../../sdk-js/ternio.js"),
+            include_str!("../../sdk-js/dist/ternio.browser.js"),
         )
         .file("/config.json", "application/json", config)
 }

@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes, u32, u64 } from '../ternio.js';
+import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes, u32, u64 } from '../dist/index.js';
 
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 

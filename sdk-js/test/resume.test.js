@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import {
   Client, Flags, SystemOpcode, DisconnectReason, ErrorCode, ReplayBuffer, AckSchedule,
   encodeFrame, packet, bytes, u32, u64,
-} from '../ternio.js';
+} from '../dist/index.js';
 
 import { FakeSocket } from './fake-socket.js';
 

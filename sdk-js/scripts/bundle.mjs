@@ -1,0 +1,20 @@
+// The browser bundle: the SDK in one ES module, dist/ternio.browser.js,
+// for pages that load it without a bundler of their own (the example
+// servers serve it as /ternio.js). Run by `npm run build` after tsc.
+import { build } from 'esbuild';
+
+await build({
+  entryPoints: [new URL('../src/index.ts', import.meta.url).pathname],
+  outfile: new URL('../dist/ternio.browser.js', import.meta.url).pathname,
+  bundle: true,
+  format: 'esm',
+  platform: 'neutral',
+  target: 'es2022',
+  charset: 'utf8',
+  legalComments: 'none',
+  banner: {
+    js: '// The Ternio browser SDK, dist/ternio.browser.js, built from sdk-js/src by `npm run build`.\n'
+      + '// One ES module, no dependency; the package\'s README documents it. Licence: MIT OR Apache-2.0.',
+  },
+  logLevel: 'warning',
+});
