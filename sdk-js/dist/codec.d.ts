@@ -198,7 +198,11 @@ export interface PacketOptions<R = unknown, I = unknown> {
     /** With `evolving`: how many of its last fields are optional (default 0). */
     optional?: number;
 }
-/** What a request of a packet declared without `response` resolves to: its own type, or `undefined` for an acknowledgement. */
+/**
+ * What a request of a packet declared without `response` resolves to: its
+ * own type, or `undefined` for an acknowledgement. An annotation narrows it
+ * (`const Say: PacketType<Say, undefined> = packet(...)`), as generated code does.
+ */
 export type SelfResponse<T> = T | undefined;
 /**
  * Declares a packet type: its opcode, its fields in order, and options.
@@ -210,4 +214,4 @@ export type SelfResponse<T> = T | undefined;
 export declare function packet<F extends Fields, R, I = unknown>(opcode: number, fields: F, options: PacketOptions<R, I> & {
     response: PacketType<R, any, any>;
 }): PacketType<StructValue<F>, R, I>;
-export declare function packet<F extends Fields, I = unknown>(opcode: number, fields: F, options?: PacketOptions<never, I>): PacketType<StructValue<F>, SelfResponse<StructValue<F>>, I>;
+export declare function packet<F extends Fields, R = SelfResponse<StructValue<F>>, I = unknown>(opcode: number, fields: F, options?: PacketOptions<never, I>): PacketType<StructValue<F>, R, I>;

@@ -1,11 +1,16 @@
-// The browser bundle: the SDK in one ES module, dist/ternio.browser.js,
-// for pages that load it without a bundler of their own (the example
-// servers serve it as /ternio.js). Run by `npm run build` after tsc.
+// The browser bundle: the SDK in one ES module, dist/ternio.browser.js (or
+// the file named as the first argument), for pages that load it without a
+// bundler of their own (the example servers serve it as /ternio.js). Run by
+// `npm run build` after tsc.
 import { build } from 'esbuild';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const outfile = process.argv[2] ? resolve(process.argv[2]) : fileURLToPath(new URL('../dist/ternio.browser.js', import.meta.url));
 
 await build({
-  entryPoints: [new URL('../src/index.ts', import.meta.url).pathname],
-  outfile: new URL('../dist/ternio.browser.js', import.meta.url).pathname,
+  entryPoints: [fileURLToPath(new URL('../src/index.ts', import.meta.url))],
+  outfile,
   bundle: true,
   format: 'esm',
   platform: 'neutral',

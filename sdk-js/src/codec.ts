@@ -515,7 +515,11 @@ export interface PacketOptions<R = unknown, I = unknown> {
   optional?: number;
 }
 
-/** What a request of a packet declared without `response` resolves to: its own type, or `undefined` for an acknowledgement. */
+/**
+ * What a request of a packet declared without `response` resolves to: its
+ * own type, or `undefined` for an acknowledgement. An annotation narrows it
+ * (`const Say: PacketType<Say, undefined> = packet(...)`), as generated code does.
+ */
 export type SelfResponse<T> = T | undefined;
 
 /**
@@ -527,8 +531,8 @@ export type SelfResponse<T> = T | undefined;
  */
 export function packet<F extends Fields, R, I = unknown>(opcode: number, fields: F,
   options: PacketOptions<R, I> & { response: PacketType<R, any, any> }): PacketType<StructValue<F>, R, I>;
-export function packet<F extends Fields, I = unknown>(opcode: number, fields: F,
-  options?: PacketOptions<never, I>): PacketType<StructValue<F>, SelfResponse<StructValue<F>>, I>;
+export function packet<F extends Fields, R = SelfResponse<StructValue<F>>, I = unknown>(opcode: number, fields: F,
+  options?: PacketOptions<never, I>): PacketType<StructValue<F>, R, I>;
 export function packet(opcode: number, fields: Fields, options: PacketOptions<any, any> = {}): PacketType<any, any, any> {
   checkOpcode(opcode);
   const name = options.name ?? `packet ${hex(opcode)}`;

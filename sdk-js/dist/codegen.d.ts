@@ -1,0 +1,98 @@
+/**
+ * The code generator behind `ternio-codegen`: from a server's schema
+ * (docs/SCHEMA.md, `"schema": "ternio/1"`) to typed TypeScript (or
+ * JavaScript and its `.d.ts`): for each struct and enum an interface (a
+ * discriminated union for an enum) and its codec, for each packet a
+ * {@link PacketType} whose type carries its response and stream items,
+ * so that `client.request(Add, { a, b })` checks the value and resolves
+ * to a `Sum`.
+ * @module
+ */
+/** A type reference of the schema. */
+export type SchemaTypeRef = string | {
+    vec: SchemaTypeRef;
+} | {
+    option: SchemaTypeRef;
+} | {
+    array: SchemaTypeRef;
+    len: number;
+} | {
+    ref: string;
+} | {
+    opaque: string;
+};
+/** A field of a struct or enum variant. */
+export interface SchemaField {
+    name: string;
+    type: SchemaTypeRef;
+    optional: boolean;
+}
+/** A response: a packet, an acknowledgement, or a type the schema cannot see into. */
+export type SchemaResponse = {
+    packet: string;
+} | 'ack' | {
+    opaque: string;
+} | null;
+/** An entry of the schema's `packets`. */
+export interface SchemaPacket {
+    opcode: number;
+    name: string;
+    response: SchemaResponse;
+    pushed: boolean;
+    compress: boolean;
+    evolving: boolean;
+    [key: string]: unknown;
+}
+/** An entry of the schema's `handlers`. */
+export interface SchemaHandler {
+    opcode: number;
+    name: string;
+    request: string;
+    response: SchemaResponse;
+    stream_item: SchemaTypeRef | null;
+    upload_item: SchemaTypeRef | null;
+    [key: string]: unknown;
+}
+/** An entry of the schema's `types`. */
+export type SchemaType = {
+    kind: 'struct';
+    evolving?: boolean;
+    fields: SchemaField[];
+} | {
+    kind: 'enum';
+    variants: Array<{
+        index: number;
+        name: string;
+        fields: SchemaField[];
+    }>;
+};
+/** A schema document, `ternio/1`. */
+export interface Schema {
+    schema: string;
+    packets: SchemaPacket[];
+    handlers: SchemaHandler[];
+    types: Record<string, SchemaType>;
+}
+/** Options of {@link generate}. */
+export interface GenerateOptions {
+    /** `'ts'`: one TypeScript module; `'js'`: an ES module and its declarations. */
+    language?: 'ts' | 'js';
+    /** Where the generated code imports the SDK from (default `'ternio'`). */
+    importFrom?: string;
+    /** The schema's file name, named in the header. */
+    source?: string;
+}
+/** What {@link generate} returns: `code` (TypeScript or JavaScript) and, for JavaScript, `declarations`. */
+export interface Generated {
+    code: string;
+    declarations?: string;
+}
+/** A problem with the schema: the generator cannot describe it. */
+export declare class SchemaError extends Error {
+    constructor(message: string);
+}
+/**
+ * Generates the code of `schema`.
+ * @throws {SchemaError} When the schema is not `ternio/1`, or holds what the SDK cannot code.
+ */
+export declare function generate(schema: Schema, options?: GenerateOptions): Generated;
