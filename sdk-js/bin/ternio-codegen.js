@@ -10,7 +10,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
-import { generate, SchemaError } from '../dist/codegen.js';
+import { generate } from '../dist/codegen.js';
 
 const USAGE = 'usage: ternio-codegen <schema.json> [-o <out.ts|out.js>] [--import <module>]';
 
@@ -44,6 +44,6 @@ try {
     if (declarations) writeFileSync(options.output.replace(/\.js$/, '.d.ts'), declarations);
   }
 } catch (error) {
-  console.error(`ternio-codegen: ${error instanceof SchemaError || !error.stack ? error.message : error.message}\n${USAGE}`);
+  console.error(`ternio-codegen: ${error.message}\n${USAGE}`);
   process.exit(1);
 }

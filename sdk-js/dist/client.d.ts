@@ -16,16 +16,25 @@ import { type ResumeOptions } from './resume.js';
 import { type Upload } from './streams.js';
 /** What the client needs of a WebSocket (the browser's, Node's, or a stand-in). */
 export interface WebSocketLike {
+    /** Set to `'arraybuffer'` by the client. */
     binaryType: string;
+    /** 0 connecting, 1 open, 2 closing, 3 closed. */
     readonly readyState: number;
+    /** Bytes sent and not yet handed to the network (the outbound buffer's bound reads it). */
     readonly bufferedAmount?: number;
+    /** Sends one binary message. */
     send(data: Uint8Array): void;
+    /** Starts the close handshake. */
     close(code?: number, reason?: string): void;
+    /** Set by the client: the connection opened. */
     onopen: ((event: unknown) => void) | null;
+    /** Set by the client: the connection failed. */
     onerror: ((event: unknown) => void) | null;
+    /** Set by the client: a message arrived (`data` an ArrayBuffer for binary ones). */
     onmessage: ((event: {
         data: unknown;
     }) => void) | null;
+    /** Set by the client: the connection closed. */
     onclose: ((event: {
         code: number;
         reason: string;

@@ -23,8 +23,11 @@ export type SchemaTypeRef = string | {
 };
 /** A field of a struct or enum variant. */
 export interface SchemaField {
+    /** The Rust field name, or its position (`"0"`) in a tuple struct. */
     name: string;
+    /** Its type. */
     type: SchemaTypeRef;
+    /** A trailing optional field of an evolving packet. */
     optional: boolean;
 }
 /** A response: a packet, an acknowledgement, or a type the schema cannot see into. */
@@ -35,22 +38,36 @@ export type SchemaResponse = {
 } | null;
 /** An entry of the schema's `packets`. */
 export interface SchemaPacket {
+    /** 0x0000..=0xFEFF. */
     opcode: number;
+    /** Its name, also its key in the schema's `types`. */
     name: string;
+    /** What its `#[packet(response = T)]` declares. */
     response: SchemaResponse;
+    /** Declared as pushed by the server. */
     pushed: boolean;
+    /** False: never sent compressed. */
     compress: boolean;
+    /** May gain optional fields at its end. */
     evolving: boolean;
+    /** Keys this generator does not read (`droppable`, `max_depth`, ...). */
     [key: string]: unknown;
 }
 /** An entry of the schema's `handlers`. */
 export interface SchemaHandler {
+    /** Its request's opcode. */
     opcode: number;
+    /** `Controller::method`. */
     name: string;
+    /** The name of its request packet. */
     request: string;
+    /** What it answers with. */
     response: SchemaResponse;
+    /** The items of the stream it answers with, if it does. */
     stream_item: SchemaTypeRef | null;
+    /** The items of the upload it takes, if it does. */
     upload_item: SchemaTypeRef | null;
+    /** Keys this generator does not read (`async`, `policies`, ...). */
     [key: string]: unknown;
 }
 /** An entry of the schema's `types`. */
@@ -68,9 +85,13 @@ export type SchemaType = {
 };
 /** A schema document, `ternio/1`. */
 export interface Schema {
+    /** The format's version: `"ternio/1"`. */
     schema: string;
+    /** Every packet, by opcode. */
     packets: SchemaPacket[];
+    /** Every handler, by opcode. */
     handlers: SchemaHandler[];
+    /** Every struct and enum (packets included), by name. */
     types: Record<string, SchemaType>;
 }
 /** Options of {@link generate}. */
@@ -84,7 +105,9 @@ export interface GenerateOptions {
 }
 /** What {@link generate} returns: `code` (TypeScript or JavaScript) and, for JavaScript, `declarations`. */
 export interface Generated {
+    /** The module: TypeScript, or JavaScript. */
     code: string;
+    /** For JavaScript: its `.d.ts`. */
     declarations?: string;
 }
 /** A problem with the schema: the generator cannot describe it. */

@@ -16,12 +16,19 @@ export interface Disconnect {
 export type ErrorKind = 'remote' | 'timeout' | 'closed' | 'codec' | 'protocol' | 'aborted';
 /** What a {@link TernioError} may carry besides its kind and message. */
 export interface ErrorDetails {
+    /** `'remote'`: the error code. */
     code?: number | undefined;
+    /** `'remote'`: the server's message. */
     remoteMessage?: string | undefined;
+    /** `'timeout'`: the timeout that expired, in ms. */
     timeout?: number | undefined;
+    /** `'closed'`: the server's `DISCONNECT`. */
     disconnect?: Disconnect | null | undefined;
+    /** `'codec'`: where in the value the problem is. */
     path?: Array<string | number>;
+    /** What caused it (`Error`'s own `cause`). */
     cause?: unknown;
+    /** `'closed'` from an upload: the server answered before it ended. */
     answered?: boolean;
 }
 /**

@@ -18,9 +18,13 @@ export interface Frame {
 }
 /** A frame to encode: the flags, request id and body may be left out (0, 0, empty). */
 export interface FrameInit {
+    /** u16. */
     opcode: number;
+    /** Bits of {@link Flags} (default 0). */
     flags?: number;
+    /** u32 (default 0). */
     requestId?: number;
+    /** The encoded packet (default empty). */
     body?: Uint8Array | ArrayBuffer;
 }
 /**

@@ -38,9 +38,13 @@ export declare function compressBody(body: Uint8Array | ArrayBuffer): Uint8Array
 export declare function decompressBody(body: Uint8Array | ArrayBuffer, maxLength?: number): Uint8Array;
 /** A frame as {@link maybeCompress} takes it. */
 export interface FrameFields {
+    /** u16. */
     opcode: number;
+    /** Bits of {@link Flags}. */
     flags?: number;
+    /** u32. */
     requestId?: number;
+    /** The body, to compress or not. */
     body: Uint8Array;
 }
 /**

@@ -92,7 +92,9 @@ export declare class AckSchedule {
 export declare function resumeBody(ticket: Uint8Array, received: number): Uint8Array;
 /** A ticket and how long (ms) the server keeps the session after a loss. */
 export interface Ticket {
+    /** 32 bytes. */
     ticket: Uint8Array;
+    /** How long the server keeps the session after a loss, in ms. */
     ttl: number;
 }
 /** `RESUME_TICKET`'s answer, or null when the body is not one. */

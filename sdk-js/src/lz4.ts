@@ -155,9 +155,13 @@ export function decompressBody(body: Uint8Array | ArrayBuffer, maxLength = DEFAU
 
 /** A frame as {@link maybeCompress} takes it. */
 export interface FrameFields {
+  /** u16. */
   opcode: number;
+  /** Bits of {@link Flags}. */
   flags?: number;
+  /** u32. */
   requestId?: number;
+  /** The body, to compress or not. */
   body: Uint8Array;
 }
 

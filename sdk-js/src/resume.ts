@@ -162,7 +162,9 @@ export function resumeBody(ticket: Uint8Array, received: number): Uint8Array {
 
 /** A ticket and how long (ms) the server keeps the session after a loss. */
 export interface Ticket {
+  /** 32 bytes. */
   ticket: Uint8Array;
+  /** How long the server keeps the session after a loss, in ms. */
   ttl: number;
 }
 
