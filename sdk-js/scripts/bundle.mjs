@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 const outfile = process.argv[2] ? resolve(process.argv[2]) : fileURLToPath(new URL('../dist/ternio.browser.js', import.meta.url));
 
 await build({
+  // The path comments in the bundle are relative to it: the same from any directory.
+  absWorkingDir: fileURLToPath(new URL('..', import.meta.url)),
   entryPoints: [fileURLToPath(new URL('../src/index.ts', import.meta.url))],
   outfile,
   bundle: true,
