@@ -100,6 +100,12 @@ export interface GenerateOptions {
     language?: 'ts' | 'js';
     /** Where the generated code imports the SDK from (default `'ternio'`). */
     importFrom?: string;
+    /**
+     * JavaScript only: where its `.d.ts` imports the SDK's types from, when
+     * not from `importFrom` (a page that loads the bundle as `./ternio.js`
+     * has no types there).
+     */
+    typesFrom?: string;
     /** The schema's file name, named in the header. */
     source?: string;
 }

@@ -157,7 +157,7 @@ export function generate(schema, options = {}) {
         '',
     ];
     code.push(...header, `import * as ${NS} from ${quote(importFrom)};`, '');
-    dts.push(...header, `import type * as ${NS} from ${quote(importFrom)};`, '');
+    dts.push(...header, `import type * as ${NS} from ${quote(options.typesFrom ?? importFrom)};`, '');
     for (const name of order) {
         const type = types[name];
         const packet = packets.get(name);

@@ -10,19 +10,29 @@ import { generate } from '../dist/codegen.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Each output (from the repository's root): its schema, and where it imports the SDK from. */
+/**
+ * Each output (from the repository's root): its schema, where it imports
+ * the SDK from, and where its .d.ts imports the SDK's types from (the
+ * pages load the bundle as ./ternio.js, which has none).
+ */
 export const GENERATED = [
-  { schema: 'examples/schemas/chat_server.json', output: 'examples/web/chat/packets.js', importFrom: './ternio.js' },
-  { schema: 'examples/schemas/rooms.json', output: 'examples/web/rooms/packets.js', importFrom: './ternio.js' },
+  {
+    schema: 'examples/schemas/chat_server.json', output: 'examples/web/chat/packets.js',
+    importFrom: './ternio.js', typesFrom: '../../../sdk-js/dist/index.js',
+  },
+  {
+    schema: 'examples/schemas/rooms.json', output: 'examples/web/rooms/packets.js',
+    importFrom: './ternio.js', typesFrom: '../../../sdk-js/dist/index.js',
+  },
   { schema: 'examples/schemas/echo_server.json', output: 'sdk-js/test/generated/echo_server.js', importFrom: '../../dist/index.js' },
   { schema: 'sdk-js/test/fixtures/sample.json', output: 'sdk-js/test/types/sample.ts', importFrom: '../../dist/index.js' },
 ];
 
 /** The files of one entry of {@link GENERATED}: `[path from the root, text]` pairs. */
-export function render({ schema, output, importFrom }) {
+export function render({ schema, output, importFrom, typesFrom }) {
   const language = output.endsWith('.js') ? 'js' : 'ts';
   const parsed = JSON.parse(readFileSync(REPO + schema, 'utf8'));
-  const { code, declarations } = generate(parsed, { language, importFrom, source: basename(schema) });
+  const { code, declarations } = generate(parsed, { language, importFrom, typesFrom, source: basename(schema) });
   const files = [[output, code]];
   if (declarations) files.push([output.replace(/\.js$/, '.d.ts'), declarations]);
   return files;

@@ -90,6 +90,12 @@ export interface GenerateOptions {
   language?: 'ts' | 'js';
   /** Where the generated code imports the SDK from (default `'ternio'`). */
   importFrom?: string;
+  /**
+   * JavaScript only: where its `.d.ts` imports the SDK's types from, when
+   * not from `importFrom` (a page that loads the bundle as `./ternio.js`
+   * has no types there).
+   */
+  typesFrom?: string;
   /** The schema's file name, named in the header. */
   source?: string;
 }
@@ -242,7 +248,7 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
     '',
   ];
   code.push(...header, `import * as ${NS} from ${quote(importFrom)};`, '');
-  dts.push(...header, `import type * as ${NS} from ${quote(importFrom)};`, '');
+  dts.push(...header, `import type * as ${NS} from ${quote(options.typesFrom ?? importFrom)};`, '');
 
   for (const name of order) {
     const type = types[name]!;

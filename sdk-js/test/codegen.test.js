@@ -113,7 +113,8 @@ test('the CLI writes JavaScript and its declarations, or TypeScript', () => {
   try {
     const cli = join(SDK, 'bin/ternio-codegen.js');
     const schema = join(root, 'examples/schemas/chat_server.json');
-    let run = spawnSync(process.execPath, [cli, schema, '-o', join(dir, 'chat.js'), '--import', './ternio.js'], { encoding: 'utf8' });
+    let run = spawnSync(process.execPath, [cli, schema, '-o', join(dir, 'chat.js'), '--import', './ternio.js',
+      '--types', '../../../sdk-js/dist/index.js'], { encoding: 'utf8' });
     assert.equal(run.status, 0, run.stderr);
     assert.equal(readFileSync(join(dir, 'chat.js'), 'utf8'), readFileSync(join(root, 'examples/web/chat/packets.js'), 'utf8'));
     assert.equal(readFileSync(join(dir, 'chat.d.ts'), 'utf8'), readFileSync(join(root, 'examples/web/chat/packets.d.ts'), 'utf8'));
