@@ -6,8 +6,9 @@
 //! ```
 //!
 //! It also serves a chat page at <http://127.0.0.1:7103/> (`--http`): plain
-//! HTML and the browser SDK `sdk-js/ternio.js`, which connects to the
-//! WebSocket listener, so people in browsers chat with terminal clients.
+//! HTML and the browser SDK's bundle `sdk-js/dist/ternio.browser.js`,
+//! which connects to the WebSocket listener, so people in browsers chat
+//! with terminal clients.
 //!
 //! With `--redis URL`, the server is one node of a cluster: run several
 //! (each with its own ports) against one Redis, and users on different
@@ -83,7 +84,7 @@ struct Args {
     #[arg(long)]
     ws: Option<SocketAddr>,
     /// Address of the HTTP listener that serves the chat page
-    /// (`examples/web/chat/` and `sdk-js/ternio.js`; see `ternio_examples::web`)
+    /// (`examples/web/chat/` and `sdk-js/dist/ternio.browser.js`; see `ternio_examples::web`)
     /// [default: 127.0.0.1:7103].
     #[arg(long)]
     http: Option<SocketAddr>,

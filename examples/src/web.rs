@@ -113,8 +113,9 @@ fn websocket_config(websocket: SocketAddr, path: &str) -> String {
     )
 }
 
-/// The chat page: `index.html`, `chat.js` and `chat.css` from
-/// `examples/web/chat/`, the browser SDK `ternio.js` from `sdk-js/`, and
+/// The chat page: `index.html`, `chat.js`, `chat.css` and `packets.js`
+/// (generated from the server's schema) from `examples/web/chat/`, the
+/// browser SDK's bundle `sdk-js/dist/ternio.browser.js` as `ternio.js`, and
 /// `config.json`, which tells the page the port and path of the chat
 /// server's WebSocket listener at `websocket`. The page connects to that
 /// port on the host it was loaded from (or to the URL in its `?ws=`
@@ -138,17 +139,24 @@ pub fn chat_site(websocket: SocketAddr, path: &str) -> Site {
             include_str!("../web/chat/chat.css"),
         )
         .file(
+            "/packets.js",
+            "text/javascript; charset=utf-8",
+            include_str!("../web/chat/packets.js"),
+        )
+        .file(
             "/ternio.js",
             "text/javascript; charset=utf-8",
-            include_str!("../../sdk-js/ternio.js"),
+            include_str!("../../sdk-js/dist/ternio.browser.js"),
         )
         .file("/config.json", "application/json", config)
 }
 
-/// The room game's page: `index.html`, `page.js`, `rooms.js` and
-/// `rooms.css` from `examples/web/rooms/`, the browser SDK `ternio.js` from
-/// `sdk-js/`, and `config.json` with the port and path of the WebSocket
-/// listener at `websocket` (as [`chat_site`] does).
+/// The room game's page: `index.html`, `page.js`, `rooms.js`, `rooms.css`
+/// and `packets.js` (generated from the server's schema) from
+/// `examples/web/rooms/`, the browser SDK's bundle
+/// `sdk-js/dist/ternio.browser.js` as `ternio.js`, and `config.json` with
+/// the port and path of the WebSocket listener at `websocket` (as
+/// [`chat_site`] does).
 pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
     let config = websocket_config(websocket, path);
     Site::new()
@@ -168,6 +176,11 @@ pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
             include_str!("../web/rooms/rooms.js"),
         )
         .file(
+            "/packets.js",
+            "text/javascript; charset=utf-8",
+            include_str!("../web/rooms/packets.js"),
+        )
+        .file(
             "/rooms.css",
             "text/css; charset=utf-8",
             include_str!("../web/rooms/rooms.css"),
@@ -175,7 +188,7 @@ pub fn rooms_site(websocket: SocketAddr, path: &str) -> Site {
         .file(
             "/ternio.js",
             "text/javascript; charset=utf-8",
-            include_str!("../../sdk-js/ternio.js"),
+            include_str!("../../sdk-js/dist/ternio.browser.js"),
         )
         .file("/config.json", "application/json", config)
 }
@@ -492,6 +505,7 @@ mod tests {
                 "/chat.js",
                 "/config.json",
                 "/index.html",
+                "/packets.js",
                 "/ternio.js"
             ]
         );

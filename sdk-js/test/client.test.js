@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import {
   Client, TernioError, Flags, SystemOpcode, ErrorCode, encodeFrame, decodeFrame,
   packet, bytes, u32, i64, u64, string, SUBPROTOCOL,
-} from '../ternio.js';
+} from '../dist/index.js';
 
 const DOC = readFileSync(new URL('../../docs/PROTOCOL.md', import.meta.url), 'utf8');
 

@@ -9,7 +9,7 @@ import {
   TernioError, Flags, SystemOpcode, ErrorCode, DisconnectReason, encodeFrame, decodeFrame,
   packet, struct, enumType, vec, option, array, varint,
   u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, bool, string, bytes,
-} from '../ternio.js';
+} from '../dist/index.js';
 
 const DOC = readFileSync(new URL('../../docs/PROTOCOL.md', import.meta.url), 'utf8');
 

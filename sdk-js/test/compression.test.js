@@ -11,7 +11,7 @@ import { createDecipheriv } from 'node:crypto';
 import {
   TernioError, Flags, DisconnectReason, SystemOpcode, decodeFrame, encodeFrame, packet, bytes,
   lz4CompressBlock, lz4DecompressBlock, compressBody, decompressBody, maybeCompress, Client,
-} from '../ternio.js';
+} from '../dist/index.js';
 
 const DOC = readFileSync(new URL('../../docs/PROTOCOL.md', import.meta.url), 'utf8');
 

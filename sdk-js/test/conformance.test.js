@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, ErrorCode, DisconnectReason, packet, bytes, string, bool, u16, u32 } from '../ternio.js';
+import { Client, ErrorCode, DisconnectReason, packet, bytes, string, bool, u16, u32 } from '../dist/index.js';
 
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 

@@ -1,7 +1,7 @@
 // A WebSocket stand-in for the tests on Node's mock clock (reconnect and
 // resume): it records what the client sends, and the test plays the server.
 
-import { decodeFrame } from '../ternio.js';
+import { decodeFrame } from '../dist/index.js';
 
 /** A WebSocket stand-in: records what the client sends; the test plays the server. */
 export class FakeSocket {

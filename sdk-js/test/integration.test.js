@@ -6,8 +6,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes, u32, u64 } from '../ternio.js';
+import { Client, TernioError, ErrorCode, DisconnectReason, Flags, packet, bytes, u32, u64 } from '../dist/index.js';
 
+import * as generated from './generated/echo_server.js';
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -69,6 +70,18 @@ if (typeof globalThis.WebSocket !== 'function') {
     for (let value = 0; value < 500; value++) await upload.send({ value });
     assert.deepEqual(await upload.finish(), { sum: 124750n });
     assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    await client.close();
+  });
+
+  test('generated packets (test/generated/echo_server.js, from the schema): a request, a download, an upload', async () => {
+    const client = await Client.connect((await sharedServer()).url);
+    assert.deepEqual(await client.request(generated.Echo, { payload: text('typed') }), { payload: text('typed') });
+    const seen = [];
+    for await (const number of client.requestStream(generated.CountTo, { count: 5 })) seen.push(number.value);
+    assert.deepEqual(seen, [0, 1, 2, 3, 4]);
+    const upload = client.upload(generated.AddUp, {});
+    for (const value of [1, 2, 3]) await upload.send({ value });
+    assert.deepEqual(await upload.finish(), { sum: 6n });
     await client.close();
   });
 

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { Client, TernioError, Flags, SystemOpcode, DisconnectReason, encodeFrame, packet, bytes, u32 } from '../ternio.js';
+import { Client, TernioError, Flags, SystemOpcode, DisconnectReason, encodeFrame, packet, bytes, u32 } from '../dist/index.js';
 
 import { FakeSocket } from './fake-socket.js';
 

@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, Flags, ErrorCode, decodeFrame, packet, bytes, u32, u64 } from '../ternio.js';
+import { Client, Flags, ErrorCode, decodeFrame, packet, bytes, u32, u64 } from '../dist/index.js';
 
 import { CuttingProxy } from './cutting-proxy.js';
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import {
   Client, Flags, SystemOpcode, DisconnectReason, ErrorCode, ReplayBuffer, AckSchedule,
   encodeFrame, packet, bytes, u32, u64,
-} from '../ternio.js';
+} from '../dist/index.js';
 
 import { FakeSocket } from './fake-socket.js';
 
@@ -284,6 +284,37 @@ test('a resumption replays what the server lacks, in order, before what waited; 
   const third = await dropAndReconnect(t, second, events);
   resumed(third, 3);
   assert.deepEqual(third.sent.slice(1), [...sent.slice(3), after[3]], 'request 4, the send, request 6');
+  await client.close();
+});
+
+test('a request aborted while the connection is down is cancelled once the session resumes, after the replay', async (t) => {
+  const { client, events } = await setup(t);
+  const first = FakeSocket.last;
+  grant(first);
+  const controller = new AbortController();
+  const aborted = client.request(Echo, { payload: text('gone') }, { signal: controller.signal });
+  const kept = client.request(Echo, { payload: text('kept') });
+  const [gone] = sentWith(first, Echo.opcode);
+  first.drop(1006);
+  await settle();
+  controller.abort();
+  await assert.rejects(aborted, (error) => error.kind === 'aborted');
+  // A request waiting for the connection is dropped: nothing goes out for it.
+  const waiting = new AbortController();
+  const never = client.request(Echo, { payload: text('never') }, { signal: waiting.signal });
+  waiting.abort();
+  await assert.rejects(never, (error) => error.kind === 'aborted');
+  await advance(t, events.at(-1).delay);
+  const second = FakeSocket.last;
+  resumed(second, 0); // the server lacks both requests: both are replayed, then the CANCEL
+  const frames = second.frames().slice(1);
+  assert.deepEqual(frames.map((f) => f.opcode), [Echo.opcode, Echo.opcode, SystemOpcode.CANCEL]);
+  assert.equal(frames[0].requestId, gone.requestId);
+  assert.deepEqual(frames[2].body, u32.encode(gone.requestId));
+  echoReply(second, frames[0]); // an answer that crossed the CANCEL is ignored
+  echoReply(second, frames[1]);
+  assert.deepEqual(await kept, { payload: text('kept') });
+  assert.equal(client.inFlight, 0);
   await client.close();
 });
 

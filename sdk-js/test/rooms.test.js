@@ -1,8 +1,8 @@
 // The room game's client side (examples/web/rooms/rooms.js, quoted by
 // docs/GUIDE.md chapter 7) against the real example server
-// (examples/rooms.rs) over WebSocket. rooms.js and ternio.js are fetched
-// from the page the server serves, as a browser would load them, and
-// imported from a temporary directory. The server is built once with cargo
+// (examples/rooms.rs) over WebSocket. rooms.js, packets.js and ternio.js
+// are fetched from the page the server serves, as a browser would load
+// them, and imported from a temporary directory. The server is built once with cargo
 // (or taken from the TERNIO_ROOMS_SERVER environment variable) and started
 // on ports the OS picks.
 
@@ -54,7 +54,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     server = await startServer(exampleBinary('rooms', 'TERNIO_ROOMS_SERVER'));
     // What the page loads, from the page's own server.
     dir = mkdtempSync(join(tmpdir(), 'ternio-rooms-'));
-    for (const file of ['rooms.js', 'ternio.js', 'page.js', 'index.html']) {
+    for (const file of ['rooms.js', 'packets.js', 'ternio.js', 'page.js', 'index.html']) {
       const response = await fetch(new URL(file, server.page));
       assert.equal(response.status, 200, file);
       writeFileSync(join(dir, file), await response.text());

@@ -34,7 +34,7 @@ test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000
   const sdk = await fetch(new URL('ternio.js', site));
   assert.equal(sdk.status, 200);
   assert.match(sdk.headers.get('content-type'), /^text\/javascript/);
-  assert.equal(await sdk.text(), await readFile(join(root, 'sdk-js', 'ternio.js'), 'utf8'));
+  assert.equal(await sdk.text(), await readFile(join(root, 'sdk-js', 'dist', 'ternio.browser.js'), 'utf8'));
   const page = await fetch(site);
   assert.match(page.headers.get('content-security-policy'), /script-src 'self'/);
   const config = await (await fetch(new URL('config.json', site))).json();

@@ -5,22 +5,13 @@
  * pushes to the room. Terminal clients (examples/chat_client.rs) and other
  * pages in the same room see the same conversation.
  *
- * The packets below mirror examples/src/chat.rs field for field: the wire
- * encoding carries no field names, so the order of the fields is the
- * contract.
+ * The packets come from packets.js, which sdk-js's ternio-codegen
+ * generated from the server's schema (examples/schemas/chat_server.json):
+ * typed field for field as examples/src/chat.rs declares them (packets.d.ts
+ * holds their types), with each request's answer.
  */
-import { Client, TernioError, packet, string, vec } from './ternio.js';
-
-// Requests, answered by the server.
-const SetNick = packet(0x0101, { nick: string }, { name: 'SetNick' });
-const RoomInfo = packet(0x0103, { room: string, members: vec(string) }, { name: 'RoomInfo' });
-const JoinRoom = packet(0x0102, { room: string }, { name: 'JoinRoom', response: RoomInfo });
-const LeaveRoom = packet(0x0104, { room: string }, { name: 'LeaveRoom' });
-const Say = packet(0x0105, { room: string, text: string }, { name: 'Say' });
-// Pushes, which the server sends to every member of a room.
-const UserJoined = packet(0x0110, { room: string, nick: string }, { name: 'UserJoined' });
-const UserLeft = packet(0x0111, { room: string, nick: string }, { name: 'UserLeft' });
-const ChatMessage = packet(0x0112, { room: string, nick: string, text: string }, { name: 'ChatMessage' });
+import { Client, TernioError } from './ternio.js';
+import { SetNick, JoinRoom, LeaveRoom, Say, UserJoined, UserLeft, ChatMessage } from './packets.js';
 
 const $ = (selector) => document.querySelector(selector);
 

@@ -1,17 +1,10 @@
-// The room game's client side (docs/GUIDE.md, "The browser page"): the
-// packets of examples/src/rooms.rs, field for field, and a Game that logs
-// in, joins a room, keeps the board from the server's pushes and moves.
+// The room game's client side (docs/GUIDE.md, "The browser page"): a Game
+// that logs in, joins a room, keeps the board from the server's pushes and
+// moves. The packets come from packets.js, generated from the server's
+// schema (examples/schemas/rooms.json) by sdk-js's ternio-codegen.
 // No DOM here: page.js draws, and sdk-js/test/rooms.test.js plays it in Node.
-import { Client, packet, struct, string, vec, u8, i8, u32, u64 } from './ternio.js';
-
-const Player = struct({ name: string, x: u8, y: u8 }, 'Player');
-const Welcome = packet(0x0301, { name: string, level: u32 }, { name: 'Welcome' });
-const Login = packet(0x0300, { name: string, token: string }, { name: 'Login', response: Welcome });
-const RoomState = packet(0x0303, { room: string, players: vec(Player) }, { name: 'RoomState' });
-const JoinRoom = packet(0x0302, { room: string }, { name: 'JoinRoom', response: RoomState });
-const Move = packet(0x0304, { dx: i8, dy: i8 }, { name: 'Move' });
-const Moved = packet(0x0310, { room: string, player: Player, moves: u64 }, { name: 'Moved' });
-const Left = packet(0x0311, { room: string, name: string }, { name: 'Left' });
+import { Client } from './ternio.js';
+import { Login, JoinRoom, Move, Moved, Left } from './packets.js';
 
 export class Game {
   /** Connects to `url` (ws:// or wss://); `onChange(game)` runs after every change of the board. */

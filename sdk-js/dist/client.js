@@ -1,0 +1,1121 @@
+/**
+ * {@link Client}: a connection to a Ternio server over WebSocket, with
+ * requests matched by id, pushes, PING, keepalive, reconnection with
+ * backoff, session resumption, compression and streams.
+ *
+ * Every frame goes out through {@link Client}'s `#transmit` and comes in
+ * through its `#onMessage`: the one place each where a secure session's
+ * sealing layer seals and opens frames.
+ * @module
+ */
+import { DEFAULT_MAX_FRAME_SIZE, DisconnectReason, ErrorCode, Flags, HEADER_LEN, SUBPROTOCOL, SystemOpcode, } from './constants.js';
+import { checkOpcode, toBytes, u32, u64 } from './codec.js';
+import { TernioError } from './errors.js';
+import { codeAndText, codeAndTextBody, decodeFrame, encodeBoth, encodeFrame, opcodeOf, remoteError, } from './frame.js';
+import { decompressBody } from './lz4.js';
+import { FINAL_REASONS, REFUSAL_REASONS, reconnectPolicy, retryDelay } from './reconnect.js';
+import { ACK_DELAY, isCounted, parseResumed, parseTicket, resumeBody, resumeOptions, Session, } from './resume.js';
+import { downloadIterator, StreamState, uploadHandle } from './streams.js';
+import { count, hex, nameIn, sameBytes, show, unref } from './util.js';
+const OPEN = 1;
+function describe(disconnect) {
+    const text = disconnect.message ? `: ${disconnect.message}` : '';
+    return `server disconnected: ${disconnect.reasonName} (${disconnect.reason})${text}`;
+}
+/** The `'aborted'` error of a request or stream whose signal was aborted. */
+function abortedError(name, signal) {
+    return new TernioError('aborted', `${name} was aborted`, { cause: signal.reason });
+}
+/**
+ * A connection to a Ternio server over WebSocket, re-established when lost
+ * if the option `reconnect` says so.
+ *
+ * @example
+ * const client = await Client.connect('ws://localhost:7002/ws', {
+ *   reconnect: true,
+ *   onStateChange: (event) => console.log(event.state),
+ * });
+ * const off = client.on(Note, (note) => console.log('note', note.seq));
+ * const sum = await client.request(Add, { a: 2n, b: 3n }, { timeout: 5000 });
+ * await client.close();
+ */
+export class Client {
+    #WebSocket;
+    #url = null;
+    /** The current WebSocket (open, or an attempt in progress); null between attempts and once closed. */
+    #ws = null;
+    #state = 'idle';
+    /** Requests by id: `sent` once on the wire; unsent ones wait for a connection. */
+    #pending = new Map();
+    /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
+    #streams = new Map();
+    /**
+     * Ids to `CANCEL` once the session resumes: streams a lost connection
+     * failed, and requests aborted while it was down.
+     */
+    #cancelOnResume = [];
+    /** Bytes of the requests that wait for a connection. */
+    #queuedBytes = 0;
+    #nextId = 1;
+    #handlers = new Map();
+    #unhandled = 0;
+    /** The `DISCONNECT` received on the current connection. */
+    #disconnect = null;
+    /** close() was called. */
+    #closing = false;
+    /** The server broke the contract on the current connection. */
+    #violated = false;
+    #policy;
+    /** Reconnect attempts since the last healthy connection. */
+    #attempt = 0;
+    /** The keepalive PING waiting for its PONG. */
+    #keepalive = null;
+    #timers = {
+        connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null,
+    };
+    /** Resumption's state (section 4.2); null when the client does not resume sessions. */
+    #session = null;
+    /** The `RESUME` waiting for its answer on the current connection. */
+    #resuming = null;
+    /** Settles the first connect(). */
+    #connecting = null;
+    #resolveClosed;
+    /** Default request timeout in ms (0 or Infinity: none). */
+    timeout;
+    /** Where errors that belong to no request go (see {@link ClientOptions}). */
+    onError;
+    /** Told of every change of the connection's state (see {@link StateEvent}). */
+    onStateChange;
+    /** Told whether each reconnection resumed the session (see {@link SessionEvent}). */
+    onSessionChange;
+    /** Keepalive PING period in ms (0: none); read when a connection opens. */
+    keepaliveInterval;
+    /** How long a keepalive PING waits for its PONG, in ms. */
+    keepaliveTimeout;
+    /** How long one connection attempt may take, in ms. */
+    connectTimeout;
+    /** The outbound buffer's limit, in bytes. */
+    maxBufferedBytes;
+    /** The compression threshold of what the client sends, in bytes (null: off). */
+    compress;
+    /** The largest frame accepted from the server once decompressed, in bytes. */
+    maxFrameSize;
+    /**
+     * Settles once the client has closed for good (after the last reconnect
+     * attempt, when it reconnects), with how.
+     */
+    closed;
+    /** @param options See {@link ClientOptions}. */
+    constructor(options = {}) {
+        this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
+        this.#policy = reconnectPolicy(options.reconnect);
+        const resume = resumeOptions(options.resume ?? true);
+        if (this.#policy && resume)
+            this.#session = new Session(resume.replayBytes);
+        this.timeout = options.timeout ?? 10000;
+        this.onError = options.onError ?? ((error) => console.error('ternio:', error));
+        this.onStateChange = options.onStateChange ?? null;
+        this.onSessionChange = options.onSessionChange ?? null;
+        this.keepaliveInterval = options.keepaliveInterval ?? 15000;
+        this.keepaliveTimeout = options.keepaliveTimeout ?? 10000;
+        this.connectTimeout = options.connectTimeout ?? 10000;
+        this.maxBufferedBytes = options.maxBufferedBytes ?? 4 * 1024 * 1024;
+        this.compress = options.compress ?? null;
+        if (this.compress !== null && (typeof this.compress !== 'number' || !(this.compress >= 0))) {
+            throw new TypeError(`compress must be a number ≥ 0 or null, got ${show(this.compress)}`);
+        }
+        this.maxFrameSize = options.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE;
+        this.closed = new Promise((resolve) => { this.#resolveClosed = resolve; });
+    }
+    /**
+     * Creates a client and connects it.
+     * @param url Such as `ws://host:port/ws` (or `wss://`).
+     * @param options See {@link ClientOptions}.
+     */
+    static async connect(url, options) {
+        return new Client(options).connect(url);
+    }
+    /**
+     * Opens the WebSocket, offering the subprotocol `ternio.v2`. Once per
+     * client. When this first connection fails the client is closed: only a
+     * connection that was once up is re-established.
+     * @returns This client, once open; a `'closed'` {@link TernioError} if it cannot connect.
+     */
+    connect(url) {
+        return new Promise((resolve, reject) => {
+            if (this.#url !== null || this.#state !== 'idle')
+                throw new Error('connect() may be called once per Client');
+            if (typeof this.#WebSocket !== 'function') {
+                throw new TernioError('closed', 'no WebSocket here (Node 20 needs --experimental-websocket, or pass options.WebSocket)');
+            }
+            this.#url = url;
+            this.#state = 'connecting';
+            this.#connecting = { resolve: () => resolve(this), reject };
+            this.#dial();
+        });
+    }
+    /** Whether a connection is open and not closing. */
+    get isOpen() {
+        return this.#state === 'open' && !this.#closing && !this.#violated && !this.#disconnect;
+    }
+    /**
+     * `'idle'` (before connect()), `'connecting'` (the first connection),
+     * `'open'`, `'reconnecting'` (between attempts, or during one) or `'closed'`.
+     */
+    get state() {
+        return this.#state;
+    }
+    /** How many requests wait for their response (including those waiting for a new connection). */
+    get inFlight() {
+        return this.#pending.size;
+    }
+    /**
+     * Whether a lost connection would be resumed now: the client resumes
+     * sessions, the server gave a ticket, and the replay buffer has not
+     * overflowed.
+     */
+    get resumable() {
+        return this.#session?.resumable ?? false;
+    }
+    /** How many times the session was resumed so far. */
+    get resumptions() {
+        return this.#session?.resumptions ?? 0;
+    }
+    /** How many pushes arrived that no {@link Client#on} handler took (they are dropped). */
+    get unhandledPushes() {
+        return this.#unhandled;
+    }
+    request(packetType, value, options = {}) {
+        return new Promise((resolve, reject) => {
+            const { signal } = options;
+            const outgoing = this.#outgoing(packetType, value, true);
+            if (signal?.aborted)
+                return reject(abortedError(outgoing.name, signal));
+            const { opcode, name } = outgoing;
+            const expected = options.response ?? (typeof packetType === 'number' ? undefined : packetType.response);
+            const decode = typeof packetType === 'number' ? (frame) => frame : (frame) => {
+                if (expected && frame.opcode === expected.opcode)
+                    return expected.decode(frame.body);
+                if (frame.opcode === opcode)
+                    return frame.body.length === 0 ? undefined : packetType.decode(frame.body);
+                throw new TernioError('protocol', `${name} answered with unexpected opcode ${hex(frame.opcode)}`);
+            };
+            if (!signal)
+                return this.#call(outgoing, options.timeout, decode, resolve, reject);
+            const onAbort = () => {
+                if (id !== undefined)
+                    this.#abortRequest(id, abortedError(name, signal));
+            };
+            const settle = (fn) => (arg) => {
+                signal.removeEventListener('abort', onAbort);
+                fn(arg);
+            };
+            const id = this.#call(outgoing, options.timeout, decode, settle(resolve), settle(reject));
+            if (id !== undefined)
+                signal.addEventListener('abort', onAbort, { once: true });
+        });
+    }
+    send(packetType, value) {
+        const { opcode, body, compress } = this.#outgoing(packetType, value, false);
+        const { data, plain } = encodeBoth({ opcode, body }, compress);
+        const error = this.#write(data, plain);
+        if (error)
+            throw error;
+    }
+    on(packetTypeOrOpcode, handler) {
+        const raw = typeof packetTypeOrOpcode === 'number';
+        const opcode = checkOpcode(raw ? packetTypeOrOpcode : packetTypeOrOpcode?.opcode);
+        if (typeof handler !== 'function')
+            throw new TypeError('on() needs a handler function');
+        const subscription = { type: raw ? null : packetTypeOrOpcode, handler };
+        let set = this.#handlers.get(opcode);
+        if (!set)
+            this.#handlers.set(opcode, (set = new Set()));
+        set.add(subscription);
+        const subscriptions = set;
+        return () => {
+            subscriptions.delete(subscription);
+            if (subscriptions.size === 0 && this.#handlers.get(opcode) === subscriptions)
+                this.#handlers.delete(opcode);
+        };
+    }
+    /**
+     * Sends a PING (a u64 timestamp) and waits for its PONG. While the
+     * client reconnects, it waits for the new connection, like a request.
+     * @returns The round trip, in milliseconds.
+     */
+    ping(options = {}) {
+        return new Promise((resolve, reject) => {
+            this.#assertUsable(true);
+            const value = u64.encode(BigInt(Date.now()));
+            let start = 0;
+            const decode = (frame) => {
+                if (frame.opcode !== SystemOpcode.PONG || !sameBytes(frame.body, value)) {
+                    throw new TernioError('protocol', `PING answered with opcode ${hex(frame.opcode)} and another value`);
+                }
+                return performance.now() - start;
+            };
+            const outgoing = { opcode: SystemOpcode.PING, body: value, name: 'PING', compress: null };
+            this.#call(outgoing, options.timeout, decode, resolve, reject, () => { start = performance.now(); });
+        });
+    }
+    /**
+     * Sends `DISCONNECT NORMAL` and closes the WebSocket with code 1000; the
+     * client does not reconnect after it. Requests still waiting are rejected
+     * (`'closed'`) at once.
+     * @param message The DISCONNECT's text.
+     * @returns Settles once the WebSocket has closed (at once when no connection is open).
+     */
+    close(message = '') {
+        if (this.#state === 'closed' || this.#closing)
+            return this.closed;
+        this.#closing = true;
+        const ws = this.#ws;
+        const error = new TernioError('closed', 'connection closed by the client');
+        if (ws && this.#state === 'open' && !this.#violated) {
+            if (ws.readyState === OPEN)
+                this.#sendDisconnect(DisconnectReason.NORMAL, message);
+            this.#failAll(() => error);
+            this.#stopLinkTimers();
+            ws.close(1000); // its close event ends the client
+        }
+        else {
+            // Before connect(), between reconnect attempts or during one: nothing to wait for.
+            if (ws)
+                this.#abandon(ws);
+            if (this.#connecting)
+                this.#connecting.reject(error);
+            this.#finish({ code: 1000, reason: '', disconnect: null, local: true }, error);
+        }
+        return this.closed;
+    }
+    /**
+     * Sends a request answered by a stream of items (docs/PROTOCOL.md
+     * section 4.5) and returns them as an async iterable, in order:
+     * `for await (const item of client.requestStream(CountTo, { count: 10 })) ...`.
+     * The iteration ends when the server's handler ended the stream; an
+     * error from the server (`'remote'`) or a lost connection (`'closed'`:
+     * streams do not survive a reconnection) is thrown by the iteration.
+     * Leaving the loop early (`break`, `return`, a throw) or aborting
+     * `options.signal` sends `CANCEL` (the loop then throws `'aborted'`).
+     *
+     * The client holds at most 32 items not yet taken, and grants the server
+     * more as the loop takes them: a loop that waits holds the server's
+     * handler where it is.
+     *
+     * @throws {TernioError} `'closed'` when the connection is not open; `'aborted'` when the signal already is.
+     */
+    requestStream(packetType, value, options = {}) {
+        const itemType = options.item ?? packetType.item;
+        if (typeof itemType?.decode !== 'function')
+            throw new TypeError('requestStream() needs the items\' type: options.item');
+        const stream = this.#openStream(packetType, value, options.signal);
+        return downloadIterator(stream, itemType, this.#streamLink);
+    }
+    /**
+     * Sends a request that carries a stream of items to the server (an
+     * upload, docs/PROTOCOL.md section 4.5). `send(item)` resolves once the
+     * item is on its way, waiting for credit from the server; `finish()`
+     * ends the upload and resolves with the server's answer; `fail(code,
+     * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
+     * sends `CANCEL`. If the server answers before the upload ended, `send`
+     * rejects (`'closed'`, with `answered: true`) and `finish()` gives that answer.
+     *
+     * @throws {TernioError} `'closed'` when the connection is not open; `'aborted'` when the signal already is.
+     */
+    upload(packetType, value, options = {}) {
+        const itemType = options.item ?? packetType.item;
+        if (typeof itemType?.encode !== 'function')
+            throw new TypeError('upload() needs the items\' type: options.item');
+        const stream = this.#openStream(packetType, value, options.signal);
+        return uploadHandle(stream, packetType, itemType, this.#streamLink);
+    }
+    // -------------------------------------------------- the seam: frames out, frames in
+    /**
+     * Puts one encoded frame on the WebSocket: every frame the client sends
+     * passes here, and only here. A secure session seals it here.
+     */
+    #transmit(ws, frame) {
+        ws.send(frame);
+    }
+    /**
+     * One WebSocket message from the server: every frame the client receives
+     * starts here. A secure session opens it here, before it is handled.
+     */
+    #onMessage(data) {
+        if (this.#closing || this.#violated)
+            return;
+        if (typeof data === 'string')
+            return this.#violation('text message');
+        let frame;
+        try {
+            frame = decodeFrame(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
+        }
+        catch (error) {
+            return this.#violation(error.message);
+        }
+        if (frame.flags & Flags.ENCRYPTED)
+            return this.#violation('sealed frame without a secure session');
+        if (frame.flags & Flags.COMPRESSED) {
+            try {
+                frame = { ...frame, flags: frame.flags & ~Flags.COMPRESSED, body: decompressBody(frame.body, this.maxFrameSize - HEADER_LEN) };
+            }
+            catch (error) {
+                const tooLarge = error.tooLarge;
+                return this.#violation(error.message, tooLarge ? DisconnectReason.FRAME_TOO_LARGE : DisconnectReason.MALFORMED);
+            }
+        }
+        if (frame.opcode === SystemOpcode.ACK)
+            return this.#onAck(frame);
+        // Counted whatever becomes of it (section 4.2); the ACK goes after it is taken.
+        const due = isCounted(frame.opcode) && this.#countReceived(frame);
+        this.#handle(frame);
+        if (due)
+            this.#sendAck();
+    }
+    // ------------------------------------------------------- the connection
+    /** Opens a WebSocket to the URL: the first connection or a reconnect attempt. */
+    #dial() {
+        const url = this.#url;
+        let ws;
+        try {
+            ws = new this.#WebSocket(url, SUBPROTOCOL);
+        }
+        catch (error) {
+            const failure = new TernioError('closed', `cannot connect to ${url}: ${error.message}`, { cause: error });
+            return this.#lost(null, { code: 1006, reason: '' }, failure);
+        }
+        this.#ws = ws;
+        this.#disconnect = null;
+        this.#violated = false;
+        let opened = false;
+        const current = () => this.#ws === ws;
+        const failed = (code) => new TernioError('closed', `could not connect to ${url} (WebSocket close code ${code})`);
+        ws.binaryType = 'arraybuffer';
+        if (this.connectTimeout > 0 && this.connectTimeout !== Infinity) {
+            this.#timers.connect = unref(setTimeout(() => {
+                if (!current())
+                    return;
+                const timeout = this.connectTimeout;
+                this.#lost(ws, { code: 1006, reason: 'connect timeout' }, new TernioError('closed', `could not connect to ${url} within ${timeout} ms`, { timeout }));
+            }, this.connectTimeout));
+        }
+        ws.onopen = () => {
+            if (!current())
+                return;
+            opened = true;
+            this.#up();
+        };
+        ws.onerror = () => {
+            // Once open, a close event follows an error. Before, some
+            // implementations (Node 20's) fire no close: the attempt ends here.
+            if (opened || !current())
+                return;
+            this.#lost(ws, { code: 1006, reason: '' }, failed(1006));
+        };
+        ws.onmessage = (event) => {
+            if (current())
+                this.#onMessage(event.data);
+        };
+        ws.onclose = (event) => {
+            if (current())
+                this.#lost(ws, { code: event.code, reason: event.reason }, opened ? null : failed(event.code));
+        };
+    }
+    /** The WebSocket opened: resume the session on it, or start a new one. */
+    #up() {
+        clearTimeout(this.#timers.connect ?? undefined);
+        const session = this.#session;
+        if (session?.lostAt != null && session.resumable) {
+            const away = Date.now() - session.lostAt;
+            if (away < session.ttl)
+                return this.#resume();
+            this.#sessionLost(`its time to live of ${session.ttl} ms passed (the connection was lost ${away} ms ago)`);
+        }
+        else if (session?.ended) {
+            this.#sessionLost(session.ended);
+        }
+        this.#open(false);
+    }
+    /**
+     * The connection carries the session, `resumed` or new (then the client
+     * asks for its ticket): start the keepalive, send what waits, tell.
+     */
+    #open(resumed) {
+        const attempt = this.#attempt;
+        const first = this.#state === 'connecting';
+        this.#state = 'open';
+        if (!resumed)
+            this.#askTicket();
+        this.#startKeepalive(this.#ws);
+        if (this.#policy) {
+            const ws = this.#ws;
+            this.#timers.healthy = unref(setTimeout(() => {
+                if (this.#ws === ws)
+                    this.#attempt = 0;
+            }, this.#policy.healthyAfter));
+        }
+        if (first) {
+            this.#connecting.resolve();
+            this.#connecting = null;
+        }
+        this.#emit({ state: 'open', attempt });
+        this.#flush();
+    }
+    /** Sends the requests that waited for a connection, in the order they were made. */
+    #flush() {
+        for (const entry of this.#pending.values()) {
+            if (entry.sent)
+                continue;
+            if (this.#state !== 'open')
+                return;
+            // When the buffer overflows here, the connection is dropped and the
+            // request waits for the next one.
+            if (this.#write(entry.data, entry.plain))
+                return;
+            this.#queuedBytes -= entry.data.length;
+            entry.sent = true;
+            entry.onSent?.();
+        }
+    }
+    /**
+     * Writes one frame on the open connection, unless it would take the
+     * outbound buffer past its limit: then the connection is dropped. A
+     * counted frame is kept for replay (`plain`: the frame uncompressed)
+     * unless `record` is false (a frame replayed, already kept).
+     * @returns The error when the frame was not written.
+     */
+    #write(data, plain = data, record = true) {
+        const ws = this.#ws;
+        if (!ws)
+            return new TernioError('closed', 'the connection is not open (the client is reconnecting)');
+        const buffered = ws.bufferedAmount ?? 0;
+        if (buffered + data.length > this.maxBufferedBytes) {
+            const error = new TernioError('closed', `outbound buffer full: ${buffered} bytes wait to be sent, `
+                + `${data.length} more would pass the limit of ${this.maxBufferedBytes}`);
+            this.#lost(ws, { code: 1006, reason: 'outbound buffer full' }, error, true);
+            return error;
+        }
+        this.#transmit(ws, data);
+        if (record && this.#session && isCounted(opcodeOf(plain)))
+            this.#session.record(plain);
+        return null;
+    }
+    /** Sends `CANCEL` of request (or stream) `id` on the open connection. */
+    #sendCancel(id) {
+        return this.#write(encodeFrame({ opcode: SystemOpcode.CANCEL, body: u32.encode(id) }));
+    }
+    // ------------------------------------------------------------ resumption
+    /** A new session: asks the server for its ticket; what is sent from now on is kept. */
+    #askTicket() {
+        const session = this.#session;
+        if (!session)
+            return;
+        session.reset();
+        const id = this.#allocateId();
+        session.asked(id);
+        this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
+    }
+    /** The answer to `RESUME_TICKET`: counting starts; an error (no resumption there) ends recording. */
+    #onTicket(frame) {
+        const session = this.#session;
+        const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
+        if (answer)
+            session.granted(answer);
+        else
+            session.reset(); // the server does not resume sessions: the client goes on without
+    }
+    /**
+     * Sends `RESUME` as the new connection's first frame, with the ticket
+     * and the count of frames received; nothing else goes out until the
+     * answer, which must come within `connectTimeout`.
+     */
+    #resume() {
+        const ws = this.#ws;
+        const session = this.#session;
+        const id = this.#allocateId();
+        this.#resuming = { id };
+        const timeout = this.connectTimeout;
+        if (timeout > 0 && timeout !== Infinity) {
+            this.#timers.resume = unref(setTimeout(() => {
+                if (this.#resuming?.id !== id)
+                    return;
+                this.#lost(ws, { code: 1006, reason: 'resume timeout' }, new TernioError('closed', `no answer to RESUME within ${timeout} ms`, { timeout }), true);
+            }, timeout));
+        }
+        // The count sent is acknowledged by it.
+        const body = resumeBody(session.ticket, session.acks.take());
+        this.#write(encodeFrame({ opcode: SystemOpcode.RESUME, requestId: id, body }));
+    }
+    /**
+     * The answer to `RESUME`. Refused: a new session on this connection.
+     * Accepted: the new ticket, the server's count taken as an ACK, what it
+     * lacks sent again, in order, before anything new.
+     */
+    #onResumed(frame) {
+        clearTimeout(this.#timers.resume ?? undefined);
+        this.#resuming = null;
+        const session = this.#session;
+        if (frame.flags & Flags.ERROR) {
+            const refusal = remoteError(frame.body);
+            this.#sessionLost(`the server refused to resume it: ${refusal.remoteMessage ?? refusal.message}`, refusal);
+            return this.#open(false);
+        }
+        const answer = parseResumed(frame.body);
+        if (!answer)
+            return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
+        if (answer.message.length)
+            return this.#violation('a Noise message in the answer to a plain RESUME');
+        const replay = session.replay;
+        const lacking = replay.replayFrom(answer.received);
+        if (!lacking || replay.acknowledge(answer.received)) {
+            // Contract: DISCONNECT NORMAL, close, and a new session on a new connection.
+            const reason = `the server received ${answer.received} frames: the client cannot replay from there`;
+            const ws = this.#ws;
+            this.#sendDisconnect(DisconnectReason.NORMAL, reason);
+            this.#sessionLost(reason);
+            return this.#lost(ws, { code: 1000, reason: '' }, new TernioError('closed', `session lost: ${reason}`), true);
+        }
+        session.granted(answer);
+        session.lostAt = null;
+        session.resumptions++;
+        for (const data of lacking)
+            if (this.#write(data, data, false))
+                return;
+        const cancelled = this.#cancelOnResume;
+        this.#cancelOnResume = [];
+        for (const id of cancelled)
+            if (this.#sendCancel(id))
+                return;
+        this.#emitSession({ session: 'resumed', count: session.resumptions, attempt: this.#attempt });
+        this.#open(true);
+    }
+    /**
+     * The session could not be resumed: the requests in flight fail, the
+     * application is told, and the next connection starts a new session.
+     */
+    #sessionLost(reason, cause) {
+        const error = new TernioError('closed', `the session was lost (${reason}): the request was in flight (the server `
+            + 'may or may not have run it); a new session starts', cause ? { cause } : {});
+        this.#failSent(() => error);
+        this.#cancelOnResume = [];
+        this.#session.reset();
+        this.#emitSession({ session: 'lost', reason, attempt: this.#attempt });
+    }
+    /**
+     * Whether the connection just lost leaves a session to resume (then its
+     * requests in flight stay): not after a `DISCONNECT` either way, a
+     * protocol violation or an overflowed replay buffer. Notes when the loss
+     * started, or why the session ended.
+     */
+    #keepsSession() {
+        const session = this.#session;
+        if (!session?.held)
+            return false;
+        if (session.resumable && !this.#disconnect && !this.#violated) {
+            session.lostAt ??= Date.now();
+            return true;
+        }
+        session.ended ??= this.#disconnect ? `it was ended by the ${describe(this.#disconnect)}`
+            : this.#violated ? 'the server broke the protocol'
+                : 'the client\'s replay buffer overflowed';
+        session.ticket = null; // for good: a later attempt's loss does not revive it
+        return false;
+    }
+    /** Counts a frame received (`frame`, decompressed); returns whether an `ACK` is due now. */
+    #countReceived(frame) {
+        const acks = this.#session?.acks;
+        if (!acks || this.#resuming)
+            return false;
+        const due = acks.received(HEADER_LEN + frame.body.length);
+        if (!due && !this.#timers.ack) {
+            this.#timers.ack = unref(setTimeout(() => {
+                this.#timers.ack = null;
+                this.#sendAck();
+            }, ACK_DELAY));
+        }
+        return due;
+    }
+    /** Sends `ACK` with the count of frames received, when some are unacknowledged. */
+    #sendAck() {
+        clearTimeout(this.#timers.ack ?? undefined);
+        this.#timers.ack = null;
+        const acks = this.#session?.acks;
+        if (!acks?.hasUnacked || !this.isOpen)
+            return;
+        this.#write(encodeFrame({ opcode: SystemOpcode.ACK, body: u64.encode(BigInt(acks.take())) }));
+    }
+    /** The server's `ACK`: the frames it acknowledges leave the replay buffer. */
+    #onAck(frame) {
+        if (frame.requestId !== 0 || frame.flags & (Flags.RESPONSE | Flags.ERROR) || frame.body.length !== 8) {
+            return this.#violation('malformed ACK');
+        }
+        const replay = this.#session?.replay;
+        if (!replay)
+            return;
+        const received = Number(new DataView(frame.body.buffer, frame.body.byteOffset, 8).getBigUint64(0, true));
+        const problem = replay.acknowledge(received);
+        if (problem)
+            this.#violation(problem);
+    }
+    #emitSession(event) {
+        if (typeof this.onSessionChange !== 'function')
+            return;
+        try {
+            this.onSessionChange(event);
+        }
+        catch (error) {
+            this.#report(error);
+        }
+    }
+    /** Stops the timers of the current connection. */
+    #stopLinkTimers() {
+        for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume'])
+            clearTimeout(this.#timers[key] ?? undefined);
+        this.#timers.ack = null;
+        this.#resuming = null;
+        if (this.#keepalive)
+            clearTimeout(this.#keepalive.timer ?? undefined);
+        this.#keepalive = null;
+    }
+    /** Lets go of a WebSocket without waiting for its close handshake. */
+    #abandon(ws) {
+        this.#stopLinkTimers();
+        if (this.#ws === ws)
+            this.#ws = null;
+        ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
+        try {
+            if (ws.readyState < 2)
+                ws.close(1000);
+        }
+        catch {
+            // already closing
+        }
+    }
+    /**
+     * The current connection (or attempt) is gone: closed by either side,
+     * failed, dead (keepalive) or overflowing. Requests sent on it fail at
+     * once, unless the session can be resumed; then the client reconnects,
+     * or closes for good.
+     * @param ws The WebSocket (null when none was made).
+     * @param how The close code and reason.
+     * @param failure Why, when the close event does not say it.
+     * @param local This side ended it.
+     */
+    #lost(ws, { code, reason }, failure, local = false) {
+        if (ws) {
+            if (ws !== this.#ws)
+                return;
+            this.#abandon(ws);
+        }
+        const disconnect = this.#disconnect;
+        const info = { code, reason, disconnect, local: local || this.#closing || this.#violated };
+        const error = failure ?? new TernioError('closed', disconnect ? describe(disconnect) : `connection closed (WebSocket close code ${code})`, { disconnect });
+        if (this.#state === 'connecting') {
+            this.#connecting.reject(error);
+            this.#connecting = null;
+            return this.#finish(info, error);
+        }
+        const final = !this.#policy || this.#closing || (disconnect && FINAL_REASONS.includes(disconnect.reason));
+        if (final)
+            return this.#finish(info, error);
+        // A session to resume keeps its requests in flight: answered on the next connection.
+        if (this.#keepsSession()) {
+            this.#failStreams(error);
+            return this.#retry(info, error);
+        }
+        const inFlight = new TernioError('closed', `${error.message}; the request was in flight (the server may or `
+            + 'may not have run it), the client reconnects', { disconnect, cause: error });
+        this.#failSent(() => inFlight);
+        this.#retry(info, error);
+    }
+    /**
+     * Fails every open stream with the lost connection's `error`: streams do
+     * not survive a reconnection, even when the session resumes. Their ids
+     * are cancelled once it does (docs/PROTOCOL.md section 4.5): the server
+     * may still open one, from a request in the replay or a handler not done.
+     */
+    #failStreams(error) {
+        const streams = [...this.#streams.values()];
+        const failed = new TernioError('closed', `${error.message}; streams do not survive a reconnection`, { disconnect: error.disconnect, cause: error });
+        for (const stream of streams) {
+            const entry = this.#take(stream.id);
+            if (!entry)
+                continue;
+            this.#cancelOnResume.push(stream.id);
+            entry.reject(failed);
+        }
+    }
+    /** Schedules the next reconnect attempt, or gives up. */
+    #retry(info, error) {
+        const policy = this.#policy;
+        const attempt = ++this.#attempt;
+        if (attempt > policy.maxAttempts) {
+            const gaveUp = new TernioError('closed', `gave up reconnecting after ${count(policy.maxAttempts, 'attempt')}: ${error.message}`, { disconnect: error.disconnect, cause: error });
+            return this.#finish(info, gaveUp);
+        }
+        const delay = retryDelay(policy, attempt, REFUSAL_REASONS.includes(error.disconnect?.reason ?? -1));
+        this.#state = 'reconnecting';
+        this.#timers.retry = setTimeout(() => {
+            this.#timers.retry = null;
+            if (this.#state === 'reconnecting' && !this.#closing)
+                this.#dial();
+        }, delay);
+        this.#emit({ state: 'reconnecting', attempt, delay, error });
+    }
+    /** Closes the client for good. */
+    #finish(info, error) {
+        if (this.#state === 'closed')
+            return;
+        this.#state = 'closed';
+        this.#stopLinkTimers();
+        clearTimeout(this.#timers.retry ?? undefined);
+        this.#failAll(() => error);
+        this.#resolveClosed(info);
+        this.#emit({ state: 'closed', info, error });
+    }
+    #emit(event) {
+        if (typeof this.onStateChange !== 'function')
+            return;
+        try {
+            this.onStateChange(event);
+        }
+        catch (error) {
+            this.#report(error);
+        }
+    }
+    #startKeepalive(ws) {
+        const interval = this.keepaliveInterval;
+        if (!(interval > 0) || interval === Infinity)
+            return;
+        this.#timers.keepalive = unref(setTimeout(() => this.#keepalivePing(ws), interval));
+    }
+    /** Sends a keepalive PING; without its PONG in time, the connection is dropped. */
+    #keepalivePing(ws) {
+        if (this.#ws !== ws || !this.isOpen)
+            return;
+        const id = this.#allocateId();
+        const timeout = this.keepaliveTimeout;
+        const timer = unref(setTimeout(() => {
+            if (this.#keepalive?.id !== id)
+                return;
+            this.#keepalive = null;
+            this.#lost(ws, { code: 1006, reason: 'keepalive timeout' }, new TernioError('closed', `no PONG to the keepalive PING within ${timeout} ms: the connection is dead`, { timeout }), true);
+        }, timeout));
+        this.#keepalive = { id, timer };
+        this.#write(encodeFrame({ opcode: SystemOpcode.PING, requestId: id, body: u64.encode(BigInt(Date.now())) }));
+    }
+    // ----------------------------------------------------------- requests
+    /**
+     * Throws unless a packet can go out now (open) or, for a request, wait
+     * for a new connection (reconnecting).
+     */
+    #assertUsable(canWait) {
+        if (this.isOpen || (canWait && this.#state === 'reconnecting' && !this.#closing))
+            return;
+        const why = this.#state === 'reconnecting' ? ' (reconnecting)' : this.#disconnect ? `: ${describe(this.#disconnect)}` : '';
+        throw new TernioError('closed', `not connected${why}`, { disconnect: this.#disconnect });
+    }
+    /** The opcode and body of an outgoing packet; throws when closed or when the value does not encode. */
+    #outgoing(packetType, value, canWait) {
+        this.#assertUsable(canWait);
+        if (typeof packetType === 'number') {
+            return {
+                opcode: checkOpcode(packetType), body: toBytes(value ?? new Uint8Array(0)), name: hex(packetType), compress: this.compress,
+            };
+        }
+        if (typeof packetType?.opcode !== 'number')
+            throw new TypeError('expects a packet type (from packet()) or an opcode');
+        const compress = packetType.compress === false ? null : this.compress;
+        return { opcode: packetType.opcode, body: packetType.encode(value), name: packetType.name, compress };
+    }
+    /**
+     * Sends a request (or keeps it until a connection is up) and registers
+     * what settles it; returns its id, or undefined when it was rejected at once.
+     */
+    #call({ opcode, body, name, compress }, timeout = this.timeout, decode, resolve, reject, onSent) {
+        const requestId = this.#allocateId();
+        const { data, plain } = encodeBoth({ opcode, requestId, body }, compress);
+        const entry = { decode, resolve, reject, timer: null, data, plain, sent: false, onSent };
+        if (this.#state === 'open') {
+            entry.sent = true;
+            const error = this.#write(data, plain);
+            if (error) {
+                reject(error);
+                return undefined;
+            }
+            onSent?.();
+        }
+        else if (this.#queuedBytes + data.length > this.maxBufferedBytes) {
+            reject(new TernioError('closed', `reconnecting, and ${this.#queuedBytes} bytes of requests already wait `
+                + `for the new connection: ${data.length} more would pass the limit of ${this.maxBufferedBytes}`));
+            return undefined;
+        }
+        else {
+            this.#queuedBytes += data.length;
+        }
+        if (timeout > 0 && timeout !== Infinity) {
+            entry.timer = setTimeout(() => {
+                if (this.#take(requestId) !== entry)
+                    return;
+                const waited = entry.sent ? '' : ' (it waited for a new connection)';
+                reject(new TernioError('timeout', `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
+            }, timeout);
+        }
+        this.#pending.set(requestId, entry);
+        return requestId;
+    }
+    /**
+     * Gives up request `id` (its signal was aborted): rejects it with
+     * `error` and, if it went out, cancels it on the server now or, when the
+     * connection is down and the session may resume, once it does.
+     */
+    #abortRequest(id, error) {
+        const entry = this.#take(id);
+        if (!entry)
+            return;
+        if (entry.sent) {
+            if (this.isOpen)
+                this.#sendCancel(id);
+            else if (this.#session?.resumable)
+                this.#cancelOnResume.push(id);
+        }
+        entry.reject(error);
+    }
+    /** Removes a pending request and returns it. */
+    #take(requestId) {
+        const entry = this.#pending.get(requestId);
+        if (!entry)
+            return undefined;
+        this.#pending.delete(requestId);
+        clearTimeout(entry.timer ?? undefined);
+        if (!entry.sent)
+            this.#queuedBytes -= entry.data.length;
+        return entry;
+    }
+    /** The next request id: counts up from 1, skips 0 and ids still in flight. */
+    #allocateId() {
+        for (;;) {
+            const id = this.#nextId;
+            this.#nextId = id === 0xffffffff ? 1 : id + 1;
+            const taken = this.#pending.has(id) || this.#streams.has(id) || this.#keepalive?.id === id
+                || this.#session?.ticketId === id || this.#resuming?.id === id;
+            if (!taken)
+                return id;
+        }
+    }
+    #failAll(makeError) {
+        this.#failWhere(() => true, makeError);
+    }
+    /** Rejects the requests already sent; those waiting for a connection stay. */
+    #failSent(makeError) {
+        this.#failWhere((entry) => entry.sent, makeError);
+    }
+    #failWhere(which, makeError) {
+        const entries = [];
+        for (const [id, entry] of this.#pending)
+            if (which(entry))
+                entries.push(this.#take(id));
+        for (const entry of entries)
+            entry.reject(makeError());
+    }
+    #sendDisconnect(reason, message) {
+        this.#transmit(this.#ws, encodeFrame({ opcode: SystemOpcode.DISCONNECT, body: codeAndTextBody(reason, message) }));
+    }
+    #reply(request, opcode, flags, body) {
+        if (this.#ws.readyState === OPEN) {
+            this.#write(encodeFrame({ opcode, flags: Flags.RESPONSE | flags, requestId: request.requestId, body }));
+        }
+    }
+    #report(error) {
+        try {
+            this.onError(error);
+        }
+        catch {
+            // an onError that throws has nowhere else to go
+        }
+    }
+    /** The server broke the contract: DISCONNECT MALFORMED (or `disconnectReason`), then close (and reconnect, if the client does). */
+    #violation(reason, disconnectReason = DisconnectReason.MALFORMED) {
+        if (this.#closing || this.#violated)
+            return;
+        const ws = this.#ws;
+        if (ws.readyState === OPEN)
+            this.#sendDisconnect(disconnectReason, reason);
+        this.#violated = true;
+        const error = new TernioError('protocol', `server broke the protocol: ${reason}`);
+        this.#failSent(() => error);
+        if (this.#policy)
+            return this.#lost(ws, { code: 1006, reason: 'protocol violation' }, error, true);
+        this.#failAll(() => error);
+        this.#stopLinkTimers();
+        ws.close(1000); // its close event ends the client
+    }
+    /** Handles a frame received (decompressed). */
+    #handle(frame) {
+        if (frame.flags & Flags.RESPONSE)
+            return this.#onResponse(frame);
+        if (frame.requestId !== 0 && frame.flags & Flags.ERROR) {
+            return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'ERROR flag on a request'));
+        }
+        switch (frame.opcode) {
+            case SystemOpcode.PING:
+                if (frame.requestId === 0)
+                    return;
+                if (frame.body.length !== 8) {
+                    return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.MALFORMED, 'PING body is not a u64'));
+                }
+                return this.#reply(frame, SystemOpcode.PONG, 0, frame.body);
+            case SystemOpcode.DISCONNECT:
+                return this.#onDisconnect(frame);
+            case SystemOpcode.STREAM_ITEM:
+            case SystemOpcode.STREAM_CREDIT:
+            case SystemOpcode.STREAM_END:
+                return this.#onStreamFrame(frame);
+        }
+        if (frame.requestId !== 0) {
+            // This client answers no requests but PING.
+            return this.#reply(frame, frame.opcode, Flags.ERROR, codeAndTextBody(ErrorCode.UNKNOWN_OPCODE, `no handler for opcode ${hex(frame.opcode)}`));
+        }
+        if (frame.opcode > 0xfeff)
+            return; // a system packet without a reply
+        this.#onPush(frame);
+    }
+    #onDisconnect(frame) {
+        if (this.#disconnect)
+            return;
+        const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
+        const disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+        this.#disconnect = disconnect;
+        const error = new TernioError('closed', describe(disconnect), { disconnect });
+        if (this.#policy && !FINAL_REASONS.includes(disconnect.reason)) {
+            // The server closes next: no need to wait for it before reconnecting.
+            return this.#lost(this.#ws, { code: 1000, reason: '' }, error);
+        }
+        this.#failAll(() => error);
+        this.#stopLinkTimers(); // the server closes next; its close event ends the client
+    }
+    #onResponse(frame) {
+        if (this.#resuming && frame.requestId === this.#resuming.id)
+            return this.#onResumed(frame);
+        if (this.#session?.ticketId != null && frame.requestId === this.#session.ticketId)
+            return this.#onTicket(frame);
+        if (this.#keepalive && frame.requestId === this.#keepalive.id) {
+            // The server is there (whatever it answered): the next PING after the interval.
+            clearTimeout(this.#keepalive.timer ?? undefined);
+            this.#keepalive = null;
+            return this.#startKeepalive(this.#ws);
+        }
+        const entry = this.#pending.get(frame.requestId);
+        if (!entry || !entry.sent) {
+            // Answers to nothing we wait for (say, after a timeout) are ignored;
+            // an error without id reports a failed fire-and-forget send.
+            if (frame.requestId === 0 && frame.flags & Flags.ERROR)
+                this.#report(remoteError(frame.body));
+            return;
+        }
+        this.#take(frame.requestId);
+        if (frame.flags & Flags.ERROR)
+            return entry.reject(remoteError(frame.body));
+        try {
+            entry.resolve(entry.decode(frame));
+        }
+        catch (error) {
+            entry.reject(error);
+        }
+    }
+    // ------------------------------------------------------------- streams
+    /** What the streams of this client send through. */
+    #streamLink = {
+        send: (opcode, id, body) => {
+            const error = this.#write(encodeFrame({ opcode, requestId: id, body }));
+            if (error)
+                throw error;
+        },
+        cancel: (stream) => this.#cancelStream(stream),
+    };
+    /** A stream frame: an item of a download, credit for an upload (docs/PROTOCOL.md section 4.5). */
+    #onStreamFrame(frame) {
+        if (frame.requestId === 0)
+            return this.#violation('a stream frame without a stream id');
+        const stream = this.#streams.get(frame.requestId);
+        if (frame.opcode === SystemOpcode.STREAM_ITEM) {
+            if (!stream)
+                return; // it crossed the stream's end or a CANCEL
+            if (stream.granted === 0)
+                return this.#violation('a stream item beyond its credit');
+            stream.granted--;
+            stream.items.push(frame.body);
+            return stream.wake();
+        }
+        if (frame.opcode === SystemOpcode.STREAM_CREDIT) {
+            if (frame.body.length !== 4)
+                return this.#violation('a STREAM_CREDIT body that is not 4 bytes');
+            if (!stream)
+                return;
+            stream.credit += new DataView(frame.body.buffer, frame.body.byteOffset, 4).getUint32(0, true);
+            return stream.wake();
+        }
+        // The server ends a download with its answer, never STREAM_END.
+    }
+    /**
+     * Opens a stream: sends the request (no timeout: the answer ends the
+     * stream) and registers its state; `signal` cancels it.
+     */
+    #openStream(packetType, value, signal) {
+        if (!this.isOpen)
+            this.#assertUsable(false);
+        if (!this.isOpen)
+            throw new TernioError('closed', 'a stream needs an open connection (it does not wait for a new one)');
+        const outgoing = this.#outgoing(packetType, value, false);
+        if (signal?.aborted)
+            throw abortedError(outgoing.name, signal);
+        const stream = new StreamState(outgoing.name);
+        const onAbort = () => this.#cancelStream(stream, abortedError(stream.name, signal));
+        const done = () => {
+            stream.ended = true;
+            this.#streams.delete(stream.id);
+            signal?.removeEventListener('abort', onAbort);
+            stream.wake();
+        };
+        const resolve = (answer) => { stream.answer = answer; done(); };
+        const reject = (error) => { stream.error = error; done(); };
+        const id = this.#call(outgoing, 0, (frame) => frame, resolve, reject);
+        if (id !== undefined)
+            stream.id = id;
+        if (id !== undefined && !stream.ended) {
+            this.#streams.set(id, stream);
+            signal?.addEventListener('abort', onAbort, { once: true });
+        }
+        return stream;
+    }
+    /** Gives up `stream`: CANCEL to the server, its state dropped; `error`, if any, is what its reader or uploader gets. */
+    #cancelStream(stream, error) {
+        if (stream.ended)
+            return;
+        stream.ended = true;
+        if (error)
+            stream.error = error;
+        this.#streams.delete(stream.id);
+        if (this.#take(stream.id) && this.isOpen)
+            this.#sendCancel(stream.id);
+        stream.wake();
+    }
+    #onPush(frame) {
+        const subscriptions = this.#handlers.get(frame.opcode);
+        if (!subscriptions) {
+            this.#unhandled++;
+            return;
+        }
+        for (const { type, handler } of [...subscriptions]) {
+            try {
+                const result = handler(type ? type.decode(frame.body) : frame.body, frame);
+                if (typeof result?.then === 'function')
+                    result.then(undefined, (error) => this.#report(error));
+            }
+            catch (error) {
+                this.#report(error);
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+/**
+ * {@link TernioError}, the one error class of the SDK, and the helpers
+ * that locate a codec error in a value.
+ * @module
+ */
+/**
+ * Every error this SDK throws or rejects with. `kind` says which:
+ * - `'remote'`: the server answered with an error frame; `code` and `remoteMessage` hold it;
+ * - `'timeout'`: no response within the request's timeout (`timeout`, in ms);
+ * - `'closed'`: the connection is closed or closed while the request waited;
+ *   `disconnect` holds the server's `DISCONNECT` when it sent one;
+ * - `'aborted'`: the request's `AbortSignal` was aborted (`cause` holds the signal's reason);
+ * - `'codec'`: a value does not encode, or bytes do not decode (`path` locates the field);
+ * - `'protocol'`: the server sent something the contract does not allow.
+ */
+export class TernioError extends Error {
+    /** Which kind of failure. */
+    kind;
+    /** `'remote'`: the error code (see {@link ErrorCode}). */
+    code;
+    /** `'remote'`: the server's message, as sent. */
+    remoteMessage;
+    /** `'timeout'`: the timeout that expired, in ms. */
+    timeout;
+    /** `'closed'`: the server's `DISCONNECT`, or null when it sent none. */
+    disconnect;
+    /** `'codec'`: where in the value the problem is (field names and indexes). */
+    path;
+    /** `'codec'`: the problem, without the location {@link TernioError#message} adds. */
+    reason;
+    /** `'codec'` from a compressed body: it announced more than the largest frame accepted. */
+    tooLarge;
+    /** `'closed'` from an upload's `send`: the server answered before the upload ended. */
+    answered;
+    /**
+     * @param kind Which kind of failure.
+     * @param message What happened.
+     * @param details What the kind carries.
+     */
+    constructor(kind, message, details = {}) {
+        super(message, 'cause' in details ? { cause: details.cause } : undefined);
+        this.name = 'TernioError';
+        this.kind = kind;
+        this.code = details.code;
+        this.remoteMessage = details.remoteMessage;
+        this.timeout = details.timeout;
+        this.disconnect = details.disconnect ?? null;
+        this.path = details.path ?? [];
+        if (details.answered !== undefined)
+            this.answered = details.answered;
+    }
+}
+/** A `'codec'` error whose message is `reason` (until {@link topLevel} locates it). */
+export const codecError = (reason) => Object.assign(new TernioError('codec', reason), { reason });
+/** Runs `fn`, adding `segment` to the path of a codec error it throws. */
+export function within(segment, fn) {
+    try {
+        return fn();
+    }
+    catch (error) {
+        if (error instanceof TernioError && error.kind === 'codec')
+            error.path.unshift(segment);
+        throw error;
+    }
+}
+/** Runs a top-level encode or decode, naming the type and field in a codec error's message. */
+export function topLevel(type, fn) {
+    try {
+        return fn();
+    }
+    catch (error) {
+        if (error instanceof TernioError && error.kind === 'codec') {
+            const where = error.path.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('');
+            error.message = `${type.name}${where}: ${error.reason ?? error.message}`;
+        }
+        throw error;
+    }
+}

@@ -1,0 +1,156 @@
+/**
+ * Session resumption (section 4.2 of the contract), for plain sessions
+ * (pattern 0): every frame with an application opcode is counted, both
+ * ways, from the ticket on; each side keeps what it sent until the other's
+ * ACK, and a RESUME on a new connection replays what the other side lacks.
+ * @module
+ */
+/** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */
+export declare const DEFAULT_REPLAY_BYTES: number;
+/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default)... */
+export declare const ACK_EVERY_FRAMES = 128;
+/** ... or this many bytes of them (7 per frame plus its plain body)... */
+export declare const ACK_EVERY_BYTES: number;
+/** ... or this many ms after the first unacknowledged one, whichever comes first. */
+export declare const ACK_DELAY = 200;
+/** Whether frames with this opcode are counted, acknowledged and replayed (the application's). */
+export declare const isCounted: (opcode: number) => boolean;
+/**
+ * The counted frames a side sent and the other has not acknowledged yet,
+ * kept whole (header and plain body), bounded in bytes. A frame that would
+ * pass the bound ends the buffer for good (`overflowed`): from then on the
+ * session cannot be resumed, but frames are still numbered.
+ */
+export declare class ReplayBuffer {
+    #private;
+    /** The bound, in bytes. */
+    limit: number;
+    /** Counted frames sent so far (numbered from 0). */
+    sent: number;
+    /** The number of the first frame kept. */
+    first: number;
+    /** The highest count the other side acknowledged. */
+    acknowledged: number;
+    /** Bytes kept. */
+    bytes: number;
+    /** Whether a frame passed the bound: nothing is kept any more. */
+    overflowed: boolean;
+    /** @param limit The bound in bytes. */
+    constructor(limit?: number);
+    /** How many frames are kept. */
+    get length(): number;
+    /**
+     * Numbers and keeps a frame just sent (an encoded frame, body uncompressed).
+     * @returns Whether it is kept (false: the buffer overflowed, now or before).
+     */
+    record(frame: Uint8Array): boolean;
+    /**
+     * Takes the other side's count of frames received: the frames before it are dropped.
+     * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
+     */
+    acknowledge(received: number): string | null;
+    /**
+     * The frames the other side lacks when it received `received`, in order;
+     * null when they are not all kept (or `received` is ahead of what was sent).
+     */
+    replayFrom(received: number): Uint8Array[] | null;
+}
+/**
+ * The count of counted frames received, and when it is due in an `ACK`:
+ * once `frames` or `bytes` of them are unacknowledged (the delay is the
+ * client's timer).
+ */
+export declare class AckSchedule {
+    /** An ACK is due once this many frames are unacknowledged. */
+    everyFrames: number;
+    /** ... or this many bytes of them. */
+    everyBytes: number;
+    /** Counted frames received so far. */
+    count: number;
+    /** The count last acknowledged. */
+    acked: number;
+    /** Bytes received since the last acknowledgement. */
+    unackedBytes: number;
+    constructor({ frames, bytes }?: {
+        frames?: number;
+        bytes?: number;
+    });
+    /**
+     * Counts a frame received of `size` bytes (header and plain body).
+     * @returns Whether an ACK is due now.
+     */
+    received(size: number): boolean;
+    /** Whether frames were received since the last acknowledgement. */
+    get hasUnacked(): boolean;
+    /** Marks everything received acknowledged; returns the count to send. */
+    take(): number;
+}
+/**
+ * The body of a plain session's `RESUME`: the ticket (32 bytes), the count
+ * of frames received, pattern 0 and no Noise message.
+ */
+export declare function resumeBody(ticket: Uint8Array, received: number): Uint8Array;
+/** A ticket and how long (ms) the server keeps the session after a loss. */
+export interface Ticket {
+    /** 32 bytes. */
+    ticket: Uint8Array;
+    /** How long the server keeps the session after a loss, in ms. */
+    ttl: number;
+}
+/** `RESUME_TICKET`'s answer, or null when the body is not one. */
+export declare function parseTicket(body: Uint8Array): Ticket | null;
+/** `RESUME`'s answer: the server's count received, the new ticket, its Noise message; null when too short. */
+export declare function parseResumed(body: Uint8Array): (Ticket & {
+    received: number;
+    message: Uint8Array;
+}) | null;
+/** Resumption's settings (the client option `resume`). */
+export interface ResumeOptions {
+    /**
+     * The bound of the replay buffer (frames sent and not acknowledged yet, 7
+     * bytes each plus the body uncompressed; default 65536); past it the
+     * session can no longer be resumed, but the connection goes on.
+     */
+    replayBytes?: number;
+}
+/**
+ * The client's side of a session's resumption: its ticket, what it sent
+ * and keeps, what it received and acknowledges.
+ */
+export declare class Session {
+    /** The replay buffer's bound. */
+    replayBytes: number;
+    /** Resumptions so far, over the client's life. */
+    resumptions: number;
+    /** The current ticket; null when there is none, or the session can no longer be resumed. */
+    ticket: Uint8Array | null;
+    /** How long the server keeps the session after a loss, in ms. */
+    ttl: number;
+    /** The id of the `RESUME_TICKET` waiting for its answer. */
+    ticketId: number | null;
+    /** What was sent and not acknowledged: recording starts with the ticket's request. */
+    replay: ReplayBuffer | null;
+    /** What was received: counting starts with the ticket's answer. */
+    acks: AckSchedule | null;
+    /** Whether the server gave this session a ticket: its loss is worth reporting. */
+    held: boolean;
+    /** When (Date.now()) the connection was lost, while the session waits to be resumed. */
+    lostAt: number | null;
+    /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
+    ended: string | null;
+    constructor(replayBytes: number);
+    /** Forgets the session: a new one starts, nothing recorded or counted until its ticket is asked for. */
+    reset(): void;
+    /** Whether a lost connection can be resumed: a ticket, and every frame the server may lack kept. */
+    get resumable(): boolean;
+    /** `RESUME_TICKET` went out with id `id`: what is sent from now on is recorded. */
+    asked(id: number): void;
+    /** The server's ticket: what is received from now on is counted. */
+    granted({ ticket, ttl }: Ticket): void;
+    /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
+    record(frame: Uint8Array): void;
+}
+/** The settings of the option `resume`, or null when off; throws a TypeError when invalid. */
+export declare function resumeOptions(option: boolean | ResumeOptions | undefined): {
+    replayBytes: number;
+} | null;

@@ -1,0 +1,276 @@
+/**
+ * Session resumption (section 4.2 of the contract), for plain sessions
+ * (pattern 0): every frame with an application opcode is counted, both
+ * ways, from the ticket on; each side keeps what it sent until the other's
+ * ACK, and a RESUME on a new connection replays what the other side lacks.
+ * @module
+ */
+
+import { show } from './util.js';
+
+/** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */
+export const DEFAULT_REPLAY_BYTES = 64 * 1024;
+/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default)... */
+export const ACK_EVERY_FRAMES = 128;
+/** ... or this many bytes of them (7 per frame plus its plain body)... */
+export const ACK_EVERY_BYTES = 16 * 1024;
+/** ... or this many ms after the first unacknowledged one, whichever comes first. */
+export const ACK_DELAY = 200;
+
+const TICKET_LEN = 32;
+/** RESUME's pattern for a plain session: no Noise handshake. */
+const PLAIN_PATTERN = 0;
+
+/** Whether frames with this opcode are counted, acknowledged and replayed (the application's). */
+export const isCounted = (opcode: number): boolean => opcode <= 0xfeff;
+
+/**
+ * The counted frames a side sent and the other has not acknowledged yet,
+ * kept whole (header and plain body), bounded in bytes. A frame that would
+ * pass the bound ends the buffer for good (`overflowed`): from then on the
+ * session cannot be resumed, but frames are still numbered.
+ */
+export class ReplayBuffer {
+  #frames: Uint8Array[] = [];
+  /** Where the first kept frame is in `#frames` (acknowledged ones before it are dropped lazily). */
+  #head = 0;
+  /** The bound, in bytes. */
+  limit: number;
+  /** Counted frames sent so far (numbered from 0). */
+  sent = 0;
+  /** The number of the first frame kept. */
+  first = 0;
+  /** The highest count the other side acknowledged. */
+  acknowledged = 0;
+  /** Bytes kept. */
+  bytes = 0;
+  /** Whether a frame passed the bound: nothing is kept any more. */
+  overflowed = false;
+
+  /** @param limit The bound in bytes. */
+  constructor(limit = DEFAULT_REPLAY_BYTES) {
+    this.limit = limit;
+  }
+
+  /** How many frames are kept. */
+  get length(): number {
+    return this.#frames.length - this.#head;
+  }
+
+  /**
+   * Numbers and keeps a frame just sent (an encoded frame, body uncompressed).
+   * @returns Whether it is kept (false: the buffer overflowed, now or before).
+   */
+  record(frame: Uint8Array): boolean {
+    this.sent++;
+    if (this.overflowed) return false;
+    if (this.bytes + frame.length > this.limit) {
+      this.overflowed = true;
+      this.#frames = [];
+      this.#head = 0;
+      this.bytes = 0;
+      return false;
+    }
+    this.#frames.push(frame);
+    this.bytes += frame.length;
+    return true;
+  }
+
+  /**
+   * Takes the other side's count of frames received: the frames before it are dropped.
+   * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
+   */
+  acknowledge(received: number): string | null {
+    if (received > this.sent) return `ACK of ${received} frames, but only ${this.sent} were sent`;
+    if (received < this.acknowledged) return `ACK of ${received} frames after one of ${this.acknowledged}`;
+    this.acknowledged = received;
+    if (this.overflowed) return null;
+    for (; this.first < received; this.first++) this.bytes -= this.#frames[this.#head++]!.length;
+    if (this.#head > 64 && this.#head * 2 > this.#frames.length) {
+      this.#frames = this.#frames.slice(this.#head);
+      this.#head = 0;
+    }
+    return null;
+  }
+
+  /**
+   * The frames the other side lacks when it received `received`, in order;
+   * null when they are not all kept (or `received` is ahead of what was sent).
+   */
+  replayFrom(received: number): Uint8Array[] | null {
+    if (this.overflowed || received < this.first || received > this.sent) return null;
+    return this.#frames.slice(this.#head + (received - this.first));
+  }
+}
+
+/**
+ * The count of counted frames received, and when it is due in an `ACK`:
+ * once `frames` or `bytes` of them are unacknowledged (the delay is the
+ * client's timer).
+ */
+export class AckSchedule {
+  /** An ACK is due once this many frames are unacknowledged. */
+  everyFrames: number;
+  /** ... or this many bytes of them. */
+  everyBytes: number;
+  /** Counted frames received so far. */
+  count = 0;
+  /** The count last acknowledged. */
+  acked = 0;
+  /** Bytes received since the last acknowledgement. */
+  unackedBytes = 0;
+
+  constructor({ frames = ACK_EVERY_FRAMES, bytes = ACK_EVERY_BYTES }: { frames?: number; bytes?: number } = {}) {
+    this.everyFrames = frames;
+    this.everyBytes = bytes;
+  }
+
+  /**
+   * Counts a frame received of `size` bytes (header and plain body).
+   * @returns Whether an ACK is due now.
+   */
+  received(size: number): boolean {
+    this.count++;
+    this.unackedBytes += size;
+    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+  }
+
+  /** Whether frames were received since the last acknowledgement. */
+  get hasUnacked(): boolean {
+    return this.count > this.acked;
+  }
+
+  /** Marks everything received acknowledged; returns the count to send. */
+  take(): number {
+    this.acked = this.count;
+    this.unackedBytes = 0;
+    return this.count;
+  }
+}
+
+/**
+ * The body of a plain session's `RESUME`: the ticket (32 bytes), the count
+ * of frames received, pattern 0 and no Noise message.
+ */
+export function resumeBody(ticket: Uint8Array, received: number): Uint8Array {
+  const out = new Uint8Array(TICKET_LEN + 9);
+  out.set(ticket, 0);
+  new DataView(out.buffer).setBigUint64(TICKET_LEN, BigInt(received), true);
+  out[TICKET_LEN + 8] = PLAIN_PATTERN;
+  return out;
+}
+
+/** A ticket and how long (ms) the server keeps the session after a loss. */
+export interface Ticket {
+  /** 32 bytes. */
+  ticket: Uint8Array;
+  /** How long the server keeps the session after a loss, in ms. */
+  ttl: number;
+}
+
+/** `RESUME_TICKET`'s answer, or null when the body is not one. */
+export function parseTicket(body: Uint8Array): Ticket | null {
+  if (body.length !== TICKET_LEN + 4) return null;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  return { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+}
+
+/** `RESUME`'s answer: the server's count received, the new ticket, its Noise message; null when too short. */
+export function parseResumed(body: Uint8Array): (Ticket & { received: number; message: Uint8Array }) | null {
+  if (body.length < 8 + TICKET_LEN + 4) return null;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  return {
+    received: Number(view.getBigUint64(0, true)),
+    ticket: body.slice(8, 8 + TICKET_LEN),
+    ttl: view.getUint32(8 + TICKET_LEN, true),
+    message: body.subarray(12 + TICKET_LEN),
+  };
+}
+
+/** Resumption's settings (the client option `resume`). */
+export interface ResumeOptions {
+  /**
+   * The bound of the replay buffer (frames sent and not acknowledged yet, 7
+   * bytes each plus the body uncompressed; default 65536); past it the
+   * session can no longer be resumed, but the connection goes on.
+   */
+  replayBytes?: number;
+}
+
+/**
+ * The client's side of a session's resumption: its ticket, what it sent
+ * and keeps, what it received and acknowledges.
+ */
+export class Session {
+  /** The replay buffer's bound. */
+  replayBytes: number;
+  /** Resumptions so far, over the client's life. */
+  resumptions = 0;
+  /** The current ticket; null when there is none, or the session can no longer be resumed. */
+  ticket: Uint8Array | null = null;
+  /** How long the server keeps the session after a loss, in ms. */
+  ttl = 0;
+  /** The id of the `RESUME_TICKET` waiting for its answer. */
+  ticketId: number | null = null;
+  /** What was sent and not acknowledged: recording starts with the ticket's request. */
+  replay: ReplayBuffer | null = null;
+  /** What was received: counting starts with the ticket's answer. */
+  acks: AckSchedule | null = null;
+  /** Whether the server gave this session a ticket: its loss is worth reporting. */
+  held = false;
+  /** When (Date.now()) the connection was lost, while the session waits to be resumed. */
+  lostAt: number | null = null;
+  /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
+  ended: string | null = null;
+
+  constructor(replayBytes: number) {
+    this.replayBytes = replayBytes;
+  }
+
+  /** Forgets the session: a new one starts, nothing recorded or counted until its ticket is asked for. */
+  reset(): void {
+    this.ticket = null;
+    this.ttl = 0;
+    this.ticketId = null;
+    this.replay = null;
+    this.acks = null;
+    this.held = false;
+    this.lostAt = null;
+    this.ended = null;
+  }
+
+  /** Whether a lost connection can be resumed: a ticket, and every frame the server may lack kept. */
+  get resumable(): boolean {
+    return this.ticket !== null && this.replay !== null && !this.replay.overflowed;
+  }
+
+  /** `RESUME_TICKET` went out with id `id`: what is sent from now on is recorded. */
+  asked(id: number): void {
+    this.ticketId = id;
+    this.replay ??= new ReplayBuffer(this.replayBytes);
+  }
+
+  /** The server's ticket: what is received from now on is counted. */
+  granted({ ticket, ttl }: Ticket): void {
+    this.ticketId = null;
+    this.ticket = ticket;
+    this.ttl = ttl;
+    this.acks ??= new AckSchedule();
+    this.held = true;
+  }
+
+  /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
+  record(frame: Uint8Array): void {
+    if (this.replay && !this.replay.record(frame)) this.ticket = null;
+  }
+}
+
+/** The settings of the option `resume`, or null when off; throws a TypeError when invalid. */
+export function resumeOptions(option: boolean | ResumeOptions | undefined): { replayBytes: number } | null {
+  if (!option) return null;
+  const replayBytes = option === true ? DEFAULT_REPLAY_BYTES : option.replayBytes ?? DEFAULT_REPLAY_BYTES;
+  if (typeof replayBytes !== 'number' || !(replayBytes >= 0)) {
+    throw new TypeError(`resume.replayBytes must be a number ≥ 0, got ${show(replayBytes)}`);
+  }
+  return { replayBytes };
+}
