@@ -455,9 +455,13 @@ impl ServerBuilder {
     /// session whose link is lost waits `ttl` for its client, keeping its
     /// id, store, groups and the pushes sent to it, and each side replays
     /// what the other missed. `replay_bytes` bounds the frames a session
-    /// keeps until the client acknowledges them (past it, the session is no
-    /// longer resumable; the connection goes on). Off by default; 64 KiB
-    /// is a good bound.
+    /// keeps until the client acknowledges them: pushes that do not fit
+    /// wait in the push queue for the client's acknowledgement, so a
+    /// session pushes at most `replay_bytes` per round trip; an answer
+    /// or a single frame that does not fit ends resumability (the
+    /// connection goes on). Off by default; 64 KiB is a good bound on a
+    /// local network, and at least 32 KiB (what a Ternio client receives
+    /// before it acknowledges) keeps pushes from waiting for the `ACK` delay.
     pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {
         self.config.resume_ttl = Some(ttl);
         self.config.resume_replay_bytes = replay_bytes;

@@ -31,11 +31,21 @@ pub use web_time::Instant;
 /// Ternio's default bound of a replay buffer: 64 KiB of frames (headers and
 /// plain bodies).
 pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
-/// Ternio's default: an `ACK` after this many unacknowledged counted frames.
-pub const ACK_EVERY_FRAMES: u64 = 512;
-/// Ternio's default: an `ACK` once unacknowledged counted frames reach this
-/// many bytes (headers and plain bodies).
+/// Ternio's default for the server: an `ACK` after this many unacknowledged
+/// counted frames.
+pub const ACK_EVERY_FRAMES: u64 = 128;
+/// Ternio's default for the server: an `ACK` once unacknowledged counted
+/// frames reach this many bytes (headers and plain bodies).
 pub const ACK_EVERY_BYTES: usize = 16 * 1024;
+/// Ternio's default for clients: an `ACK` after this many unacknowledged
+/// counted frames. Fewer than the server's: a server holds its pushes while
+/// its replay buffer is full, so it needs an `ACK` only before it fills
+/// (half the default buffer), and each `ACK` costs both sides a system
+/// call and the server a wake-up.
+pub const CLIENT_ACK_EVERY_FRAMES: u64 = 1024;
+/// Ternio's default for clients: an `ACK` once unacknowledged counted
+/// frames reach this many bytes (half of [`DEFAULT_REPLAY_LIMIT`]).
+pub const CLIENT_ACK_EVERY_BYTES: usize = 32 * 1024;
 /// Ternio's default: an `ACK` at the latest this long after the first
 /// unacknowledged counted frame.
 pub const ACK_DELAY: Duration = Duration::from_millis(200);

@@ -217,7 +217,7 @@ impl Inbound {
         self.ack_if(due)
     }
 
-    /// Sends the session's `ACK` when one is `due` (every 128 frames or 16
+    /// Sends the session's `ACK` when one is `due` (every 1,024 frames or 32
     /// KiB received); returns why the link is lost, if sending showed it.
     fn ack_if(&self, due: bool) -> Option<CloseReason> {
         if !due {

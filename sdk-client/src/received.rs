@@ -21,8 +21,8 @@ const COUNTING: u64 = 1 << 63;
 
 /// How many frames (or bytes, header included) may go unacknowledged before
 /// the reader sends an `ACK` itself; see [`ternio_protocol::replay`].
-const EVERY_FRAMES: u64 = ternio_protocol::replay::ACK_EVERY_FRAMES;
-const EVERY_BYTES: u64 = ternio_protocol::replay::ACK_EVERY_BYTES as u64;
+const EVERY_FRAMES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_FRAMES;
+const EVERY_BYTES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_BYTES as u64;
 
 /// A link's tag: what [`Received`] knows it by (never 0, which accepts no
 /// link; tags repeat after 2^23 links).
