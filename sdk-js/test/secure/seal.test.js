@@ -206,3 +206,8 @@ test('a resumption with the wrong session secret fails on the server\'s answer',
   assert.throws(() => startResume({ ticket: counting(0x80), received: -1n, secure: null }), RangeError);
   assert.throws(() => startResume({ ticket: new Uint8Array(31), received: 0n, secure: null }), TypeError);
 });
+
+test('a server ephemeral of low order (an all-zero shared secret) fails the handshake', () => {
+  const answer = new Uint8Array(48); // e = 0, the point of order 1
+  assert.throws(() => startHandshake({ ephemeralPrivateKey: CLIENT_EPHEMERAL }).finish(answer), HandshakeError);
+});
