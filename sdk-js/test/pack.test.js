@@ -1,5 +1,6 @@
 // The npm package as a user gets it: `npm pack`, installed into a new
-// project (no network: the package has no dependencies), then imported,
+// project (no network: its dependencies, the @noble packages, come from
+// npm's cache, where `npm ci` put them), then imported,
 // its types checked by tsc, its browser bundle and its CLI run. Also: the
 // licence files it ships are the repository's.
 
