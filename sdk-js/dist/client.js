@@ -497,10 +497,19 @@ export class Client {
             return null;
         }
         if (!(frame.flags & Flags.ENCRYPTED)) {
-            // Section 5.1: the server seals everything once the session is up.
+            // Section 5.1: the server seals everything once the session is up but
+            // its DISCONNECT DECRYPT_FAILED; a plain DISCONNECT is a lost
+            // connection whatever its reason (anyone on the path can write one).
             if (frame.opcode === SystemOpcode.DISCONNECT) {
                 const disconnect = this.#parseDisconnect(frame);
-                this.#decryptFailed(`a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`);
+                const what = `a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`;
+                if (disconnect.reason === DisconnectReason.DECRYPT_FAILED) {
+                    // The server's own report (or a forgery of it): the connection goes, without an answer.
+                    this.#lost(this.#ws, { code: 1006, reason: 'plain DISCONNECT' }, new TernioError('closed', what, { disconnect }), true);
+                }
+                else {
+                    this.#decryptFailed(what);
+                }
             }
             else {
                 this.#decryptFailed(`a plain frame (opcode ${hex(frame.opcode)}) on a secure session`);

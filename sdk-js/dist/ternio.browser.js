@@ -5017,7 +5017,12 @@ var Client = class _Client {
     if (!(frame.flags & Flags.ENCRYPTED)) {
       if (frame.opcode === SystemOpcode.DISCONNECT) {
         const disconnect = this.#parseDisconnect(frame);
-        this.#decryptFailed(`a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`);
+        const what = `a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`;
+        if (disconnect.reason === DisconnectReason.DECRYPT_FAILED) {
+          this.#lost(this.#ws, { code: 1006, reason: "plain DISCONNECT" }, new TernioError("closed", what, { disconnect }), true);
+        } else {
+          this.#decryptFailed(what);
+        }
       } else {
         this.#decryptFailed(`a plain frame (opcode ${hex(frame.opcode)}) on a secure session`);
       }
