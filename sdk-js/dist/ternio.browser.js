@@ -1,5 +1,7 @@
 // The Ternio browser SDK, dist/ternio.browser.js, built from sdk-js/src by `npm run build`.
-// One ES module, no dependency; the package's README documents it. Licence: MIT OR Apache-2.0.
+// One ES module; the package's README documents it. Licence: MIT OR Apache-2.0.
+// It includes @noble/curves, @noble/ciphers and @noble/hashes (MIT License, (c) 2022 Paul Miller,
+// https://paulmillr.com/noble/), the cryptography of secure sessions.
 
 // src/constants.ts
 var SUBPROTOCOL = "ternio.v2";
@@ -971,6 +973,7 @@ function uploadHandle(stream, packetType, itemType, link) {
 }
 
 // node_modules/@noble/ciphers/utils.js
+/*! noble-ciphers - MIT License (c) 2023 Paul Miller (paulmillr.com) */
 function isBytes(a) {
   return a instanceof Uint8Array || ArrayBuffer.isView(a) && a.constructor.name === "Uint8Array" && "BYTES_PER_ELEMENT" in a && a.BYTES_PER_ELEMENT === 1;
 }
@@ -2622,6 +2625,7 @@ var ReceivingCipher = class {
 };
 
 // node_modules/@noble/curves/utils.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 function aarray(item, title, inner = () => {
 }) {
   if (!Array.isArray(item))
@@ -2741,6 +2745,7 @@ function validateObject(object, fields = {}, optFields = {}, title = "object") {
 }
 
 // node_modules/@noble/curves/abstract/modular.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 var _0n2 = /* @__PURE__ */ BigInt(0);
 var _1n2 = /* @__PURE__ */ BigInt(1);
 var _2n = /* @__PURE__ */ BigInt(2);
@@ -3170,6 +3175,7 @@ function Field(ORDER, opts = {}) {
 }
 
 // node_modules/@noble/curves/abstract/curve.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 var _0n3 = /* @__PURE__ */ BigInt(0);
 var _1n3 = /* @__PURE__ */ BigInt(1);
 var _4n2 = /* @__PURE__ */ BigInt(4);
@@ -3557,6 +3563,7 @@ function createKeygen(randomSecretKey, getPublicKey) {
 }
 
 // node_modules/@noble/curves/abstract/edwards.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 var _0n4 = /* @__PURE__ */ BigInt(0);
 var _1n4 = /* @__PURE__ */ BigInt(1);
 var _2n2 = /* @__PURE__ */ BigInt(2);
@@ -3851,6 +3858,7 @@ function edwards(params, extraOpts = {}) {
 }
 
 // node_modules/@noble/curves/abstract/montgomery.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 var _0n5 = /* @__PURE__ */ BigInt(0);
 var _1n5 = /* @__PURE__ */ BigInt(1);
 var _2n3 = /* @__PURE__ */ BigInt(2);
@@ -3998,6 +4006,7 @@ function montgomery(curveDef) {
 }
 
 // node_modules/@noble/curves/ed25519.js
+/*! noble-curves - MIT License (c) 2022 Paul Miller (paulmillr.com) */
 var _0n6 = /* @__PURE__ */ BigInt(0);
 var _1n6 = /* @__PURE__ */ BigInt(1);
 var _2n4 = /* @__PURE__ */ BigInt(2);
