@@ -135,9 +135,9 @@ export interface ClientOptions {
   reconnect?: boolean | ReconnectOptions;
   /**
    * With `reconnect`, whether a reconnection resumes the session (contract
-   * section 4.2, plain sessions: the ticket is a bearer token, so use
-   * `wss://`); default true. Nothing happens without `reconnect`, nor with a
-   * server that does not offer resumption.
+   * section 4.2; on a plain session the ticket is a bearer token, so use
+   * `wss://` or `secure`); default true. Nothing happens without
+   * `reconnect`, nor with a server that does not offer resumption.
    */
   resume?: boolean | ResumeOptions;
   /** Told, with `resume`, whether each reconnection resumed the session or started a new one. */
