@@ -66,9 +66,9 @@ if (typeof globalThis.WebSocket !== 'function') {
    * own; resolves with `{ child, url, key }`, `key` the public key it prints
    * (64 hex digits).
    */
-  function startServer(extra = []) {
-    const identity = join(dir, `server-${children.length}.key`); // created by the server
-    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', '127.0.0.1:0', '--identity', identity, ...extra],
+  function startServer(extra = [], { ws = '127.0.0.1:0', identity = join(dir, `server-${children.length}.key`) } = {}) {
+    // The identity file is created by the server when missing.
+    const child = spawn(binary, ['--tcp', '127.0.0.1:0', '--ws', ws, '--identity', identity, ...extra],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'warn' } });
     children.push(child);
     let output = '';
@@ -328,6 +328,37 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.deepEqual(sessions, ['resumed', 'resumed', 'resumed']);
     const patterns = sent.filter((f) => opcodeOf(f) === SystemOpcode.RESUME).map((f) => decodeFrame(f).body[40]);
     assert.deepEqual(patterns, [3, 3, 3]);
+  });
+
+  test('a restarted server refuses the secure RESUME: \'lost\', then a new handshake on the same connection, and the client goes on', { timeout: 30_000 }, async (t) => {
+    const identity = join(dir, 'restarted.key');
+    const first = await startServer([], { identity });
+    const { key } = first;
+    const { Recording, sent } = recorder();
+    const sessions = [];
+    const client = await Client.connect(first.url, {
+      secure: { pin: key }, WebSocket: Recording, reconnect: RECONNECT, keepaliveInterval: 0, timeout: 20_000,
+      onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    assert.deepEqual(await client.request(SecureEcho, { payload: text('before') }), { payload: text('before') });
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    first.child.kill('SIGKILL');
+    // Made while the client reconnects, the request waits for the new session.
+    for (let waited = 0; client.state !== 'reconnecting' && waited < 5000; waited += 10) await sleep(10);
+    const answer = client.request(SecureEcho, { payload: text('after') });
+    const second = await startServer([], { ws: new URL(first.url).host, identity });
+    assert.equal(second.key, key, 'the same identity');
+    assert.deepEqual(await answer, { payload: text('after') });
+    assert.deepEqual(sessions.map((event) => event.session), ['lost']);
+    assert.match(sessions[0].reason, /refused to resume it/);
+    // On the connection that resumed nothing: RESUME (NKpsk0), then HANDSHAKE (NK).
+    const opcodes = sent.map((frame) => opcodeOf(frame));
+    const resume = opcodes.lastIndexOf(SystemOpcode.RESUME);
+    assert.ok(resume > 0, 'a RESUME was sent');
+    assert.equal(opcodes[resume + 1], SystemOpcode.HANDSHAKE);
+    assert.equal(decodeFrame(sent[resume + 1]).body[0], 2);
+    assert.equal(client.secureSession.pattern, 'NK');
   });
 
   /** A secure client behind a tampering proxy, with its pushes and errors noted. */
