@@ -1,7 +1,8 @@
-# Sourced by scripts/test: makes `node` on the PATH Node.js 20 or later.
+# Sourced by scripts/test: makes `node` on the PATH Node.js 20.19 or later.
 #
-# The JavaScript tests need Node.js 20 or later; Debian 12's own nodejs is
-# 18. When the node on the PATH is missing or older, this puts a pinned
+# The JavaScript tests need Node.js 20.19 or later (the SDK's @noble
+# dependencies require it); Debian 12's own nodejs is 18. When the node on
+# the PATH is missing or older, this puts a pinned
 # official Linux build of Node.js first on the PATH: the npm registry's
 # package node-linux-<arch> (the node binary of the official release,
 # nothing else), fetched with `npm pack` (so the machine needs no other
@@ -9,7 +10,7 @@
 # the sha512 pinned here, and unpacked once into a cache directory
 # (${XDG_CACHE_HOME:-~/.cache}/ternio/node-<version>; TERNIO_NODE_CACHE
 # names another). Later runs find it there and fetch nothing. Debian's npm
-# runs on it. With a node of 20 or later already on the PATH, it does
+# runs on it. With a node of 20.19 or later already on the PATH, it does
 # nothing.
 
 ternio_node_version=20.20.2
@@ -17,13 +18,14 @@ ternio_node_version=20.20.2
 ternio_node_sha512_x64='PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ=='
 ternio_node_sha512_arm64='LCXJnNTFiyGuYBw2gZSI5OBFMbkjAPt8sqD/NKrWoE2QmDgSubTqFng6GaNJ9EJ8HpxBMGcWWpbbcs4Vo+CnGg=='
 
-# The major version of the node on the PATH; 0 when there is none.
-ternio_node_major() {
-  node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0
+# The version of the node on the PATH as major * 1000 + minor (20019 for
+# 20.19); 0 when there is none.
+ternio_node_version_number() {
+  node -p 'const [a, b] = process.versions.node.split(".").map(Number); a * 1000 + b' 2>/dev/null || echo 0
 }
 
 ternio_ensure_node20() {
-  if [ "$(ternio_node_major)" -ge 20 ]; then
+  if [ "$(ternio_node_version_number)" -ge 20019 ]; then
     return 0
   fi
   local arch expected
@@ -31,7 +33,7 @@ ternio_ensure_node20() {
     x86_64 | amd64) arch=x64 expected=$ternio_node_sha512_x64 ;;
     aarch64 | arm64) arch=arm64 expected=$ternio_node_sha512_arm64 ;;
     *)
-      echo "scripts/test: the JavaScript tests need Node.js 20 or later, found" \
+      echo "scripts/test: the JavaScript tests need Node.js 20.19 or later, found" \
         "$(node --version 2>/dev/null || echo none), and no build is pinned for $(uname -m):" \
         "install one" >&2
       return 1
@@ -43,7 +45,7 @@ ternio_ensure_node20() {
       echo "scripts/test: npm is needed to fetch Node.js $ternio_node_version" >&2
       return 1
     }
-    echo "scripts/test: node $(node --version 2>/dev/null || echo missing) is older than 20:" \
+    echo "scripts/test: node $(node --version 2>/dev/null || echo missing) is older than 20.19:" \
       "fetching Node.js $ternio_node_version (npm package node-linux-$arch) into $cache"
     local work tarball actual
     work="$(mktemp -d)"
@@ -65,8 +67,8 @@ ternio_ensure_node20() {
   fi
   export PATH="$cache/bin:$PATH"
   hash -r
-  if [ "$(ternio_node_major)" -lt 20 ]; then
-    echo "scripts/test: $cache/bin/node does not run as Node.js 20 or later" >&2
+  if [ "$(ternio_node_version_number)" -lt 20019 ]; then
+    echo "scripts/test: $cache/bin/node does not run as Node.js 20.19 or later" >&2
     return 1
   fi
 }

@@ -4,8 +4,8 @@
  * backoff, session resumption, compression and streams.
  *
  * Every frame goes out through {@link Client}'s `#transmit` and comes in
- * through its `#onMessage`: the one place each where a secure session's
- * sealing layer seals and opens frames.
+ * through its `#onMessage`: the one place each where a secure session
+ * (option `secure`, docs/PROTOCOL.md section 5) seals and opens frames.
  * @module
  */
 import { type PacketType, type Type } from './codec.js';
@@ -14,6 +14,35 @@ import { type Frame } from './frame.js';
 import { type ReconnectOptions } from './reconnect.js';
 import { type ResumeOptions } from './resume.js';
 import { type Upload } from './streams.js';
+/**
+ * The option `secure`: a secure session (docs/PROTOCOL.md section 5) on
+ * every connection, as the Rust client's `SecureConfig`.
+ */
+export interface SecureOptions {
+    /**
+     * The server's static X25519 public key (its identity: 32 bytes, or the 64
+     * hex digits the server prints): the handshake is then `Noise_NK` and only
+     * that server can complete it. Without it (`null`, the default), `Noise_NN`:
+     * hidden from a passive eavesdropper only, not from a man in the middle.
+     */
+    pin?: Uint8Array | string | null;
+}
+/** The option `rekey`: when the client replaces the key of what it sends (section 5.2). */
+export interface RekeyOptions {
+    /** Frames sealed under one key before the next one brings a `REKEY` (default 65536). */
+    frames?: number;
+    /** Milliseconds under one key before the next frame brings a `REKEY` (default 120000). */
+    intervalMs?: number;
+}
+/** What {@link Client#secureSession} tells of the current connection's secure session. */
+export interface SecureSessionInfo {
+    /** `'NK'` when the client pinned the server's key, else `'NN'` (a resumed session keeps its pattern's pin). */
+    pattern: 'NN' | 'NK';
+    /** The server key pinned (a copy), or null. */
+    serverKey: Uint8Array | null;
+    /** Noise's handshake hash `h` of the connection's handshake (or resumption): a channel binding, no secret. */
+    handshakeHash: Uint8Array;
+}
 /** What the client needs of a WebSocket (the browser's, Node's, or a stand-in). */
 export interface WebSocketLike {
     /** Set to `'arraybuffer'` by the client. */
@@ -61,9 +90,9 @@ export interface ClientOptions {
     reconnect?: boolean | ReconnectOptions;
     /**
      * With `reconnect`, whether a reconnection resumes the session (contract
-     * section 4.2, plain sessions: the ticket is a bearer token, so use
-     * `wss://`); default true. Nothing happens without `reconnect`, nor with a
-     * server that does not offer resumption.
+     * section 4.2; on a plain session the ticket is a bearer token, so use
+     * `wss://` or `secure`); default true. Nothing happens without
+     * `reconnect`, nor with a server that does not offer resumption.
      */
     resume?: boolean | ResumeOptions;
     /** Told, with `resume`, whether each reconnection resumed the session or started a new one. */
@@ -93,6 +122,16 @@ export interface ClientOptions {
      * `DISCONNECT FRAME_TOO_LARGE`, before anything is allocated for it.
      */
     maxFrameSize?: number;
+    /**
+     * A secure session (docs/PROTOCOL.md section 5) on every connection:
+     * `true` for `Noise_NN`, `{ pin }` for `Noise_NK` pinning the server's
+     * key. The handshake runs before anything else on each connection (a
+     * reconnection runs it again, or resumes the session with its secret);
+     * then every frame both ways is sealed. Off by default.
+     */
+    secure?: boolean | SecureOptions;
+    /** With `secure`: when the client rekeys what it sends (default: after 65536 frames or 2 minutes under one key). */
+    rekey?: RekeyOptions;
     /** The WebSocket class to use (default: the global one). */
     WebSocket?: WebSocketConstructor;
 }
@@ -186,6 +225,12 @@ export declare class Client {
      * overflowed.
      */
     get resumable(): boolean;
+    /**
+     * The current connection's secure session (option `secure`), once its
+     * handshake or resumption completed; null on a plain client, and while
+     * a connection is being set up.
+     */
+    get secureSession(): SecureSessionInfo | null;
     /** How many times the session was resumed so far. */
     get resumptions(): number;
     /** How many pushes arrived that no {@link Client#on} handler took (they are dropped). */

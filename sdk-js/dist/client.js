@@ -4,8 +4,8 @@
  * backoff, session resumption, compression and streams.
  *
  * Every frame goes out through {@link Client}'s `#transmit` and comes in
- * through its `#onMessage`: the one place each where a secure session's
- * sealing layer seals and opens frames.
+ * through its `#onMessage`: the one place each where a secure session
+ * (option `secure`, docs/PROTOCOL.md section 5) seals and opens frames.
  * @module
  */
 import { DEFAULT_MAX_FRAME_SIZE, DisconnectReason, ErrorCode, Flags, HEADER_LEN, SUBPROTOCOL, SystemOpcode, } from './constants.js';
@@ -17,6 +17,41 @@ import { FINAL_REASONS, REFUSAL_REASONS, reconnectPolicy, retryDelay } from './r
 import { ACK_DELAY, isCounted, parseResumed, parseTicket, resumeBody, resumeOptions, Session, } from './resume.js';
 import { downloadIterator, StreamState, uploadHandle } from './streams.js';
 import { count, hex, nameIn, sameBytes, show, unref } from './util.js';
+import { wipe } from './secure/aead.js';
+import { OpenError, SealError, DEFAULT_REKEY_POLICY } from './secure/seal.js';
+import { startHandshake, startResume, } from './secure/session.js';
+/** The option `secure`, read: the pinned key or none; throws a TypeError when invalid. */
+function secureOptions(option) {
+    if (option === undefined || option === false)
+        return null;
+    if (option === true)
+        return { pin: null };
+    if (typeof option !== 'object' || option === null)
+        throw new TypeError(`secure must be true, false or { pin }, got ${show(option)}`);
+    const pin = option.pin ?? null;
+    if (pin === null)
+        return { pin: null };
+    if (typeof pin === 'string') {
+        if (!/^[0-9a-fA-F]{64}$/.test(pin))
+            throw new TypeError('secure.pin must be the server\'s public key: 32 bytes or 64 hex digits');
+        return { pin: Uint8Array.from(pin.match(/../g), (byte) => parseInt(byte, 16)) };
+    }
+    if (!(pin instanceof Uint8Array) || pin.length !== 32) {
+        throw new TypeError('secure.pin must be the server\'s public key: 32 bytes or 64 hex digits');
+    }
+    return { pin: pin.slice() };
+}
+/** The option `rekey`, read; throws a TypeError when invalid. */
+function rekeyPolicy(option) {
+    const frames = option?.frames ?? DEFAULT_REKEY_POLICY.frames;
+    const intervalMs = option?.intervalMs ?? DEFAULT_REKEY_POLICY.intervalMs;
+    if (typeof frames !== 'number' || !(frames >= 1))
+        throw new TypeError(`rekey.frames must be a number ≥ 1, got ${show(frames)}`);
+    if (typeof intervalMs !== 'number' || !(intervalMs >= 0)) {
+        throw new TypeError(`rekey.intervalMs must be a number ≥ 0, got ${show(intervalMs)}`);
+    }
+    return { frames, intervalMs };
+}
 const OPEN = 1;
 function describe(disconnect) {
     const text = disconnect.message ? `: ${disconnect.message}` : '';
@@ -71,12 +106,22 @@ export class Client {
     /** The keepalive PING waiting for its PONG. */
     #keepalive = null;
     #timers = {
-        connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null,
+        connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null, handshake: null,
     };
     /** Resumption's state (section 4.2); null when the client does not resume sessions. */
     #session = null;
-    /** The `RESUME` waiting for its answer on the current connection. */
+    /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
     #resuming = null;
+    /** The option `secure`: null for plain sessions. */
+    #secure;
+    /** The option `rekey`. */
+    #rekey;
+    /** The current connection's secure channel, once its handshake (or resumption) completed. */
+    #channel = null;
+    /** The `HANDSHAKE` waiting for its answer on the current connection. */
+    #handshaking = null;
+    /** The secret of the secure session's latest handshake: what its next resumption is keyed by. */
+    #sessionSecret = null;
     /** Settles the first connect(). */
     #connecting = null;
     #resolveClosed;
@@ -109,6 +154,8 @@ export class Client {
     constructor(options = {}) {
         this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
         this.#policy = reconnectPolicy(options.reconnect);
+        this.#secure = secureOptions(options.secure);
+        this.#rekey = rekeyPolicy(options.rekey);
         const resume = resumeOptions(options.resume ?? true);
         if (this.#policy && resume)
             this.#session = new Session(resume.replayBytes);
@@ -176,6 +223,21 @@ export class Client {
      */
     get resumable() {
         return this.#session?.resumable ?? false;
+    }
+    /**
+     * The current connection's secure session (option `secure`), once its
+     * handshake or resumption completed; null on a plain client, and while
+     * a connection is being set up.
+     */
+    get secureSession() {
+        const channel = this.#channel;
+        if (!channel)
+            return null;
+        return {
+            pattern: channel.serverKey ? 'NK' : 'NN',
+            serverKey: channel.serverKey ? channel.serverKey.slice() : null,
+            handshakeHash: channel.handshakeHash.slice(),
+        };
     }
     /** How many times the session was resumed so far. */
     get resumptions() {
@@ -333,10 +395,32 @@ export class Client {
     // -------------------------------------------------- the seam: frames out, frames in
     /**
      * Puts one encoded frame on the WebSocket: every frame the client sends
-     * passes here, and only here. A secure session seals it here.
+     * passes here, and only here. Once the connection's secure session is up,
+     * the frame is sealed here (section 5.1), after a `REKEY` when the rekey
+     * policy says one is due (section 5.2); before, and on a plain client, it
+     * goes as it is. (The one plain frame of a secure session, `DISCONNECT
+     * DECRYPT_FAILED`, does not come here: see `#decryptFailed`.)
      */
     #transmit(ws, frame) {
-        ws.send(frame);
+        const channel = this.#channel;
+        if (channel === null) {
+            ws.send(frame);
+            return;
+        }
+        let sealed;
+        try {
+            sealed = channel.send.sealFrames(frame.subarray(0, HEADER_LEN), frame.subarray(HEADER_LEN));
+        }
+        catch (error) {
+            if (!(error instanceof SealError))
+                throw error;
+            // Counter 2^64 - 1 is never used: the connection closes first.
+            const lost = new TernioError('closed', `the secure session cannot seal more: ${error.message}`, { cause: error });
+            queueMicrotask(() => this.#lost(ws, { code: 1006, reason: 'sealing failed' }, lost, true));
+            return;
+        }
+        for (const message of sealed)
+            ws.send(message);
     }
     /**
      * One WebSocket message from the server: every frame the client receives
@@ -348,14 +432,22 @@ export class Client {
         if (typeof data === 'string')
             return this.#violation('text message');
         let frame;
+        const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : data;
         try {
-            frame = decodeFrame(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
+            frame = decodeFrame(bytes);
         }
         catch (error) {
             return this.#violation(error.message);
         }
-        if (frame.flags & Flags.ENCRYPTED)
+        if (this.#secure) {
+            const opened = this.#openSealed(frame, bytes);
+            if (!opened)
+                return;
+            frame = opened;
+        }
+        else if (frame.flags & Flags.ENCRYPTED) {
             return this.#violation('sealed frame without a secure session');
+        }
         if (frame.flags & Flags.COMPRESSED) {
             try {
                 frame = { ...frame, flags: frame.flags & ~Flags.COMPRESSED, body: decompressBody(frame.body, this.maxFrameSize - HEADER_LEN) };
@@ -372,6 +464,102 @@ export class Client {
         this.#handle(frame);
         if (due)
             this.#sendAck();
+    }
+    /**
+     * A frame received by a secure client (`bytes` as received): opened once
+     * the connection's session is up; before, only the answer to its
+     * `HANDSHAKE` or `RESUME` (plain) is taken. Returns the frame to handle
+     * (opened, `ENCRYPTED` cleared), or null when it was taken or refused here.
+     */
+    #openSealed(frame, bytes) {
+        const channel = this.#channel;
+        if (channel === null) {
+            // The handshake (or resumption) is under way: the server seals nothing yet.
+            if (frame.flags & Flags.ENCRYPTED) {
+                this.#decryptFailed('a sealed frame before the handshake completed');
+                return null;
+            }
+            const answer = frame.flags & Flags.RESPONSE && frame.requestId !== 0;
+            if (answer && frame.requestId === this.#handshaking?.id) {
+                this.#onHandshakeAnswer(frame);
+                return null;
+            }
+            if (answer && frame.requestId === this.#resuming?.id)
+                return frame; // #onResumed
+            if (frame.opcode === SystemOpcode.DISCONNECT) {
+                // Anyone on the path can write a plain DISCONNECT: it loses this
+                // connection, and never ends the session (a forged KICKED would).
+                const disconnect = this.#parseDisconnect(frame);
+                this.#lost(this.#ws, { code: 1006, reason: 'plain DISCONNECT' }, new TernioError('closed', `a plain DISCONNECT before the secure handshake completed, treated as a lost connection: ${describe(disconnect)}`, { disconnect }));
+                return null;
+            }
+            // Nothing plain reaches the application of a secure client.
+            return null;
+        }
+        if (!(frame.flags & Flags.ENCRYPTED)) {
+            // Section 5.1: the server seals everything once the session is up but
+            // its DISCONNECT DECRYPT_FAILED; a plain DISCONNECT is a lost
+            // connection whatever its reason (anyone on the path can write one).
+            if (frame.opcode === SystemOpcode.DISCONNECT) {
+                const disconnect = this.#parseDisconnect(frame);
+                const what = `a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`;
+                if (disconnect.reason === DisconnectReason.DECRYPT_FAILED) {
+                    // The server's own report (or a forgery of it): the connection goes, without an answer.
+                    this.#lost(this.#ws, { code: 1006, reason: 'plain DISCONNECT' }, new TernioError('closed', what, { disconnect }), true);
+                }
+                else {
+                    this.#decryptFailed(what);
+                }
+            }
+            else {
+                this.#decryptFailed(`a plain frame (opcode ${hex(frame.opcode)}) on a secure session`);
+            }
+            return null;
+        }
+        let plain;
+        try {
+            plain = channel.receive.open(bytes.subarray(0, HEADER_LEN), frame.body);
+        }
+        catch (error) {
+            if (!(error instanceof OpenError))
+                throw error;
+            this.#decryptFailed(error.message);
+            return null;
+        }
+        const flags = frame.flags & ~Flags.ENCRYPTED;
+        if (frame.opcode === SystemOpcode.REKEY) {
+            // Opening it moved the receiving key on; it must be exactly a REKEY (section 5.2).
+            if (frame.requestId !== 0 || plain.length !== 0 || flags !== 0) {
+                this.#violation('a REKEY that is not sealed, empty and without id');
+            }
+            return null;
+        }
+        return { ...frame, flags, body: plain };
+    }
+    /** A `DISCONNECT`'s reason and text. */
+    #parseDisconnect(frame) {
+        const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
+        return { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+    }
+    /**
+     * A frame failed the secure session's checks (section 5.1): a sealed
+     * frame that does not open (tag, counter, length), one before the
+     * handshake completed, or a plain frame after it. Tells the server
+     * `DISCONNECT DECRYPT_FAILED`, the one frame a secure session sends
+     * plain, and drops the connection. As in the Rust client the session is
+     * not ended by it (someone on the path wrote the frame): with `reconnect`
+     * it is resumed on a new connection.
+     */
+    #decryptFailed(reason) {
+        if (this.#closing || this.#violated)
+            return;
+        const ws = this.#ws;
+        if (!ws)
+            return;
+        if (ws.readyState === OPEN) {
+            ws.send(encodeFrame({ opcode: SystemOpcode.DISCONNECT, body: codeAndTextBody(DisconnectReason.DECRYPT_FAILED, reason) }));
+        }
+        this.#lost(ws, { code: 1006, reason: 'decrypt failed' }, new TernioError('closed', `a frame failed the secure session's checks (the client sent DISCONNECT DECRYPT_FAILED): ${reason}`), true);
     }
     // ------------------------------------------------------- the connection
     /** Opens a WebSocket to the URL: the first connection or a reconnect attempt. */
@@ -422,7 +610,10 @@ export class Client {
                 this.#lost(ws, { code: event.code, reason: event.reason }, opened ? null : failed(event.code));
         };
     }
-    /** The WebSocket opened: resume the session on it, or start a new one. */
+    /**
+     * The WebSocket opened: resume the session on it, or start a new one
+     * (after the handshake, on a secure client).
+     */
     #up() {
         clearTimeout(this.#timers.connect ?? undefined);
         const session = this.#session;
@@ -435,7 +626,94 @@ export class Client {
         else if (session?.ended) {
             this.#sessionLost(session.ended);
         }
+        this.#start();
+    }
+    /** A new session on the current connection: the handshake first on a secure client. */
+    #start() {
+        if (this.#secure)
+            return this.#handshake();
         this.#open(false);
+    }
+    /**
+     * Sends `HANDSHAKE` (section 5: NN, or NK with the pinned key), plain,
+     * as the connection's first frame; nothing else goes out until the
+     * answer, which must come within `connectTimeout`.
+     */
+    #handshake() {
+        const ws = this.#ws;
+        const pin = this.#secure.pin;
+        const pending = startHandshake(pin ? { serverKey: pin } : {});
+        const id = this.#allocateId();
+        this.#handshaking = { id, pending };
+        const timeout = this.connectTimeout;
+        if (timeout > 0 && timeout !== Infinity) {
+            this.#timers.handshake = unref(setTimeout(() => {
+                if (this.#handshaking?.id !== id || this.#ws !== ws)
+                    return;
+                this.#lost(ws, { code: 1006, reason: 'handshake timeout' }, new TernioError('closed', `no answer to the secure HANDSHAKE within ${timeout} ms`, { timeout }), true);
+            }, timeout));
+        }
+        this.#write(encodeFrame({ opcode: SystemOpcode.HANDSHAKE, requestId: id, body: pending.body }));
+    }
+    /**
+     * The answer to `HANDSHAKE` (plain): the session's keys, then the
+     * connection carries the new session. A refusal, or an answer that does
+     * not complete the handshake, fails the connection: a secure client never
+     * carries on in plain. On the first connection `connect()` rejects with a
+     * `'handshake'` {@link TernioError}; later, it is a failed reconnect attempt.
+     */
+    #onHandshakeAnswer(frame) {
+        clearTimeout(this.#timers.handshake ?? undefined);
+        const { pending } = this.#handshaking;
+        this.#handshaking = null;
+        const pinned = this.#secure.pin !== null;
+        if (frame.flags & Flags.ERROR) {
+            pending.abandon();
+            const refusal = remoteError(frame.body);
+            const said = refusal.remoteMessage ?? refusal.message;
+            const message = refusal.code === ErrorCode.HANDSHAKE_FAILED && pinned
+                ? 'the server refused the NK handshake (error 9): the pinned key is not this server\'s public key, '
+                    + `or the server has no identity key; the server said: ${said}`
+                : refusal.code === ErrorCode.HANDSHAKE_FAILED
+                    ? `the server refused the secure handshake (error 9): ${said}`
+                    : `the server answered the secure handshake with error ${refusal.code ?? '(none)'}: ${said}`;
+            return this.#handshakeFailed(new TernioError('handshake', message, {
+                code: refusal.code, remoteMessage: refusal.remoteMessage, cause: refusal,
+            }));
+        }
+        let channel;
+        try {
+            if (frame.opcode !== SystemOpcode.HANDSHAKE)
+                throw new Error(`the server answered it with opcode ${hex(frame.opcode)}`);
+            channel = pending.finish(frame.body, { rekeyPolicy: this.#rekey });
+        }
+        catch (error) {
+            pending.abandon();
+            return this.#handshakeFailed(new TernioError('handshake', `the server's answer does not complete the secure handshake: ${error.message}`, { cause: error }));
+        }
+        this.#install(channel);
+        this.#open(false);
+    }
+    /** The handshake failed: the connection goes (nothing was sent on it but the handshake). */
+    #handshakeFailed(error) {
+        this.#lost(this.#ws, { code: 1006, reason: 'handshake failed' }, error, true);
+    }
+    /** `channel` seals and opens the current connection's frames from now on, and its secret keys the next resumption. */
+    #install(channel) {
+        this.#channel = channel;
+        if (this.#sessionSecret !== channel.sessionSecret)
+            wipe(this.#sessionSecret);
+        this.#sessionSecret = channel.sessionSecret;
+    }
+    /** Erases the current connection's keys and any handshake under way on it (the session's secret stays). */
+    #dropSecure() {
+        this.#handshaking?.pending.abandon();
+        this.#handshaking = null;
+        this.#resuming?.pending?.abandon();
+        const channel = this.#channel;
+        this.#channel = null;
+        channel?.send.destroy();
+        channel?.receive.destroy();
     }
     /**
      * The connection carries the session, `resumed` or new (then the client
@@ -534,7 +812,7 @@ export class Client {
         const ws = this.#ws;
         const session = this.#session;
         const id = this.#allocateId();
-        this.#resuming = { id };
+        this.#resuming = { id, pending: null };
         const timeout = this.connectTimeout;
         if (timeout > 0 && timeout !== Infinity) {
             this.#timers.resume = unref(setTimeout(() => {
@@ -544,7 +822,20 @@ export class Client {
             }, timeout));
         }
         // The count sent is acknowledged by it.
-        const body = resumeBody(session.ticket, session.acks.take());
+        const received = session.acks.take();
+        let body;
+        if (this.#secure) {
+            // NNpsk0, or NKpsk0 with the pinned key, keyed by the session's secret (section 4.2).
+            const pending = startResume({
+                ticket: session.ticket, received: BigInt(received),
+                secure: { sessionSecret: this.#sessionSecret, serverKey: this.#secure.pin },
+            });
+            this.#resuming.pending = pending;
+            body = pending.body;
+        }
+        else {
+            body = resumeBody(session.ticket, received);
+        }
         this.#write(encodeFrame({ opcode: SystemOpcode.RESUME, requestId: id, body }));
     }
     /**
@@ -554,18 +845,37 @@ export class Client {
      */
     #onResumed(frame) {
         clearTimeout(this.#timers.resume ?? undefined);
+        const pending = this.#resuming.pending;
         this.#resuming = null;
         const session = this.#session;
         if (frame.flags & Flags.ERROR) {
+            pending?.abandon();
             const refusal = remoteError(frame.body);
             this.#sessionLost(`the server refused to resume it: ${refusal.remoteMessage ?? refusal.message}`, refusal);
-            return this.#open(false);
+            // The connection goes on as a fresh one: a secure client runs its handshake on it.
+            return this.#start();
         }
-        const answer = parseResumed(frame.body);
-        if (!answer)
-            return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
-        if (answer.message.length)
-            return this.#violation('a Noise message in the answer to a plain RESUME');
+        let answer;
+        if (pending) {
+            // A secure session: the resumption's handshake gives the new keys; the replay below is sealed with them.
+            try {
+                const resumed = pending.finish(frame.body, { rekeyPolicy: this.#rekey });
+                answer = { received: Number(resumed.received), ticket: resumed.ticket, ttl: resumed.ttlMs };
+                this.#install(resumed.channel);
+            }
+            catch (error) {
+                pending.abandon();
+                return this.#violation(`answer to a secure RESUME: ${error.message}`);
+            }
+        }
+        else {
+            const parsed = parseResumed(frame.body);
+            if (!parsed)
+                return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
+            if (parsed.message.length)
+                return this.#violation('a Noise message in the answer to a plain RESUME');
+            answer = parsed;
+        }
         const replay = session.replay;
         const lacking = replay.replayFrom(answer.received);
         if (!lacking || replay.acknowledge(answer.received)) {
@@ -670,9 +980,10 @@ export class Client {
     }
     /** Stops the timers of the current connection. */
     #stopLinkTimers() {
-        for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume'])
+        for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume', 'handshake'])
             clearTimeout(this.#timers[key] ?? undefined);
         this.#timers.ack = null;
+        this.#resuming?.pending?.abandon();
         this.#resuming = null;
         if (this.#keepalive)
             clearTimeout(this.#keepalive.timer ?? undefined);
@@ -681,8 +992,10 @@ export class Client {
     /** Lets go of a WebSocket without waiting for its close handshake. */
     #abandon(ws) {
         this.#stopLinkTimers();
-        if (this.#ws === ws)
+        if (this.#ws === ws) {
             this.#ws = null;
+            this.#dropSecure();
+        }
         ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
         try {
             if (ws.readyState < 2)
@@ -769,6 +1082,9 @@ export class Client {
             return;
         this.#state = 'closed';
         this.#stopLinkTimers();
+        this.#dropSecure();
+        wipe(this.#sessionSecret);
+        this.#sessionSecret = null;
         clearTimeout(this.#timers.retry ?? undefined);
         this.#failAll(() => error);
         this.#resolveClosed(info);
@@ -899,7 +1215,7 @@ export class Client {
             const id = this.#nextId;
             this.#nextId = id === 0xffffffff ? 1 : id + 1;
             const taken = this.#pending.has(id) || this.#streams.has(id) || this.#keepalive?.id === id
-                || this.#session?.ticketId === id || this.#resuming?.id === id;
+                || this.#session?.ticketId === id || this.#resuming?.id === id || this.#handshaking?.id === id;
             if (!taken)
                 return id;
         }
@@ -984,8 +1300,7 @@ export class Client {
     #onDisconnect(frame) {
         if (this.#disconnect)
             return;
-        const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
-        const disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+        const disconnect = this.#parseDisconnect(frame);
         this.#disconnect = disconnect;
         const error = new TernioError('closed', describe(disconnect), { disconnect });
         if (this.#policy && !FINAL_REASONS.includes(disconnect.reason)) {

@@ -13,12 +13,12 @@ export interface Disconnect {
     message: string;
 }
 /** Which kind of failure a {@link TernioError} is. */
-export type ErrorKind = 'remote' | 'timeout' | 'closed' | 'codec' | 'protocol' | 'aborted';
+export type ErrorKind = 'remote' | 'timeout' | 'closed' | 'codec' | 'protocol' | 'aborted' | 'handshake';
 /** What a {@link TernioError} may carry besides its kind and message. */
 export interface ErrorDetails {
-    /** `'remote'`: the error code. */
+    /** `'remote'` (and `'handshake'` when the server refused it): the error code. */
     code?: number | undefined;
-    /** `'remote'`: the server's message. */
+    /** `'remote'` (and `'handshake'` when the server refused it): the server's message. */
     remoteMessage?: string | undefined;
     /** `'timeout'`: the timeout that expired, in ms. */
     timeout?: number | undefined;
@@ -39,14 +39,18 @@ export interface ErrorDetails {
  *   `disconnect` holds the server's `DISCONNECT` when it sent one;
  * - `'aborted'`: the request's `AbortSignal` was aborted (`cause` holds the signal's reason);
  * - `'codec'`: a value does not encode, or bytes do not decode (`path` locates the field);
- * - `'protocol'`: the server sent something the contract does not allow.
+ * - `'protocol'`: the server sent something the contract does not allow;
+ * - `'handshake'`: the secure session (option `secure`) could not be set up
+ *   on a connection: the server refused the handshake (`code`, `remoteMessage`;
+ *   error 9 to an NK handshake: the pinned key is not the server's), or its
+ *   answer did not complete it (for NK, not the pinned server).
  */
 export declare class TernioError extends Error {
     /** Which kind of failure. */
     kind: ErrorKind;
-    /** `'remote'`: the error code (see {@link ErrorCode}). */
+    /** `'remote'` and a refused `'handshake'`: the error code (see {@link ErrorCode}). */
     code: number | undefined;
-    /** `'remote'`: the server's message, as sent. */
+    /** `'remote'` and a refused `'handshake'`: the server's message, as sent. */
     remoteMessage: string | undefined;
     /** `'timeout'`: the timeout that expired, in ms. */
     timeout: number | undefined;

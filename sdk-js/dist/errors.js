@@ -11,14 +11,18 @@
  *   `disconnect` holds the server's `DISCONNECT` when it sent one;
  * - `'aborted'`: the request's `AbortSignal` was aborted (`cause` holds the signal's reason);
  * - `'codec'`: a value does not encode, or bytes do not decode (`path` locates the field);
- * - `'protocol'`: the server sent something the contract does not allow.
+ * - `'protocol'`: the server sent something the contract does not allow;
+ * - `'handshake'`: the secure session (option `secure`) could not be set up
+ *   on a connection: the server refused the handshake (`code`, `remoteMessage`;
+ *   error 9 to an NK handshake: the pinned key is not the server's), or its
+ *   answer did not complete it (for NK, not the pinned server).
  */
 export class TernioError extends Error {
     /** Which kind of failure. */
     kind;
-    /** `'remote'`: the error code (see {@link ErrorCode}). */
+    /** `'remote'` and a refused `'handshake'`: the error code (see {@link ErrorCode}). */
     code;
-    /** `'remote'`: the server's message, as sent. */
+    /** `'remote'` and a refused `'handshake'`: the server's message, as sent. */
     remoteMessage;
     /** `'timeout'`: the timeout that expired, in ms. */
     timeout;

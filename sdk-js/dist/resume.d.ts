@@ -1,8 +1,10 @@
 /**
- * Session resumption (section 4.2 of the contract), for plain sessions
- * (pattern 0): every frame with an application opcode is counted, both
- * ways, from the ticket on; each side keeps what it sent until the other's
- * ACK, and a RESUME on a new connection replays what the other side lacks.
+ * Session resumption (section 4.2 of the contract): every frame with an
+ * application opcode is counted, both ways, from the ticket on; each side
+ * keeps what it sent until the other's ACK, and a RESUME on a new
+ * connection replays what the other side lacks. The bodies here are a
+ * plain session's (pattern 0); a secure session's RESUME and its answer
+ * carry a Noise message (`secure/session.ts`'s `startResume`).
  * @module
  */
 /** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */

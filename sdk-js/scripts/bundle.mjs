@@ -18,10 +18,13 @@ await build({
   platform: 'neutral',
   target: 'es2022',
   charset: 'utf8',
-  legalComments: 'none',
+  // Keeps the @noble packages' licence comments (MIT, which asks for its notice in copies).
+  legalComments: 'inline',
   banner: {
     js: '// The Ternio browser SDK, dist/ternio.browser.js, built from sdk-js/src by `npm run build`.\n'
-      + '// One ES module, no dependency; the package\'s README documents it. Licence: MIT OR Apache-2.0.',
+      + '// One ES module; the package\'s README documents it. Licence: MIT OR Apache-2.0.\n'
+      + '// It includes @noble/curves, @noble/ciphers and @noble/hashes (MIT License, (c) 2022 Paul Miller,\n'
+      + '// https://paulmillr.com/noble/), the cryptography of secure sessions.',
   },
   logLevel: 'warning',
 });

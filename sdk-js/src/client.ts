@@ -4,8 +4,8 @@
  * backoff, session resumption, compression and streams.
  *
  * Every frame goes out through {@link Client}'s `#transmit` and comes in
- * through its `#onMessage`: the one place each where a secure session's
- * sealing layer seals and opens frames.
+ * through its `#onMessage`: the one place each where a secure session
+ * (option `secure`, docs/PROTOCOL.md section 5) seals and opens frames.
  * @module
  */
 
@@ -25,6 +25,71 @@ import {
 } from './resume.js';
 import { downloadIterator, StreamState, uploadHandle, type StreamLink, type Upload } from './streams.js';
 import { count, hex, nameIn, sameBytes, show, unref } from './util.js';
+import { wipe } from './secure/aead.js';
+import { OpenError, SealError, DEFAULT_REKEY_POLICY, type RekeyPolicy } from './secure/seal.js';
+import {
+  startHandshake, startResume, type PendingHandshake, type PendingResume, type SecureChannel,
+} from './secure/session.js';
+
+/**
+ * The option `secure`: a secure session (docs/PROTOCOL.md section 5) on
+ * every connection, as the Rust client's `SecureConfig`.
+ */
+export interface SecureOptions {
+  /**
+   * The server's static X25519 public key (its identity: 32 bytes, or the 64
+   * hex digits the server prints): the handshake is then `Noise_NK` and only
+   * that server can complete it. Without it (`null`, the default), `Noise_NN`:
+   * hidden from a passive eavesdropper only, not from a man in the middle.
+   */
+  pin?: Uint8Array | string | null;
+}
+
+/** The option `rekey`: when the client replaces the key of what it sends (section 5.2). */
+export interface RekeyOptions {
+  /** Frames sealed under one key before the next one brings a `REKEY` (default 65536). */
+  frames?: number;
+  /** Milliseconds under one key before the next frame brings a `REKEY` (default 120000). */
+  intervalMs?: number;
+}
+
+/** What {@link Client#secureSession} tells of the current connection's secure session. */
+export interface SecureSessionInfo {
+  /** `'NK'` when the client pinned the server's key, else `'NN'` (a resumed session keeps its pattern's pin). */
+  pattern: 'NN' | 'NK';
+  /** The server key pinned (a copy), or null. */
+  serverKey: Uint8Array | null;
+  /** Noise's handshake hash `h` of the connection's handshake (or resumption): a channel binding, no secret. */
+  handshakeHash: Uint8Array;
+}
+
+/** The option `secure`, read: the pinned key or none; throws a TypeError when invalid. */
+function secureOptions(option: boolean | SecureOptions | undefined): { pin: Uint8Array | null } | null {
+  if (option === undefined || option === false) return null;
+  if (option === true) return { pin: null };
+  if (typeof option !== 'object' || option === null) throw new TypeError(`secure must be true, false or { pin }, got ${show(option)}`);
+  const pin = option.pin ?? null;
+  if (pin === null) return { pin: null };
+  if (typeof pin === 'string') {
+    if (!/^[0-9a-fA-F]{64}$/.test(pin)) throw new TypeError('secure.pin must be the server\'s public key: 32 bytes or 64 hex digits');
+    return { pin: Uint8Array.from(pin.match(/../g)!, (byte) => parseInt(byte, 16)) };
+  }
+  if (!(pin instanceof Uint8Array) || pin.length !== 32) {
+    throw new TypeError('secure.pin must be the server\'s public key: 32 bytes or 64 hex digits');
+  }
+  return { pin: pin.slice() };
+}
+
+/** The option `rekey`, read; throws a TypeError when invalid. */
+function rekeyPolicy(option: RekeyOptions | undefined): RekeyPolicy {
+  const frames = option?.frames ?? DEFAULT_REKEY_POLICY.frames;
+  const intervalMs = option?.intervalMs ?? DEFAULT_REKEY_POLICY.intervalMs;
+  if (typeof frames !== 'number' || !(frames >= 1)) throw new TypeError(`rekey.frames must be a number ≥ 1, got ${show(frames)}`);
+  if (typeof intervalMs !== 'number' || !(intervalMs >= 0)) {
+    throw new TypeError(`rekey.intervalMs must be a number ≥ 0, got ${show(intervalMs)}`);
+  }
+  return { frames, intervalMs };
+}
 
 /** What the client needs of a WebSocket (the browser's, Node's, or a stand-in). */
 export interface WebSocketLike {
@@ -70,9 +135,9 @@ export interface ClientOptions {
   reconnect?: boolean | ReconnectOptions;
   /**
    * With `reconnect`, whether a reconnection resumes the session (contract
-   * section 4.2, plain sessions: the ticket is a bearer token, so use
-   * `wss://`); default true. Nothing happens without `reconnect`, nor with a
-   * server that does not offer resumption.
+   * section 4.2; on a plain session the ticket is a bearer token, so use
+   * `wss://` or `secure`); default true. Nothing happens without
+   * `reconnect`, nor with a server that does not offer resumption.
    */
   resume?: boolean | ResumeOptions;
   /** Told, with `resume`, whether each reconnection resumed the session or started a new one. */
@@ -102,6 +167,16 @@ export interface ClientOptions {
    * `DISCONNECT FRAME_TOO_LARGE`, before anything is allocated for it.
    */
   maxFrameSize?: number;
+  /**
+   * A secure session (docs/PROTOCOL.md section 5) on every connection:
+   * `true` for `Noise_NN`, `{ pin }` for `Noise_NK` pinning the server's
+   * key. The handshake runs before anything else on each connection (a
+   * reconnection runs it again, or resumes the session with its secret);
+   * then every frame both ways is sealed. Off by default.
+   */
+  secure?: boolean | SecureOptions;
+  /** With `secure`: when the client rekeys what it sends (default: after 65536 frames or 2 minutes under one key). */
+  rekey?: RekeyOptions;
   /** The WebSocket class to use (default: the global one). */
   WebSocket?: WebSocketConstructor;
 }
@@ -213,13 +288,23 @@ export class Client {
   #attempt = 0;
   /** The keepalive PING waiting for its PONG. */
   #keepalive: { id: number; timer: Timer } | null = null;
-  #timers: Record<'connect' | 'keepalive' | 'healthy' | 'retry' | 'ack' | 'resume', Timer> = {
-    connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null,
+  #timers: Record<'connect' | 'keepalive' | 'healthy' | 'retry' | 'ack' | 'resume' | 'handshake', Timer> = {
+    connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null, handshake: null,
   };
   /** Resumption's state (section 4.2); null when the client does not resume sessions. */
   #session: Session | null = null;
-  /** The `RESUME` waiting for its answer on the current connection. */
-  #resuming: { id: number } | null = null;
+  /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
+  #resuming: { id: number; pending: PendingResume | null } | null = null;
+  /** The option `secure`: null for plain sessions. */
+  #secure: { pin: Uint8Array | null } | null;
+  /** The option `rekey`. */
+  #rekey: RekeyPolicy;
+  /** The current connection's secure channel, once its handshake (or resumption) completed. */
+  #channel: SecureChannel | null = null;
+  /** The `HANDSHAKE` waiting for its answer on the current connection. */
+  #handshaking: { id: number; pending: PendingHandshake } | null = null;
+  /** The secret of the secure session's latest handshake: what its next resumption is keyed by. */
+  #sessionSecret: Uint8Array | null = null;
   /** Settles the first connect(). */
   #connecting: { resolve: () => void; reject: (error: unknown) => void } | null = null;
   #resolveClosed!: (info: CloseInfo) => void;
@@ -254,6 +339,8 @@ export class Client {
   constructor(options: ClientOptions = {}) {
     this.#WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     this.#policy = reconnectPolicy(options.reconnect);
+    this.#secure = secureOptions(options.secure);
+    this.#rekey = rekeyPolicy(options.rekey);
     const resume = resumeOptions(options.resume ?? true);
     if (this.#policy && resume) this.#session = new Session(resume.replayBytes);
     this.timeout = options.timeout ?? 10000;
@@ -325,6 +412,21 @@ export class Client {
    */
   get resumable(): boolean {
     return this.#session?.resumable ?? false;
+  }
+
+  /**
+   * The current connection's secure session (option `secure`), once its
+   * handshake or resumption completed; null on a plain client, and while
+   * a connection is being set up.
+   */
+  get secureSession(): SecureSessionInfo | null {
+    const channel = this.#channel;
+    if (!channel) return null;
+    return {
+      pattern: channel.serverKey ? 'NK' : 'NN',
+      serverKey: channel.serverKey ? channel.serverKey.slice() : null,
+      handshakeHash: channel.handshakeHash.slice(),
+    };
   }
 
   /** How many times the session was resumed so far. */
@@ -521,10 +623,29 @@ export class Client {
 
   /**
    * Puts one encoded frame on the WebSocket: every frame the client sends
-   * passes here, and only here. A secure session seals it here.
+   * passes here, and only here. Once the connection's secure session is up,
+   * the frame is sealed here (section 5.1), after a `REKEY` when the rekey
+   * policy says one is due (section 5.2); before, and on a plain client, it
+   * goes as it is. (The one plain frame of a secure session, `DISCONNECT
+   * DECRYPT_FAILED`, does not come here: see `#decryptFailed`.)
    */
   #transmit(ws: WebSocketLike, frame: Uint8Array): void {
-    ws.send(frame);
+    const channel = this.#channel;
+    if (channel === null) {
+      ws.send(frame);
+      return;
+    }
+    let sealed: Uint8Array[];
+    try {
+      sealed = channel.send.sealFrames(frame.subarray(0, HEADER_LEN), frame.subarray(HEADER_LEN));
+    } catch (error) {
+      if (!(error instanceof SealError)) throw error;
+      // Counter 2^64 - 1 is never used: the connection closes first.
+      const lost = new TernioError('closed', `the secure session cannot seal more: ${error.message}`, { cause: error });
+      queueMicrotask(() => this.#lost(ws, { code: 1006, reason: 'sealing failed' }, lost, true));
+      return;
+    }
+    for (const message of sealed) ws.send(message);
   }
 
   /**
@@ -535,12 +656,19 @@ export class Client {
     if (this.#closing || this.#violated) return;
     if (typeof data === 'string') return this.#violation('text message');
     let frame: Frame;
+    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array);
     try {
-      frame = decodeFrame(data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array));
+      frame = decodeFrame(bytes);
     } catch (error) {
       return this.#violation((error as Error).message);
     }
-    if (frame.flags & Flags.ENCRYPTED) return this.#violation('sealed frame without a secure session');
+    if (this.#secure) {
+      const opened = this.#openSealed(frame, bytes);
+      if (!opened) return;
+      frame = opened;
+    } else if (frame.flags & Flags.ENCRYPTED) {
+      return this.#violation('sealed frame without a secure session');
+    }
     if (frame.flags & Flags.COMPRESSED) {
       try {
         frame = { ...frame, flags: frame.flags & ~Flags.COMPRESSED, body: decompressBody(frame.body, this.maxFrameSize - HEADER_LEN) };
@@ -554,6 +682,102 @@ export class Client {
     const due = isCounted(frame.opcode) && this.#countReceived(frame);
     this.#handle(frame);
     if (due) this.#sendAck();
+  }
+
+  /**
+   * A frame received by a secure client (`bytes` as received): opened once
+   * the connection's session is up; before, only the answer to its
+   * `HANDSHAKE` or `RESUME` (plain) is taken. Returns the frame to handle
+   * (opened, `ENCRYPTED` cleared), or null when it was taken or refused here.
+   */
+  #openSealed(frame: Frame, bytes: Uint8Array): Frame | null {
+    const channel = this.#channel;
+    if (channel === null) {
+      // The handshake (or resumption) is under way: the server seals nothing yet.
+      if (frame.flags & Flags.ENCRYPTED) {
+        this.#decryptFailed('a sealed frame before the handshake completed');
+        return null;
+      }
+      const answer = frame.flags & Flags.RESPONSE && frame.requestId !== 0;
+      if (answer && frame.requestId === this.#handshaking?.id) {
+        this.#onHandshakeAnswer(frame);
+        return null;
+      }
+      if (answer && frame.requestId === this.#resuming?.id) return frame; // #onResumed
+      if (frame.opcode === SystemOpcode.DISCONNECT) {
+        // Anyone on the path can write a plain DISCONNECT: it loses this
+        // connection, and never ends the session (a forged KICKED would).
+        const disconnect = this.#parseDisconnect(frame);
+        this.#lost(this.#ws, { code: 1006, reason: 'plain DISCONNECT' }, new TernioError('closed',
+          `a plain DISCONNECT before the secure handshake completed, treated as a lost connection: ${describe(disconnect)}`,
+          { disconnect }));
+        return null;
+      }
+      // Nothing plain reaches the application of a secure client.
+      return null;
+    }
+    if (!(frame.flags & Flags.ENCRYPTED)) {
+      // Section 5.1: the server seals everything once the session is up but
+      // its DISCONNECT DECRYPT_FAILED; a plain DISCONNECT is a lost
+      // connection whatever its reason (anyone on the path can write one).
+      if (frame.opcode === SystemOpcode.DISCONNECT) {
+        const disconnect = this.#parseDisconnect(frame);
+        const what = `a plain DISCONNECT on a secure session, treated as a lost connection: ${describe(disconnect)}`;
+        if (disconnect.reason === DisconnectReason.DECRYPT_FAILED) {
+          // The server's own report (or a forgery of it): the connection goes, without an answer.
+          this.#lost(this.#ws, { code: 1006, reason: 'plain DISCONNECT' }, new TernioError('closed', what, { disconnect }), true);
+        } else {
+          this.#decryptFailed(what);
+        }
+      } else {
+        this.#decryptFailed(`a plain frame (opcode ${hex(frame.opcode)}) on a secure session`);
+      }
+      return null;
+    }
+    let plain: Uint8Array;
+    try {
+      plain = channel.receive.open(bytes.subarray(0, HEADER_LEN), frame.body);
+    } catch (error) {
+      if (!(error instanceof OpenError)) throw error;
+      this.#decryptFailed(error.message);
+      return null;
+    }
+    const flags = frame.flags & ~Flags.ENCRYPTED;
+    if (frame.opcode === SystemOpcode.REKEY) {
+      // Opening it moved the receiving key on; it must be exactly a REKEY (section 5.2).
+      if (frame.requestId !== 0 || plain.length !== 0 || flags !== 0) {
+        this.#violation('a REKEY that is not sealed, empty and without id');
+      }
+      return null;
+    }
+    return { ...frame, flags, body: plain };
+  }
+
+  /** A `DISCONNECT`'s reason and text. */
+  #parseDisconnect(frame: Frame): Disconnect {
+    const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
+    return { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+  }
+
+  /**
+   * A frame failed the secure session's checks (section 5.1): a sealed
+   * frame that does not open (tag, counter, length), one before the
+   * handshake completed, or a plain frame after it. Tells the server
+   * `DISCONNECT DECRYPT_FAILED`, the one frame a secure session sends
+   * plain, and drops the connection. As in the Rust client the session is
+   * not ended by it (someone on the path wrote the frame): with `reconnect`
+   * it is resumed on a new connection.
+   */
+  #decryptFailed(reason: string): void {
+    if (this.#closing || this.#violated) return;
+    const ws = this.#ws;
+    if (!ws) return;
+    if (ws.readyState === OPEN) {
+      ws.send(encodeFrame({ opcode: SystemOpcode.DISCONNECT, body: codeAndTextBody(DisconnectReason.DECRYPT_FAILED, reason) }));
+    }
+    this.#lost(ws, { code: 1006, reason: 'decrypt failed' },
+      new TernioError('closed', `a frame failed the secure session's checks (the client sent DISCONNECT DECRYPT_FAILED): ${reason}`),
+      true);
   }
 
   // ------------------------------------------------------- the connection
@@ -602,7 +826,10 @@ export class Client {
     };
   }
 
-  /** The WebSocket opened: resume the session on it, or start a new one. */
+  /**
+   * The WebSocket opened: resume the session on it, or start a new one
+   * (after the handshake, on a secure client).
+   */
   #up(): void {
     clearTimeout(this.#timers.connect ?? undefined);
     const session = this.#session;
@@ -613,7 +840,97 @@ export class Client {
     } else if (session?.ended) {
       this.#sessionLost(session.ended);
     }
+    this.#start();
+  }
+
+  /** A new session on the current connection: the handshake first on a secure client. */
+  #start(): void {
+    if (this.#secure) return this.#handshake();
     this.#open(false);
+  }
+
+  /**
+   * Sends `HANDSHAKE` (section 5: NN, or NK with the pinned key), plain,
+   * as the connection's first frame; nothing else goes out until the
+   * answer, which must come within `connectTimeout`.
+   */
+  #handshake(): void {
+    const ws = this.#ws!;
+    const pin = this.#secure!.pin;
+    const pending = startHandshake(pin ? { serverKey: pin } : {});
+    const id = this.#allocateId();
+    this.#handshaking = { id, pending };
+    const timeout = this.connectTimeout;
+    if (timeout > 0 && timeout !== Infinity) {
+      this.#timers.handshake = unref(setTimeout(() => {
+        if (this.#handshaking?.id !== id || this.#ws !== ws) return;
+        this.#lost(ws, { code: 1006, reason: 'handshake timeout' },
+          new TernioError('closed', `no answer to the secure HANDSHAKE within ${timeout} ms`, { timeout }), true);
+      }, timeout));
+    }
+    this.#write(encodeFrame({ opcode: SystemOpcode.HANDSHAKE, requestId: id, body: pending.body }));
+  }
+
+  /**
+   * The answer to `HANDSHAKE` (plain): the session's keys, then the
+   * connection carries the new session. A refusal, or an answer that does
+   * not complete the handshake, fails the connection: a secure client never
+   * carries on in plain. On the first connection `connect()` rejects with a
+   * `'handshake'` {@link TernioError}; later, it is a failed reconnect attempt.
+   */
+  #onHandshakeAnswer(frame: Frame): void {
+    clearTimeout(this.#timers.handshake ?? undefined);
+    const { pending } = this.#handshaking!;
+    this.#handshaking = null;
+    const pinned = this.#secure!.pin !== null;
+    if (frame.flags & Flags.ERROR) {
+      pending.abandon();
+      const refusal = remoteError(frame.body);
+      const said = refusal.remoteMessage ?? refusal.message;
+      const message = refusal.code === ErrorCode.HANDSHAKE_FAILED && pinned
+        ? 'the server refused the NK handshake (error 9): the pinned key is not this server\'s public key, '
+          + `or the server has no identity key; the server said: ${said}`
+        : refusal.code === ErrorCode.HANDSHAKE_FAILED
+          ? `the server refused the secure handshake (error 9): ${said}`
+          : `the server answered the secure handshake with error ${refusal.code ?? '(none)'}: ${said}`;
+      return this.#handshakeFailed(new TernioError('handshake', message, {
+        code: refusal.code, remoteMessage: refusal.remoteMessage, cause: refusal,
+      }));
+    }
+    let channel: SecureChannel;
+    try {
+      if (frame.opcode !== SystemOpcode.HANDSHAKE) throw new Error(`the server answered it with opcode ${hex(frame.opcode)}`);
+      channel = pending.finish(frame.body, { rekeyPolicy: this.#rekey });
+    } catch (error) {
+      pending.abandon();
+      return this.#handshakeFailed(new TernioError('handshake',
+        `the server's answer does not complete the secure handshake: ${(error as Error).message}`, { cause: error }));
+    }
+    this.#install(channel);
+    this.#open(false);
+  }
+
+  /** The handshake failed: the connection goes (nothing was sent on it but the handshake). */
+  #handshakeFailed(error: TernioError): void {
+    this.#lost(this.#ws, { code: 1006, reason: 'handshake failed' }, error, true);
+  }
+
+  /** `channel` seals and opens the current connection's frames from now on, and its secret keys the next resumption. */
+  #install(channel: SecureChannel): void {
+    this.#channel = channel;
+    if (this.#sessionSecret !== channel.sessionSecret) wipe(this.#sessionSecret);
+    this.#sessionSecret = channel.sessionSecret;
+  }
+
+  /** Erases the current connection's keys and any handshake under way on it (the session's secret stays). */
+  #dropSecure(): void {
+    this.#handshaking?.pending.abandon();
+    this.#handshaking = null;
+    this.#resuming?.pending?.abandon();
+    const channel = this.#channel;
+    this.#channel = null;
+    channel?.send.destroy();
+    channel?.receive.destroy();
   }
 
   /**
@@ -710,7 +1027,7 @@ export class Client {
     const ws = this.#ws!;
     const session = this.#session!;
     const id = this.#allocateId();
-    this.#resuming = { id };
+    this.#resuming = { id, pending: null };
     const timeout = this.connectTimeout;
     if (timeout > 0 && timeout !== Infinity) {
       this.#timers.resume = unref(setTimeout(() => {
@@ -720,7 +1037,19 @@ export class Client {
       }, timeout));
     }
     // The count sent is acknowledged by it.
-    const body = resumeBody(session.ticket!, session.acks!.take());
+    const received = session.acks!.take();
+    let body: Uint8Array;
+    if (this.#secure) {
+      // NNpsk0, or NKpsk0 with the pinned key, keyed by the session's secret (section 4.2).
+      const pending = startResume({
+        ticket: session.ticket!, received: BigInt(received),
+        secure: { sessionSecret: this.#sessionSecret!, serverKey: this.#secure.pin },
+      });
+      this.#resuming.pending = pending;
+      body = pending.body;
+    } else {
+      body = resumeBody(session.ticket!, received);
+    }
     this.#write(encodeFrame({ opcode: SystemOpcode.RESUME, requestId: id, body }));
   }
 
@@ -731,16 +1060,33 @@ export class Client {
    */
   #onResumed(frame: Frame): void {
     clearTimeout(this.#timers.resume ?? undefined);
+    const pending = this.#resuming!.pending;
     this.#resuming = null;
     const session = this.#session!;
     if (frame.flags & Flags.ERROR) {
+      pending?.abandon();
       const refusal = remoteError(frame.body);
       this.#sessionLost(`the server refused to resume it: ${refusal.remoteMessage ?? refusal.message}`, refusal);
-      return this.#open(false);
+      // The connection goes on as a fresh one: a secure client runs its handshake on it.
+      return this.#start();
     }
-    const answer = parseResumed(frame.body);
-    if (!answer) return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
-    if (answer.message.length) return this.#violation('a Noise message in the answer to a plain RESUME');
+    let answer: { received: number; ticket: Uint8Array; ttl: number };
+    if (pending) {
+      // A secure session: the resumption's handshake gives the new keys; the replay below is sealed with them.
+      try {
+        const resumed = pending.finish(frame.body, { rekeyPolicy: this.#rekey });
+        answer = { received: Number(resumed.received), ticket: resumed.ticket, ttl: resumed.ttlMs };
+        this.#install(resumed.channel!);
+      } catch (error) {
+        pending.abandon();
+        return this.#violation(`answer to a secure RESUME: ${(error as Error).message}`);
+      }
+    } else {
+      const parsed = parseResumed(frame.body);
+      if (!parsed) return this.#violation(`answer to RESUME of ${count(frame.body.length, 'byte')}`);
+      if (parsed.message.length) return this.#violation('a Noise message in the answer to a plain RESUME');
+      answer = parsed;
+    }
     const replay = session.replay!;
     const lacking = replay.replayFrom(answer.received);
     if (!lacking || replay.acknowledge(answer.received)) {
@@ -841,8 +1187,9 @@ export class Client {
 
   /** Stops the timers of the current connection. */
   #stopLinkTimers(): void {
-    for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume'] as const) clearTimeout(this.#timers[key] ?? undefined);
+    for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume', 'handshake'] as const) clearTimeout(this.#timers[key] ?? undefined);
     this.#timers.ack = null;
+    this.#resuming?.pending?.abandon();
     this.#resuming = null;
     if (this.#keepalive) clearTimeout(this.#keepalive.timer ?? undefined);
     this.#keepalive = null;
@@ -851,7 +1198,10 @@ export class Client {
   /** Lets go of a WebSocket without waiting for its close handshake. */
   #abandon(ws: WebSocketLike): void {
     this.#stopLinkTimers();
-    if (this.#ws === ws) this.#ws = null;
+    if (this.#ws === ws) {
+      this.#ws = null;
+      this.#dropSecure();
+    }
     ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
     try {
       if (ws.readyState < 2) ws.close(1000);
@@ -939,6 +1289,9 @@ export class Client {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
     this.#stopLinkTimers();
+    this.#dropSecure();
+    wipe(this.#sessionSecret);
+    this.#sessionSecret = null;
     clearTimeout(this.#timers.retry ?? undefined);
     this.#failAll(() => error);
     this.#resolveClosed(info);
@@ -1066,7 +1419,7 @@ export class Client {
       const id = this.#nextId;
       this.#nextId = id === 0xffffffff ? 1 : id + 1;
       const taken = this.#pending.has(id) || this.#streams.has(id) || this.#keepalive?.id === id
-        || this.#session?.ticketId === id || this.#resuming?.id === id;
+        || this.#session?.ticketId === id || this.#resuming?.id === id || this.#handshaking?.id === id;
       if (!taken) return id;
     }
   }
@@ -1148,8 +1501,7 @@ export class Client {
 
   #onDisconnect(frame: Frame): void {
     if (this.#disconnect) return;
-    const parsed = codeAndText(frame.body) ?? { code: DisconnectReason.MALFORMED, text: 'unreadable DISCONNECT' };
-    const disconnect: Disconnect = { reason: parsed.code, reasonName: nameIn(DisconnectReason, parsed.code) ?? 'UNKNOWN', message: parsed.text };
+    const disconnect = this.#parseDisconnect(frame);
     this.#disconnect = disconnect;
     const error = new TernioError('closed', describe(disconnect), { disconnect });
     if (this.#policy && !FINAL_REASONS.includes(disconnect.reason)) {

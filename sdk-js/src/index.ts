@@ -1,8 +1,9 @@
 /**
- * Ternio for the browser and Node: the plain (unencrypted) part of the
- * Ternio wire contract, version 2, over WebSocket. No dependency; it runs
- * in current browsers and in Node ≥ 20 (whose `WebSocket` needs
- * `--experimental-websocket` before Node 22).
+ * Ternio for the browser and Node: the Ternio wire contract, version 2,
+ * over WebSocket, plain or in secure sessions. It runs in current browsers
+ * and in Node ≥ 20.19 (whose `WebSocket` needs `--experimental-websocket`
+ * before Node 22); its one dependency is the audited @noble cryptography
+ * (X25519, ChaCha20-Poly1305, BLAKE2s), bundled into the browser build.
  *
  * - Frames ({@link encodeFrame}, {@link decodeFrame}): a 7-byte
  *   little-endian header (opcode u16, flags u8, request id u32) and a body;
@@ -14,10 +15,10 @@
  * - {@link Client}: requests matched by id with promises, timeouts and
  *   `AbortSignal`s, fire-and-forget sends, pushes by opcode, PING/PONG,
  *   DISCONNECT, a keepalive, reconnection with backoff and state events,
- *   session resumption (section 4.2, plain sessions), compression
- *   (section 6) and streams (section 4.5).
- *
- * Secure sessions (HANDSHAKE, sealed frames) are not implemented yet.
+ *   session resumption (section 4.2), compression (section 6), streams
+ *   (section 4.5), and secure sessions (option `secure`, section 5: a
+ *   Noise NN or NK handshake on every connection, every frame sealed,
+ *   REKEY both ways, resumption with NNpsk0/NKpsk0).
  *
  * @example
  * import { Client, packet, bytes } from 'ternio';
@@ -50,5 +51,5 @@ export type { CloseInfo, StateEvent, SessionEvent } from './events.js';
 export type { Upload } from './streams.js';
 export {
   Client, type ClientOptions, type RequestOptions, type StreamOptions, type ClientState, type WebSocketLike,
-  type WebSocketConstructor,
+  type WebSocketConstructor, type SecureOptions, type RekeyOptions, type SecureSessionInfo,
 } from './client.js';

@@ -22,8 +22,12 @@ test('dist/ is what src/ builds to (run npm run build in sdk-js after a change)'
     const bundle = spawnSync(process.execPath, [join(SDK, 'scripts/bundle.mjs'), join(out, 'ternio.browser.js')],
       { encoding: 'utf8' });
     assert.equal(bundle.status, 0, bundle.stdout + bundle.stderr);
-    const built = readdirSync(out).sort();
-    assert.deepEqual(readdirSync(join(SDK, 'dist')).sort(), built);
+    const files = (dir) => readdirSync(dir, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => join(entry.parentPath ?? entry.path, entry.name).slice(dir.length + 1))
+      .sort();
+    const built = files(out);
+    assert.deepEqual(files(join(SDK, 'dist')), built);
     for (const file of built) {
       assert.ok(readFileSync(join(SDK, 'dist', file)).equals(readFileSync(join(out, file))), `dist/${file} differs from a fresh build`);
     }

@@ -1,5 +1,6 @@
 // The npm package as a user gets it: `npm pack`, installed into a new
-// project (no network: the package has no dependencies), then imported,
+// project (no network: its dependencies, the @noble packages, are packed
+// from node_modules, where `npm ci` put them, and installed beside it), then imported,
 // its types checked by tsc, its browser bundle and its CLI run. Also: the
 // licence files it ships are the repository's.
 
@@ -38,7 +39,16 @@ test('npm pack installs into a project and works there: import, types, browser b
     const project = join(dir, 'project');
     run(process.execPath, ['-e', `require('fs').mkdirSync(${JSON.stringify(project)})`]);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-    run(NPM, ['install', '--offline', '--no-audit', '--no-fund', join(dir, filename)], project);
+    // The dependencies, at the locked versions, from node_modules: npm's cache
+    // may hold their tarballs but not the registry's metadata it would resolve them with.
+    const noble = ['ciphers', 'curves', 'hashes'].map((name) => {
+      const [{ filename: tarball }] = JSON.parse(run(NPM, ['pack', '--json', '--pack-destination', dir,
+        join(SDK, 'node_modules/@noble', name)], SDK));
+      return join(dir, tarball);
+    });
+    run(NPM, ['install', '--offline', '--no-audit', '--no-fund', join(dir, filename), ...noble], project);
+    const installed = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')).dependencies;
+    assert.deepEqual(Object.keys(installed).sort(), ['@noble/ciphers', '@noble/curves', '@noble/hashes', 'ternio']);
 
     writeFileSync(join(project, 'use.mjs'), `
       import { Client, packet, i64, TernioError } from 'ternio';

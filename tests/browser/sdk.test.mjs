@@ -2,7 +2,9 @@
 // Chromium against the real echo server (examples/echo_server.rs) over
 // WebSocket: requests through hand-declared packets and through the code
 // ternio-codegen generates from the server's schema, a download, an
-// aborted request, and a reconnection after the server restarts.
+// aborted request, a secure session (NK, pinning the key the server
+// prints; the @noble cryptography bundled), and a reconnection after the
+// server restarts.
 //
 //   cd tests/browser && npm ci && node --test sdk.test.mjs
 //
@@ -41,14 +43,15 @@ async function site() {
   return { server, url: `http://127.0.0.1:${server.address().port}/` };
 }
 
-/** Starts the echo server with its WebSocket listener on `ws`; resolves with the child and its URL. */
+/** Starts the echo server with its WebSocket listener on `ws`; resolves with the child, its URL and its public key (hex). */
 async function echo(executable, ws = '127.0.0.1:0') {
   const child = new Child('echo_server', executable, ['--tcp', '127.0.0.1:0', '--ws', ws], { RUST_LOG: 'warn' });
   const [, url] = await child.waitFor(/^websocket listening on (ws:\/\/\S+)$/);
-  return { child, url };
+  const [, key] = await child.waitFor(/^public key: ([0-9a-f]{64})$/);
+  return { child, url, key };
 }
 
-test('the browser bundle in Chromium: typed requests, a stream, an abort, a reconnection', { timeout: 120_000 }, async (t) => {
+test('the browser bundle in Chromium: typed requests, a stream, an abort, a secure session, a reconnection', { timeout: 120_000 }, async (t) => {
   const executable = examples({ echo_server: 'TERNIO_ECHO_SERVER' }).echo_server;
   let server = await echo(executable);
   t.after(() => server.child.kill());
@@ -108,6 +111,26 @@ test('the browser bundle in Chromium: typed requests, a stream, an abort, a reco
     abort: 'aborted',
     ping: true,
   });
+
+  // A secure session: NK pinning the key the server printed, every frame
+  // sealed (SecureEcho's handler requires it), the client rekeying every 8
+  // frames; a wrong pin is refused.
+  const secure = await tab.evaluate(async ({ url, key }) => {
+    const { Client, packet, bytes } = await import('/ternio.js');
+    const SecureEcho = packet(0x0002, { payload: bytes }, { name: 'SecureEcho' });
+    const client = await Client.connect(url, { secure: { pin: key }, rekey: { frames: 8 } });
+    const replies = [];
+    for (let i = 0; i < 20; i++) {
+      const reply = await client.request(SecureEcho, { payload: new TextEncoder().encode(`sealed ${i}`) });
+      replies.push(new TextDecoder().decode(reply.payload));
+    }
+    const pattern = client.secureSession.pattern;
+    await client.close();
+    const refused = await Client.connect(url, { secure: { pin: 'ab'.repeat(32) } })
+      .then(() => 'connected', (error) => `${error.kind} ${error.code}`);
+    return { pattern, last: replies.at(-1), count: replies.length, refused };
+  }, { url: server.url, key: server.key });
+  assert.deepEqual(secure, { pattern: 'NK', last: 'sealed 19', count: 20, refused: 'handshake 9' });
 
   // A reconnection: the server is killed and started again on its port;
   // the client comes back by itself and a request made meanwhile goes through.

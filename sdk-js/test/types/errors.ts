@@ -28,4 +28,8 @@ export async function refused(client: Client): Promise<void> {
   });
   // @ts-expect-error Sum is not a request of Count's stream items
   for await (const item of client.requestStream(Count, { to: 1 }, { item: Sum })) void item;
+  // @ts-expect-error a pin is bytes or a hex string
+  await Client.connect('ws://127.0.0.1:7402/ws', { secure: { pin: 42 } });
+  // @ts-expect-error secure is a boolean or { pin }
+  await Client.connect('ws://127.0.0.1:7402/ws', { secure: 'NK' });
 }

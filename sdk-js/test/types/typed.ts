@@ -1,6 +1,6 @@
 // Must compile (`tsc -p test/types`, run by test/codegen.test.js): what the
 // generated packet types let through, and what they resolve to.
-import { Client, packet, i64, type PacketType } from '../../dist/index.js';
+import { Client, packet, i64, type ClientOptions, type PacketType, type SecureSessionInfo } from '../../dist/index.js';
 import { Add, Count, Kind, Plant, Profile, Sample, Sum, type Point, type Tree } from './sample.js';
 
 /** `A` and `B` are the same type (not merely assignable one way). */
@@ -42,4 +42,10 @@ export async function typed(client: Client): Promise<void> {
   same<typeof handSum, { value: bigint }>(true);
   const annotated: PacketType<{ a: bigint; b: bigint }, { value: bigint }, unknown> = HandAdd;
   void annotated;
+
+  // Secure sessions: the options, and what the client tells of one.
+  const options: ClientOptions = { secure: { pin: '8f'.repeat(32) }, rekey: { frames: 1000, intervalMs: 60_000 } };
+  const secure = await Client.connect('ws://127.0.0.1:7402/ws', { ...options, secure: true });
+  const info: SecureSessionInfo | null = secure.secureSession;
+  if (info) same<typeof info.pattern, 'NN' | 'NK'>(true);
 }

@@ -1,0 +1,140 @@
+import { ReceivingCipher, SendingCipher, type Clock, type RekeyPolicy } from './seal.js';
+/** The `pattern` byte of a HANDSHAKE request: 1 NN, 2 NK. */
+export declare const HANDSHAKE_PATTERN: Readonly<{
+    readonly NN: 1;
+    readonly NK: 2;
+}>;
+/** The `pattern` byte of a RESUME request: 0 plain, 3 NNpsk0, 4 NKpsk0. */
+export declare const RESUME_PATTERN: Readonly<{
+    readonly plain: 0;
+    readonly NNpsk0: 3;
+    readonly NKpsk0: 4;
+}>;
+/** Bytes of a resumption ticket. */
+export declare const TICKET_LEN = 32;
+/** Bytes of message 2 of every Ternio handshake (`e, ee`): an ephemeral key and an empty payload's tag. */
+export declare const SECOND_MESSAGE_LEN: number;
+/** How a session's keys are used once it is up. */
+export interface ChannelOptions {
+    /** When the sending side rekeys on its own; Ternio's 65,536 frames or 2 minutes when not given. */
+    rekeyPolicy?: RekeyPolicy;
+    /** The clock of the rekey policy's time threshold. */
+    clock?: Clock;
+}
+/** A secure session's two directions, once a handshake (or a resumption) completed. */
+export interface SecureChannel {
+    /** Seals every frame the client sends from now on. */
+    readonly send: SendingCipher;
+    /** Opens every frame the server sends from now on. */
+    readonly receive: ReceivingCipher;
+    /** Noise's handshake hash `h` (32 bytes): a channel binding, no secret. */
+    readonly handshakeHash: Uint8Array;
+    /**
+     * The session secret (32 bytes), `BLAKE2s-256("ternio/2 secret" || k1 || k2)`:
+     * what the next resumption is keyed by. Keep it while the session may
+     * resume; erase it (`fill(0)`) when the session ends.
+     */
+    readonly sessionSecret: Uint8Array;
+    /** The server's static public key this session pinned (NK, NKpsk0), or `null` (NN, NNpsk0). Resumption pins it again. */
+    readonly serverKey: Uint8Array | null;
+}
+/** What a {@link startHandshake} needs. */
+export interface HandshakeStart {
+    /** `'NK'` pins `serverKey`; `'NN'` pins nothing. Defaults to NK when `serverKey` is given, else NN. */
+    pattern?: 'NN' | 'NK';
+    /** The server's static X25519 public key (32 bytes), for NK. */
+    serverKey?: Uint8Array;
+    /** A fixed ephemeral private key: for test vectors only. */
+    ephemeralPrivateKey?: Uint8Array;
+}
+/** A HANDSHAKE on its way: send `body`, then finish with the answer's body. */
+export interface PendingHandshake {
+    /** The body of the HANDSHAKE request (opcode 0xFF01, any non-zero id, sent plain): pattern byte, then message 1. */
+    readonly body: Uint8Array;
+    /** The pattern byte in `body`. */
+    readonly pattern: 'NN' | 'NK';
+    /**
+     * Reads the body of the HANDSHAKE response (message 2, 48 bytes) and
+     * returns the session's channel. Throws a {@link HandshakeError} when it
+     * is not the answer of a server holding the pinned key, or not 48 bytes.
+     */
+    finish(answer: Uint8Array, options?: ChannelOptions): SecureChannel;
+    /** Erases the handshake's secrets without finishing (the server refused it, the connection went). */
+    abandon(): void;
+}
+/**
+ * Starts a secure session's handshake (section 5): NN, or NK pinning the
+ * server's static key. The client sends `body` as a HANDSHAKE request,
+ * sends nothing else until the answer, then calls `finish` with the
+ * RESPONSE's body and seals every later frame with the channel's `send`.
+ * On an ERROR answer (such as 9 HANDSHAKE_FAILED) it calls `abandon`.
+ */
+export declare function startHandshake(start?: HandshakeStart): PendingHandshake;
+/** What a {@link startResume} needs. */
+export interface ResumeStart {
+    /** The session's current ticket (32 bytes). */
+    ticket: Uint8Array;
+    /** Counted frames the client received from the server on the session. */
+    received: bigint;
+    /**
+     * The session's secure state: its latest session secret and the server key
+     * it pinned (`null` when it pinned none), as the last {@link SecureChannel}
+     * gave them; `null` for a plain session (pattern 0).
+     */
+    secure: {
+        sessionSecret: Uint8Array;
+        serverKey: Uint8Array | null;
+    } | null;
+    /** A fixed ephemeral private key: for test vectors only. */
+    ephemeralPrivateKey?: Uint8Array;
+}
+/** The RESUME answer, read. */
+export interface Resumed {
+    /** Counted frames the server received from the client: an ACK, and where the client's replay starts. */
+    readonly received: bigint;
+    /** The session's new ticket (the old one is dead). */
+    readonly ticket: Uint8Array;
+    /** How long (ms) the server keeps the session after it loses the connection. */
+    readonly ttlMs: number;
+    /** The resumed session's new channel (fresh keys, counters from 0), or `null` on a plain session. */
+    readonly channel: SecureChannel | null;
+}
+/** A RESUME on its way: send `body`, then finish with the answer's body. */
+export interface PendingResume {
+    /** The body of the RESUME request (opcode 0xFF0A, non-zero id, sent plain as the connection's first frame). */
+    readonly body: Uint8Array;
+    /** The pattern byte in `body`: 0 plain, 3 NNpsk0, 4 NKpsk0. */
+    readonly pattern: 0 | 3 | 4;
+    /**
+     * Reads the body of the RESUME RESPONSE (received, new ticket, ttl_ms,
+     * then message 2 on a secure session) and returns it with the resumed
+     * channel. Throws a {@link HandshakeError} when the answer is malformed or
+     * its Noise message fails.
+     */
+    finish(answer: Uint8Array, options?: ChannelOptions): Resumed;
+    /** Erases the handshake's secrets without finishing (refused: the session is lost). */
+    abandon(): void;
+}
+/**
+ * Starts a RESUME (section 4.2). For a secure session it runs
+ * `Noise_NNpsk0` (or `Noise_NKpsk0` when the session pinned the server's
+ * key), keyed by `BLAKE2s-256("ternio/2 resume" || sessionSecret)`. The
+ * client sends `body` as the first frame of the new connection (plain),
+ * sends nothing else until the answer, then calls `finish` with the
+ * RESPONSE body: the returned channel seals and opens every later frame
+ * (the replay included), and its `sessionSecret` keys the next resumption.
+ * On an ERROR answer it calls `abandon` and treats the session as lost.
+ */
+export declare function startResume(start: ResumeStart): PendingResume;
+/** The RESUME_TICKET answer, read. */
+export interface TicketAnswer {
+    /** The ticket that names the session on the server (32 bytes). */
+    readonly ticket: Uint8Array;
+    /** How long (ms) the server keeps the session after it loses the connection. */
+    readonly ttlMs: number;
+}
+/**
+ * Reads the body of a RESUME_TICKET response (section 4.2): `ticket:
+ * [u8; 32]`, `ttl_ms: u32`. Throws a TypeError when it is not 36 bytes.
+ */
+export declare function parseTicketAnswer(body: Uint8Array): TicketAnswer;

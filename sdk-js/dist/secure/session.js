@@ -1,0 +1,163 @@
+// What a Ternio client calls to run a secure session: the HANDSHAKE request
+// body and its answer (docs/PROTOCOL.md section 5), and a secure session's
+// RESUME body and its answer (section 4.2), each giving the two cipher
+// states of the session's frames.
+import { expectBytes, KEY_LEN, resumePsk, sessionSecret, TAG_LEN, wipe } from './aead.js';
+import { DH_LEN, HandshakeError, HandshakeState } from './noise.js';
+import { ReceivingCipher, SendingCipher } from './seal.js';
+/** The `pattern` byte of a HANDSHAKE request: 1 NN, 2 NK. */
+export const HANDSHAKE_PATTERN = Object.freeze({ NN: 1, NK: 2 });
+/** The `pattern` byte of a RESUME request: 0 plain, 3 NNpsk0, 4 NKpsk0. */
+export const RESUME_PATTERN = Object.freeze({ plain: 0, NNpsk0: 3, NKpsk0: 4 });
+/** Bytes of a resumption ticket. */
+export const TICKET_LEN = 32;
+/** Bytes of message 2 of every Ternio handshake (`e, ee`): an ephemeral key and an empty payload's tag. */
+export const SECOND_MESSAGE_LEN = DH_LEN + TAG_LEN;
+/** The fields of a RESUME request before the Noise message: ticket, received u64, pattern u8. */
+const RESUME_FIXED_LEN = TICKET_LEN + 8 + 1;
+/** The fields of a RESUME answer before the Noise message: received u64, ticket, ttl_ms u32. */
+const RESUMED_FIXED_LEN = 8 + TICKET_LEN + 4;
+function channelOf(state, serverKey, options) {
+    const handshakeHash = state.handshakeHash;
+    const keys = state.split();
+    const sending = {};
+    if (options.rekeyPolicy)
+        sending.policy = options.rekeyPolicy;
+    if (options.clock)
+        sending.clock = options.clock;
+    const channel = {
+        send: new SendingCipher(keys.initiatorToResponder, sending),
+        receive: new ReceivingCipher(keys.responderToInitiator),
+        handshakeHash,
+        sessionSecret: sessionSecret(keys.initiatorToResponder, keys.responderToInitiator),
+        serverKey: serverKey ? serverKey.slice() : null,
+    };
+    wipe(keys.initiatorToResponder);
+    wipe(keys.responderToInitiator);
+    return channel;
+}
+function finishWith(state, answer, serverKey, options) {
+    if (!(answer instanceof Uint8Array) || answer.length !== SECOND_MESSAGE_LEN) {
+        state.destroy();
+        throw new HandshakeError(`the second handshake message must be ${SECOND_MESSAGE_LEN} bytes`);
+    }
+    state.readMessage(answer);
+    return channelOf(state, serverKey, options);
+}
+/**
+ * Starts a secure session's handshake (section 5): NN, or NK pinning the
+ * server's static key. The client sends `body` as a HANDSHAKE request,
+ * sends nothing else until the answer, then calls `finish` with the
+ * RESPONSE's body and seals every later frame with the channel's `send`.
+ * On an ERROR answer (such as 9 HANDSHAKE_FAILED) it calls `abandon`.
+ */
+export function startHandshake(start = {}) {
+    const pattern = start.pattern ?? (start.serverKey ? 'NK' : 'NN');
+    let serverKey = null;
+    if (pattern === 'NK') {
+        if (start.serverKey === undefined)
+            throw new HandshakeError('NK needs the server key');
+        expectBytes(start.serverKey, KEY_LEN, 'the server key');
+        serverKey = start.serverKey.slice();
+    }
+    else if (pattern !== 'NN') {
+        throw new HandshakeError(`not a HANDSHAKE pattern: ${String(pattern)}`);
+    }
+    else if (start.serverKey !== undefined) {
+        throw new HandshakeError('NN pins no server key (use NK)');
+    }
+    const state = new HandshakeState({
+        pattern,
+        role: 'initiator',
+        ...(serverKey ? { remoteStaticKey: serverKey } : {}),
+        ...(start.ephemeralPrivateKey ? { ephemeralPrivateKey: start.ephemeralPrivateKey } : {}),
+    });
+    const message = state.writeMessage();
+    const body = new Uint8Array(1 + message.length);
+    body[0] = HANDSHAKE_PATTERN[pattern];
+    body.set(message, 1);
+    return {
+        body,
+        pattern,
+        finish: (answer, options = {}) => finishWith(state, answer, serverKey, options),
+        abandon: () => state.destroy(),
+    };
+}
+/**
+ * Starts a RESUME (section 4.2). For a secure session it runs
+ * `Noise_NNpsk0` (or `Noise_NKpsk0` when the session pinned the server's
+ * key), keyed by `BLAKE2s-256("ternio/2 resume" || sessionSecret)`. The
+ * client sends `body` as the first frame of the new connection (plain),
+ * sends nothing else until the answer, then calls `finish` with the
+ * RESPONSE body: the returned channel seals and opens every later frame
+ * (the replay included), and its `sessionSecret` keys the next resumption.
+ * On an ERROR answer it calls `abandon` and treats the session as lost.
+ */
+export function startResume(start) {
+    expectBytes(start.ticket, TICKET_LEN, 'a ticket');
+    if (typeof start.received !== 'bigint' || start.received < 0n || start.received >= 1n << 64n) {
+        throw new RangeError('received is a u64 (bigint)');
+    }
+    let state = null;
+    let serverKey = null;
+    let pattern = RESUME_PATTERN.plain;
+    let message = new Uint8Array(0);
+    if (start.secure) {
+        const { sessionSecret: secret } = start.secure;
+        expectBytes(secret, KEY_LEN, 'the session secret');
+        if (start.secure.serverKey) {
+            expectBytes(start.secure.serverKey, KEY_LEN, 'the server key');
+            serverKey = start.secure.serverKey.slice();
+        }
+        const psk = resumePsk(secret);
+        try {
+            state = new HandshakeState({
+                pattern: serverKey ? 'NKpsk0' : 'NNpsk0',
+                role: 'initiator',
+                psk,
+                ...(serverKey ? { remoteStaticKey: serverKey } : {}),
+                ...(start.ephemeralPrivateKey ? { ephemeralPrivateKey: start.ephemeralPrivateKey } : {}),
+            });
+        }
+        finally {
+            wipe(psk);
+        }
+        pattern = serverKey ? RESUME_PATTERN.NKpsk0 : RESUME_PATTERN.NNpsk0;
+        message = state.writeMessage();
+    }
+    else if (start.ephemeralPrivateKey !== undefined) {
+        throw new HandshakeError('a plain session resumes with no handshake');
+    }
+    const body = new Uint8Array(RESUME_FIXED_LEN + message.length);
+    body.set(start.ticket, 0);
+    const view = new DataView(body.buffer);
+    view.setBigUint64(TICKET_LEN, start.received, true);
+    body[TICKET_LEN + 8] = pattern;
+    body.set(message, RESUME_FIXED_LEN);
+    const finish = (answer, options = {}) => {
+        const expected = RESUMED_FIXED_LEN + (state ? SECOND_MESSAGE_LEN : 0);
+        if (!(answer instanceof Uint8Array) || answer.length !== expected) {
+            state?.destroy();
+            throw new HandshakeError(`a RESUME answer of pattern ${pattern} must be ${expected} bytes`);
+        }
+        const read = new DataView(answer.buffer, answer.byteOffset, answer.length);
+        const received = read.getBigUint64(0, true);
+        const ticket = answer.slice(8, 8 + TICKET_LEN);
+        const ttlMs = read.getUint32(8 + TICKET_LEN, true);
+        const channel = state ? finishWith(state, answer.subarray(RESUMED_FIXED_LEN), serverKey, options) : null;
+        return { received, ticket, ttlMs, channel };
+    };
+    return { body, pattern, finish, abandon: () => state?.destroy() };
+}
+/**
+ * Reads the body of a RESUME_TICKET response (section 4.2): `ticket:
+ * [u8; 32]`, `ttl_ms: u32`. Throws a TypeError when it is not 36 bytes.
+ */
+export function parseTicketAnswer(body) {
+    if (!(body instanceof Uint8Array) || body.length !== TICKET_LEN + 4) {
+        throw new TypeError(`a RESUME_TICKET answer is ${TICKET_LEN + 4} bytes`);
+    }
+    const ticket = body.slice(0, TICKET_LEN);
+    const ttlMs = new DataView(body.buffer, body.byteOffset, body.length).getUint32(TICKET_LEN, true);
+    return { ticket, ttlMs };
+}
