@@ -9,8 +9,8 @@
  */
 /** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */
 export declare const DEFAULT_REPLAY_BYTES: number;
-/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default)... */
-export declare const ACK_EVERY_FRAMES = 128;
+/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default for clients)... */
+export declare const ACK_EVERY_FRAMES = 1024;
 /** ... or this many bytes of them (7 per frame plus its plain body)... */
 export declare const ACK_EVERY_BYTES: number;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */

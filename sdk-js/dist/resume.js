@@ -10,10 +10,10 @@
 import { show } from './util.js';
 /** The replay buffer's default bound in bytes (7 per frame plus its plain body), as the Rust client's. */
 export const DEFAULT_REPLAY_BYTES = 64 * 1024;
-/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default)... */
-export const ACK_EVERY_FRAMES = 128;
+/** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default for clients)... */
+export const ACK_EVERY_FRAMES = 1024;
 /** ... or this many bytes of them (7 per frame plus its plain body)... */
-export const ACK_EVERY_BYTES = 16 * 1024;
+export const ACK_EVERY_BYTES = 32 * 1024;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export const ACK_DELAY = 200;
 const TICKET_LEN = 32;

@@ -642,8 +642,8 @@ function remoteError(body) {
 
 // src/resume.ts
 var DEFAULT_REPLAY_BYTES = 64 * 1024;
-var ACK_EVERY_FRAMES = 128;
-var ACK_EVERY_BYTES = 16 * 1024;
+var ACK_EVERY_FRAMES = 1024;
+var ACK_EVERY_BYTES = 32 * 1024;
 var ACK_DELAY = 200;
 var TICKET_LEN = 32;
 var PLAIN_PATTERN = 0;

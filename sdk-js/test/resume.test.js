@@ -168,7 +168,7 @@ test('the wire bytes of a plain resumption are the contract\'s vectors; tickets 
   await client.close();
 });
 
-test('ACK schedule: every 128 frames, at 16 KiB, 200 ms after the first unacknowledged one; none when all is acknowledged', async (t) => {
+test('ACK schedule: every 1,024 frames, at 32 KiB, 200 ms after the first unacknowledged one; none when all is acknowledged', async (t) => {
   const { client } = await setup(t);
   const socket = FakeSocket.last;
   const acks = () => sentWith(socket, SystemOpcode.ACK).map(ackCount);
@@ -181,18 +181,18 @@ test('ACK schedule: every 128 frames, at 16 KiB, 200 ms after the first unacknow
   await advance(t, 1);
   assert.deepEqual(acks(), [40], '200 ms after the first unacknowledged one');
   assert.deepEqual(socket.sent.filter((m) => m[0] === 0x09 && m[1] === 0xff).at(-1), vector('ack-frame'));
-  for (let i = 41; i <= 167; i++) socket.receive(push(i));
+  for (let i = 41; i <= 1063; i++) socket.receive(push(i));
   assert.deepEqual(acks(), [40]);
-  socket.receive(push(168));
-  assert.deepEqual(acks(), [40, 168], 'the 128th unacknowledged frame: at once');
+  socket.receive(push(1064));
+  assert.deepEqual(acks(), [40, 1064], 'the 1,024th unacknowledged frame: at once');
   await advance(t, 10_000);
-  assert.deepEqual(acks(), [40, 168], 'nothing more while everything is acknowledged');
-  // 16 KiB of frames (7 bytes of header and the body each): two of 8,185 bytes of body.
+  assert.deepEqual(acks(), [40, 1064], 'nothing more while everything is acknowledged');
+  // 32 KiB of frames (7 bytes of header and the body each): four of 8,185 bytes of body.
   const big = (n) => encodeFrame({ opcode: 0x0070, body: new Uint8Array(n) });
+  for (let i = 0; i < 3; i++) socket.receive(big(8185));
+  assert.deepEqual(acks(), [40, 1064]);
   socket.receive(big(8185));
-  assert.deepEqual(acks(), [40, 168]);
-  socket.receive(big(8185));
-  assert.deepEqual(acks(), [40, 168, 170], '16,384 bytes: at once');
+  assert.deepEqual(acks(), [40, 1064, 1068], '32,768 bytes: at once');
   // Every counted frame counts: answers, errors without id, frames nobody waits for; system frames do not.
   const answer = client.request(Echo, { payload: text('a') });
   echoReply(socket, sentWith(socket, Echo.opcode)[0]);
@@ -201,7 +201,7 @@ test('ACK schedule: every 128 frames, at 16 KiB, 200 ms after the first unacknow
   socket.receive(encodeFrame({ opcode: 0x0001, flags: Flags.RESPONSE, requestId: 999, body: Uint8Array.of(0) }));
   socket.receive(encodeFrame({ opcode: SystemOpcode.PING, requestId: 0, body: new Uint8Array(8) }));
   await advance(t, 200);
-  assert.deepEqual(acks(), [40, 168, 170, 173]);
+  assert.deepEqual(acks(), [40, 1064, 1068, 1071]);
   await client.close();
 });
 
