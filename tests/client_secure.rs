@@ -737,6 +737,62 @@ async fn a_plain_disconnect_on_a_secure_link_only_loses_the_connection() {
     );
 }
 
+/// Contract v2, section 5.1: the receiver of a plain frame on a secure
+/// session answers `DISCONNECT DECRYPT_FAILED`, "other than that
+/// DISCONNECT": a plain `DECRYPT_FAILED` is the one plain frame a peer may
+/// send, and is not answered. The link is lost; the client reconnects.
+#[tokio::test]
+async fn a_plain_decrypt_failed_is_not_answered() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (report, reported) = oneshot::channel();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut peer = Peer::new(stream);
+        let mut channel = accept_handshake(&mut peer).await;
+        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
+        assert_eq!(ping.header.opcode, system::PING);
+        let failed = Disconnect::new(DisconnectReason::DecryptFailed, "a frame did not open");
+        let mut out = BytesMut::new();
+        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+        frame::write_frame(
+            &mut out,
+            Framing::LengthPrefixed,
+            header,
+            &failed,
+            usize::MAX,
+        )
+        .unwrap();
+        peer.stream.write_all(&out).await.unwrap();
+        // Whatever the client writes before it closes the socket.
+        let answered = peer.recv().await.map(|frame| frame.header);
+        // It comes back.
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut peer = Peer::new(stream);
+        let _ = accept_handshake(&mut peer).await;
+        let _ = report.send(answered);
+        while peer.recv().await.is_some() {}
+    });
+    let mut reconnect = ternio_client::ReconnectPolicy::default();
+    reconnect.initial_delay = Duration::from_millis(10);
+    let mut config = ClientConfig::default();
+    config.secure = Some(SecureConfig::anonymous());
+    config.reconnect = Some(reconnect);
+    config.resume = false;
+    let client = Client::connect_tcp_with(address, config).await.unwrap();
+    let lost = client.ping().await.unwrap_err();
+    assert!(
+        matches!(lost, ClientError::Closed(CloseReason::DecryptFailed(_))),
+        "{lost:?}"
+    );
+    let answered = tokio::time::timeout(Duration::from_secs(10), reported)
+        .await
+        .expect("the client reconnects")
+        .unwrap();
+    assert_eq!(answered, None, "the client answered a plain DECRYPT_FAILED");
+    assert_eq!(client.close_reason(), None);
+}
+
 /// The client seals its PONG, follows the server's REKEY, and rekeys on its
 /// own by its policy (section 5.2).
 #[tokio::test]

@@ -269,6 +269,14 @@ impl Inbound {
     fn plain_when_secure(&self, header: Header, body: &Bytes) -> CloseReason {
         let message = match header.opcode {
             system::DISCONNECT => match Disconnect::decode_body(body) {
+                // The one plain frame a secure peer may send: not answered
+                // ("other than that DISCONNECT"), the link is lost all the same.
+                Ok(disconnect) if disconnect.reason == DisconnectReason::DecryptFailed => {
+                    return CloseReason::DecryptFailed(format!(
+                        "the server could not open a frame: {}",
+                        disconnect.message
+                    ));
+                }
                 Ok(disconnect) => format!(
                     "a plain DISCONNECT on a secure session, treated as a lost connection: {}: {}",
                     disconnect.reason, disconnect.message
