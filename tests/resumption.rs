@@ -501,8 +501,9 @@ async fn a_burst_of_pushes_waits_for_acks_instead_of_ending_resumability() {
     session.request(&PushMe { count: 500 }, 1).await;
     let answer = session.recv_app().await;
     assert_eq!(answer.header.request_id, 1);
-    // Read without acknowledging: what the buffer holds (the 7-byte
-    // answer and 185 notes: 2,042 bytes), then nothing.
+    // Read without acknowledging: what the buffer holds with a quarter of
+    // it kept for answers (the 7-byte answer and 139 notes: 1,536 bytes),
+    // then nothing.
     let mut next = 0;
     let held = loop {
         match tokio::time::timeout(Duration::from_millis(300), session.recv_app()).await {
@@ -513,7 +514,12 @@ async fn a_burst_of_pushes_waits_for_acks_instead_of_ending_resumability() {
             Err(_) => break next,
         }
     };
-    assert_eq!(held, 185, "the server wrote more than its buffer holds");
+    assert_eq!(held, 139, "the server wrote more than its buffer holds");
+    // A request answered while the pushes wait: its answer has the room
+    // kept for it (before, it overflowed the full buffer).
+    session.request(&Add { a: 20, b: 22 }, 2).await;
+    let sum = session.recv_app().await;
+    assert_eq!(Sum::decode_body(&sum.body).unwrap(), Sum(42));
     // An ACK makes room for as much again.
     let received = session.received;
     session.send_ack(received, 0).await;
@@ -542,6 +548,85 @@ async fn a_burst_of_pushes_waits_for_acks_instead_of_ending_resumability() {
         Sum::decode_body(&sum.body).unwrap(),
         Sum(5),
         "nothing twice"
+    );
+}
+
+#[tokio::test]
+async fn pushes_do_not_wait_for_acks_the_server_is_not_reading() {
+    // One request at a time: while `Sleep` runs, the server reads nothing,
+    // so no `ACK` could make room. Pushes go on (and overflow the buffer,
+    // ending resumability) rather than stall behind the request.
+    let (address, server, _seen) = start_with(Duration::from_secs(10), 2048, |builder| {
+        let mut config = ternio::ServerConfig::default();
+        config.max_requests_in_flight = 1;
+        // (A whole config replaces the resumption settings too: again.)
+        builder
+            .config(config)
+            .resumable(Duration::from_secs(10), 2048)
+    });
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    session.request(&Sleep { ms: 2_000, tag: 9 }, 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let handle = server
+        .hub()
+        .connection(ternio::ConnectionId(id))
+        .expect("open");
+    for seq in 0..500 {
+        handle.push(&Note { seq }).unwrap();
+    }
+    for seq in 0..500 {
+        let frame = tokio::time::timeout(Duration::from_secs(1), session.recv_app())
+            .await
+            .expect("every push before the request ends");
+        assert_eq!(Note::decode_body(&frame.body).unwrap().seq, seq);
+    }
+    let slept = session.recv_app().await;
+    assert_eq!(slept.header.request_id, 2);
+}
+
+#[tokio::test]
+async fn a_push_too_large_once_sealed_takes_no_number() {
+    // A push that fits the frame limit plain but not sealed (24 bytes
+    // more) is dropped. Before, it was counted first: the client's count
+    // lagged the server's by one, and a resumption replayed the next push
+    // a second time.
+    let (address, server, seen) = start_with(Duration::from_secs(10), 64 * 1024, |builder| {
+        let mut config = ternio::ServerConfig::default();
+        config.max_frame_size = 4096;
+        builder
+            .config(config)
+            .resumable(Duration::from_secs(10), 64 * 1024)
+    });
+    let mut session = Session::secure(address).await;
+    session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    let handle = server
+        .hub()
+        .connection(ternio::ConnectionId(id))
+        .expect("open");
+    // 7 + 2 + 4,080 = 4,089 bytes plain; 4,113 sealed.
+    handle
+        .push(&Echo {
+            payload: Bytes::from(vec![1u8; 4080]),
+        })
+        .unwrap();
+    handle.push(&Note { seq: 7 }).unwrap();
+    let note = session.recv_app().await;
+    assert_eq!(Note::decode_body(&note.body).unwrap(), Note { seq: 7 });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let (mut session, _) = session.resume(address).await.expect("resumed");
+    session.request(&Add { a: 1, b: 1 }, 2).await;
+    let next = session.recv_app().await;
+    assert_eq!(
+        (next.header.opcode, next.header.request_id),
+        (Sum::OPCODE, 2),
+        "nothing replayed twice"
     );
 }
 

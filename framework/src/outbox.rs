@@ -261,8 +261,11 @@ impl Outbox {
             taken_bytes += len;
         }
         if taken_bytes > 0 {
-            self.queued_bytes.fetch_sub(taken_bytes, Ordering::AcqRel);
-            if self.drain_waiters.load(Ordering::Acquire) > 0 {
+            // SeqCst here and in `drained_below`: each side stores one
+            // atomic and then loads the other, which only a total order
+            // keeps both from missing the other's store.
+            self.queued_bytes.fetch_sub(taken_bytes, Ordering::SeqCst);
+            if self.drain_waiters.load(Ordering::SeqCst) > 0 {
                 self.drained.notify_waiters();
             }
         }
@@ -311,7 +314,7 @@ impl Outbox {
                 return Ok(());
             }
             let _waiting = Waiting::on(&self.drain_waiters);
-            if self.queued_bytes() < bytes || self.is_closed() {
+            if self.queued_bytes.load(Ordering::SeqCst) < bytes || self.is_closed() {
                 continue;
             }
             notified.await;
@@ -338,7 +341,7 @@ struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
     fn on(waiters: &'a AtomicUsize) -> Self {
-        waiters.fetch_add(1, Ordering::AcqRel);
+        waiters.fetch_add(1, Ordering::SeqCst);
         Self(waiters)
     }
 }

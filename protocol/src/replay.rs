@@ -38,10 +38,10 @@ pub const ACK_EVERY_FRAMES: u64 = 128;
 /// frames reach this many bytes (headers and plain bodies).
 pub const ACK_EVERY_BYTES: usize = 16 * 1024;
 /// Ternio's default for clients: an `ACK` after this many unacknowledged
-/// counted frames. Fewer than the server's: a server holds its pushes while
-/// its replay buffer is full, so it needs an `ACK` only before it fills
-/// (half the default buffer), and each `ACK` costs both sides a system
-/// call and the server a wake-up.
+/// counted frames. Clients acknowledge less often than the server: a server
+/// holds its pushes while its replay buffer is full, so it needs an `ACK`
+/// only before it fills (half the default buffer), and each `ACK` costs
+/// both sides a system call and the server a wake-up.
 pub const CLIENT_ACK_EVERY_FRAMES: u64 = 1024;
 /// Ternio's default for clients: an `ACK` once unacknowledged counted
 /// frames reach this many bytes (half of [`DEFAULT_REPLAY_LIMIT`]).
@@ -244,14 +244,17 @@ impl ReplayBuffer {
         }))
     }
 
-    /// Whether recording a frame of `frame_bytes` (7 of header plus the
-    /// plain body) now keeps the buffer within its bound, or overflows a
-    /// buffer that nothing but an acknowledgement could have made room in.
-    /// `false` means: wait for the peer's `ACK` before writing it. A frame
-    /// larger than the whole bound fits an empty buffer (and overflows it:
-    /// waiting could never make room); after an overflow everything fits.
-    pub fn fits(&self, frame_bytes: usize) -> bool {
-        self.overflowed || self.frames.is_empty() || self.bytes + frame_bytes <= self.limit
+    /// Whether to record a frame of `frame_bytes` (7 of header plus the
+    /// plain body) now, leaving at least `keep_free` bytes of the bound
+    /// unused for frames that cannot wait (a server keeps room for its
+    /// answers while pushes wait). `false` means: wait for the peer's `ACK`
+    /// before writing it. A frame that could never fit goes into an empty
+    /// buffer (and overflows it: waiting would not make room); after an
+    /// overflow everything goes.
+    pub fn fits(&self, frame_bytes: usize, keep_free: usize) -> bool {
+        self.overflowed
+            || self.frames.is_empty()
+            || self.bytes + frame_bytes + keep_free <= self.limit
     }
 
     /// Whether a frame took the buffer past its bound: it keeps nothing
@@ -491,21 +494,29 @@ mod tests {
         // 7 + 10 bytes a frame: three fit in 60, not four.
         let mut buffer = ReplayBuffer::new(60);
         assert!(
-            buffer.fits(100),
+            buffer.fits(100, 0),
             "an empty buffer takes even a frame past the bound"
         );
         for id in 0..3 {
-            assert!(buffer.fits(17));
+            assert!(buffer.fits(17, 0));
             buffer.record(header(id), &[0; 10]);
         }
-        assert!(!buffer.fits(17), "a fourth would overflow: wait");
-        assert!(buffer.fits(9), "a smaller one still fits");
+        assert!(!buffer.fits(17, 0), "a fourth would overflow: wait");
+        assert!(buffer.fits(9, 0), "a smaller one still fits");
+        assert!(!buffer.fits(9, 1), "not when one byte must stay free");
         buffer.acknowledge(1).unwrap();
-        assert!(buffer.fits(17), "room again after an ACK");
+        assert!(buffer.fits(17, 0), "room again after an ACK");
+        assert!(!buffer.fits(17, 10), "not with 10 bytes kept free");
         buffer.acknowledge(3).unwrap();
-        assert!(buffer.fits(61), "empty: only an overflow is left for it");
+        assert!(
+            buffer.fits(61, 30),
+            "empty: only an overflow is left for it"
+        );
         assert!(!buffer.record(header(3), &[0; 54]));
-        assert!(buffer.fits(1_000_000), "overflowed: nothing waits any more");
+        assert!(
+            buffer.fits(1_000_000, 60),
+            "overflowed: nothing waits any more"
+        );
     }
 
     #[test]

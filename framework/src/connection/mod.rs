@@ -27,6 +27,7 @@ use ternio_protocol::Encode;
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
+use ternio_protocol::secure::SEAL_OVERHEAD;
 use ternio_protocol::stream;
 use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping, TimeResponse};
 use ternio_protocol::{
@@ -567,12 +568,16 @@ impl Engine {
 
     /// Whether a pushed frame (header + body) may be written now as far as
     /// resumption goes: always on a session that is not resumable; on one
-    /// that is, when the replay buffer has room for it, so that a burst of
+    /// that is, when the replay buffer has room for it and a quarter of
+    /// its bound left for answers (which cannot wait), so that a burst of
     /// pushes waits for the client's `ACK`s in the outbox instead of
-    /// overflowing the buffer and ending resumability.
+    /// overflowing the buffer and ending resumability. Pushes wait only
+    /// while the connection reads, since the `ACK` that frees room comes
+    /// in with the rest: at the in-flight limit, or closing, they go.
     fn replay_fits(&self, frame: &[u8]) -> bool {
         self.resume.as_ref().is_none_or(|resume| {
-            resume.replay.fits(frame.len())
+            resume.replay.fits(frame.len(), resume.replay.limit() / 4)
+                || !self.wants_input()
                 || Header::parse(frame).is_ok_and(|header| header.is_system())
         })
     }
@@ -583,6 +588,14 @@ impl Engine {
         if let Some(metrics) = self.metrics() {
             metrics.frames_out.increment(1);
         }
+        let max = self.server.config.max_frame_size;
+        if matches!(self.security, Security::Secure(_)) && frame.len() + SEAL_OVERHEAD > max {
+            // Checked before the frame is counted: a push that never goes
+            // out must not take a number (the client's count would lag the
+            // server's, and a resumption would replay a frame twice).
+            tracing::warn!(connection = %self.connection.id, "push dropped: too large once sealed");
+            return;
+        }
         if let Some(resume) = &mut self.resume
             && let Ok(header) = Header::parse(frame)
             && !header.is_system()
@@ -592,14 +605,12 @@ impl Engine {
         self.rekey_if_due();
         match &mut self.security {
             Security::Secure(channel) => {
-                let sealed = channel.sealer.seal_encoded(
-                    &mut self.out,
-                    Framing::LengthPrefixed,
-                    frame,
-                    self.server.config.max_frame_size,
-                );
+                let sealed =
+                    channel
+                        .sealer
+                        .seal_encoded(&mut self.out, Framing::LengthPrefixed, frame, max);
                 if let Err(error) = sealed {
-                    tracing::warn!(connection = %self.connection.id, %error, "push dropped: too large once sealed");
+                    tracing::warn!(connection = %self.connection.id, %error, "push dropped: not sealed");
                 }
             }
             _ => prefix::append(&mut self.out, frame),
