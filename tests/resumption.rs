@@ -16,9 +16,9 @@ use ternio::protocol::frame::{Flags, Frame, Header};
 use ternio::protocol::resume::ResumeInitiator;
 use ternio::protocol::secure::Initiator;
 use ternio::protocol::system::{
-    self, Ack, ErrorBody, Resume, ResumeTicket, Resumed, Ticket, is_counted,
+    self, Ack, Disconnect, ErrorBody, Resume, ResumeTicket, Resumed, Ticket, is_counted,
 };
-use ternio::protocol::{Bytes, Decode, Encode, ErrorCode, Packet};
+use ternio::protocol::{Bytes, Decode, DisconnectReason, Encode, ErrorCode, Packet};
 use ternio::{CloseCause, ServerBuilder, ServerHandle};
 use ternio_tests::*;
 
@@ -627,6 +627,53 @@ async fn a_push_too_large_once_sealed_takes_no_number() {
         (next.header.opcode, next.header.request_id),
         (Sum::OPCODE, 2),
         "nothing replayed twice"
+    );
+}
+
+#[tokio::test]
+async fn a_secure_session_survives_frames_written_into_its_link() {
+    // Someone on the path writes a plain frame into a secure session: the
+    // server closes the link with DECRYPT_FAILED, and the client that
+    // receives a forged frame says DECRYPT_FAILED. Either way the link was
+    // attacked, not the session: it waits for its client, who resumes it
+    // (before, both ended it, and the resumption was refused).
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::secure(address).await;
+    session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    // The server's side: a plain request injected into the stream.
+    session.link.raw.request(&Add { a: 1, b: 2 }, 66).await;
+    let refused = session.link.raw.recv().await.expect("a DISCONNECT");
+    assert_eq!(refused.header.opcode, system::DISCONNECT);
+    assert_eq!(
+        Disconnect::decode_body(&refused.body).unwrap().reason,
+        DisconnectReason::DecryptFailed
+    );
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 1, "the injected request was not counted");
+    session.request(&WhoAmI, 2).await;
+    assert_eq!(who(&session.recv_app().await).connection_id, id);
+    // The client's side: it tells the server a frame did not open.
+    let failed = Disconnect::new(DisconnectReason::DecryptFailed, "a frame did not open");
+    session
+        .link
+        .raw
+        .send(Header::new(system::DISCONNECT, Flags::NONE, 0), &failed)
+        .await;
+    session.cut().await;
+    suspended(&seen, 2).await;
+    let (mut session, _) = session.resume(address).await.expect("resumed again");
+    session.request(&WhoAmI, 3).await;
+    assert_eq!(who(&session.recv_app().await).connection_id, id);
+    assert!(
+        seen.disconnects
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|cause| *cause == CloseCause::Resumed)
     );
 }
 

@@ -92,6 +92,10 @@ pub(crate) struct Engine {
     closing: Option<CloseNotice>,
     /// Set once the `DISCONNECT` is in `out`: nothing more is read or answered.
     closed: Option<DisconnectReason>,
+    /// The link closed with `DECRYPT_FAILED` (someone on the path wrote into
+    /// it) while the session was resumable: the session waits for its
+    /// client, its running requests with it.
+    link_attacked: bool,
     timers: Timers,
     alarm: Alarm,
     next_ping_id: u32,
@@ -125,6 +129,7 @@ impl Engine {
             security: Security::Plain,
             closing: None,
             closed: None,
+            link_attacked: false,
             timers,
             alarm,
             next_ping_id: 1,
@@ -298,9 +303,15 @@ impl Engine {
             self.server.config.max_frame_size,
             sealer,
         );
+        if notice.reason == DisconnectReason::DecryptFailed && self.resumable() {
+            // The link was written into, not the session broken: it waits
+            // for its client with its requests running (section 4.2).
+            self.link_attacked = true;
+        } else {
+            self.cancel_pending();
+        }
         self.closed = Some(notice.reason);
         self.closing = None;
-        self.cancel_pending();
         AfterFrame::Close
     }
 

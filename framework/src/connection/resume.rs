@@ -15,7 +15,7 @@ use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
 use ternio_protocol::resume::ResumeResponder;
 use ternio_protocol::system::{self, Ack, Resume, ResumeTicket, Resumed, Ticket};
-use ternio_protocol::{Bytes, BytesMut, Decode, ErrorCode, Frame, ReplySink};
+use ternio_protocol::{Bytes, BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zeroize::Zeroizing;
@@ -260,9 +260,12 @@ impl Engine {
     }
 
     /// Whether the session may wait for its client now that its link is
-    /// lost: it has a ticket, and did not close on purpose.
+    /// lost: it has a ticket, and did not close on purpose (a link closed
+    /// with `DECRYPT_FAILED` was attacked, not closed on purpose).
     pub(crate) fn resumable(&self) -> bool {
-        self.resume.is_some() && self.closed.is_none() && self.closing.is_none()
+        self.resume.is_some()
+            && self.closing.is_none()
+            && (self.closed.is_none() || self.link_attacked)
     }
 
     /// Readies the engine of a session whose link is gone to wait: what
@@ -353,6 +356,7 @@ impl Engine {
         self.open_buf = BytesMut::new();
         self.closed = None;
         self.closing = None;
+        self.link_attacked = false;
         self.went_quiet = false;
         self.timers = super::timers::Timers::new(&server.config, now);
         if channel.is_some() || matches!(self.security, Security::Secure(_)) {
@@ -508,7 +512,16 @@ pub(crate) async fn end_link(engine: Engine, cause: CloseCause) {
         return;
     };
     let server = Arc::clone(&engine.server);
-    let lost = matches!(cause, CloseCause::PeerClosed | CloseCause::Failed(_));
+    // A `DECRYPT_FAILED` (always plain, whichever side sent it) says that
+    // someone on the path wrote into the link, not that the session is
+    // broken: its keys are intact, and resuming it needs them.
+    let lost = matches!(
+        cause,
+        CloseCause::PeerClosed
+            | CloseCause::Failed(_)
+            | CloseCause::PeerDisconnected(DisconnectReason::DecryptFailed)
+            | CloseCause::Disconnected(DisconnectReason::DecryptFailed)
+    );
     if !(lost && engine.resumable()) {
         let connection = Arc::clone(&engine.connection);
         drop_session(engine);

@@ -98,6 +98,9 @@ impl Engine {
             && let Ok(disconnect) = Disconnect::decode_body(&frame.body)
             && disconnect.reason == DisconnectReason::DecryptFailed
         {
+            // The client could not open a frame: the link was written into
+            // (section 4.2: the session waits for its client if it can).
+            self.link_attacked = self.resumable();
             self.closed = Some(disconnect.reason);
             return AfterFrame::PeerDisconnected(disconnect);
         }
