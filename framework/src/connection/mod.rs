@@ -303,7 +303,10 @@ impl Engine {
             self.server.config.max_frame_size,
             sealer,
         );
-        if notice.reason == DisconnectReason::DecryptFailed && self.resumable() {
+        if notice.reason == DisconnectReason::DecryptFailed
+            && matches!(self.security, Security::Secure(_))
+            && self.resumable()
+        {
             // The link was written into, not the session broken: it waits
             // for its client with its requests running (section 4.2).
             self.link_attacked = true;

@@ -100,6 +100,7 @@ impl Engine {
         {
             // The client could not open a frame: the link was written into
             // (section 4.2: the session waits for its client if it can).
+            // (Only a secure session gets here.)
             self.link_attacked = self.resumable();
             self.closed = Some(disconnect.reason);
             return AfterFrame::PeerDisconnected(disconnect);
