@@ -15,8 +15,31 @@ const PRIMITIVES = {
     bytes: ['bytes', 'Uint8Array'], unit: ['unit', 'null'],
 };
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+/** A tuple field's name: its position. */
+const POSITION = /^(0|[1-9][0-9]*)$/;
+/**
+ * Words that cannot name a type: reserved in JavaScript or TypeScript
+ * (`export const delete`, `export interface class`), or predefined types
+ * an interface cannot take the name of.
+ */
+const RESERVED = new Set([
+    'break', 'case', 'catch', 'class', 'const', 'continue', 'debugger', 'default', 'delete', 'do', 'else', 'enum',
+    'export', 'extends', 'false', 'finally', 'for', 'function', 'if', 'import', 'in', 'instanceof', 'new', 'null',
+    'return', 'super', 'switch', 'this', 'throw', 'true', 'try', 'typeof', 'var', 'void', 'while', 'with', 'yield',
+    'let', 'static', 'implements', 'interface', 'package', 'private', 'protected', 'public', 'await', 'arguments',
+    'eval', 'undefined', 'NaN', 'Infinity', 'any', 'unknown', 'never', 'object', 'number', 'bigint', 'boolean',
+    'string', 'symbol',
+]);
 /** The namespace the generated code imports the SDK as. */
 const NS = 'ternio';
+/** The highest opcode of an application packet (`0xFF00..` are the protocol's). */
+const MAX_OPCODE = 0xfeff;
+/** The longest `[T; N]` the generator takes. */
+const MAX_ARRAY_LEN = 0xffff_ffff;
+/** How deeply type references may nest (`Vec<Option<...>>`). */
+const MAX_NESTING = 64;
+/** A packet's flags, true or false when present. */
+const FLAGS = ['pushed', 'droppable', 'unreliable', 'compress', 'evolving'];
 /** A problem with the schema: the generator cannot describe it. */
 export class SchemaError extends Error {
     constructor(message) {
@@ -24,25 +47,219 @@ export class SchemaError extends Error {
         this.name = 'SchemaError';
     }
 }
+const own = (object, name) => Object.hasOwn(object, name);
+const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
 const hex = (opcode) => `0x${opcode.toString(16).padStart(4, '0').toUpperCase()}`;
-const key = (name) => (IDENTIFIER.test(name) ? name : `'${name}'`);
-const quote = (text) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+/** A string literal: quotes, backslashes, control characters and line terminators escaped. */
+const quote = (text) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "\\'")
+    .replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}'`;
+const key = (name) => (IDENTIFIER.test(name) ? name : quote(name));
+/** Text for a comment: no line terminator or control character, no `*` `/` that would end it. */
+const comment = (text) => text.replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, ' ').replace(/\*\//g, '*\\/');
+/** `base.name`, or `base["name"]` for a name that is not an identifier. */
+const member = (base, name) => (IDENTIFIER.test(name) ? `${base}.${name}` : `${base}[${JSON.stringify(name)}]`);
+function fail(path, problem) {
+    throw new SchemaError(`${path}: ${problem}`);
+}
+/**
+ * Checks the whole schema before any code is generated from it. A schema
+ * is a server's: every name, number and string it holds ends up in the
+ * generated code, so each must be what the format says (a type or field
+ * name an identifier, an opcode a number in range, a reference a type the
+ * schema holds) or the schema is refused.
+ * @throws {SchemaError} Naming the path of the first problem, as `types.Foo.fields[2].name: ...`.
+ */
+function validate(schema) {
+    if (!isObject(schema) || schema.schema !== 'ternio/1') {
+        throw new SchemaError(`not a ternio/1 schema (its "schema" is ${JSON.stringify(isObject(schema) ? schema.schema : undefined)})`);
+    }
+    const { types, packets, handlers } = schema;
+    if (!isObject(types))
+        fail('types', 'not an object');
+    if (!Array.isArray(packets))
+        fail('packets', 'not a list');
+    if (!Array.isArray(handlers))
+        fail('handlers', 'not a list');
+    for (const name of Object.keys(types)) {
+        if (!IDENTIFIER.test(name))
+            fail(member('types', name), 'not an identifier');
+        if (name === NS || RESERVED.has(name))
+            fail(member('types', name), `${name} cannot name a type in the generated code`);
+    }
+    const typeName = (name, path) => {
+        if (typeof name !== 'string')
+            fail(path, 'not a string');
+        if (!own(types, name))
+            fail(path, `refers to ${JSON.stringify(name)}, which the schema's types do not hold`);
+        return name;
+    };
+    const ref = (value, path, depth = 0) => {
+        if (depth > MAX_NESTING)
+            fail(path, `nested more than ${MAX_NESTING} deep`);
+        if (typeof value === 'string') {
+            if (!own(PRIMITIVES, value))
+                fail(path, `unknown type ${JSON.stringify(value)}`);
+        }
+        else if (!isObject(value)) {
+            fail(path, 'not a type reference');
+        }
+        else if (own(value, 'vec')) {
+            ref(value.vec, `${path}.vec`, depth + 1);
+        }
+        else if (own(value, 'option')) {
+            ref(value.option, `${path}.option`, depth + 1);
+        }
+        else if (own(value, 'array')) {
+            const len = value.len;
+            if (typeof len !== 'number' || !Number.isInteger(len) || len < 0 || len > MAX_ARRAY_LEN) {
+                fail(`${path}.len`, `not a length (an integer 0..=${MAX_ARRAY_LEN})`);
+            }
+            ref(value.array, `${path}.array`, depth + 1);
+        }
+        else if (own(value, 'ref')) {
+            typeName(value.ref, `${path}.ref`);
+        }
+        else if (own(value, 'opaque')) {
+            if (typeof value.opaque !== 'string')
+                fail(`${path}.opaque`, 'not a string');
+        }
+        else {
+            fail(path, 'not a type reference');
+        }
+    };
+    const fieldName = (name, path, seen, positions) => {
+        if (typeof name !== 'string' || !(IDENTIFIER.test(name) || (positions && POSITION.test(name)))) {
+            fail(path, positions ? 'not an identifier (or a tuple position)' : 'not an identifier');
+        }
+        if (name === '__proto__')
+            fail(path, '__proto__ cannot be a name in the generated code');
+        if (seen.has(name))
+            fail(path, `a second ${name}`);
+        seen.add(name);
+    };
+    const fields = (list, path) => {
+        if (!Array.isArray(list))
+            fail(path, 'not a list of fields');
+        const seen = new Set();
+        list.forEach((field, i) => {
+            const at = `${path}[${i}]`;
+            if (!isObject(field))
+                fail(at, 'not a field');
+            fieldName(field.name, `${at}.name`, seen, true);
+            if (field.optional !== undefined && typeof field.optional !== 'boolean')
+                fail(`${at}.optional`, 'not true or false');
+            ref(field.type, `${at}.type`);
+        });
+    };
+    for (const [name, type] of Object.entries(types)) {
+        const at = member('types', name);
+        if (!isObject(type))
+            fail(at, 'not a type');
+        if (type.kind === 'struct') {
+            if (type.evolving !== undefined && typeof type.evolving !== 'boolean')
+                fail(`${at}.evolving`, 'not true or false');
+            fields(type.fields, `${at}.fields`);
+        }
+        else if (type.kind === 'enum') {
+            const variants = type.variants;
+            if (!Array.isArray(variants) || variants.length === 0 || variants.length > 256)
+                fail(`${at}.variants`, 'not a list of 1 to 256 variants');
+            const seen = new Set();
+            variants.forEach((variant, i) => {
+                const vat = `${at}.variants[${i}]`;
+                if (!isObject(variant))
+                    fail(vat, 'not a variant');
+                if (variant.index !== i)
+                    fail(`${vat}.index`, `not ${i} (the variants are in index order)`);
+                fieldName(variant.name, `${vat}.name`, seen, false);
+                fields(variant.fields, `${vat}.fields`);
+            });
+        }
+        else {
+            fail(`${at}.kind`, 'neither "struct" nor "enum"');
+        }
+    }
+    const opcode = (value, path) => {
+        if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_OPCODE) {
+            fail(path, `not an opcode (an integer 0..=${MAX_OPCODE})`);
+        }
+        return value;
+    };
+    const packetNames = new Set();
+    const opcodes = new Set();
+    packets.forEach((packet, i) => {
+        const at = `packets[${i}]`;
+        if (!isObject(packet))
+            fail(at, 'not a packet');
+        const code = opcode(packet.opcode, `${at}.opcode`);
+        if (opcodes.has(code))
+            fail(`${at}.opcode`, `a second packet with opcode ${hex(code)}`);
+        opcodes.add(code);
+        const name = typeName(packet.name, `${at}.name`);
+        if (packetNames.has(name))
+            fail(`${at}.name`, `a second packet called ${name}`);
+        packetNames.add(name);
+        for (const flag of FLAGS) {
+            if (packet[flag] !== undefined && typeof packet[flag] !== 'boolean')
+                fail(`${at}.${flag}`, 'not true or false');
+        }
+        const depth = packet.max_depth;
+        if (depth !== undefined && (typeof depth !== 'number' || !Number.isSafeInteger(depth) || depth < 0))
+            fail(`${at}.max_depth`, 'not a count');
+    });
+    const response = (value, path) => {
+        if (value === null || value === undefined || value === 'ack')
+            return;
+        if (!isObject(value)) {
+            fail(path, 'not a response');
+        }
+        else if (own(value, 'packet')) {
+            if (typeof value.packet !== 'string' || !packetNames.has(value.packet)) {
+                fail(`${path}.packet`, `refers to ${JSON.stringify(value.packet)}, which is not a packet of the schema`);
+            }
+        }
+        else if (own(value, 'opaque')) {
+            if (typeof value.opaque !== 'string')
+                fail(`${path}.opaque`, 'not a string');
+        }
+        else {
+            fail(path, 'not a response');
+        }
+    };
+    packets.forEach((packet, i) => response(packet.response, `packets[${i}].response`));
+    const requests = new Set();
+    handlers.forEach((handler, i) => {
+        const at = `handlers[${i}]`;
+        if (!isObject(handler))
+            fail(at, 'not a handler');
+        opcode(handler.opcode, `${at}.opcode`);
+        if (typeof handler.name !== 'string')
+            fail(`${at}.name`, 'not a string');
+        const request = handler.request;
+        if (typeof request !== 'string' || !packetNames.has(request)) {
+            fail(`${at}.request`, `refers to ${JSON.stringify(request)}, which is not a packet of the schema`);
+        }
+        if (requests.has(request))
+            fail(`${at}.request`, `a second handler of ${request}`);
+        requests.add(request);
+        response(handler.response, `${at}.response`);
+        for (const item of ['stream_item', 'upload_item']) {
+            if (handler[item] !== null && handler[item] !== undefined)
+                ref(handler[item], `${at}.${item}`);
+        }
+    });
+}
 /**
  * Generates the code of `schema`.
  * @throws {SchemaError} When the schema is not `ternio/1`, or holds what the SDK cannot code.
  */
 export function generate(schema, options = {}) {
-    if (schema?.schema !== 'ternio/1')
-        throw new SchemaError(`not a ternio/1 schema (its "schema" is ${JSON.stringify(schema?.schema)})`);
+    validate(schema);
     const language = options.language ?? 'ts';
     const importFrom = options.importFrom ?? 'ternio';
     const packets = new Map(schema.packets.map((p) => [p.name, p]));
     const handlers = new Map(schema.handlers.map((h) => [h.request, h]));
     const types = schema.types;
-    for (const name of Object.keys(types)) {
-        if (!IDENTIFIER.test(name) || name === NS)
-            throw new SchemaError(`type name ${JSON.stringify(name)} is not usable as an identifier`);
-    }
     /** The type each reference needs first, to order the declarations. */
     const order = [];
     const state = new Map();
@@ -51,18 +268,18 @@ export function generate(schema, options = {}) {
     const refsOf = (ref, out) => {
         if (typeof ref === 'string')
             return out;
-        if ('vec' in ref)
+        if (own(ref, 'vec'))
             return refsOf(ref.vec, out);
-        if ('option' in ref)
+        if (own(ref, 'option'))
             return refsOf(ref.option, out);
-        if ('array' in ref)
+        if (own(ref, 'array'))
             return refsOf(ref.array, out);
-        if ('ref' in ref)
+        if (own(ref, 'ref'))
             out.push(ref.ref);
         return out;
     };
     const visit = (name, from) => {
-        if (!(name in types))
+        if (!own(types, name))
             throw new SchemaError(`${from} refers to ${name}, which the schema's types do not hold`);
         if (state.get(name) === 'done')
             return;
@@ -95,37 +312,40 @@ export function generate(schema, options = {}) {
         const handler = handlers.get(name);
         const response = handler?.response ?? packet.response;
         const item = handler?.stream_item ?? handler?.upload_item ?? null;
-        return { response: response && typeof response === 'object' && 'packet' in response ? response.packet : null, item };
+        return { response: response && typeof response === 'object' && own(response, 'packet') ? response.packet : null, item };
     }
     for (const name of Object.keys(types))
         visit(name, name);
     /** A reference as a codec expression and a TypeScript type, from within `owner`. */
     const codec = (ref, owner) => {
         if (typeof ref === 'string') {
-            const primitive = PRIMITIVES[ref];
-            if (!primitive)
+            if (!own(PRIMITIVES, ref))
                 throw new SchemaError(`${owner}: unknown type ${JSON.stringify(ref)}`);
+            const primitive = PRIMITIVES[ref];
             return [`${NS}.${primitive[0]}`, primitive[1]];
         }
-        if ('vec' in ref) {
-            if (ref.vec === 'u8')
+        if (own(ref, 'vec')) {
+            const { vec } = ref;
+            if (vec === 'u8')
                 return [`${NS}.bytes`, 'Uint8Array'];
-            const [inner, ts] = codec(ref.vec, owner);
+            const [inner, ts] = codec(vec, owner);
             return [`${NS}.vec(${inner})`, `Array<${ts}>`];
         }
-        if ('option' in ref) {
+        if (own(ref, 'option')) {
             const [inner, ts] = codec(ref.option, owner);
             return [`${NS}.option(${inner})`, `${ts} | null`];
         }
-        if ('array' in ref) {
-            const [inner, ts] = codec(ref.array, owner);
-            return [`${NS}.array(${inner}, ${ref.len})`, `Array<${ts}>`];
+        if (own(ref, 'array')) {
+            const { array, len } = ref;
+            const [inner, ts] = codec(array, owner);
+            return [`${NS}.array(${inner}, ${len})`, `Array<${ts}>`];
         }
-        if ('ref' in ref) {
-            const lazy = lazyRefs.has(`${owner}->${ref.ref}`);
-            return [lazy ? `${NS}.lazy(() => ${ref.ref}, ${quote(ref.ref)})` : ref.ref, ref.ref];
+        if (own(ref, 'ref')) {
+            const name = ref.ref;
+            const lazy = lazyRefs.has(`${owner}->${name}`);
+            return [lazy ? `${NS}.lazy(() => ${name}, ${quote(name)})` : name, name];
         }
-        if ('opaque' in ref)
+        if (own(ref, 'opaque'))
             return [`${NS}.opaque(${quote(ref.opaque)})`, 'never'];
         throw new SchemaError(`${owner}: unknown type reference ${JSON.stringify(ref)}`);
     };
@@ -141,11 +361,13 @@ export function generate(schema, options = {}) {
         const response = handlers.get(packet.name)?.response ?? packet.response;
         if (response === 'ack')
             return { ts: 'undefined', doc: 'answered with an acknowledgement (`undefined`)' };
-        if (response && typeof response === 'object' && 'packet' in response) {
-            return { ts: response.packet, doc: `answered with {@link ${response.packet}}` };
+        if (response && typeof response === 'object' && own(response, 'packet')) {
+            const { packet: name } = response;
+            return { ts: name, doc: `answered with {@link ${name}}` };
         }
-        if (response && typeof response === 'object' && 'opaque' in response) {
-            return { ts: 'unknown', doc: `answered with \`${response.opaque}\`, which the schema does not describe` };
+        if (response && typeof response === 'object' && own(response, 'opaque')) {
+            const { opaque } = response;
+            return { ts: 'unknown', doc: `answered with \`${comment(opaque)}\`, which the schema does not describe` };
         }
         return { ts: 'unknown', doc: '' };
     };
@@ -153,7 +375,7 @@ export function generate(schema, options = {}) {
     const code = [];
     const dts = [];
     const header = [
-        `// Generated by ternio-codegen from ${options.source ?? 'a schema'} (ternio/1): do not edit; regenerate.`,
+        `// Generated by ternio-codegen from ${comment(options.source ?? 'a schema')} (ternio/1): do not edit; regenerate.`,
         '',
     ];
     code.push(...header, `import * as ${NS} from ${quote(importFrom)};`, '');
@@ -210,8 +432,8 @@ export function generate(schema, options = {}) {
                 const answers = schema.packets.filter((p) => p.name !== name && packetExtras(p.name).response === name);
                 const facts = [
                     answers.length ? `the answer to ${answers.map((p) => `{@link ${p.name}}`).join(', ')}` : '',
-                    handler && !handler.stream_item ? `a request (\`${handler.name}\`), ${response.doc}` : '',
-                    handler?.stream_item ? `a request (\`${handler.name}\`) answered by a stream of {@link ${itemTs}}` : '',
+                    handler && !handler.stream_item ? `a request (\`${comment(handler.name)}\`), ${response.doc}` : '',
+                    handler?.stream_item ? `a request (\`${comment(handler.name)}\`) answered by a stream of {@link ${itemTs}}` : '',
                     packet.pushed ? 'pushed by the server' : '',
                     handler?.upload_item ? `an upload of {@link ${itemTs}}` : '',
                     packet.evolving ? `evolving${optional ? ` (its last ${optional} field${optional === 1 ? '' : 's'} optional: a body that ends before them decodes them as their defaults)` : ''}` : '',

@@ -27,6 +27,8 @@ export declare class StreamState {
     answer: Frame | undefined;
     /** Why it failed, until the application is told. */
     error: unknown;
+    /** Removes the 'abort' listener of its request's signal, if it has one: called once it ends, however it ends. */
+    release: (() => void) | null;
     constructor(name: string);
     /** Wakes whoever waits for an item, credit or the end. */
     wake(): void;

@@ -29,6 +29,8 @@ export class StreamState {
     answer = undefined;
     /** Why it failed, until the application is told. */
     error = null;
+    /** Removes the 'abort' listener of its request's signal, if it has one: called once it ends, however it ends. */
+    release = null;
     #waiters = [];
     constructor(name) {
         this.name = name;

@@ -1579,31 +1579,41 @@ export class Client {
     if (signal?.aborted) throw abortedError(outgoing.name, signal);
     const stream = new StreamState(outgoing.name);
     const onAbort = () => this.#cancelStream(stream, abortedError(stream.name, signal!));
-    const done = () => {
-      stream.ended = true;
-      this.#streams.delete(stream.id);
-      signal?.removeEventListener('abort', onAbort);
-      stream.wake();
-    };
-    const resolve = (answer: Frame) => { stream.answer = answer; done(); };
-    const reject = (error: unknown) => { stream.error = error; done(); };
+    const resolve = (answer: Frame) => { stream.answer = answer; this.#endStream(stream); };
+    const reject = (error: unknown) => { stream.error = error; this.#endStream(stream); };
     const id = this.#call(outgoing, 0, (frame) => frame, resolve, reject);
     if (id !== undefined) stream.id = id;
     if (id !== undefined && !stream.ended) {
       this.#streams.set(id, stream);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal) {
+        signal.addEventListener('abort', onAbort, { once: true });
+        stream.release = () => signal.removeEventListener('abort', onAbort);
+      }
     }
     return stream;
+  }
+
+  /**
+   * Ends `stream`, however it ends (answered, failed, cancelled, its
+   * signal aborted): its state dropped, its signal's listener removed (a
+   * long-lived signal would otherwise keep one per stream), its reader or
+   * uploader woken.
+   */
+  #endStream(stream: StreamState): void {
+    stream.ended = true;
+    this.#streams.delete(stream.id);
+    stream.release?.();
+    stream.release = null;
+    stream.wake();
   }
 
   /** Gives up `stream`: CANCEL to the server, its state dropped; `error`, if any, is what its reader or uploader gets. */
   #cancelStream(stream: StreamState, error?: TernioError): void {
     if (stream.ended) return;
-    stream.ended = true;
     if (error) stream.error = error;
-    this.#streams.delete(stream.id);
-    if (this.#take(stream.id) && this.isOpen) this.#sendCancel(stream.id);
-    stream.wake();
+    const entry = this.#take(stream.id);
+    this.#endStream(stream);
+    if (entry && this.isOpen) this.#sendCancel(stream.id);
   }
 
   #onPush(frame: Frame): void {

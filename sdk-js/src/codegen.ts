@@ -116,8 +116,31 @@ const PRIMITIVES: Record<string, [codec: string, ts: string]> = {
 };
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+/** A tuple field's name: its position. */
+const POSITION = /^(0|[1-9][0-9]*)$/;
+/**
+ * Words that cannot name a type: reserved in JavaScript or TypeScript
+ * (`export const delete`, `export interface class`), or predefined types
+ * an interface cannot take the name of.
+ */
+const RESERVED = new Set([
+  'break', 'case', 'catch', 'class', 'const', 'continue', 'debugger', 'default', 'delete', 'do', 'else', 'enum',
+  'export', 'extends', 'false', 'finally', 'for', 'function', 'if', 'import', 'in', 'instanceof', 'new', 'null',
+  'return', 'super', 'switch', 'this', 'throw', 'true', 'try', 'typeof', 'var', 'void', 'while', 'with', 'yield',
+  'let', 'static', 'implements', 'interface', 'package', 'private', 'protected', 'public', 'await', 'arguments',
+  'eval', 'undefined', 'NaN', 'Infinity', 'any', 'unknown', 'never', 'object', 'number', 'bigint', 'boolean',
+  'string', 'symbol',
+]);
 /** The namespace the generated code imports the SDK as. */
 const NS = 'ternio';
+/** The highest opcode of an application packet (`0xFF00..` are the protocol's). */
+const MAX_OPCODE = 0xfeff;
+/** The longest `[T; N]` the generator takes. */
+const MAX_ARRAY_LEN = 0xffff_ffff;
+/** How deeply type references may nest (`Vec<Option<...>>`). */
+const MAX_NESTING = 64;
+/** A packet's flags, true or false when present. */
+const FLAGS = ['pushed', 'droppable', 'unreliable', 'compress', 'evolving'] as const;
 
 /** A problem with the schema: the generator cannot describe it. */
 export class SchemaError extends Error {
@@ -127,24 +150,180 @@ export class SchemaError extends Error {
   }
 }
 
+const own = (object: object, name: string): boolean => Object.hasOwn(object, name);
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 const hex = (opcode: number): string => `0x${opcode.toString(16).padStart(4, '0').toUpperCase()}`;
-const key = (name: string): string => (IDENTIFIER.test(name) ? name : `'${name}'`);
-const quote = (text: string): string => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+/** A string literal: quotes, backslashes, control characters and line terminators escaped. */
+const quote = (text: string): string => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "\\'")
+  .replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}'`;
+const key = (name: string): string => (IDENTIFIER.test(name) ? name : quote(name));
+/** Text for a comment: no line terminator or control character, no `*` `/` that would end it. */
+const comment = (text: string): string => text.replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, ' ').replace(/\*\//g, '*\\/');
+/** `base.name`, or `base["name"]` for a name that is not an identifier. */
+const member = (base: string, name: string): string => (IDENTIFIER.test(name) ? `${base}.${name}` : `${base}[${JSON.stringify(name)}]`);
+
+function fail(path: string, problem: string): never {
+  throw new SchemaError(`${path}: ${problem}`);
+}
+
+/**
+ * Checks the whole schema before any code is generated from it. A schema
+ * is a server's: every name, number and string it holds ends up in the
+ * generated code, so each must be what the format says (a type or field
+ * name an identifier, an opcode a number in range, a reference a type the
+ * schema holds) or the schema is refused.
+ * @throws {SchemaError} Naming the path of the first problem, as `types.Foo.fields[2].name: ...`.
+ */
+function validate(schema: unknown): asserts schema is Schema {
+  if (!isObject(schema) || schema.schema !== 'ternio/1') {
+    throw new SchemaError(`not a ternio/1 schema (its "schema" is ${JSON.stringify(isObject(schema) ? schema.schema : undefined)})`);
+  }
+  const { types, packets, handlers } = schema;
+  if (!isObject(types)) fail('types', 'not an object');
+  if (!Array.isArray(packets)) fail('packets', 'not a list');
+  if (!Array.isArray(handlers)) fail('handlers', 'not a list');
+  for (const name of Object.keys(types)) {
+    if (!IDENTIFIER.test(name)) fail(member('types', name), 'not an identifier');
+    if (name === NS || RESERVED.has(name)) fail(member('types', name), `${name} cannot name a type in the generated code`);
+  }
+  const typeName = (name: unknown, path: string): string => {
+    if (typeof name !== 'string') fail(path, 'not a string');
+    if (!own(types, name)) fail(path, `refers to ${JSON.stringify(name)}, which the schema's types do not hold`);
+    return name;
+  };
+  const ref = (value: unknown, path: string, depth = 0): void => {
+    if (depth > MAX_NESTING) fail(path, `nested more than ${MAX_NESTING} deep`);
+    if (typeof value === 'string') {
+      if (!own(PRIMITIVES, value)) fail(path, `unknown type ${JSON.stringify(value)}`);
+    } else if (!isObject(value)) {
+      fail(path, 'not a type reference');
+    } else if (own(value, 'vec')) {
+      ref(value.vec, `${path}.vec`, depth + 1);
+    } else if (own(value, 'option')) {
+      ref(value.option, `${path}.option`, depth + 1);
+    } else if (own(value, 'array')) {
+      const len = value.len;
+      if (typeof len !== 'number' || !Number.isInteger(len) || len < 0 || len > MAX_ARRAY_LEN) {
+        fail(`${path}.len`, `not a length (an integer 0..=${MAX_ARRAY_LEN})`);
+      }
+      ref(value.array, `${path}.array`, depth + 1);
+    } else if (own(value, 'ref')) {
+      typeName(value.ref, `${path}.ref`);
+    } else if (own(value, 'opaque')) {
+      if (typeof value.opaque !== 'string') fail(`${path}.opaque`, 'not a string');
+    } else {
+      fail(path, 'not a type reference');
+    }
+  };
+  const fieldName = (name: unknown, path: string, seen: Set<string>, positions: boolean): void => {
+    if (typeof name !== 'string' || !(IDENTIFIER.test(name) || (positions && POSITION.test(name)))) {
+      fail(path, positions ? 'not an identifier (or a tuple position)' : 'not an identifier');
+    }
+    if (name === '__proto__') fail(path, '__proto__ cannot be a name in the generated code');
+    if (seen.has(name)) fail(path, `a second ${name}`);
+    seen.add(name);
+  };
+  const fields = (list: unknown, path: string): void => {
+    if (!Array.isArray(list)) fail(path, 'not a list of fields');
+    const seen = new Set<string>();
+    list.forEach((field: unknown, i) => {
+      const at = `${path}[${i}]`;
+      if (!isObject(field)) fail(at, 'not a field');
+      fieldName(field.name, `${at}.name`, seen, true);
+      if (field.optional !== undefined && typeof field.optional !== 'boolean') fail(`${at}.optional`, 'not true or false');
+      ref(field.type, `${at}.type`);
+    });
+  };
+  for (const [name, type] of Object.entries(types)) {
+    const at = member('types', name);
+    if (!isObject(type)) fail(at, 'not a type');
+    if (type.kind === 'struct') {
+      if (type.evolving !== undefined && typeof type.evolving !== 'boolean') fail(`${at}.evolving`, 'not true or false');
+      fields(type.fields, `${at}.fields`);
+    } else if (type.kind === 'enum') {
+      const variants = type.variants;
+      if (!Array.isArray(variants) || variants.length === 0 || variants.length > 256) fail(`${at}.variants`, 'not a list of 1 to 256 variants');
+      const seen = new Set<string>();
+      variants.forEach((variant: unknown, i) => {
+        const vat = `${at}.variants[${i}]`;
+        if (!isObject(variant)) fail(vat, 'not a variant');
+        if (variant.index !== i) fail(`${vat}.index`, `not ${i} (the variants are in index order)`);
+        fieldName(variant.name, `${vat}.name`, seen, false);
+        fields(variant.fields, `${vat}.fields`);
+      });
+    } else {
+      fail(`${at}.kind`, 'neither "struct" nor "enum"');
+    }
+  }
+  const opcode = (value: unknown, path: string): number => {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_OPCODE) {
+      fail(path, `not an opcode (an integer 0..=${MAX_OPCODE})`);
+    }
+    return value;
+  };
+  const packetNames = new Set<string>();
+  const opcodes = new Set<number>();
+  packets.forEach((packet: unknown, i) => {
+    const at = `packets[${i}]`;
+    if (!isObject(packet)) fail(at, 'not a packet');
+    const code = opcode(packet.opcode, `${at}.opcode`);
+    if (opcodes.has(code)) fail(`${at}.opcode`, `a second packet with opcode ${hex(code)}`);
+    opcodes.add(code);
+    const name = typeName(packet.name, `${at}.name`);
+    if (packetNames.has(name)) fail(`${at}.name`, `a second packet called ${name}`);
+    packetNames.add(name);
+    for (const flag of FLAGS) {
+      if (packet[flag] !== undefined && typeof packet[flag] !== 'boolean') fail(`${at}.${flag}`, 'not true or false');
+    }
+    const depth = packet.max_depth;
+    if (depth !== undefined && (typeof depth !== 'number' || !Number.isSafeInteger(depth) || depth < 0)) fail(`${at}.max_depth`, 'not a count');
+  });
+  const response = (value: unknown, path: string): void => {
+    if (value === null || value === undefined || value === 'ack') return;
+    if (!isObject(value)) {
+      fail(path, 'not a response');
+    } else if (own(value, 'packet')) {
+      if (typeof value.packet !== 'string' || !packetNames.has(value.packet)) {
+        fail(`${path}.packet`, `refers to ${JSON.stringify(value.packet)}, which is not a packet of the schema`);
+      }
+    } else if (own(value, 'opaque')) {
+      if (typeof value.opaque !== 'string') fail(`${path}.opaque`, 'not a string');
+    } else {
+      fail(path, 'not a response');
+    }
+  };
+  packets.forEach((packet: Record<string, unknown>, i) => response(packet.response, `packets[${i}].response`));
+  const requests = new Set<string>();
+  handlers.forEach((handler: unknown, i) => {
+    const at = `handlers[${i}]`;
+    if (!isObject(handler)) fail(at, 'not a handler');
+    opcode(handler.opcode, `${at}.opcode`);
+    if (typeof handler.name !== 'string') fail(`${at}.name`, 'not a string');
+    const request = handler.request;
+    if (typeof request !== 'string' || !packetNames.has(request)) {
+      fail(`${at}.request`, `refers to ${JSON.stringify(request)}, which is not a packet of the schema`);
+    }
+    if (requests.has(request)) fail(`${at}.request`, `a second handler of ${request}`);
+    requests.add(request);
+    response(handler.response, `${at}.response`);
+    for (const item of ['stream_item', 'upload_item'] as const) {
+      if (handler[item] !== null && handler[item] !== undefined) ref(handler[item], `${at}.${item}`);
+    }
+  });
+}
 
 /**
  * Generates the code of `schema`.
  * @throws {SchemaError} When the schema is not `ternio/1`, or holds what the SDK cannot code.
  */
 export function generate(schema: Schema, options: GenerateOptions = {}): Generated {
-  if (schema?.schema !== 'ternio/1') throw new SchemaError(`not a ternio/1 schema (its "schema" is ${JSON.stringify(schema?.schema)})`);
+  validate(schema);
   const language = options.language ?? 'ts';
   const importFrom = options.importFrom ?? 'ternio';
   const packets = new Map(schema.packets.map((p) => [p.name, p]));
   const handlers = new Map(schema.handlers.map((h) => [h.request, h]));
   const types = schema.types;
-  for (const name of Object.keys(types)) {
-    if (!IDENTIFIER.test(name) || name === NS) throw new SchemaError(`type name ${JSON.stringify(name)} is not usable as an identifier`);
-  }
 
   /** The type each reference needs first, to order the declarations. */
   const order: string[] = [];
@@ -153,14 +332,14 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
   const lazyRefs = new Set<string>();
   const refsOf = (ref: SchemaTypeRef, out: string[]): string[] => {
     if (typeof ref === 'string') return out;
-    if ('vec' in ref) return refsOf(ref.vec, out);
-    if ('option' in ref) return refsOf(ref.option, out);
-    if ('array' in ref) return refsOf(ref.array, out);
-    if ('ref' in ref) out.push(ref.ref);
+    if (own(ref, 'vec')) return refsOf((ref as { vec: SchemaTypeRef }).vec, out);
+    if (own(ref, 'option')) return refsOf((ref as { option: SchemaTypeRef }).option, out);
+    if (own(ref, 'array')) return refsOf((ref as { array: SchemaTypeRef }).array, out);
+    if (own(ref, 'ref')) out.push((ref as { ref: string }).ref);
     return out;
   };
   const visit = (name: string, from: string): void => {
-    if (!(name in types)) throw new SchemaError(`${from} refers to ${name}, which the schema's types do not hold`);
+    if (!own(types, name)) throw new SchemaError(`${from} refers to ${name}, which the schema's types do not hold`);
     if (state.get(name) === 'done') return;
     if (state.get(name) === 'visiting') {
       lazyRefs.add(`${from}->${name}`);
@@ -187,7 +366,7 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
     const handler = handlers.get(name);
     const response = handler?.response ?? packet.response;
     const item = handler?.stream_item ?? handler?.upload_item ?? null;
-    return { response: response && typeof response === 'object' && 'packet' in response ? response.packet : null, item };
+    return { response: response && typeof response === 'object' && own(response, 'packet') ? (response as { packet: string }).packet : null, item };
   }
 
   for (const name of Object.keys(types)) visit(name, name);
@@ -195,28 +374,31 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
   /** A reference as a codec expression and a TypeScript type, from within `owner`. */
   const codec = (ref: SchemaTypeRef, owner: string): [string, string] => {
     if (typeof ref === 'string') {
-      const primitive = PRIMITIVES[ref];
-      if (!primitive) throw new SchemaError(`${owner}: unknown type ${JSON.stringify(ref)}`);
+      if (!own(PRIMITIVES, ref)) throw new SchemaError(`${owner}: unknown type ${JSON.stringify(ref)}`);
+      const primitive = PRIMITIVES[ref]!;
       return [`${NS}.${primitive[0]}`, primitive[1]];
     }
-    if ('vec' in ref) {
-      if (ref.vec === 'u8') return [`${NS}.bytes`, 'Uint8Array'];
-      const [inner, ts] = codec(ref.vec, owner);
+    if (own(ref, 'vec')) {
+      const { vec } = ref as { vec: SchemaTypeRef };
+      if (vec === 'u8') return [`${NS}.bytes`, 'Uint8Array'];
+      const [inner, ts] = codec(vec, owner);
       return [`${NS}.vec(${inner})`, `Array<${ts}>`];
     }
-    if ('option' in ref) {
-      const [inner, ts] = codec(ref.option, owner);
+    if (own(ref, 'option')) {
+      const [inner, ts] = codec((ref as { option: SchemaTypeRef }).option, owner);
       return [`${NS}.option(${inner})`, `${ts} | null`];
     }
-    if ('array' in ref) {
-      const [inner, ts] = codec(ref.array, owner);
-      return [`${NS}.array(${inner}, ${ref.len})`, `Array<${ts}>`];
+    if (own(ref, 'array')) {
+      const { array, len } = ref as { array: SchemaTypeRef; len: number };
+      const [inner, ts] = codec(array, owner);
+      return [`${NS}.array(${inner}, ${len})`, `Array<${ts}>`];
     }
-    if ('ref' in ref) {
-      const lazy = lazyRefs.has(`${owner}->${ref.ref}`);
-      return [lazy ? `${NS}.lazy(() => ${ref.ref}, ${quote(ref.ref)})` : ref.ref, ref.ref];
+    if (own(ref, 'ref')) {
+      const name = (ref as { ref: string }).ref;
+      const lazy = lazyRefs.has(`${owner}->${name}`);
+      return [lazy ? `${NS}.lazy(() => ${name}, ${quote(name)})` : name, name];
     }
-    if ('opaque' in ref) return [`${NS}.opaque(${quote(ref.opaque)})`, 'never'];
+    if (own(ref, 'opaque')) return [`${NS}.opaque(${quote((ref as { opaque: string }).opaque)})`, 'never'];
     throw new SchemaError(`${owner}: unknown type reference ${JSON.stringify(ref)}`);
   };
 
@@ -231,11 +413,13 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
   const responseType = (packet: SchemaPacket): { ts: string; doc: string } => {
     const response = handlers.get(packet.name)?.response ?? packet.response;
     if (response === 'ack') return { ts: 'undefined', doc: 'answered with an acknowledgement (`undefined`)' };
-    if (response && typeof response === 'object' && 'packet' in response) {
-      return { ts: response.packet, doc: `answered with {@link ${response.packet}}` };
+    if (response && typeof response === 'object' && own(response, 'packet')) {
+      const { packet: name } = response as { packet: string };
+      return { ts: name, doc: `answered with {@link ${name}}` };
     }
-    if (response && typeof response === 'object' && 'opaque' in response) {
-      return { ts: 'unknown', doc: `answered with \`${response.opaque}\`, which the schema does not describe` };
+    if (response && typeof response === 'object' && own(response, 'opaque')) {
+      const { opaque } = response as { opaque: string };
+      return { ts: 'unknown', doc: `answered with \`${comment(opaque)}\`, which the schema does not describe` };
     }
     return { ts: 'unknown', doc: '' };
   };
@@ -244,7 +428,7 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
   const code: string[] = [];
   const dts: string[] = [];
   const header = [
-    `// Generated by ternio-codegen from ${options.source ?? 'a schema'} (ternio/1): do not edit; regenerate.`,
+    `// Generated by ternio-codegen from ${comment(options.source ?? 'a schema')} (ternio/1): do not edit; regenerate.`,
     '',
   ];
   code.push(...header, `import * as ${NS} from ${quote(importFrom)};`, '');
@@ -298,8 +482,8 @@ export function generate(schema: Schema, options: GenerateOptions = {}): Generat
         const answers = schema.packets.filter((p) => p.name !== name && packetExtras(p.name).response === name);
         const facts = [
           answers.length ? `the answer to ${answers.map((p) => `{@link ${p.name}}`).join(', ')}` : '',
-          handler && !handler.stream_item ? `a request (\`${handler.name}\`), ${response.doc}` : '',
-          handler?.stream_item ? `a request (\`${handler.name}\`) answered by a stream of {@link ${itemTs}}` : '',
+          handler && !handler.stream_item ? `a request (\`${comment(handler.name)}\`), ${response.doc}` : '',
+          handler?.stream_item ? `a request (\`${comment(handler.name)}\`) answered by a stream of {@link ${itemTs}}` : '',
           packet.pushed ? 'pushed by the server' : '',
           handler?.upload_item ? `an upload of {@link ${itemTs}}` : '',
           packet.evolving ? `evolving${optional ? ` (its last ${optional} field${optional === 1 ? '' : 's'} optional: a body that ends before them decodes them as their defaults)` : ''}` : '',

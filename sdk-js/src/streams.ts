@@ -31,6 +31,8 @@ export class StreamState {
   answer: Frame | undefined = undefined;
   /** Why it failed, until the application is told. */
   error: unknown = null;
+  /** Removes the 'abort' listener of its request's signal, if it has one: called once it ends, however it ends. */
+  release: (() => void) | null = null;
   #waiters: Array<() => void> = [];
 
   constructor(name: string) {

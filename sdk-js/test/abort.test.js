@@ -1,13 +1,13 @@
 // AbortSignal on requests and streams, against the real servers: the
 // conformance server's Hold (an async handler that waits for its Release)
-// and the echo server's CountTo (a download). A spy WebSocket notes every
+// and the echo server's CountTo (a download) and AddUp (an upload). A spy WebSocket notes every
 // frame both ways, so the tests see the CANCEL go out and no answer come.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 
-import { Client, TernioError, SystemOpcode, decodeFrame, packet, bool, u32 } from '../dist/index.js';
+import { Client, TernioError, SystemOpcode, decodeFrame, packet, bool, bytes, u32, u64 } from '../dist/index.js';
 import { exampleBinary, rerunWithWebSocket, startEchoServer } from './support.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -18,6 +18,9 @@ const Released = packet(0x0112, { tag: u32 }, { name: 'Released' });
 const Release = packet(0x0102, { tag: u32 }, { name: 'Release', response: Released });
 const NumberItem = packet(0x0005, { value: u32 }, { name: 'Number' });
 const CountTo = packet(0x0004, { count: u32 }, { name: 'CountTo', item: NumberItem });
+const Echo = packet(0x0001, { payload: bytes }, { name: 'Echo' });
+const Total = packet(0x0007, { sum: u64 }, { name: 'Total' });
+const AddUp = packet(0x0006, {}, { name: 'AddUp', response: Total, item: NumberItem });
 
 if (typeof globalThis.WebSocket !== 'function') {
   rerunWithWebSocket(HERE, 'abort tests');
@@ -117,6 +120,70 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.deepEqual(cancels.map((frame) => frame.body), [u32.encode(request.requestId)]);
     assert.equal(client.inFlight, 0);
     assert.ok((await client.ping()) >= 0);
+    await client.close();
+  });
+
+  /** An AbortController whose signal notes the 'abort' listeners added to it and not removed since. */
+  function countingController() {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const listeners = new Set();
+    const add = signal.addEventListener.bind(signal);
+    const remove = signal.removeEventListener.bind(signal);
+    signal.addEventListener = (type, listener, options) => {
+      if (type === 'abort') listeners.add(listener);
+      add(type, listener, options);
+    };
+    signal.removeEventListener = (type, listener, options) => {
+      if (type === 'abort') listeners.delete(listener);
+      remove(type, listener, options);
+    };
+    return { controller, signal, listeners };
+  }
+
+  test('one signal for many streams and requests: each removes its abort listener however it ends', async () => {
+    const { client, seen } = await spied(echo.url);
+    const { controller, signal, listeners } = countingController();
+    const N = 25;
+    // Downloads left early: return() cancels them.
+    for (let i = 0; i < N; i++) {
+      let taken = 0;
+      for await (const number of client.requestStream(CountTo, { count: 1_000_000 }, { signal })) {
+        assert.equal(number.value, taken);
+        if (++taken === 3) break;
+      }
+    }
+    assert.equal(listeners.size, 0, 'downloads left with break');
+    // Uploads given up with cancel().
+    for (let i = 0; i < N; i++) {
+      const upload = client.upload(AddUp, {}, { signal });
+      await upload.send({ value: i });
+      upload.cancel();
+      await assert.rejects(upload.send({ value: 0 }), /cancelled/);
+    }
+    assert.equal(listeners.size, 0, 'uploads cancelled');
+    // Ended by the server's answer, and requests: these already removed theirs.
+    for (let i = 0; i < N; i++) {
+      const numbers = [];
+      for await (const number of client.requestStream(CountTo, { count: 2 }, { signal })) numbers.push(number.value);
+      assert.deepEqual(numbers, [0, 1]);
+      const upload = client.upload(AddUp, {}, { signal });
+      await upload.send({ value: 2 });
+      assert.deepEqual(await upload.finish(), { sum: 2n });
+      const payload = Uint8Array.of(i);
+      assert.deepEqual(await client.request(Echo, { payload }, { signal }), { payload });
+    }
+    assert.equal(listeners.size, 0, 'streams answered');
+    assert.equal(client.inFlight, 0);
+    const cancels = seen.sent.filter((frame) => frame.opcode === SystemOpcode.CANCEL);
+    assert.equal(cancels.length, 2 * N, 'each download left and each upload cancelled sent its CANCEL');
+    // The signal still aborts what is open on it.
+    const reason = new Error('now');
+    const download = client.requestStream(CountTo, { count: 1_000_000 }, { signal });
+    await assert.rejects(async () => {
+      for await (const number of download) if (number.value === 5) controller.abort(reason);
+    }, isAborted(reason));
+    assert.equal(listeners.size, 0, 'aborted');
     await client.close();
   });
 }
