@@ -149,7 +149,8 @@ async fn resume_with(
     secret: Option<&[u8]>,
 ) -> Result<(Session, Resumed), ErrorBody> {
     let mut raw = RawConnection::connect(address).await;
-    let mut initiator = secret.map(|secret| ResumeInitiator::new(None, secret).unwrap());
+    let mut initiator =
+        secret.map(|secret| ResumeInitiator::new(None, secret, &ticket, received).unwrap());
     let (pattern, message) = match &mut initiator {
         Some(initiator) => (initiator.pattern().to_u8(), initiator.message().unwrap()),
         None => (0, Vec::new()),
@@ -170,7 +171,7 @@ async fn resume_with(
         return Err(ErrorBody::parse(&answer.body).unwrap());
     }
     let resumed = Resumed::decode_body(&answer.body).unwrap();
-    let channel = initiator.map(|initiator| initiator.finish(&resumed.message).unwrap());
+    let channel = initiator.map(|initiator| initiator.finish(&resumed).unwrap());
     let session = Session {
         link: SealedConnection { raw, channel },
         received,
