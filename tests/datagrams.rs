@@ -649,7 +649,7 @@ async fn suspend_and_resume(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut raw = RawConnection::connect(started.tcp).await;
-    let mut initiator = ResumeInitiator::new(None, &secret).unwrap();
+    let mut initiator = ResumeInitiator::new(None, &secret, &ticket, received).unwrap();
     let request = Resume {
         ticket,
         received,
@@ -665,7 +665,7 @@ async fn suspend_and_resume(
         ErrorBody::parse(&answer.body)
     );
     let resumed = Resumed::decode_body(&answer.body).unwrap();
-    let channel = initiator.finish(&resumed.message).unwrap();
+    let channel = initiator.finish(&resumed).unwrap();
     let client = Client {
         link: SealedConnection {
             raw,

@@ -148,18 +148,32 @@ async fn resume_with(
     received: u64,
     secret: Option<&[u8]>,
 ) -> Result<(Session, Resumed), ErrorBody> {
+    resume_changed(address, ticket, received, secret, |_| {}).await
+}
+
+/// As [`resume_with`], with the `RESUME` request made for `received` then
+/// changed by `change` on its way to the server (an attacker on the path).
+async fn resume_changed(
+    address: SocketAddr,
+    ticket: Ticket,
+    received: u64,
+    secret: Option<&[u8]>,
+    change: impl FnOnce(&mut Resume),
+) -> Result<(Session, Resumed), ErrorBody> {
     let mut raw = RawConnection::connect(address).await;
-    let mut initiator = secret.map(|secret| ResumeInitiator::new(None, secret).unwrap());
+    let mut initiator =
+        secret.map(|secret| ResumeInitiator::new(None, secret, &ticket, received).unwrap());
     let (pattern, message) = match &mut initiator {
         Some(initiator) => (initiator.pattern().to_u8(), initiator.message().unwrap()),
         None => (0, Vec::new()),
     };
-    let request = Resume {
+    let mut request = Resume {
         ticket,
         received,
         pattern,
         message: Bytes::from(message),
     };
+    change(&mut request);
     raw.send(Header::new(system::RESUME, Flags::NONE, 901), &request)
         .await;
     let answer = raw.recv().await.expect("an answer to RESUME");
@@ -170,7 +184,7 @@ async fn resume_with(
         return Err(ErrorBody::parse(&answer.body).unwrap());
     }
     let resumed = Resumed::decode_body(&answer.body).unwrap();
-    let channel = initiator.map(|initiator| initiator.finish(&resumed.message).unwrap());
+    let channel = initiator.map(|initiator| initiator.finish(&resumed).unwrap());
     let session = Session {
         link: SealedConnection { raw, channel },
         received,
@@ -366,6 +380,118 @@ async fn a_secure_session_resumes_under_fresh_keys_and_a_stolen_ticket_is_useles
     assert_eq!(
         replayed.err().expect("refused").code,
         ErrorCode::HandshakeFailed
+    );
+}
+
+#[tokio::test]
+async fn a_resume_whose_received_was_changed_on_the_way_is_refused() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::secure(address).await;
+    let ticket = session.ask_ticket().await;
+    session.request(&WhoAmI, 1).await;
+    let id = who(&session.recv_app().await).connection_id;
+    session.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(
+        Sum::decode_body(&session.recv_app().await.body).unwrap(),
+        Sum(3)
+    );
+    session.cut().await;
+    suspended(&seen, 1).await;
+    assert_eq!(session.received, 2);
+    let secret = session.channel.as_ref().unwrap().session_secret.to_vec();
+
+    // An attacker on the path lowers (or raises) the client's count, within
+    // what the server still holds: the server would replay frames the
+    // client already has. The prologue binds the count: refused.
+    for forged in [0, 1] {
+        let changed = resume_changed(
+            address,
+            ticket.ticket.clone(),
+            session.received,
+            Some(&secret),
+            |request| request.received = forged,
+        )
+        .await;
+        let refused = changed.err().expect("refused");
+        assert_eq!(
+            refused.code,
+            ErrorCode::HandshakeFailed,
+            "{}",
+            refused.message
+        );
+    }
+    // So is a changed ticket (another session's, say) or pattern.
+    let changed = resume_changed(
+        address,
+        ticket.ticket.clone(),
+        session.received,
+        Some(&secret),
+        |request| request.pattern = 4,
+    )
+    .await;
+    assert_eq!(
+        changed.err().expect("refused").code,
+        ErrorCode::HandshakeFailed
+    );
+    assert_eq!(seen.resumed.load(Ordering::SeqCst), 0);
+
+    // The session was not taken, nor its ticket spent: the genuine RESUME
+    // resumes it, and nothing is replayed twice.
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 2, "the server got both requests");
+    session.request(&WhoAmI, 3).await;
+    let frame = session.recv_app().await;
+    assert_eq!(frame.header.request_id, 3, "no frame replayed: {frame:?}");
+    assert_eq!(who(&frame).connection_id, id);
+}
+
+/// The Rust client through an attacker that rewrites the `received` of the
+/// server's answer to `RESUME` (lowered by one: the client would send again
+/// a request the server already ran). The client detects it: the session
+/// is reported lost, nothing is replayed, and the request ran once.
+#[tokio::test]
+async fn a_client_detects_a_resume_answer_whose_received_was_changed() {
+    use ternio_client::{Client, ClientConfig, ReconnectPolicy, SecureConfig, SessionEvent};
+    let (address, _server, _seen) = start(Duration::from_secs(10), 64 * 1024);
+    let proxy = TamperingProxy::start(address).await;
+    let mut policy = ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    policy.max_attempts = None;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(policy);
+    config.secure = Some(SecureConfig::anonymous());
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    let mut events = client.session_events();
+    // Runs once on the server; the client keeps it until the server's ACK
+    // (200 ms later): the link is cut before that.
+    client
+        .request_async(&Tally {
+            by: 1,
+            padding: Bytes::new(),
+        })
+        .await
+        .unwrap();
+    proxy.set_rewrite(Some(|received| received.saturating_sub(1)));
+    proxy.cut_all();
+    let event = tokio::time::timeout(
+        Duration::from_secs(10),
+        events.wait_for(|event| !matches!(event, SessionEvent::Started)),
+    )
+    .await
+    .expect("the client reconnects")
+    .unwrap()
+    .clone();
+    assert!(proxy.rewritten() >= 1, "the answer was rewritten");
+    proxy.set_rewrite(None);
+    let total = client.request_async(&GetCount).await.unwrap();
+    assert_eq!(total, Count(1), "the request ran exactly once");
+    assert!(
+        matches!(event, SessionEvent::Lost { .. }),
+        "a forged answer does not resume the session: {event:?}"
     );
 }
 

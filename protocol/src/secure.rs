@@ -133,6 +133,11 @@ pub enum HandshakeError {
     /// A Noise step failed: for NK, usually a pinned key that is not the server's.
     #[error("Noise handshake failed: {0}")]
     Noise(String),
+    /// A `RESUME` answer whose plain fields (`received`, `ticket`,
+    /// `ttl_ms`) are not the ones its second Noise message authenticates:
+    /// changed on the way (docs/PROTOCOL.md section 4.2).
+    #[error("the RESUME answer's fields are not the ones its Noise message authenticates")]
+    AnswerMismatch,
 }
 
 impl From<snow::Error> for HandshakeError {

@@ -695,7 +695,9 @@ mod resume_vectors {
     }
 
     /// NNpsk0, or NKpsk0 with the server's fixed static key, run by snow
-    /// directly with the fixed keys.
+    /// directly with the fixed keys: the prologue `ternio/2` || the RESUME's
+    /// ticket (80..9f), received (5) and pattern; message 2's payload the
+    /// answer's received (3), new ticket (a0..bf) and ttl_ms (30,000).
     fn reference(nk: bool) -> Reference {
         let name = if nk {
             "Noise_NKpsk0_25519_ChaChaPoly_BLAKE2s"
@@ -703,9 +705,18 @@ mod resume_vectors {
             "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"
         };
         let psk = resume_psk(&secret());
+        let mut prologue = PROLOGUE.to_vec();
+        prologue.extend_from_slice(&sequence(0x80));
+        prologue.extend_from_slice(&5u64.to_le_bytes());
+        prologue.push(if nk { 4 } else { 3 });
+        assert_eq!(prologue.len(), 8 + 41);
+        let mut payload = 3u64.to_le_bytes().to_vec();
+        payload.extend_from_slice(&sequence(0xA0));
+        payload.extend_from_slice(&30_000u32.to_le_bytes());
+        assert_eq!(payload.len(), 44);
         let build = || {
             snow::Builder::new(name.parse().unwrap())
-                .prologue(PROLOGUE)
+                .prologue(&prologue)
                 .unwrap()
                 .psk(0, &psk)
                 .unwrap()
@@ -731,9 +742,12 @@ mod resume_vectors {
         first.truncate(len);
         server.read_message(&first, &mut [0u8; 128]).unwrap();
         let mut second = vec![0u8; 128];
-        let len = server.write_message(&[], &mut second).unwrap();
+        let len = server.write_message(&payload, &mut second).unwrap();
         second.truncate(len);
-        client.read_message(&second, &mut [0u8; 128]).unwrap();
+        assert_eq!(len, 92);
+        let mut read = [0u8; 128];
+        let len = client.read_message(&second, &mut read).unwrap();
+        assert_eq!(&read[..len], &payload[..]);
         let hash = client.get_handshake_hash().to_vec();
         let (c2s, s2c) = client.dangerously_get_raw_split();
         Reference {
@@ -742,6 +756,17 @@ mod resume_vectors {
             c2s,
             s2c,
             hash,
+        }
+    }
+
+    /// The answer of the vectors (received 3, the new ticket, 30,000 ms)
+    /// with `message`.
+    fn resumed(message: Vec<u8>) -> Resumed {
+        Resumed {
+            received: 3,
+            ticket: new_ticket(),
+            ttl_ms: 30_000,
+            message: Bytes::from(message),
         }
     }
 
@@ -802,14 +827,23 @@ mod resume_vectors {
             hash: resumed_hash,
         } = reference(false);
         let mut initiator =
-            ResumeInitiator::with_ephemeral(None, &secret(), &sequence(0x20)).unwrap();
+            ResumeInitiator::with_ephemeral(None, &secret(), &ticket(), 5, &sequence(0x20))
+                .unwrap();
         let message = initiator.message().unwrap();
         assert_eq!(message, first, "NNpsk0 message 1");
+        let request = Resume {
+            ticket: ticket(),
+            received: 5,
+            pattern: 3,
+            message: Bytes::from(message.clone()),
+        };
         let (reply, mut server) =
-            ResumeResponder::respond_with(3, &message, None, &secret(), Some(&sequence(0x40)))
+            ResumeResponder::read_with(&request, None, &secret(), Some(&sequence(0x40)))
+                .unwrap()
+                .answer(3, &new_ticket(), 30_000)
                 .unwrap();
         assert_eq!(reply, second, "NNpsk0 message 2");
-        let client = initiator.finish(&reply).unwrap();
+        let client = initiator.finish(&resumed(reply.clone())).unwrap();
         assert_eq!(client.handshake_hash, resumed_hash);
         assert_eq!(server.handshake_hash, resumed_hash);
         let resumed_secret = session_secret(&c2s, &s2c);
@@ -874,21 +908,29 @@ mod resume_vectors {
         // NKpsk0: the messages and the keys, with the server's fixed identity.
         let nk = reference(true);
         let identity = super::secure_vectors::server_static();
-        let mut initiator =
-            ResumeInitiator::with_ephemeral(Some(identity.public()), &secret(), &sequence(0x20))
-                .unwrap();
-        let message = initiator.message().unwrap();
-        assert_eq!(message, nk.first, "NKpsk0 message 1");
-        let (reply, server) = ResumeResponder::respond_with(
-            4,
-            &message,
-            Some(&identity),
+        let mut initiator = ResumeInitiator::with_ephemeral(
+            Some(identity.public()),
             &secret(),
-            Some(&sequence(0x40)),
+            &ticket(),
+            5,
+            &sequence(0x20),
         )
         .unwrap();
+        let message = initiator.message().unwrap();
+        assert_eq!(message, nk.first, "NKpsk0 message 1");
+        let request = Resume {
+            ticket: ticket(),
+            received: 5,
+            pattern: 4,
+            message: Bytes::from(message.clone()),
+        };
+        let (reply, server) =
+            ResumeResponder::read_with(&request, Some(&identity), &secret(), Some(&sequence(0x40)))
+                .unwrap()
+                .answer(3, &new_ticket(), 30_000)
+                .unwrap();
         assert_eq!(reply, nk.second, "NKpsk0 message 2");
-        let client = initiator.finish(&reply).unwrap();
+        let client = initiator.finish(&resumed(reply.clone())).unwrap();
         assert_eq!(client.handshake_hash, nk.hash);
         assert_eq!(server.handshake_hash, nk.hash);
         vectors.insert("resume-nkpsk0-message-1".into(), message);
@@ -916,22 +958,37 @@ mod resume_vectors {
         };
         let resume = Resume::decode_body(&body("resume-nnpsk0-request")).unwrap();
         assert_eq!(
-            (resume.ticket, resume.received, resume.pattern),
+            (resume.ticket.clone(), resume.received, resume.pattern),
             (ticket(), 5, 3)
         );
         let resumed = Resumed::decode_body(&body("resumed-nnpsk0-response")).unwrap();
         assert_eq!(resumed.ticket, new_ticket());
-        // The server answers the documented message 1 with the documented
-        // message 2.
-        let (reply, _) = ResumeResponder::respond_with(
-            3,
-            &resume.message,
-            None,
-            &secret(),
-            Some(&sequence(0x40)),
-        )
-        .unwrap();
+        // The server answers the documented request with the documented
+        // message 2, which carries the answer's fields.
+        let (reply, _) =
+            ResumeResponder::read_with(&resume, None, &secret(), Some(&sequence(0x40)))
+                .unwrap()
+                .answer(resumed.received, &resumed.ticket, resumed.ttl_ms)
+                .unwrap();
         assert_eq!(reply, resumed.message);
+        // The documented request with another `received` fails; the
+        // documented answer with another `received` fails at the client.
+        let changed = Resume {
+            received: 4,
+            ..resume.clone()
+        };
+        assert!(
+            ResumeResponder::read_with(&changed, None, &secret(), Some(&sequence(0x40))).is_err()
+        );
+        let mut initiator =
+            ResumeInitiator::with_ephemeral(None, &secret(), &ticket(), 5, &sequence(0x20))
+                .unwrap();
+        initiator.message().unwrap();
+        let tampered = Resumed {
+            received: 2,
+            ..resumed.clone()
+        };
+        assert!(initiator.finish(&tampered).is_err());
         assert_eq!(
             Ack::decode_body(&body("ack-frame")),
             Ok(Ack { received: 40 })

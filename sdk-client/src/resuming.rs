@@ -45,7 +45,11 @@ pub(crate) async fn resume(
     };
     let mut initiator = match &secure {
         Some((secret, pin)) => {
-            Some(ResumeInitiator::new(pin.as_ref(), &secret[..]).map_err(noise)?)
+            // The ticket and count are bound to the handshake (prologue).
+            Some(
+                ResumeInitiator::new(pin.as_ref(), &secret[..], &ticket, received)
+                    .map_err(noise)?,
+            )
         }
         None => None,
     };
@@ -186,7 +190,10 @@ pub(crate) fn answer(
         }
     };
     match initiator {
-        Some(initiator) => match initiator.finish(&resumed.message) {
+        // Message 2 carries the answer's fields: changed on the way (its
+        // `received`, its ticket), they fail here, and nothing of the
+        // answer is used (no replay from a forged count).
+        Some(initiator) => match initiator.finish(&resumed) {
             Ok(channel) => link.complete_handshake(channel, rekey),
             Err(error) => {
                 link.fail_handshake();

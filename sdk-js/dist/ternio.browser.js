@@ -4486,6 +4486,7 @@ var TICKET_LEN2 = 32;
 var SECOND_MESSAGE_LEN = DH_LEN + TAG_LEN;
 var RESUME_FIXED_LEN = TICKET_LEN2 + 8 + 1;
 var RESUMED_FIXED_LEN = 8 + TICKET_LEN2 + 4;
+var RESUMED_MESSAGE_LEN = DH_LEN + RESUMED_FIXED_LEN + TAG_LEN;
 function channelOf(state, serverKey, options) {
   const handshakeHash = state.handshakeHash;
   const keys = state.split();
@@ -4549,6 +4550,12 @@ function startResume(start) {
   let serverKey = null;
   let pattern = RESUME_PATTERN.plain;
   let message = new Uint8Array(0);
+  if (start.secure?.serverKey) pattern = RESUME_PATTERN.NKpsk0;
+  else if (start.secure) pattern = RESUME_PATTERN.NNpsk0;
+  const fields = new Uint8Array(RESUME_FIXED_LEN);
+  fields.set(start.ticket, 0);
+  new DataView(fields.buffer).setBigUint64(TICKET_LEN2, start.received, true);
+  fields[TICKET_LEN2 + 8] = pattern;
   if (start.secure) {
     const { sessionSecret: secret } = start.secure;
     expectBytes(secret, KEY_LEN, "the session secret");
@@ -4561,6 +4568,7 @@ function startResume(start) {
       state = new HandshakeState({
         pattern: serverKey ? "NKpsk0" : "NNpsk0",
         role: "initiator",
+        prologue: concat(PROLOGUE, fields),
         psk,
         ...serverKey ? { remoteStaticKey: serverKey } : {},
         ...start.ephemeralPrivateKey ? { ephemeralPrivateKey: start.ephemeralPrivateKey } : {}
@@ -4568,19 +4576,15 @@ function startResume(start) {
     } finally {
       wipe(psk);
     }
-    pattern = serverKey ? RESUME_PATTERN.NKpsk0 : RESUME_PATTERN.NNpsk0;
     message = state.writeMessage();
   } else if (start.ephemeralPrivateKey !== void 0) {
     throw new HandshakeError("a plain session resumes with no handshake");
   }
   const body = new Uint8Array(RESUME_FIXED_LEN + message.length);
-  body.set(start.ticket, 0);
-  const view = new DataView(body.buffer);
-  view.setBigUint64(TICKET_LEN2, start.received, true);
-  body[TICKET_LEN2 + 8] = pattern;
+  body.set(fields, 0);
   body.set(message, RESUME_FIXED_LEN);
   const finish = (answer, options = {}) => {
-    const expected = RESUMED_FIXED_LEN + (state ? SECOND_MESSAGE_LEN : 0);
+    const expected = RESUMED_FIXED_LEN + (state ? RESUMED_MESSAGE_LEN : 0);
     if (!(answer instanceof Uint8Array) || answer.length !== expected) {
       state?.destroy();
       throw new HandshakeError(`a RESUME answer of pattern ${pattern} must be ${expected} bytes`);
@@ -4589,10 +4593,24 @@ function startResume(start) {
     const received = read.getBigUint64(0, true);
     const ticket = answer.slice(8, 8 + TICKET_LEN2);
     const ttlMs = read.getUint32(8 + TICKET_LEN2, true);
-    const channel = state ? finishWith(state, answer.subarray(RESUMED_FIXED_LEN), serverKey, options) : null;
+    let channel = null;
+    if (state) {
+      const payload = state.readMessage(answer.subarray(RESUMED_FIXED_LEN));
+      if (!equal(payload, answer.subarray(0, RESUMED_FIXED_LEN))) {
+        state.destroy();
+        throw new HandshakeError("the RESUME answer's fields are not the ones its Noise message authenticates");
+      }
+      channel = channelOf(state, serverKey, options);
+    }
     return { received, ticket, ttlMs, channel };
   };
   return { body, pattern, finish, abandon: () => state?.destroy() };
+}
+function equal(a, b) {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+  return diff === 0;
 }
 
 // src/client.ts

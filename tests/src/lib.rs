@@ -21,12 +21,14 @@ mod delay;
 mod process;
 mod proxy;
 mod sealed;
+mod tamper;
 mod wait;
 pub use conditioner::{Fate, Impairment, LinkStats, Rng, UdpConditioner, seed};
 pub use delay::{DelayProxy, StreamLink};
 pub use process::{exit_within, terminate};
 pub use proxy::CuttingProxy;
 pub use sealed::SealedConnection;
+pub use tamper::{Rewrite, TamperingProxy};
 pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
 
 /// 0x0001: echoed back.

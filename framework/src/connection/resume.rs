@@ -101,17 +101,23 @@ impl Engine {
     /// is bound to now (the latest handshake's hash, on a secure session),
     /// and where the requests to hand the session over will come.
     fn register_ticket(&self) -> (Ticket, mpsc::Receiver<Takeover>) {
-        let (sender, takeover) = mpsc::channel(1);
         let ticket = Ticket::generate();
+        let takeover = self.register(&ticket);
+        (ticket, takeover)
+    }
+
+    /// Registers `ticket` for this session (see [`register_ticket`](Self::register_ticket)).
+    fn register(&self, ticket: &Ticket) -> mpsc::Receiver<Takeover> {
+        let (sender, takeover) = mpsc::channel(1);
         self.server.sessions.insert(
-            &ticket,
+            ticket,
             Entry {
                 takeover: sender,
                 connection: Arc::clone(&self.connection),
                 binding: self.binding(),
             },
         );
-        (ticket, takeover)
+        takeover
     }
 
     /// The session secret a resumption of this session is bound to.
@@ -341,14 +347,14 @@ impl Engine {
 
     /// Sets this engine, the session a `RESUME` took over, on its new link:
     /// fresh timers and buffers, a new ticket (the old one is dead), the
-    /// new keys on a secure session; then the answer to the `RESUME` and
-    /// the frames the client lacks, from `received` on.
+    /// new keys on a secure session (`handshake`, the resumption's, whose
+    /// second message carries the answer's fields); then the answer to the
+    /// `RESUME` and the frames the client lacks, from `received` on.
     fn rebind(
         &mut self,
         request: Header,
         received: u64,
-        channel: Option<ternio_protocol::secure::SecureChannel>,
-        message: Vec<u8>,
+        handshake: Option<ResumeResponder>,
     ) -> Result<(), String> {
         let now = Instant::now();
         let server = Arc::clone(&self.server);
@@ -359,26 +365,40 @@ impl Engine {
         self.link_attacked = false;
         self.went_quiet = false;
         self.timers = super::timers::Timers::new(&server.config, now);
-        if channel.is_some() || matches!(self.security, Security::Secure(_)) {
+        if handshake.is_some() || matches!(self.security, Security::Secure(_)) {
             self.timers.handshake_done();
         }
         self.alarm.set(self.timers.next_deadline());
-        if let Some(mut channel) = channel {
+        // The answer's fields, which message 2 carries encrypted.
+        let ticket = Ticket::generate();
+        let ttl_ms = millis(server.config.resume_ttl.unwrap_or_default());
+        let count = self
+            .resume
+            .as_ref()
+            .expect("a resumable session")
+            .acks
+            .count();
+        let mut message = Vec::new();
+        if let Some(handshake) = handshake {
+            let (reply, mut channel) = handshake
+                .answer(count, &ticket, ttl_ms)
+                .map_err(|error| format!("resumption handshake: {error}"))?;
+            message = reply;
             channel.sealer.set_rekey_policy(server.config.rekey);
             self.security = Security::Secure(Box::new(channel));
         }
-        // A new ticket, bound to this resumption's handshake: the old one
+        // The new ticket, bound to this resumption's handshake: the old one
         // is dead.
-        let (ticket, takeover) = self.register_ticket();
+        let takeover = self.register(&ticket);
         let resume = self.resume.as_mut().expect("a resumable session");
         server.sessions.remove(&resume.ticket);
         resume.ticket = ticket;
         resume.takeover = takeover;
         resume.taken = None;
         let answer = Resumed {
-            received: resume.acks.count(),
+            received: count,
             ticket: resume.ticket.clone(),
-            ttl_ms: millis(server.config.resume_ttl.unwrap_or_default()),
+            ttl_ms,
             message: Bytes::from(message),
         };
         let max = server.config.max_frame_size;
@@ -429,8 +449,8 @@ pub(crate) async fn resume(engine: &mut Engine) {
     let Some(entry) = server.sessions.find(&request.ticket) else {
         return refuse(engine, header, "unknown or expired ticket");
     };
-    let (message, channel) = match (&entry.binding, request.pattern) {
-        (None, 0) if request.message.is_empty() => (Vec::new(), None),
+    let handshake = match (&entry.binding, request.pattern) {
+        (None, 0) if request.message.is_empty() => None,
         (Some(hash), 3 | 4) => {
             if let Some(budget) = &server.handshakes
                 && budget.check().is_err()
@@ -443,8 +463,10 @@ pub(crate) async fn resume(engine: &mut Engine) {
                 return;
             }
             let identity = server.identity.as_ref().map(|identity| identity.keypair());
-            match ResumeResponder::respond(request.pattern, &request.message, identity, hash) {
-                Ok((message, channel)) => (message, Some(channel)),
+            // The prologue binds the request's ticket, received and
+            // pattern: changed on the way, message 1 fails here.
+            match ResumeResponder::read(&request, identity, hash) {
+                Ok(handshake) => Some(handshake),
                 Err(error) => {
                     return refuse(engine, header, &format!("resumption handshake: {error}"));
                 }
@@ -479,7 +501,7 @@ pub(crate) async fn resume(engine: &mut Engine) {
     let own = Arc::clone(&session.connection);
     drop(session);
     server.close_connection(&own, CloseCause::Resumed);
-    match engine.rebind(header, request.received, channel, message) {
+    match engine.rebind(header, request.received, handshake) {
         Ok(()) => {
             tracing::debug!(connection = %engine.connection.id, "session resumed");
             server.hooks.resumed(&engine.connection);

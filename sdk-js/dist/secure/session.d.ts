@@ -12,8 +12,14 @@ export declare const RESUME_PATTERN: Readonly<{
 }>;
 /** Bytes of a resumption ticket. */
 export declare const TICKET_LEN = 32;
-/** Bytes of message 2 of every Ternio handshake (`e, ee`): an ephemeral key and an empty payload's tag. */
+/** Bytes of message 2 of a HANDSHAKE (`e, ee`): an ephemeral key and an empty payload's tag. (A secure resumption's is {@link RESUMED_MESSAGE_LEN}.) */
 export declare const SECOND_MESSAGE_LEN: number;
+/**
+ * Bytes of message 2 of a secure resumption (`e, ee`): an ephemeral key,
+ * then the answer's 44 plain bytes before the message (received, ticket,
+ * ttl_ms) encrypted as its payload, and their tag: 92.
+ */
+export declare const RESUMED_MESSAGE_LEN: number;
 /** How a session's keys are used once it is up. */
 export interface ChannelOptions {
     /** When the sending side rekeys on its own; Ternio's 65,536 frames or 2 minutes when not given. */
@@ -108,8 +114,10 @@ export interface PendingResume {
     /**
      * Reads the body of the RESUME RESPONSE (received, new ticket, ttl_ms,
      * then message 2 on a secure session) and returns it with the resumed
-     * channel. Throws a {@link HandshakeError} when the answer is malformed or
-     * its Noise message fails.
+     * channel. Throws a {@link HandshakeError} when the answer is malformed,
+     * its Noise message fails, or (secure) the fields message 2 carries
+     * encrypted are not the plain ones: the answer was changed on the way,
+     * and nothing of it may be used (the session is lost).
      */
     finish(answer: Uint8Array, options?: ChannelOptions): Resumed;
     /** Erases the handshake's secrets without finishing (refused: the session is lost). */
@@ -124,6 +132,12 @@ export interface PendingResume {
  * RESPONSE body: the returned channel seals and opens every later frame
  * (the replay included), and its `sessionSecret` keys the next resumption.
  * On an ERROR answer it calls `abandon` and treats the session as lost.
+ *
+ * The plain fields are bound to the handshake: the prologue is `ternio/2`
+ * followed by the body's 41 bytes before the message (ticket, received,
+ * pattern), and the server's message 2 carries the answer's 44 bytes before
+ * it (received, ticket, ttl_ms), encrypted, which `finish` requires to
+ * equal the plain ones.
  */
 export declare function startResume(start: ResumeStart): PendingResume;
 /** The RESUME_TICKET answer, read. */

@@ -2,8 +2,8 @@
 // body and its answer (docs/PROTOCOL.md section 5), and a secure session's
 // RESUME body and its answer (section 4.2), each giving the two cipher
 // states of the session's frames.
-import { expectBytes, KEY_LEN, resumePsk, sessionSecret, TAG_LEN, wipe } from './aead.js';
-import { DH_LEN, HandshakeError, HandshakeState } from './noise.js';
+import { concat, expectBytes, KEY_LEN, resumePsk, sessionSecret, TAG_LEN, wipe } from './aead.js';
+import { DH_LEN, HandshakeError, HandshakeState, PROLOGUE } from './noise.js';
 import { ReceivingCipher, SendingCipher } from './seal.js';
 /** The `pattern` byte of a HANDSHAKE request: 1 NN, 2 NK. */
 export const HANDSHAKE_PATTERN = Object.freeze({ NN: 1, NK: 2 });
@@ -11,12 +11,18 @@ export const HANDSHAKE_PATTERN = Object.freeze({ NN: 1, NK: 2 });
 export const RESUME_PATTERN = Object.freeze({ plain: 0, NNpsk0: 3, NKpsk0: 4 });
 /** Bytes of a resumption ticket. */
 export const TICKET_LEN = 32;
-/** Bytes of message 2 of every Ternio handshake (`e, ee`): an ephemeral key and an empty payload's tag. */
+/** Bytes of message 2 of a HANDSHAKE (`e, ee`): an ephemeral key and an empty payload's tag. (A secure resumption's is {@link RESUMED_MESSAGE_LEN}.) */
 export const SECOND_MESSAGE_LEN = DH_LEN + TAG_LEN;
 /** The fields of a RESUME request before the Noise message: ticket, received u64, pattern u8. */
 const RESUME_FIXED_LEN = TICKET_LEN + 8 + 1;
 /** The fields of a RESUME answer before the Noise message: received u64, ticket, ttl_ms u32. */
 const RESUMED_FIXED_LEN = 8 + TICKET_LEN + 4;
+/**
+ * Bytes of message 2 of a secure resumption (`e, ee`): an ephemeral key,
+ * then the answer's 44 plain bytes before the message (received, ticket,
+ * ttl_ms) encrypted as its payload, and their tag: 92.
+ */
+export const RESUMED_MESSAGE_LEN = DH_LEN + RESUMED_FIXED_LEN + TAG_LEN;
 function channelOf(state, serverKey, options) {
     const handshakeHash = state.handshakeHash;
     const keys = state.split();
@@ -92,6 +98,12 @@ export function startHandshake(start = {}) {
  * RESPONSE body: the returned channel seals and opens every later frame
  * (the replay included), and its `sessionSecret` keys the next resumption.
  * On an ERROR answer it calls `abandon` and treats the session as lost.
+ *
+ * The plain fields are bound to the handshake: the prologue is `ternio/2`
+ * followed by the body's 41 bytes before the message (ticket, received,
+ * pattern), and the server's message 2 carries the answer's 44 bytes before
+ * it (received, ticket, ttl_ms), encrypted, which `finish` requires to
+ * equal the plain ones.
  */
 export function startResume(start) {
     expectBytes(start.ticket, TICKET_LEN, 'a ticket');
@@ -102,6 +114,15 @@ export function startResume(start) {
     let serverKey = null;
     let pattern = RESUME_PATTERN.plain;
     let message = new Uint8Array(0);
+    if (start.secure?.serverKey)
+        pattern = RESUME_PATTERN.NKpsk0;
+    else if (start.secure)
+        pattern = RESUME_PATTERN.NNpsk0;
+    // The body's fields before the message: the prologue's tail on a secure session.
+    const fields = new Uint8Array(RESUME_FIXED_LEN);
+    fields.set(start.ticket, 0);
+    new DataView(fields.buffer).setBigUint64(TICKET_LEN, start.received, true);
+    fields[TICKET_LEN + 8] = pattern;
     if (start.secure) {
         const { sessionSecret: secret } = start.secure;
         expectBytes(secret, KEY_LEN, 'the session secret');
@@ -114,6 +135,7 @@ export function startResume(start) {
             state = new HandshakeState({
                 pattern: serverKey ? 'NKpsk0' : 'NNpsk0',
                 role: 'initiator',
+                prologue: concat(PROLOGUE, fields),
                 psk,
                 ...(serverKey ? { remoteStaticKey: serverKey } : {}),
                 ...(start.ephemeralPrivateKey ? { ephemeralPrivateKey: start.ephemeralPrivateKey } : {}),
@@ -122,20 +144,16 @@ export function startResume(start) {
         finally {
             wipe(psk);
         }
-        pattern = serverKey ? RESUME_PATTERN.NKpsk0 : RESUME_PATTERN.NNpsk0;
         message = state.writeMessage();
     }
     else if (start.ephemeralPrivateKey !== undefined) {
         throw new HandshakeError('a plain session resumes with no handshake');
     }
     const body = new Uint8Array(RESUME_FIXED_LEN + message.length);
-    body.set(start.ticket, 0);
-    const view = new DataView(body.buffer);
-    view.setBigUint64(TICKET_LEN, start.received, true);
-    body[TICKET_LEN + 8] = pattern;
+    body.set(fields, 0);
     body.set(message, RESUME_FIXED_LEN);
     const finish = (answer, options = {}) => {
-        const expected = RESUMED_FIXED_LEN + (state ? SECOND_MESSAGE_LEN : 0);
+        const expected = RESUMED_FIXED_LEN + (state ? RESUMED_MESSAGE_LEN : 0);
         if (!(answer instanceof Uint8Array) || answer.length !== expected) {
             state?.destroy();
             throw new HandshakeError(`a RESUME answer of pattern ${pattern} must be ${expected} bytes`);
@@ -144,10 +162,27 @@ export function startResume(start) {
         const received = read.getBigUint64(0, true);
         const ticket = answer.slice(8, 8 + TICKET_LEN);
         const ttlMs = read.getUint32(8 + TICKET_LEN, true);
-        const channel = state ? finishWith(state, answer.subarray(RESUMED_FIXED_LEN), serverKey, options) : null;
+        let channel = null;
+        if (state) {
+            // Message 2's payload is the plain fields, authenticated: changed on the way, they differ.
+            const payload = state.readMessage(answer.subarray(RESUMED_FIXED_LEN));
+            if (!equal(payload, answer.subarray(0, RESUMED_FIXED_LEN))) {
+                state.destroy();
+                throw new HandshakeError("the RESUME answer's fields are not the ones its Noise message authenticates");
+            }
+            channel = channelOf(state, serverKey, options);
+        }
         return { received, ticket, ttlMs, channel };
     };
     return { body, pattern, finish, abandon: () => state?.destroy() };
+}
+function equal(a, b) {
+    if (a.length !== b.length)
+        return false;
+    let diff = 0;
+    for (let i = 0; i < a.length; i++)
+        diff |= a[i] ^ b[i];
+    return diff === 0;
 }
 /**
  * Reads the body of a RESUME_TICKET response (section 4.2): `ticket:

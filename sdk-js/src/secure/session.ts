@@ -3,8 +3,8 @@
 // RESUME body and its answer (section 4.2), each giving the two cipher
 // states of the session's frames.
 
-import { expectBytes, KEY_LEN, resumePsk, sessionSecret, TAG_LEN, wipe } from './aead.js';
-import { DH_LEN, HandshakeError, HandshakeState } from './noise.js';
+import { concat, expectBytes, KEY_LEN, resumePsk, sessionSecret, TAG_LEN, wipe } from './aead.js';
+import { DH_LEN, HandshakeError, HandshakeState, PROLOGUE } from './noise.js';
 import { ReceivingCipher, SendingCipher, type Clock, type RekeyPolicy } from './seal.js';
 
 /** The `pattern` byte of a HANDSHAKE request: 1 NN, 2 NK. */
@@ -16,7 +16,7 @@ export const RESUME_PATTERN = Object.freeze({ plain: 0, NNpsk0: 3, NKpsk0: 4 } a
 /** Bytes of a resumption ticket. */
 export const TICKET_LEN = 32;
 
-/** Bytes of message 2 of every Ternio handshake (`e, ee`): an ephemeral key and an empty payload's tag. */
+/** Bytes of message 2 of a HANDSHAKE (`e, ee`): an ephemeral key and an empty payload's tag. (A secure resumption's is {@link RESUMED_MESSAGE_LEN}.) */
 export const SECOND_MESSAGE_LEN = DH_LEN + TAG_LEN;
 
 /** The fields of a RESUME request before the Noise message: ticket, received u64, pattern u8. */
@@ -24,6 +24,13 @@ const RESUME_FIXED_LEN = TICKET_LEN + 8 + 1;
 
 /** The fields of a RESUME answer before the Noise message: received u64, ticket, ttl_ms u32. */
 const RESUMED_FIXED_LEN = 8 + TICKET_LEN + 4;
+
+/**
+ * Bytes of message 2 of a secure resumption (`e, ee`): an ephemeral key,
+ * then the answer's 44 plain bytes before the message (received, ticket,
+ * ttl_ms) encrypted as its payload, and their tag: 92.
+ */
+export const RESUMED_MESSAGE_LEN = DH_LEN + RESUMED_FIXED_LEN + TAG_LEN;
 
 /** How a session's keys are used once it is up. */
 export interface ChannelOptions {
@@ -178,8 +185,10 @@ export interface PendingResume {
   /**
    * Reads the body of the RESUME RESPONSE (received, new ticket, ttl_ms,
    * then message 2 on a secure session) and returns it with the resumed
-   * channel. Throws a {@link HandshakeError} when the answer is malformed or
-   * its Noise message fails.
+   * channel. Throws a {@link HandshakeError} when the answer is malformed,
+   * its Noise message fails, or (secure) the fields message 2 carries
+   * encrypted are not the plain ones: the answer was changed on the way,
+   * and nothing of it may be used (the session is lost).
    */
   finish(answer: Uint8Array, options?: ChannelOptions): Resumed;
   /** Erases the handshake's secrets without finishing (refused: the session is lost). */
@@ -195,6 +204,12 @@ export interface PendingResume {
  * RESPONSE body: the returned channel seals and opens every later frame
  * (the replay included), and its `sessionSecret` keys the next resumption.
  * On an ERROR answer it calls `abandon` and treats the session as lost.
+ *
+ * The plain fields are bound to the handshake: the prologue is `ternio/2`
+ * followed by the body's 41 bytes before the message (ticket, received,
+ * pattern), and the server's message 2 carries the answer's 44 bytes before
+ * it (received, ticket, ttl_ms), encrypted, which `finish` requires to
+ * equal the plain ones.
  */
 export function startResume(start: ResumeStart): PendingResume {
   expectBytes(start.ticket, TICKET_LEN, 'a ticket');
@@ -205,6 +220,13 @@ export function startResume(start: ResumeStart): PendingResume {
   let serverKey: Uint8Array | null = null;
   let pattern: 0 | 3 | 4 = RESUME_PATTERN.plain;
   let message: Uint8Array = new Uint8Array(0);
+  if (start.secure?.serverKey) pattern = RESUME_PATTERN.NKpsk0;
+  else if (start.secure) pattern = RESUME_PATTERN.NNpsk0;
+  // The body's fields before the message: the prologue's tail on a secure session.
+  const fields = new Uint8Array(RESUME_FIXED_LEN);
+  fields.set(start.ticket, 0);
+  new DataView(fields.buffer).setBigUint64(TICKET_LEN, start.received, true);
+  fields[TICKET_LEN + 8] = pattern;
   if (start.secure) {
     const { sessionSecret: secret } = start.secure;
     expectBytes(secret, KEY_LEN, 'the session secret');
@@ -217,6 +239,7 @@ export function startResume(start: ResumeStart): PendingResume {
       state = new HandshakeState({
         pattern: serverKey ? 'NKpsk0' : 'NNpsk0',
         role: 'initiator',
+        prologue: concat(PROLOGUE, fields),
         psk,
         ...(serverKey ? { remoteStaticKey: serverKey } : {}),
         ...(start.ephemeralPrivateKey ? { ephemeralPrivateKey: start.ephemeralPrivateKey } : {}),
@@ -224,20 +247,16 @@ export function startResume(start: ResumeStart): PendingResume {
     } finally {
       wipe(psk);
     }
-    pattern = serverKey ? RESUME_PATTERN.NKpsk0 : RESUME_PATTERN.NNpsk0;
     message = state.writeMessage();
   } else if (start.ephemeralPrivateKey !== undefined) {
     throw new HandshakeError('a plain session resumes with no handshake');
   }
   const body = new Uint8Array(RESUME_FIXED_LEN + message.length);
-  body.set(start.ticket, 0);
-  const view = new DataView(body.buffer);
-  view.setBigUint64(TICKET_LEN, start.received, true);
-  body[TICKET_LEN + 8] = pattern;
+  body.set(fields, 0);
   body.set(message, RESUME_FIXED_LEN);
 
   const finish = (answer: Uint8Array, options: ChannelOptions = {}): Resumed => {
-    const expected = RESUMED_FIXED_LEN + (state ? SECOND_MESSAGE_LEN : 0);
+    const expected = RESUMED_FIXED_LEN + (state ? RESUMED_MESSAGE_LEN : 0);
     if (!(answer instanceof Uint8Array) || answer.length !== expected) {
       state?.destroy();
       throw new HandshakeError(`a RESUME answer of pattern ${pattern} must be ${expected} bytes`);
@@ -246,10 +265,26 @@ export function startResume(start: ResumeStart): PendingResume {
     const received = read.getBigUint64(0, true);
     const ticket = answer.slice(8, 8 + TICKET_LEN);
     const ttlMs = read.getUint32(8 + TICKET_LEN, true);
-    const channel = state ? finishWith(state, answer.subarray(RESUMED_FIXED_LEN), serverKey, options) : null;
+    let channel: SecureChannel | null = null;
+    if (state) {
+      // Message 2's payload is the plain fields, authenticated: changed on the way, they differ.
+      const payload = state.readMessage(answer.subarray(RESUMED_FIXED_LEN));
+      if (!equal(payload, answer.subarray(0, RESUMED_FIXED_LEN))) {
+        state.destroy();
+        throw new HandshakeError("the RESUME answer's fields are not the ones its Noise message authenticates");
+      }
+      channel = channelOf(state, serverKey, options);
+    }
     return { received, ticket, ttlMs, channel };
   };
   return { body, pattern, finish, abandon: () => state?.destroy() };
+}
+
+function equal(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
+  return diff === 0;
 }
 
 /** The RESUME_TICKET answer, read. */

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { HandshakeState, x25519PublicKey } from '../../dist/secure/noise.js';
+import { HandshakeError, HandshakeState, PROLOGUE, x25519PublicKey } from '../../dist/secure/noise.js';
 import { rekey, resumePsk, sessionSecret } from '../../dist/secure/aead.js';
 import { ENCRYPTED, ReceivingCipher, REKEY_OPCODE, SendingCipher } from '../../dist/secure/seal.js';
 import { parseTicketAnswer, startHandshake, startResume } from '../../dist/secure/session.js';
@@ -19,21 +19,31 @@ const ECHO_PING = Uint8Array.of(4, 0x70, 0x69, 0x6e, 0x67); // Echo { payload: "
 const TICKET = counting(0x80);
 const NEW_TICKET = counting(0xa0);
 const SECRET = counting(0x60);
+/** The RESUME body's 41 bytes before the message (ticket, received 5, pattern): the prologue's tail. */
+const resumeFields = (pattern) => Uint8Array.of(...TICKET, 5, 0, 0, 0, 0, 0, 0, 0, pattern);
+/** The answer's 44 bytes before the message (received 3, the new ticket, ttl_ms 30,000): message 2's payload. */
+const ANSWER_FIELDS = Uint8Array.of(3, 0, 0, 0, 0, 0, 0, 0, ...NEW_TICKET, 0x30, 0x75, 0, 0);
+/** The prologue of a resumption of pattern 3 or 4. */
+const resumePrologue = (pattern) => Uint8Array.of(...PROLOGUE, ...resumeFields(pattern));
 
-/** Runs `pattern` both ways with the vectors' fixed keys; returns the messages, keys and hashes. */
-function run(pattern, psk) {
+/**
+ * Runs `pattern` both ways with the vectors' fixed keys (and, for a
+ * resumption, its prologue and message 2's payload); returns the messages,
+ * keys and hashes.
+ */
+function run(pattern, psk, prologue, payload = new Uint8Array(0)) {
   const initiator = new HandshakeState({
-    pattern, role: 'initiator', ephemeralPrivateKey: CLIENT_EPHEMERAL,
+    pattern, role: 'initiator', ephemeralPrivateKey: CLIENT_EPHEMERAL, ...(prologue ? { prologue } : {}),
     ...(pattern.startsWith('NK') ? { remoteStaticKey: SERVER_KEY } : {}), ...(psk ? { psk } : {}),
   });
   const responder = new HandshakeState({
-    pattern, role: 'responder', ephemeralPrivateKey: SERVER_EPHEMERAL,
+    pattern, role: 'responder', ephemeralPrivateKey: SERVER_EPHEMERAL, ...(prologue ? { prologue } : {}),
     ...(pattern.startsWith('NK') ? { staticPrivateKey: SERVER_STATIC_PRIVATE } : {}), ...(psk ? { psk } : {}),
   });
   const message1 = initiator.writeMessage();
   assert.equal(responder.readMessage(message1).length, 0);
-  const message2 = responder.writeMessage();
-  assert.equal(initiator.readMessage(message2).length, 0);
+  const message2 = responder.writeMessage(payload);
+  assert.equal(hex(initiator.readMessage(message2)), hex(payload));
   assert.ok(initiator.finished && responder.finished);
   assert.deepEqual(initiator.handshakeHash, responder.handshakeHash, 'both sides agree on h');
   const keys = initiator.split();
@@ -179,9 +189,9 @@ test('resume-psk is BLAKE2s("ternio/2 resume" || secret)', () => {
 
 test('NNpsk0 resumption: messages, keys, secret, and the sealed replay', () => {
   const psk = vector('resume-psk');
-  const { message1, message2, keys } = run('NNpsk0', psk);
+  const { message1, message2, keys } = run('NNpsk0', psk, resumePrologue(3), ANSWER_FIELDS);
   assert.equal(message1.length, 48);
-  assert.equal(message2.length, 48);
+  assert.equal(message2.length, 92, 'e, then the 44 bytes of the answer encrypted, and their tag');
   assert.equal(hex(keys.initiatorToResponder), hex(vector('resumed-nnpsk0-client-to-server-key')));
   assert.equal(hex(keys.responderToInitiator), hex(vector('resumed-nnpsk0-server-to-client-key')));
 
@@ -192,10 +202,12 @@ test('NNpsk0 resumption: messages, keys, secret, and the sealed replay', () => {
   const request = frame('resume-nnpsk0-request');
   assert.equal(hex(request.header), hex(header(0xff0a, 0, 1)));
   assert.equal(hex(pending.body), hex(request.body));
+  assert.equal(hex(request.body.subarray(0, 41)), hex(resumeFields(3)));
   assert.equal(hex(request.body.subarray(41)), hex(message1));
 
   const answer = frame('resumed-nnpsk0-response');
   assert.equal(hex(answer.header), hex(header(0xff0a, 0x01, 1)));
+  assert.equal(hex(answer.body.subarray(0, 44)), hex(ANSWER_FIELDS));
   assert.equal(hex(answer.body.subarray(44)), hex(message2), 'the server side reproduces message 2');
   const resumed = pending.finish(answer.body);
   assert.equal(resumed.received, 3n);
@@ -214,7 +226,7 @@ test('NNpsk0 resumption: messages, keys, secret, and the sealed replay', () => {
 
 test('NKpsk0 resumption: messages and keys', () => {
   const psk = vector('resume-psk');
-  const { message1, message2, keys } = run('NKpsk0', psk);
+  const { message1, message2, keys } = run('NKpsk0', psk, resumePrologue(4), ANSWER_FIELDS);
   assert.equal(hex(message1), hex(vector('resume-nkpsk0-message-1')));
   assert.equal(hex(message2), hex(vector('resume-nkpsk0-message-2')));
   assert.equal(hex(keys.initiatorToResponder), hex(vector('resumed-nkpsk0-client-to-server-key')));
@@ -226,7 +238,7 @@ test('NKpsk0 resumption: messages and keys', () => {
   assert.equal(pending.pattern, 4);
   assert.equal(hex(pending.body.subarray(0, 41)), hex(Uint8Array.of(...TICKET, 5, 0, 0, 0, 0, 0, 0, 0, 4)));
   assert.equal(hex(pending.body.subarray(41)), hex(vector('resume-nkpsk0-message-1')));
-  const answer = new Uint8Array([...new Uint8Array(8), ...NEW_TICKET, 0x30, 0x75, 0, 0, ...vector('resume-nkpsk0-message-2')]);
+  const answer = new Uint8Array([...ANSWER_FIELDS, ...vector('resume-nkpsk0-message-2')]);
   const resumed = pending.finish(answer);
   assert.equal(hex(resumed.channel.serverKey), hex(SERVER_KEY));
   assert.equal(hex(resumed.channel.sessionSecret),
@@ -235,4 +247,51 @@ test('NKpsk0 resumption: messages and keys', () => {
   const sealed = resumed.channel.send.sealFrame(header(0x0001, 0, 9), ECHO_PING);
   const server = new ReceivingCipher(vector('resumed-nkpsk0-client-to-server-key'));
   assert.equal(hex(server.openFrame(sealed).plain), hex(ECHO_PING));
+});
+
+/** A fresh NNpsk0 RESUME of the vectors (ticket, received 5). */
+const pendingNn = () => startResume({
+  ticket: TICKET, received: 5n, secure: { sessionSecret: SECRET, serverKey: null }, ephemeralPrivateKey: CLIENT_EPHEMERAL,
+});
+
+test('a RESUME answer changed on the way fails finish: nothing of it is used', () => {
+  const genuine = frame('resumed-nnpsk0-response').body;
+  // The plain fields, each changed: received (either way), the ticket, ttl_ms.
+  const changes = [
+    (body) => { body[0] = 2; },
+    (body) => { body[0] = 4; },
+    (body) => { body[8 + 31] ^= 1; },
+    (body) => { body[40] ^= 0xff; },
+  ];
+  for (const change of changes) {
+    const body = genuine.slice();
+    change(body);
+    const pending = pendingNn();
+    assert.throws(() => pending.finish(body), HandshakeError);
+    pending.abandon();
+  }
+  // A flipped bit of message 2 (its encrypted payload) fails its tag.
+  const flipped = genuine.slice();
+  flipped[44 + 40] ^= 1;
+  assert.throws(() => pendingNn().finish(flipped), HandshakeError);
+  // An answer of the earlier rule (message 2 of 48 bytes, empty payload) is refused by its size.
+  assert.throws(() => pendingNn().finish(genuine.subarray(0, 44 + 48)), /must be 136 bytes/);
+  // The genuine one still resumes.
+  assert.equal(pendingNn().finish(genuine).received, 3n);
+});
+
+test('a RESUME changed on the way does not authenticate at the server (prologue)', () => {
+  const psk = vector('resume-psk');
+  const body = frame('resume-nnpsk0-request').body;
+  const serverReads = (fields) => {
+    const responder = new HandshakeState({
+      pattern: 'NNpsk0', role: 'responder', psk, ephemeralPrivateKey: SERVER_EPHEMERAL,
+      prologue: Uint8Array.of(...PROLOGUE, ...fields),
+    });
+    return responder.readMessage(body.subarray(41));
+  };
+  assert.equal(serverReads(body.subarray(0, 41)).length, 0, 'the genuine request authenticates');
+  const changed = body.slice(0, 41);
+  changed[32] = 4; // received 5 -> 4: the server would replay a frame the client has
+  assert.throws(() => serverReads(changed), HandshakeError);
 });
