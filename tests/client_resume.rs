@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use ternio::{Context, Identity, Packet, ServerBuilder, packet_controller};
-use ternio_client::{Client, ClientConfig, ReconnectPolicy, SecureConfig, SessionEvent};
+use ternio_client::{Client, ClientConfig, SecureConfig, SessionEvent};
 use ternio_tests::*;
 
 /// 0x0A00: the server counts it (per connection), pushes `Note` with the
@@ -79,13 +79,8 @@ fn server(
 }
 
 fn config(secure: Option<SecureConfig>) -> ClientConfig {
-    let mut policy = ReconnectPolicy::default();
-    policy.initial_delay = Duration::from_millis(5);
-    policy.max_delay = Duration::from_millis(20);
-    policy.jitter = 0.0;
-    policy.max_attempts = None;
     let mut config = ClientConfig::default();
-    config.reconnect = Some(policy);
+    config.reconnect = Some(quick_reconnect());
     config.secure = secure;
     config.request_timeout = Duration::from_secs(20);
     config

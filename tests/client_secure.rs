@@ -645,6 +645,32 @@ async fn recv_sealed(peer: &mut Peer, channel: &mut SecureChannel) -> Option<Fra
     })
 }
 
+/// Accepts a client on `listener`, answers its NN handshake and waits for
+/// its first (sealed) `PING`: the client is up.
+async fn accept_secure_client(listener: &TcpListener) -> (Peer, SecureChannel) {
+    let (stream, _) = listener.accept().await.unwrap();
+    let mut peer = Peer::new(stream);
+    let mut channel = accept_handshake(&mut peer).await;
+    let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
+    assert_eq!(ping.header.opcode, system::PING);
+    (peer, channel)
+}
+
+/// `disconnect` as a plain frame: what anyone on the path can write.
+fn plain_disconnect(disconnect: &Disconnect) -> BytesMut {
+    let mut out = BytesMut::new();
+    let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
+    frame::write_frame(
+        &mut out,
+        Framing::LengthPrefixed,
+        header,
+        disconnect,
+        usize::MAX,
+    )
+    .unwrap();
+    out
+}
+
 /// Contract v2, section 5.1: anyone on the path can write a plain
 /// `DISCONNECT KICKED`. On a secure session the client takes it as a lost
 /// connection and reconnects; a sealed one, from the server itself, is a
@@ -656,33 +682,18 @@ async fn a_plain_disconnect_on_a_secure_link_only_loses_the_connection() {
     let (report, reported) = oneshot::channel();
     tokio::spawn(async move {
         let kicked = Disconnect::new(DisconnectReason::Kicked, "forged");
-        // The first connection: a plain (forged) kick.
-        let (stream, _) = listener.accept().await.unwrap();
-        let mut peer = Peer::new(stream);
-        let mut channel = accept_handshake(&mut peer).await;
-        // Once the client is up (its PING arrives), the forged kick.
-        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
-        assert_eq!(ping.header.opcode, system::PING);
-        let mut out = BytesMut::new();
         let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
-        frame::write_frame(
-            &mut out,
-            Framing::LengthPrefixed,
-            header,
-            &kicked,
-            usize::MAX,
-        )
-        .unwrap();
-        peer.stream.write_all(&out).await.unwrap();
+        // The first connection: once the client is up, a plain (forged) kick.
+        let (mut peer, _) = accept_secure_client(&listener).await;
+        peer.stream
+            .write_all(&plain_disconnect(&kicked))
+            .await
+            .unwrap();
         let answer = peer.recv().await.expect("the client's DISCONNECT");
         assert_eq!(answer.header, header, "plain");
         let reason = Disconnect::decode_body(&answer.body).unwrap().reason;
         // The second connection: a genuine (sealed) kick.
-        let (stream, _) = listener.accept().await.unwrap();
-        let mut peer = Peer::new(stream);
-        let mut channel = accept_handshake(&mut peer).await;
-        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
-        assert_eq!(ping.header.opcode, system::PING);
+        let (mut peer, mut channel) = accept_secure_client(&listener).await;
         let kick = seal(&mut channel, header, &kicked);
         peer.stream.write_all(&kick).await.unwrap();
         while peer.recv().await.is_some() {}
@@ -747,23 +758,12 @@ async fn a_plain_decrypt_failed_is_not_answered() {
     let address = listener.local_addr().unwrap();
     let (report, reported) = oneshot::channel();
     tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        let mut peer = Peer::new(stream);
-        let mut channel = accept_handshake(&mut peer).await;
-        let ping = recv_sealed(&mut peer, &mut channel).await.unwrap();
-        assert_eq!(ping.header.opcode, system::PING);
+        let (mut peer, _) = accept_secure_client(&listener).await;
         let failed = Disconnect::new(DisconnectReason::DecryptFailed, "a frame did not open");
-        let mut out = BytesMut::new();
-        let header = Header::new(system::DISCONNECT, Flags::NONE, 0);
-        frame::write_frame(
-            &mut out,
-            Framing::LengthPrefixed,
-            header,
-            &failed,
-            usize::MAX,
-        )
-        .unwrap();
-        peer.stream.write_all(&out).await.unwrap();
+        peer.stream
+            .write_all(&plain_disconnect(&failed))
+            .await
+            .unwrap();
         // Whatever the client writes before it closes the socket.
         let answered = peer.recv().await.map(|frame| frame.header);
         // It comes back.

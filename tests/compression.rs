@@ -703,7 +703,7 @@ async fn the_echo_server_compresses_with_its_flag() {
 /// once and in order, plain over TCP and sealed over WebSocket.
 #[tokio::test]
 async fn compressed_sessions_resume_through_random_cuts() {
-    use ternio_client::{ReconnectPolicy, SessionEvent};
+    use ternio_client::SessionEvent;
 
     let (tcp, ws, _server) = start_server_with_ws(|b| {
         b.controller(ZipController)
@@ -712,13 +712,8 @@ async fn compressed_sessions_resume_through_random_cuts() {
     });
     for (target, secure, seed) in [(tcp, false, 0x5EEDu64), (ws, true, 0xC0DE)] {
         let proxy = CuttingProxy::start(target, seed, 2_000..6_000).await;
-        let mut policy = ReconnectPolicy::default();
-        policy.initial_delay = Duration::from_millis(5);
-        policy.max_delay = Duration::from_millis(20);
-        policy.jitter = 0.0;
-        policy.max_attempts = None;
         let mut config = ClientConfig::default();
-        config.reconnect = Some(policy);
+        config.reconnect = Some(quick_reconnect());
         config.request_timeout = Duration::from_secs(20);
         config.compression = Some(64);
         if secure {

@@ -451,16 +451,11 @@ async fn a_resume_whose_received_was_changed_on_the_way_is_refused() {
 /// is reported lost, nothing is replayed, and the request ran once.
 #[tokio::test]
 async fn a_client_detects_a_resume_answer_whose_received_was_changed() {
-    use ternio_client::{Client, ClientConfig, ReconnectPolicy, SecureConfig, SessionEvent};
+    use ternio_client::{Client, ClientConfig, SecureConfig, SessionEvent};
     let (address, _server, _seen) = start(Duration::from_secs(10), 64 * 1024);
     let proxy = TamperingProxy::start(address).await;
-    let mut policy = ReconnectPolicy::default();
-    policy.initial_delay = Duration::from_millis(5);
-    policy.max_delay = Duration::from_millis(20);
-    policy.jitter = 0.0;
-    policy.max_attempts = None;
     let mut config = ClientConfig::default();
-    config.reconnect = Some(policy);
+    config.reconnect = Some(quick_reconnect());
     config.secure = Some(SecureConfig::anonymous());
     let client = Client::connect_tcp_with(proxy.address(), config)
         .await

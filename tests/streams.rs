@@ -16,9 +16,9 @@ use ternio::{
     Server, ServerHandle, State, StreamReply, StreamRequest, Upload, UploadRequest,
     packet_controller,
 };
+use ternio_client::SessionEvent;
 use ternio_client::{Client, ClientConfig, ClientError};
-use ternio_client::{ReconnectPolicy, SessionEvent};
-use ternio_tests::{CuttingProxy, Echo, RawConnection, assert_echoed, eventually};
+use ternio_tests::{CuttingProxy, Echo, RawConnection, assert_echoed, eventually, quick_reconnect};
 use tokio::sync::Notify;
 
 /// 0x0900: the numbers `0..n`, failing with code 150 at `fail_at` (0: never).
@@ -863,12 +863,8 @@ async fn malformed_stream_frames_close_the_connection() {
 async fn resumable_through_proxy() -> (Started, CuttingProxy, Client) {
     let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
     let proxy = CuttingProxy::start(started.tcp, 1, 0..0).await;
-    let mut policy = ReconnectPolicy::default();
-    policy.initial_delay = Duration::from_millis(5);
-    policy.max_delay = Duration::from_millis(20);
-    policy.jitter = 0.0;
     let mut config = ClientConfig::default();
-    config.reconnect = Some(policy);
+    config.reconnect = Some(quick_reconnect());
     config.resume = true;
     let client = Client::connect_tcp_with(proxy.address(), config)
         .await

@@ -12,12 +12,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CHROMIUM_ARGS, Child, STEP, examples, root } from './support.mjs';
+import { Child, examples, launchChromium, root } from './support.mjs';
 
 test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000 }, async (t) => {
   const built = examples({ chat_server: 'TERNIO_CHAT_SERVER', chat_bot: 'TERNIO_CHAT_BOT' });
@@ -48,15 +47,7 @@ test('a page in Chromium and a Rust client chat in one room', { timeout: 120_000
   t.after(() => bot.kill());
   await bot.waitFor(/^ready: rusty in lobby with rusty$/);
 
-  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
-  });
-  t.after(async () => {
-    await context.close();
-    await rm(userDataDir, { recursive: true, force: true });
-  });
-  context.setDefaultTimeout(STEP);
+  const context = await launchChromium(t, chromium);
   const tab = context.pages()[0] ?? await context.newPage();
   const problems = [];
   tab.on('pageerror', (error) => problems.push(`page error: ${error.message}`));

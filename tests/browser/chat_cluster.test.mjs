@@ -16,12 +16,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CHROMIUM_ARGS, Child, STEP, examples, startRedis } from './support.mjs';
+import { Child, STEP, examples, launchChromium, startRedis } from './support.mjs';
 
 /** Waits until the page's "in the room" list is `expected` (sorted, as the page shows it). */
 async function members(tab, expected) {
@@ -66,15 +64,7 @@ test('pages on two nodes of a cluster share a room', { timeout: 120_000 }, async
   }
   assert.notEqual(nodes[0].id, nodes[1].id, 'two nodes of one cluster');
 
-  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
-  });
-  t.after(async () => {
-    await context.close();
-    await rm(userDataDir, { recursive: true, force: true });
-  });
-  context.setDefaultTimeout(STEP);
+  const context = await launchChromium(t, chromium);
   const problems = [];
   const open = async (node) => {
     const tab = await context.newPage();

@@ -13,13 +13,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CHROMIUM_ARGS, STEP, examples } from './support.mjs';
+import { STEP, examples, launchChromium } from './support.mjs';
 
 /** Starts the server; resolves with the child and its page's URL once it serves. */
 function start(executable) {
@@ -50,15 +48,7 @@ test('two tabs play in one room: log in, join, move with the arrow keys, leave',
   const { child, site } = await start(examples({ rooms: 'TERNIO_ROOMS_SERVER' }).rooms);
   t.after(() => child.kill('SIGKILL'));
 
-  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
-  });
-  t.after(async () => {
-    await context.close();
-    await rm(userDataDir, { recursive: true, force: true });
-  });
-  context.setDefaultTimeout(STEP);
+  const context = await launchChromium(t, chromium);
   const problems = [];
   const open = async (name) => {
     const tab = await context.newPage();

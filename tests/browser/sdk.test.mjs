@@ -15,14 +15,13 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CHROMIUM_ARGS, STEP, Child, examples, root } from './support.mjs';
+import { Child, examples, launchChromium, root } from './support.mjs';
 
 const { generate } = await import(pathToFileURL(join(root, 'sdk-js/dist/codegen.js')).href);
 
@@ -58,15 +57,7 @@ test('the browser bundle in Chromium: typed requests, a stream, an abort, a secu
   const page = await site();
   t.after(() => page.server.close());
 
-  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
-  });
-  t.after(async () => {
-    await context.close();
-    await rm(userDataDir, { recursive: true, force: true });
-  });
-  context.setDefaultTimeout(STEP);
+  const context = await launchChromium(t, chromium);
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (error) => errors.push(error.message));

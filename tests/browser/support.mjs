@@ -3,7 +3,9 @@
 // child processes they read, and a redis-server of their own.
 
 import { execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +21,24 @@ export const CHROMIUM_ARGS = [
 ];
 /** How long one step may take (a page element, a server's start, a line from a process). */
 export const STEP = 15_000;
+
+/**
+ * Starts headless Chromium with a profile of its own, closed and removed
+ * when test `t` ends; `chromium` is playwright-core's. Returns the browser
+ * context, each step bounded by STEP.
+ */
+export async function launchChromium(t, chromium) {
+  const userDataDir = await mkdtemp(join(tmpdir(), 'ternio-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS,
+  });
+  t.after(async () => {
+    await context.close();
+    await rm(userDataDir, { recursive: true, force: true });
+  });
+  context.setDefaultTimeout(STEP);
+  return context;
+}
 
 /**
  * The executables of the examples `given` maps to an environment variable

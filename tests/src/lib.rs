@@ -253,6 +253,17 @@ pub async fn assert_echoed(client: &ternio_client::Client, payload: Bytes) {
     assert_eq!(answer.payload, payload);
 }
 
+/// A reconnect policy that gets a test's client back at once: 5 ms, then
+/// at most 20 ms between attempts, no jitter, never giving up.
+pub fn quick_reconnect() -> ternio_client::ReconnectPolicy {
+    let mut policy = ternio_client::ReconnectPolicy::default();
+    policy.initial_delay = Duration::from_millis(5);
+    policy.max_delay = Duration::from_millis(20);
+    policy.jitter = 0.0;
+    policy.max_attempts = None;
+    policy
+}
+
 /// A builder with the test controller (explicitly, no discovery) and its
 /// state, and nothing else yet: listeners and limits are the test's.
 pub fn test_server_builder() -> ServerBuilder {
