@@ -5674,16 +5674,16 @@ var Client = class _Client {
     }
     if (timeout > 0 && timeout !== Infinity) {
       entry.timer = setTimeout(() => {
-        if (this.#take(requestId) !== entry) return;
+        if (this.#pending.get(requestId) !== entry) return;
         const waited = entry.sent ? "" : " (it waited for a new connection)";
-        reject(new TernioError("timeout", `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
+        this.#abortRequest(requestId, new TernioError("timeout", `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
       }, timeout);
     }
     this.#pending.set(requestId, entry);
     return requestId;
   }
   /**
-   * Gives up request `id` (its signal was aborted): rejects it with
+   * Gives up request `id` (its signal was aborted, or it timed out): rejects it with
    * `error` and, if it went out, cancels it on the server now or, when the
    * connection is down and the session may resume, once it does.
    */

@@ -1379,9 +1379,11 @@ export class Client {
     }
     if (timeout > 0 && timeout !== Infinity) {
       entry.timer = setTimeout(() => {
-        if (this.#take(requestId) !== entry) return;
+        if (this.#pending.get(requestId) !== entry) return;
         const waited = entry.sent ? '' : ' (it waited for a new connection)';
-        reject(new TernioError('timeout', `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
+        // Given up like an aborted request: the server is told (CANCEL), as
+        // the Rust client does, so its handler stops and no late answer comes.
+        this.#abortRequest(requestId, new TernioError('timeout', `no response to ${name} within ${timeout} ms${waited}`, { timeout }));
       }, timeout);
     }
     this.#pending.set(requestId, entry);
@@ -1389,7 +1391,7 @@ export class Client {
   }
 
   /**
-   * Gives up request `id` (its signal was aborted): rejects it with
+   * Gives up request `id` (its signal was aborted, or it timed out): rejects it with
    * `error` and, if it went out, cancels it on the server now or, when the
    * connection is down and the session may resume, once it does.
    */

@@ -55,6 +55,24 @@ if (typeof globalThis.WebSocket !== 'function') {
   const isAborted = (reason) => (error) => error instanceof TernioError && error.kind === 'aborted'
     && error.cause === reason;
 
+  test('a request that times out is cancelled on the server too (CANCEL), as in the Rust client', async () => {
+    const { client, seen } = await spied(conformance.url);
+    const held = client.request(Hold, { tag: 9 }, { timeout: 100 });
+    const request = seen.sent.find((frame) => frame.opcode === Hold.opcode);
+    await assert.rejects(held, (error) => error instanceof TernioError && error.kind === 'timeout');
+    assert.equal(client.inFlight, 0);
+    const cancel = seen.sent.at(-1);
+    assert.equal(cancel.opcode, SystemOpcode.CANCEL);
+    assert.deepEqual(cancel.body, u32.encode(request.requestId));
+    // Released now, the Hold is not answered: the server dropped it.
+    assert.deepEqual(await client.request(Release, { tag: 9 }), { tag: 9 });
+    const second = client.request(Hold, { tag: 10 });
+    assert.deepEqual(await client.request(Release, { tag: 10 }), { tag: 10 });
+    assert.deepEqual(await second, { tag: 10, released: true });
+    assert.equal(seen.received.filter((frame) => frame.requestId === request.requestId).length, 0);
+    await client.close();
+  });
+
   test('an aborted request rejects with kind aborted and sends CANCEL; the server drops it', async () => {
     const { client, seen } = await spied(conformance.url);
     const controller = new AbortController();

@@ -184,14 +184,17 @@ test('an error without id goes to onError; error text is read lossily', async ()
   assert.equal(errors[0].remoteMessage, '\ufffd');
 });
 
-test('timeouts reject; a late answer is ignored', async () => {
+test('timeouts reject and CANCEL the request on the server; a late answer is ignored', async () => {
   const { client, socket } = await connect({ timeout: 20 });
   const promise = client.request(Echo, { payload: text('slow') });
   await assert.rejects(promise, (e) => e.kind === 'timeout' && e.timeout === 20 && /within 20 ms/.test(e.message));
   assert.equal(client.inFlight, 0);
-  reply(socket, socket.frames()[0], { body: Echo.encode({ payload: text('slow') }) });
+  const [slow, cancel] = socket.frames();
+  assert.equal(cancel.opcode, SystemOpcode.CANCEL);
+  assert.deepEqual(cancel.body, u32.encode(slow.requestId));
+  reply(socket, slow, { body: Echo.encode({ payload: text('slow') }) });
   const quick = client.request(Echo, { payload: text('x') }, { timeout: 1000 });
-  reply(socket, socket.frames()[1], { body: Echo.encode({ payload: text('x') }) });
+  reply(socket, socket.frames()[2], { body: Echo.encode({ payload: text('x') }) });
   assert.deepEqual(await quick, { payload: text('x') });
 });
 
