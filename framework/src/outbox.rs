@@ -307,15 +307,13 @@ impl Outbox {
             tokio::pin!(notified);
             // Registered before the check, so a take in between is not missed.
             notified.as_mut().enable();
+            // Counted before the check: a take after it sees this waiter.
+            let _waiting = Waiting::on(&self.drain_waiters);
             if self.is_closed() {
                 return Err(PushError::Closed);
             }
-            if self.queued_bytes() < bytes {
+            if self.queued_bytes.load(Ordering::SeqCst) < bytes {
                 return Ok(());
-            }
-            let _waiting = Waiting::on(&self.drain_waiters);
-            if self.queued_bytes.load(Ordering::SeqCst) < bytes || self.is_closed() {
-                continue;
             }
             notified.await;
         }
@@ -348,7 +346,7 @@ impl<'a> Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

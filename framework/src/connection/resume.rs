@@ -15,7 +15,7 @@ use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
 use ternio_protocol::resume::ResumeResponder;
 use ternio_protocol::system::{self, Ack, Resume, ResumeTicket, Resumed, Ticket};
-use ternio_protocol::{Bytes, BytesMut, Decode, DisconnectReason, ErrorCode, Frame, ReplySink};
+use ternio_protocol::{Bytes, BytesMut, Decode, ErrorCode, Frame, ReplySink};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zeroize::Zeroizing;
@@ -534,16 +534,11 @@ pub(crate) async fn end_link(engine: Engine, cause: CloseCause) {
         return;
     };
     let server = Arc::clone(&engine.server);
-    // A `DECRYPT_FAILED` (always plain, whichever side sent it) says that
-    // someone on the path wrote into the link, not that the session is
-    // broken: its keys are intact, and resuming it needs them.
-    let lost = matches!(
-        cause,
-        CloseCause::PeerClosed
-            | CloseCause::Failed(_)
-            | CloseCause::PeerDisconnected(DisconnectReason::DecryptFailed)
-            | CloseCause::Disconnected(DisconnectReason::DecryptFailed)
-    );
+    // A link closed with `DECRYPT_FAILED` on a resumable secure session
+    // (`link_attacked`) was written into by someone on the path: the session
+    // is not broken, its keys are intact, and resuming it needs them.
+    let lost =
+        matches!(cause, CloseCause::PeerClosed | CloseCause::Failed(_)) || engine.link_attacked;
     if !(lost && engine.resumable()) {
         let connection = Arc::clone(&engine.connection);
         drop_session(engine);
