@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use futures_util::StreamExt;
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ternio::{Chunk, Packet, Server, StreamReply, StreamRequest, packet_controller};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -38,6 +39,12 @@ pub struct StreamsArgs {
     /// Where to write `streams.md`.
     #[arg(long, default_value = "target/bench-streams")]
     out: PathBuf,
+    /// Only this transfer (`bytes` or `items`).
+    #[arg(long)]
+    only: Option<String>,
+    /// Runs per cell (the best is kept).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
 }
 
 /// 0x0B01: `len` bytes, as a byte stream.
@@ -126,7 +133,8 @@ async fn raw_serve(mut socket: TcpStream) -> std::io::Result<()> {
     let mut command = [0u8; 9];
     while socket.read_exact(&mut command).await.is_ok() {
         let n = u64::from_le_bytes(command[1..].try_into().expect("8 bytes"));
-        if command[0] == 0 {
+        let mut sealer = (command[0] >= 2).then(RawSealer::new);
+        if command[0] == 0 || command[0] == 2 {
             // From the same source as Ternio's handler: a reader of zeros,
             // read into a 64 KiB buffer and written.
             let mut reader = tokio::io::repeat(0).take(n);
@@ -136,7 +144,10 @@ async fn raw_serve(mut socket: TcpStream) -> std::io::Result<()> {
                 if len == 0 {
                     break;
                 }
-                socket.write_all(&block[..len]).await?;
+                match sealer.as_mut() {
+                    Some(sealer) => sealer.write(&mut socket, &block[..len]).await?,
+                    None => socket.write_all(&block[..len]).await?,
+                }
             }
         } else {
             // Items batched into 64 KiB writes, as Ternio's outbound buffer does.
@@ -147,14 +158,91 @@ async fn raw_serve(mut socket: TcpStream) -> std::io::Result<()> {
                 data[..8].copy_from_slice(&i.to_le_bytes());
                 out.extend_from_slice(&data);
                 if out.len() >= 64 * 1024 {
-                    socket.write_all(&out).await?;
+                    match sealer.as_mut() {
+                        Some(sealer) => sealer.write(&mut socket, &out).await?,
+                        None => socket.write_all(&out).await?,
+                    }
                     out.clear();
                 }
             }
-            socket.write_all(&out).await?;
+            match sealer.as_mut() {
+                Some(sealer) => sealer.write(&mut socket, &out).await?,
+                None => socket.write_all(&out).await?,
+            }
         }
     }
     Ok(())
+}
+
+/// The key both raw sealed ends use (a benchmark, not a session).
+const RAW_KEY: [u8; 32] = [7; 32];
+
+/// What a lean raw socket does to encrypt a stream: records of up to
+/// 64 KiB, each a u32 length, then the bytes sealed with ChaCha20-Poly1305
+/// (ring, the same BoringSSL assembly as Ternio's AWS-LC backend) and the
+/// tag, under a counter nonce.
+struct RawSealer {
+    key: LessSafeKey,
+    counter: u64,
+    record: Vec<u8>,
+}
+
+impl RawSealer {
+    fn new() -> Self {
+        Self {
+            key: LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &RAW_KEY).expect("a key")),
+            counter: 0,
+            record: Vec::with_capacity(4 + 64 * 1024 + 16 + 68),
+        }
+    }
+
+    fn nonce(&mut self) -> Nonce {
+        self.counter += 1;
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&self.counter.to_le_bytes());
+        Nonce::assume_unique_for_key(nonce)
+    }
+
+    /// Seals `plain` as one record and writes it.
+    async fn write(&mut self, socket: &mut TcpStream, plain: &[u8]) -> std::io::Result<()> {
+        let nonce = self.nonce();
+        self.record.clear();
+        self.record.extend_from_slice(
+            &u32::try_from(plain.len() + 16)
+                .expect("a record")
+                .to_le_bytes(),
+        );
+        self.record.extend_from_slice(plain);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce, Aad::empty(), &mut self.record[4..])
+            .expect("sealed");
+        self.record.extend_from_slice(tag.as_ref());
+        socket.write_all(&self.record).await
+    }
+
+    /// Reads one record into `record` and opens it; returns its plain length.
+    async fn read(
+        &mut self,
+        socket: &mut (impl tokio::io::AsyncRead + Unpin),
+        record: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let mut len = [0u8; 4];
+        socket.read_exact(&mut len).await?;
+        let len = u32::from_le_bytes(len) as usize;
+        anyhow::ensure!(
+            (16..=64 * 1024 + 16 + 68).contains(&len),
+            "a raw record of {len} bytes"
+        );
+        record.resize(len, 0);
+        socket.read_exact(record).await?;
+        let nonce = self.nonce();
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::empty(), record)
+            .map_err(|_| anyhow::anyhow!("a raw record that does not open"))?;
+        Ok(plain.len())
+    }
 }
 
 /// The servers' child; killed when dropped.
@@ -203,18 +291,18 @@ struct Row {
     amount: u64,
 }
 
-async fn best_of<F, Fut>(runs: usize, mut run: F) -> Result<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
-{
-    let mut best = Duration::MAX;
-    for _ in 0..runs {
-        let started = Instant::now();
-        run().await?;
-        best = best.min(started.elapsed());
-    }
-    Ok(best)
+/// The shortest of `runs` runs of a transfer (an `async` expression giving
+/// `Result<()>`, evaluated again for each run).
+macro_rules! best {
+    ($runs:expr, $transfer:expr) => {{
+        let mut best = Duration::MAX;
+        for _ in 0..$runs {
+            let started = Instant::now();
+            $transfer.await?;
+            best = best.min(started.elapsed());
+        }
+        best
+    }};
 }
 
 async fn ternio_client(address: SocketAddr, secure: bool) -> Result<ternio_client::Client> {
@@ -264,7 +352,7 @@ async fn raw_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
     Ok(())
 }
 
-async fn raw_items(socket: &mut AsyncBufReader<TcpStream>, count: u64) -> Result<()> {
+async fn raw_items(socket: &mut AsyncBufReader<&mut TcpStream>, count: u64) -> Result<()> {
     let mut command = [1u8; 9];
     command[1..].copy_from_slice(&count.to_le_bytes());
     socket.get_mut().write_all(&command).await?;
@@ -282,6 +370,42 @@ async fn raw_items(socket: &mut AsyncBufReader<TcpStream>, count: u64) -> Result
     Ok(())
 }
 
+/// The raw sealed byte stream: records opened as they come.
+async fn raw_sealed_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
+    let mut command = [2u8; 9];
+    command[1..].copy_from_slice(&len.to_le_bytes());
+    socket.write_all(&command).await?;
+    let mut opener = RawSealer::new();
+    let mut record = Vec::with_capacity(64 * 1024 + 16);
+    let mut received = 0u64;
+    while received < len {
+        received += opener.read(socket, &mut record).await? as u64;
+    }
+    Ok(())
+}
+
+/// The raw sealed items: records opened, then their items parsed.
+async fn raw_sealed_items(socket: &mut TcpStream, count: u64) -> Result<()> {
+    let mut command = [3u8; 9];
+    command[1..].copy_from_slice(&count.to_le_bytes());
+    socket.write_all(&command).await?;
+    let mut opener = RawSealer::new();
+    let mut record = Vec::with_capacity(64 * 1024 + 16 + 68);
+    let mut n = 0u64;
+    while n < count {
+        let plain = opener.read(socket, &mut record).await?;
+        for item in record[..plain].chunks(68) {
+            anyhow::ensure!(
+                item.len() == 68 && item[..4] == 64u32.to_le_bytes(),
+                "a raw item of another size"
+            );
+            anyhow::ensure!(item[4..12] == n.to_le_bytes(), "raw items out of order");
+            n += 1;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `ternio-bench streams`.
 pub fn run(args: StreamsArgs) -> Result<()> {
     let servers = Servers::spawn()?;
@@ -292,62 +416,52 @@ pub fn run(args: StreamsArgs) -> Result<()> {
     let scale = if args.quick { 10 } else { 1 };
     let len = 100 * 1024 * 1024 / scale;
     let count = 1_000_000 / scale;
-    let runs = 3;
+    let runs = args.runs.max(1);
+    let wanted = |what: &str| args.only.as_deref().is_none_or(|only| only == what);
     let rows = runtime.block_on(async {
         let mut rows = Vec::new();
         let mut raw = TcpStream::connect(servers.raw).await?;
         raw.set_nodelay(true)?;
-        rows.push(Row {
-            what: "bytes",
-            participant: "raw TCP",
-            best: {
-                let mut best = Duration::MAX;
-                for _ in 0..runs {
-                    let started = Instant::now();
-                    raw_bytes(&mut raw, len).await?;
-                    best = best.min(started.elapsed());
-                }
-                best
-            },
-            amount: len,
-        });
-        for (secure, participant) in [(false, "ternio stream"), (true, "ternio stream, sealed")] {
-            let client = ternio_client(servers.ternio, secure).await?;
-            rows.push(Row {
-                what: "bytes",
-                participant,
-                best: best_of(runs, || ternio_bytes(&client, len)).await?,
-                amount: len,
-            });
+        let plain = ternio_client(servers.ternio, false).await?;
+        let sealed = ternio_client(servers.ternio, true).await?;
+        if wanted("bytes") {
+            let mut cell = |participant, best| {
+                rows.push(Row {
+                    what: "bytes",
+                    participant,
+                    best,
+                    amount: len,
+                });
+            };
+            cell("raw TCP", best!(runs, raw_bytes(&mut raw, len)));
+            cell("ternio stream", best!(runs, ternio_bytes(&plain, len)));
+            let best = best!(runs, raw_sealed_bytes(&mut raw, len));
+            cell("raw TCP, sealed", best);
+            let best = best!(runs, ternio_bytes(&sealed, len));
+            cell("ternio stream, sealed", best);
         }
-        let mut raw = AsyncBufReader::with_capacity(64 * 1024, raw);
-        rows.push(Row {
-            what: "64 B items",
-            participant: "raw TCP",
-            best: {
-                let mut best = Duration::MAX;
-                for _ in 0..runs {
-                    let started = Instant::now();
-                    raw_items(&mut raw, count).await?;
-                    best = best.min(started.elapsed());
-                }
-                best
-            },
-            amount: count,
-        });
-        for (secure, participant) in [(false, "ternio stream"), (true, "ternio stream, sealed")] {
-            let client = ternio_client(servers.ternio, secure).await?;
-            rows.push(Row {
-                what: "64 B items",
-                participant,
-                best: best_of(runs, || ternio_items(&client, count)).await?,
-                amount: count,
-            });
+        if wanted("items") {
+            let mut cell = |participant, best| {
+                rows.push(Row {
+                    what: "64 B items",
+                    participant,
+                    best,
+                    amount: count,
+                });
+            };
+            let mut buffered = AsyncBufReader::with_capacity(64 * 1024, &mut raw);
+            cell("raw TCP", best!(runs, raw_items(&mut buffered, count)));
+            drop(buffered);
+            cell("ternio stream", best!(runs, ternio_items(&plain, count)));
+            let best = best!(runs, raw_sealed_items(&mut raw, count));
+            cell("raw TCP, sealed", best);
+            let best = best!(runs, ternio_items(&sealed, count));
+            cell("ternio stream, sealed", best);
         }
         anyhow::Ok(rows)
     })?;
     drop(servers);
-    let report = report(&rows, len, count);
+    let report = report(&rows, len, count, runs);
     std::fs::create_dir_all(&args.out)?;
     let path = args.out.join("streams.md");
     std::fs::write(&path, &report)?;
@@ -356,12 +470,13 @@ pub fn run(args: StreamsArgs) -> Result<()> {
     Ok(())
 }
 
-fn report(rows: &[Row], len: u64, count: u64) -> String {
+fn report(rows: &[Row], len: u64, count: u64, runs: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Streams on loopback TCP, one connection, best of 3: {} MiB as a byte stream, \
-         {count} items of 64 bytes.\n",
+        "Streams on loopback TCP, one connection, best of {runs}: {} MiB as a byte stream, \
+         {count} items of 64 bytes. A sealed row is compared with the raw sealed row above it \
+         (ChaCha20-Poly1305 records of up to 64 KiB).\n",
         len / (1024 * 1024)
     );
     let _ = writeln!(out, "| transfer | participant | time | rate | vs raw |");
@@ -376,7 +491,7 @@ fn report(rows: &[Row], len: u64, count: u64) -> String {
             let rate = row.amount as f64 / seconds;
             (rate, format!("{:.2} M items/s", rate / 1e6))
         };
-        if row.participant == "raw TCP" {
+        if row.participant.starts_with("raw TCP") {
             raw_rate = rate;
         }
         let _ = writeln!(
