@@ -235,7 +235,7 @@ fn a_stream_allocates_nothing_per_item() {
     let request = length_prefixed(Header::new(0x0910, Flags::NONE, 1), &Nums { count: COUNT });
     let credit = length_prefixed(
         Header::new(ternio::protocol::stream::STREAM_CREDIT, Flags::NONE, 1),
-        &ternio::protocol::stream::StreamCredit { items: 16 },
+        &ternio::protocol::stream::StreamCredit::items(16),
     );
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_nodelay(true).unwrap();

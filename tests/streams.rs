@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use ternio::protocol::frame::{Flags, Header};
-use ternio::protocol::stream::{STREAM_CREDIT, STREAM_ITEM, StreamCredit};
+use ternio::protocol::stream::{
+    BatchItems, STREAM_CREDIT, STREAM_ITEM, STREAM_ITEMS, StreamCredit, put_batch_item,
+};
+use ternio::protocol::{Decode, Encode};
 use ternio::{
     AppCode, Bytes, Chunk, ConnectionHandle, DisconnectReason, ErrorCode, HandlerError, Packet,
     Server, ServerHandle, State, StreamReply, StreamRequest, Upload, UploadRequest,
@@ -139,6 +142,25 @@ struct Spawned;
 
 impl UploadRequest for Spawned {
     type Item = Number;
+}
+
+/// 0x090D: `n` chunks of sizes cycling through 0 to 1,499 bytes (chunk
+/// `i` holds `i * 37 % 1500` pattern bytes from offset `i`).
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090D, response = ())]
+struct Sizes {
+    n: u32,
+}
+
+impl StreamRequest for Sizes {
+    type Item = Chunk;
+}
+
+fn sized_chunk(i: u32) -> Chunk {
+    let len = (i as usize * 37) % 1500;
+    Chunk {
+        data: pattern(u64::from(i), len).into(),
+    }
 }
 
 /// What the handlers did.
@@ -308,6 +330,10 @@ impl Streams {
             assert!(n < 3, "the stream panics at item {n}");
             Number(n)
         }))
+    }
+
+    fn sizes(request: Sizes) -> StreamReply<Chunk> {
+        StreamReply::new(futures_util::stream::iter((0..request.n).map(sized_chunk)))
     }
 
     fn echo(request: Echo) -> Echo {
@@ -500,12 +526,12 @@ async fn a_reader_that_stops_holds_the_handler_at_its_credit() {
         }
         assert_eq!(started.seen.produced.load(Ordering::SeqCst), 32, "{link:?}");
         // Taking 16 grants 16 more, and (items this small) widens the
-        // window to `max_stream_window`, 1,024: 32 + 16 + 992.
+        // window to `max_stream_window`, 16,384: 32 + 16 + 16,352.
         for n in 0..16 {
             assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
         }
         eventually("the handler produced what was granted", || {
-            started.seen.produced.load(Ordering::SeqCst) >= 1040
+            started.seen.produced.load(Ordering::SeqCst) >= 16_400
         })
         .await;
         for _ in 0..3 {
@@ -513,7 +539,7 @@ async fn a_reader_that_stops_holds_the_handler_at_its_credit() {
         }
         assert_eq!(
             started.seen.produced.load(Ordering::SeqCst),
-            1040,
+            16_400,
             "{link:?}"
         );
         drop(stream);
@@ -837,7 +863,7 @@ async fn malformed_stream_frames_close_the_connection() {
     // A credit or an item for no open stream is dropped.
     raw.send(
         Header::new(STREAM_CREDIT, Flags::NONE, 9),
-        &StreamCredit { items: 4 },
+        &StreamCredit::items(4),
     )
     .await;
     raw.send_body(Header::new(STREAM_ITEM, Flags::NONE, 9), &[0; 4])
@@ -856,6 +882,168 @@ async fn malformed_stream_frames_close_the_connection() {
             .await;
     }
     raw.expect_disconnect(DisconnectReason::Malformed).await;
+}
+
+/// A receiver that does not accept batches gets one `STREAM_ITEM` per
+/// item; once it accepts them (`STREAM_CREDIT` with its fifth byte), small
+/// items come several to a `STREAM_ITEMS` frame, in order, within credit.
+#[tokio::test]
+async fn batches_go_only_to_a_receiver_that_accepts_them() {
+    let started = start();
+    let mut raw = RawConnection::connect(started.tcp).await;
+    raw.request(
+        &Count {
+            n: 1000,
+            fail_at: 0,
+        },
+        5,
+    )
+    .await;
+    for n in 0..32 {
+        let frame = raw.recv().await.expect("an item");
+        assert_eq!(frame.header.opcode, STREAM_ITEM, "item {n} alone");
+        assert_eq!(Number::decode_packet(&frame.body).unwrap(), Number(n));
+    }
+    // More than the rest: the server polls the end only with credit left.
+    let accept = StreamCredit {
+        items: 2000,
+        batches: true,
+    };
+    raw.send(Header::new(STREAM_CREDIT, Flags::NONE, 5), &accept)
+        .await;
+    let (mut next, mut frames) = (32, 0);
+    loop {
+        let frame = raw.recv().await.expect("items, then the answer");
+        assert_eq!(frame.header.request_id, 5);
+        if frame.header.flags.is_response() {
+            assert_eq!(frame.header.opcode, Count::OPCODE);
+            break;
+        }
+        frames += 1;
+        match frame.header.opcode {
+            STREAM_ITEMS => {
+                for range in BatchItems::new(frame.body.clone()) {
+                    let item = Number::decode_packet_within(&frame.body, range).unwrap();
+                    assert_eq!(item, Number(next));
+                    next += 1;
+                }
+            }
+            STREAM_ITEM => {
+                assert_eq!(Number::decode_packet(&frame.body).unwrap(), Number(next));
+                next += 1;
+            }
+            other => panic!("a frame {other:#06x} in the stream"),
+        }
+    }
+    assert_eq!(next, 1000, "every item, once");
+    assert!(frames < 968 / 10, "968 items came in {frames} frames");
+}
+
+/// Items of many sizes, some near the frame limit, come in order through
+/// batches: an item that would take a batch past the limit goes alone.
+#[tokio::test]
+async fn items_of_every_size_pass_through_batches_within_the_frame_limit() {
+    let started = start_with(|builder| builder.max_frame_size(2048));
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        let (items, error) =
+            collect(client.request_stream(&Sizes { n: 3000 }).await.unwrap()).await;
+        assert!(error.is_none(), "{link:?} {secure}: {error:?}");
+        assert_eq!(items.len(), 3000, "{link:?} {secure}");
+        for (i, item) in items.into_iter().enumerate() {
+            assert_eq!(item, sized_chunk(i as u32), "{link:?} {secure}: item {i}");
+        }
+    }
+}
+
+/// The server never accepts batches on an upload: `STREAM_ITEMS` there
+/// closes the connection `MALFORMED` (and for no open stream is dropped).
+#[tokio::test]
+async fn batches_on_an_upload_close_the_connection() {
+    let started = start();
+    let mut raw = RawConnection::connect(started.tcp).await;
+    let mut batch = ternio::protocol::BytesMut::new();
+    put_batch_item(&mut batch, |out: &mut ternio::protocol::BytesMut| {
+        Number(1).encode(out);
+    });
+    raw.send_body(Header::new(STREAM_ITEMS, Flags::NONE, 9), &batch)
+        .await;
+    assert_echoed_raw(&mut raw).await;
+    raw.request(
+        &Store {
+            read: 0,
+            answer_after: 0,
+        },
+        3,
+    )
+    .await;
+    raw.send_body(Header::new(STREAM_ITEMS, Flags::NONE, 3), &batch)
+        .await;
+    raw.expect_disconnect(DisconnectReason::Malformed).await;
+}
+
+/// One echo through `raw`: what came before it was taken.
+async fn assert_echoed_raw(raw: &mut RawConnection) {
+    raw.request(
+        &Echo {
+            payload: Bytes::from_static(b"x"),
+        },
+        77,
+    )
+    .await;
+    let frame = raw.recv().await.expect("the echo");
+    assert_eq!(frame.header.request_id, 77);
+    assert!(frame.header.flags.is_response());
+}
+
+/// A server (an attacker's, scripted here) that sends batches beyond the
+/// credit granted, or a batch whose lengths run past its body: the client
+/// closes the connection `MALFORMED` and fails the stream.
+#[tokio::test]
+async fn a_client_refuses_batches_beyond_credit_or_malformed() {
+    let beyond = {
+        let mut body = ternio::protocol::BytesMut::new();
+        for n in 0..33u32 {
+            put_batch_item(&mut body, |out: &mut ternio::protocol::BytesMut| {
+                Number(n).encode(out)
+            });
+        }
+        body.to_vec()
+    };
+    let cut_short = vec![4, 1, 0, 0, 0, 9, 1];
+    for body in [beyond, cut_short] {
+        let body: Vec<u8> = body;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut raw = RawConnection::over(socket);
+            let request = raw.recv().await.expect("the request");
+            let id = request.header.request_id;
+            raw.send_body(Header::new(STREAM_ITEMS, Flags::NONE, id), &body)
+                .await;
+            // The client's accepting credit, then its DISCONNECT.
+            loop {
+                let frame = raw.recv().await.expect("a DISCONNECT");
+                if frame.header.opcode == ternio::protocol::system::DISCONNECT {
+                    let disconnect =
+                        ternio::protocol::system::Disconnect::decode_body(&frame.body).unwrap();
+                    return disconnect.reason;
+                }
+            }
+        });
+        let client = Client::connect_tcp(address).await.unwrap();
+        let (items, error) = collect(
+            client
+                .request_stream(&Count { n: 40, fail_at: 0 })
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert!(items.is_empty(), "{items:?}");
+        assert!(matches!(error, Some(ClientError::Closed(_))), "{error:?}");
+        assert_eq!(server.await.unwrap(), DisconnectReason::Malformed);
+    }
 }
 
 /// A server that resumes sessions, a proxy to it that cuts only on

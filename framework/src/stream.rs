@@ -40,7 +40,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use futures_util::{Stream, StreamExt};
 use ternio_protocol::schema::{SchemaBuilder, TypeRef};
-use ternio_protocol::stream::{CHUNK_SIZE, ItemSource, WriteItem};
+use ternio_protocol::stream::{BatchPoll, CHUNK_SIZE, ItemSource, WriteItem, put_batch_item};
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
 };
@@ -170,6 +170,61 @@ impl<P: Packet> ItemSource for Source<P> {
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    fn poll_batch(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        max_items: u32,
+        max_bytes: usize,
+        out: &mut BytesMut,
+    ) -> BatchPoll {
+        let start = out.len();
+        let mut batch = BatchPoll {
+            items: 0,
+            last: start,
+            polled: Poll::Ready(None),
+        };
+        if self.done {
+            return batch;
+        }
+        let items = &mut self.items;
+        // One guard for the whole batch; on a panic, the item being
+        // encoded (if any) is taken back out.
+        let mut end = start;
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            while batch.items < max_items && out.len() - start < max_bytes {
+                match items.as_mut().poll_next(cx) {
+                    Poll::Ready(Some(Ok(item))) => {
+                        batch.last = out.len();
+                        put_batch_item(out, |out: &mut BytesMut| {
+                            out.reserve(item.encoded_len());
+                            item.encode(out);
+                        });
+                        end = out.len();
+                        batch.items += 1;
+                    }
+                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            Poll::Ready(Some(Ok(())))
+        }))
+        .unwrap_or_else(|panic| {
+            let message = panic_message(&*panic);
+            tracing::error!(panic = %message, "a handler's stream panicked");
+            Poll::Ready(Some(Err(HandlerError::new(
+                ErrorCode::Internal,
+                "the handler's stream panicked",
+            ))))
+        });
+        out.truncate(end);
+        if !matches!(polled, Poll::Ready(Some(Ok(()))) | Poll::Pending) {
+            self.done = true;
+        }
+        batch.polled = polled;
+        batch
     }
 }
 

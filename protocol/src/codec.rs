@@ -78,6 +78,23 @@ pub trait Decode: Sized {
         Ok(items)
     }
 
+    /// Reads `N` values into an array; byte types override it to copy the
+    /// slice at once.
+    #[doc(hidden)]
+    fn decode_array<const N: usize>(reader: &mut Reader<'_>) -> Result<[Self; N], DecodeError> {
+        let mut error = None;
+        let items: [Option<Self>; N] = std::array::from_fn(|_| {
+            if error.is_some() {
+                return None;
+            }
+            Self::decode(reader).map_err(|e| error = Some(e)).ok()
+        });
+        match error {
+            Some(error) => Err(error),
+            None => Ok(items.map(|item| item.expect("every element decoded"))),
+        }
+    }
+
     /// Decodes a whole body: the value and nothing after it, at most
     /// [`DEFAULT_MAX_DEPTH`] levels deep.
     fn decode_body(body: &Bytes) -> Result<Self, DecodeError> {
@@ -100,6 +117,9 @@ pub trait Decode: Sized {
 pub struct Reader<'a> {
     body: &'a Bytes,
     pos: usize,
+    /// Where the value ends: the body's length, or the end of one item of
+    /// a batch ([`within`](Self::within)).
+    end: usize,
     depth: usize,
     max_depth: usize,
 }
@@ -116,12 +136,34 @@ impl<'a> Reader<'a> {
         Self::with_max_depth(body, DEFAULT_MAX_DEPTH)
     }
 
+    /// A reader of `body[range]` only (one item of a batch, without a view
+    /// of its own), at most `max_depth` levels deep; [`Bytes`] fields are
+    /// views of `body`.
+    ///
+    /// # Panics
+    ///
+    /// When `range` is not within `body`.
+    pub fn within(body: &'a Bytes, range: std::ops::Range<usize>, max_depth: usize) -> Self {
+        assert!(
+            range.start <= range.end && range.end <= body.len(),
+            "a range within the body"
+        );
+        Self {
+            body,
+            pos: range.start,
+            end: range.end,
+            depth: 0,
+            max_depth,
+        }
+    }
+
     /// A reader at the start of `body` that refuses values more than
     /// `max_depth` nested `Box` or `Vec` levels deep.
     pub const fn with_max_depth(body: &'a Bytes, max_depth: usize) -> Self {
         Self {
             body,
             pos: 0,
+            end: body.len(),
             depth: 0,
             max_depth,
         }
@@ -145,7 +187,7 @@ impl<'a> Reader<'a> {
 
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
-        self.body.len() - self.pos
+        self.end - self.pos
     }
 
     /// Succeeds when every byte was read; otherwise [`DecodeError::TrailingBytes`].
@@ -179,8 +221,8 @@ impl<'a> Reader<'a> {
 
     /// The rest of the body as a view (no copy).
     pub fn read_rest(&mut self) -> Bytes {
-        let rest = self.body.slice(self.pos..);
-        self.pos = self.body.len();
+        let rest = self.body.slice(self.pos..self.end);
+        self.pos = self.end;
         rest
     }
 
@@ -335,6 +377,9 @@ impl Decode for u8 {
     }
     fn decode_vec(reader: &mut Reader<'_>, count: usize) -> Result<Vec<Self>, DecodeError> {
         Ok(reader.read_slice(count)?.to_vec())
+    }
+    fn decode_array<const N: usize>(reader: &mut Reader<'_>) -> Result<[Self; N], DecodeError> {
+        reader.read_array()
     }
 }
 
@@ -509,17 +554,7 @@ impl<T: Decode, const N: usize> Decode for [T; N] {
         TypeRef::Array(Box::new(T::describe(schema)), N)
     }
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut error = None;
-        let items: [Option<T>; N] = std::array::from_fn(|_| {
-            if error.is_some() {
-                return None;
-            }
-            T::decode(reader).map_err(|e| error = Some(e)).ok()
-        });
-        match error {
-            Some(error) => Err(error),
-            None => Ok(items.map(|item| item.expect("every element decoded"))),
-        }
+        T::decode_array(reader)
     }
 }
 

@@ -67,4 +67,22 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
             Self::decode_body_within(body, Self::MAX_DEPTH)
         }
     }
+
+    /// [`decode_packet`](Self::decode_packet) of `body[range]`: one item of
+    /// a `STREAM_ITEMS` batch, decoded without a view of its own.
+    ///
+    /// # Panics
+    ///
+    /// When `range` is not within `body`.
+    fn decode_packet_within(
+        body: &crate::Bytes,
+        range: std::ops::Range<usize>,
+    ) -> Result<Self, crate::DecodeError> {
+        let mut reader = crate::codec::Reader::within(body, range, Self::MAX_DEPTH);
+        let value = Self::decode(&mut reader)?;
+        if !Self::EVOLVING {
+            reader.finish()?;
+        }
+        Ok(value)
+    }
 }

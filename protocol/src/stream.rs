@@ -9,6 +9,10 @@
 //!   `request_id` grants its sender `items` more items.
 //! - `STREAM_END` ([`StreamEnd`]): the uploader's last frame of upload
 //!   `request_id`: code 0 when it is complete, else an error code.
+//! - `STREAM_ITEMS` ([`STREAM_ITEMS`]): several items of stream
+//!   `request_id` in one frame ([`put_batch_item`], [`batch_len`],
+//!   [`BatchItems`]), sent only to a receiver that accepted batches
+//!   ([`StreamCredit::batches`]).
 //!
 //! A stream's sender may send [`INITIAL_CREDIT`] items before any grant.
 //! A download (server to client) ends with the opening request's ordinary
@@ -31,6 +35,10 @@ pub const STREAM_ITEM: u16 = 0xFF0D;
 pub const STREAM_CREDIT: u16 = 0xFF0E;
 /// Opcode of `STREAM_END`: the end of an upload, complete or failed.
 pub const STREAM_END: u16 = 0xFF0F;
+/// Opcode of `STREAM_ITEMS`: several items of a stream in one frame, each a
+/// varint length then the item's body; sent only once the receiver accepted
+/// batches on that stream ([`StreamCredit::batches`]).
+pub const STREAM_ITEMS: u16 = 0xFF10;
 
 /// The items a stream's sender may send before any `STREAM_CREDIT`: the
 /// receiver has room for this many when it opens the stream.
@@ -61,21 +69,124 @@ pub trait UploadRequest: Request {
 pub struct StreamCredit {
     /// How many more items the sender may send (added to what is left).
     pub items: u32,
+    /// Whether the receiver accepts `STREAM_ITEMS` on this stream from now
+    /// on (a fifth body byte, 1). `false` changes nothing: a stream that
+    /// accepted batches keeps accepting them. On the wire only when `true`.
+    pub batches: bool,
+}
+
+impl StreamCredit {
+    /// A grant of `items` more items, without accepting batches.
+    pub const fn items(items: u32) -> Self {
+        Self {
+            items,
+            batches: false,
+        }
+    }
 }
 
 impl Encode for StreamCredit {
     fn encode(&self, out: &mut BytesMut) {
         self.items.encode(out);
+        if self.batches {
+            out.put_u8(1);
+        }
     }
     fn encoded_len(&self) -> usize {
-        4
+        4 + usize::from(self.batches)
     }
 }
 
 impl Decode for StreamCredit {
     const MIN_LEN: usize = 4;
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        u32::decode(reader).map(|items| Self { items })
+        let items = u32::decode(reader)?;
+        let batches = match reader.remaining() {
+            0 => false,
+            _ => match u8::decode(reader)? {
+                0 => false,
+                1 => true,
+                other => return Err(DecodeError::InvalidBool(other)),
+            },
+        };
+        Ok(Self { items, batches })
+    }
+}
+
+/// Appends one item to a `STREAM_ITEMS` body: its varint length, then the
+/// body `encode` writes. The length is written after the item (the item is
+/// moved when its length takes more than one byte).
+pub fn put_batch_item(out: &mut BytesMut, encode: impl FnOnce(&mut BytesMut)) {
+    let start = out.len();
+    out.put_u8(0);
+    encode(out);
+    let len = out.len() - start - 1;
+    let prefix = crate::codec::len_varint_len(len);
+    if prefix > 1 {
+        out.resize(out.len() + prefix - 1, 0);
+        out.copy_within(start + 1..start + 1 + len, start + prefix);
+    }
+    let mut value = len;
+    for byte in &mut out[start..start + prefix] {
+        *byte = (value as u8 & 0x7F) | if value >= 0x80 { 0x80 } else { 0 };
+        value >>= 7;
+    }
+}
+
+/// Checks a `STREAM_ITEMS` body (one or more items, each a varint length
+/// then that many bytes, filling the body exactly) and counts its items.
+pub fn batch_len(body: &Bytes) -> Result<u32, DecodeError> {
+    if body.is_empty() {
+        return Err(DecodeError::UnexpectedEnd { needed: 1 });
+    }
+    let mut reader = Reader::new(body);
+    let mut count = 0u32;
+    while reader.remaining() > 0 {
+        let len = reader.read_varint()? as usize;
+        reader.read_slice(len)?;
+        count = count.saturating_add(1);
+    }
+    Ok(count)
+}
+
+/// The items of a `STREAM_ITEMS` body that [`batch_len`] checked: where
+/// each lies in the body ([`Packet::decode_packet_within`] decodes it).
+#[derive(Debug, Clone)]
+pub struct BatchItems {
+    body: Bytes,
+    pos: usize,
+}
+
+impl BatchItems {
+    /// Walks `body`, a `STREAM_ITEMS` body [`batch_len`] accepted.
+    pub fn new(body: Bytes) -> Self {
+        Self { body, pos: 0 }
+    }
+
+    /// The whole body the items lie in.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+}
+
+impl Iterator for BatchItems {
+    type Item = std::ops::Range<usize>;
+
+    fn next(&mut self) -> Option<std::ops::Range<usize>> {
+        let mut len = 0usize;
+        let mut shift = 0;
+        loop {
+            let byte = *self.body.get(self.pos)?;
+            self.pos += 1;
+            len |= usize::from(byte & 0x7F) << shift;
+            shift += 7;
+            if byte < 0x80 || shift > 28 {
+                break;
+            }
+        }
+        let start = self.pos;
+        self.pos = (start + len).min(self.body.len());
+        Some(start..self.pos)
     }
 }
 
@@ -201,6 +312,48 @@ pub trait ItemSource: Send {
         cx: &mut Context<'_>,
         write: WriteItem<'_>,
     ) -> Poll<Option<Result<(), HandlerError>>>;
+
+    /// Polls items while they are ready and appends each to `out` as an
+    /// entry of a `STREAM_ITEMS` body ([`put_batch_item`]): at most
+    /// `max_items`, and none once `out` grew by `max_bytes` or more.
+    /// Implementations may override it to poll without a call per item.
+    fn poll_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        max_items: u32,
+        max_bytes: usize,
+        out: &mut BytesMut,
+    ) -> BatchPoll {
+        let start = out.len();
+        let mut batch = BatchPoll {
+            items: 0,
+            last: start,
+            polled: Poll::Ready(Some(Ok(()))),
+        };
+        while batch.items < max_items && out.len() - start < max_bytes {
+            let mark = out.len();
+            let polled = self.poll_item(cx, &mut |encode| put_batch_item(out, encode));
+            if !matches!(polled, Poll::Ready(Some(Ok(())))) {
+                batch.polled = polled;
+                break;
+            }
+            batch.items += 1;
+            batch.last = mark;
+        }
+        batch
+    }
+}
+
+/// What [`ItemSource::poll_batch`] appended, and why it stopped.
+#[derive(Debug)]
+pub struct BatchPoll {
+    /// How many items it appended.
+    pub items: u32,
+    /// Where the last item appended begins in `out` (at its length).
+    pub last: usize,
+    /// `Ready(Some(Ok(())))` when it stopped at a limit; otherwise what the
+    /// poll that stopped it gave (`Pending`, the end, an error).
+    pub polled: Poll<Option<Result<(), HandlerError>>>,
 }
 
 #[cfg(test)]
@@ -211,8 +364,15 @@ mod tests {
     fn bodies_match_the_vectors() {
         // docs/PROTOCOL.md, "Stream vectors".
         let mut out = BytesMut::new();
-        StreamCredit { items: 16 }.encode(&mut out);
+        StreamCredit::items(16).encode(&mut out);
         assert_eq!(&out[..], [0x10, 0, 0, 0]);
+        let mut out = BytesMut::new();
+        StreamCredit {
+            items: 0,
+            batches: true,
+        }
+        .encode(&mut out);
+        assert_eq!(&out[..], [0, 0, 0, 0, 1]);
         let mut out = BytesMut::new();
         StreamEnd::write(&mut out, 0, &"");
         assert_eq!(&out[..], [0, 0]);
@@ -225,7 +385,45 @@ mod tests {
         .encode(&mut out);
         assert_eq!(&out[..], [3, b'a', b'b', b'c']);
         assert!(StreamCredit::decode_body(&Bytes::from_static(&[1, 0, 0])).is_err());
-        assert!(StreamCredit::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 0])).is_err());
+        assert_eq!(
+            StreamCredit::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 1])),
+            Ok(StreamCredit {
+                items: 1,
+                batches: true
+            })
+        );
+        assert!(StreamCredit::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 2])).is_err());
+        assert!(StreamCredit::decode_body(&Bytes::from_static(&[1, 0, 0, 0, 1, 0])).is_err());
         assert!(StreamEnd::decode_body(&Bytes::from_static(&[1])).is_err());
+    }
+
+    #[test]
+    fn batches_match_the_vectors() {
+        // docs/PROTOCOL.md, "Stream vectors": two items, `ab` and 200 bytes.
+        let mut out = BytesMut::new();
+        put_batch_item(&mut out, |out: &mut BytesMut| out.put_slice(b"ab"));
+        let long = [7u8; 200];
+        put_batch_item(&mut out, |out: &mut BytesMut| out.put_slice(&long));
+        assert_eq!(&out[..3], [2, b'a', b'b']);
+        assert_eq!(&out[3..5], [0xC8, 0x01]);
+        assert_eq!(out.len(), 3 + 2 + 200);
+        let body = out.freeze();
+        assert_eq!(batch_len(&body), Ok(2));
+        let items: Vec<_> = BatchItems::new(body.clone()).collect();
+        assert_eq!(items, [1..3, 5..205]);
+        assert_eq!(&body[5..205], long);
+        // An empty item is an item.
+        assert_eq!(batch_len(&Bytes::from_static(&[0, 0])), Ok(2));
+    }
+
+    #[test]
+    fn malformed_batches_are_refused() {
+        // Empty, a length past the end, a varint cut short.
+        for body in [&[][..], &[3, 1, 2][..], &[1, 9, 0x80][..]] {
+            assert!(
+                batch_len(&Bytes::copy_from_slice(body)).is_err(),
+                "{body:?}"
+            );
+        }
     }
 }

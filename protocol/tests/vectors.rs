@@ -201,7 +201,8 @@ fn encoded() -> BTreeMap<String, Vec<u8>> {
 /// Section 4.5's frames: stream 7, opened by a request at opcode 0x0050.
 fn stream_vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
     use ternio_protocol::stream::{
-        Chunk, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
+        Chunk, STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS, StreamCredit, StreamEnd,
+        put_batch_item,
     };
     vectors.insert(
         "stream-item".into(),
@@ -216,9 +217,38 @@ fn stream_vectors(vectors: &mut BTreeMap<String, Vec<u8>>) {
         "stream-credit".into(),
         tcp(
             Header::new(STREAM_CREDIT, Flags::NONE, 7),
-            &StreamCredit { items: 16 },
+            &StreamCredit::items(16),
         ),
     );
+    vectors.insert(
+        "stream-credit-batches".into(),
+        tcp(
+            Header::new(STREAM_CREDIT, Flags::NONE, 7),
+            &StreamCredit {
+                items: 16,
+                batches: true,
+            },
+        ),
+    );
+    let mut batch = BytesMut::new();
+    for data in [&b"abc"[..], b"", b"de"] {
+        put_batch_item(&mut batch, |out: &mut BytesMut| {
+            Chunk {
+                data: Bytes::copy_from_slice(data),
+            }
+            .encode(out);
+        });
+    }
+    let mut items = BytesMut::new();
+    frame::write_frame_with(
+        &mut items,
+        Framing::LengthPrefixed,
+        Header::new(STREAM_ITEMS, Flags::NONE, 7),
+        usize::MAX,
+        |out| out.extend_from_slice(&batch),
+    )
+    .unwrap();
+    vectors.insert("stream-items".into(), items.to_vec());
     vectors.insert(
         "stream-end".into(),
         tcp(

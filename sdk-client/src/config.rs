@@ -80,9 +80,11 @@ pub struct ClientConfig {
     /// application. A download starts at 32 and widens, while its items
     /// are small, to 1 MiB of the largest item seen so far, up to this many
     /// (with few items in flight, credit, not the link, paces a stream of
-    /// small items). A server that sends small items and then large ones
-    /// can make a download hold this many frames: lower it for servers you
-    /// do not trust. Values below 32 count as 32. Default 1,024.
+    /// small items: 16,384 items of 64 bytes are 1 MiB). A server that sends
+    /// small items and then large ones can make a download hold this many
+    /// frames (each at most [`max_frame_size`](Self::max_frame_size)):
+    /// lower it for servers you do not trust. Values below 32 count as 32.
+    /// Default 16,384 (1,024 until 2026-12).
     pub max_stream_window: u32,
     /// Whether each request tells the server how long the client waits for
     /// it (a `DEADLINE` frame before it, docs/PROTOCOL.md section 4.1), so
@@ -195,7 +197,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(10),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_in_flight: 65_536,
-            max_stream_window: 1024,
+            max_stream_window: 16_384,
             send_deadlines: false,
             reconnect: None,
             secure: None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
-use ternio_protocol::stream::{STREAM_CREDIT, STREAM_END, STREAM_ITEM};
+use ternio_protocol::stream::{STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS};
 use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{Decode, DisconnectReason, Frame};
 
@@ -123,7 +123,7 @@ impl Inbound {
         }
         match header.opcode {
             system::ACK => self.shared.session().on_ack(header, &body),
-            STREAM_ITEM | STREAM_CREDIT | STREAM_END => {
+            STREAM_ITEM | STREAM_ITEMS | STREAM_CREDIT | STREAM_END => {
                 match self.link.streams().on_frame(header, body) {
                     Ok(()) => None,
                     Err(why) => Some(self.refuse(DisconnectReason::Malformed, why)),

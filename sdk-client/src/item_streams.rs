@@ -17,7 +17,8 @@ use std::time::Duration;
 use futures_util::Stream;
 use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::stream::{
-    CHUNK_SIZE, INITIAL_CREDIT, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
+    BatchItems, CHUNK_SIZE, INITIAL_CREDIT, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit,
+    StreamEnd,
 };
 use ternio_protocol::system::{self, Cancel};
 use ternio_protocol::{Chunk, ErrorCode, Packet, Response, StreamRequest, UploadRequest};
@@ -26,7 +27,7 @@ use tokio::time::Instant;
 use crate::client::{Client, success};
 use crate::error::ClientError;
 use crate::link::Link;
-use crate::link_streams::Slot;
+use crate::link_streams::{Arrived, Slot};
 use crate::requests::{Failure, Outcome, deadline_after};
 use crate::secure::Seal;
 use crate::send::SendError;
@@ -88,6 +89,19 @@ impl Shared {
             opened.sealed,
             compress,
         );
+        // A download accepts batches of items (`STREAM_ITEMS`) from the start.
+        let sent = sent.and_then(|()| {
+            if !download {
+                return Ok(());
+            }
+            let accept = StreamCredit {
+                items: 0,
+                batches: true,
+            };
+            let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
+            let max = self.config().max_frame_size;
+            opened.link.send(header, &accept, max, opened.sealed)
+        });
         if let Err(error) = sent {
             self.links()
                 .with_requests(|requests| requests.remove(opened.id));
@@ -183,6 +197,7 @@ impl Client {
             taken: 0,
             window: INITIAL_CREDIT,
             largest: 0,
+            batch: None,
             end: None,
             done: false,
             _item: PhantomData,
@@ -239,6 +254,8 @@ pub struct ItemStream<T> {
     window: u32,
     /// The largest item body seen so far.
     largest: usize,
+    /// The rest of the batch the last item came in.
+    batch: Option<BatchItems>,
     /// The stream's answer, once collected while items still waited.
     end: Option<Outcome>,
     done: bool,
@@ -265,6 +282,35 @@ impl<T> ItemStream<T> {
     }
 }
 
+impl<T> ItemStream<T> {
+    /// Counts an item of `len` bytes the application takes, and grants the
+    /// server more once half the window is taken.
+    fn took(&mut self, len: usize) {
+        self.taken += 1;
+        self.largest = self.largest.max(len);
+        if self.taken < self.window / 2 {
+            return;
+        }
+        // Small items: a wider window, so that credit is not what paces the
+        // stream; it never shrinks below what was granted.
+        let max = self.shared.config().max_stream_window;
+        let window = window_for(self.largest, max).max(self.window);
+        let items = std::mem::take(&mut self.taken) + (window - self.window);
+        self.window = window;
+        {
+            let mut state = lock(&self.opened.slot);
+            state.granted = state.granted.saturating_add(items);
+        }
+        // A failure shows as the lost link.
+        let _ = self.shared.send_stream_frame(
+            &self.opened.link,
+            Header::new(STREAM_CREDIT, Flags::NONE, self.opened.id),
+            &StreamCredit::items(items),
+            self.opened.sealed,
+        );
+    }
+}
+
 impl<T: Packet> Stream for ItemStream<T> {
     type Item = Result<T, ClientError>;
 
@@ -273,30 +319,28 @@ impl<T: Packet> Stream for ItemStream<T> {
         if this.done {
             return Poll::Ready(None);
         }
-        let mut state = lock(&this.opened.slot);
-        if let Some(body) = state.items.pop_front() {
-            this.taken += 1;
-            this.largest = this.largest.max(body.len());
-            if this.taken >= this.window / 2 {
-                // Small items: a wider window, so that credit is not what
-                // paces the stream; it never shrinks below what was granted.
-                let max = this.shared.config().max_stream_window;
-                let window = window_for(this.largest, max).max(this.window);
-                let items = std::mem::take(&mut this.taken) + (window - this.window);
-                this.window = window;
-                state.granted = state.granted.saturating_add(items);
-                drop(state);
-                // A failure shows as the lost link.
-                let _ = this.shared.send_stream_frame(
-                    &this.opened.link,
-                    Header::new(STREAM_CREDIT, Flags::NONE, this.opened.id),
-                    &StreamCredit { items },
-                    this.opened.sealed,
-                );
-            } else {
-                drop(state);
+        if let Some(batch) = &mut this.batch {
+            if let Some(range) = batch.next() {
+                let item = T::decode_packet_within(batch.body(), range.clone());
+                this.took(range.len());
+                return Poll::Ready(Some(item.map_err(ClientError::from)));
             }
-            return Poll::Ready(Some(T::decode_packet(&body).map_err(ClientError::from)));
+            this.batch = None;
+        }
+        let mut state = lock(&this.opened.slot);
+        match state.items.pop_front() {
+            Some(Arrived::One(body)) => {
+                drop(state);
+                this.took(body.len());
+                return Poll::Ready(Some(T::decode_packet(&body).map_err(ClientError::from)));
+            }
+            Some(Arrived::Batch(batch)) => {
+                drop(state);
+                this.batch = Some(batch);
+                // A checked batch holds an item: taken on the next poll.
+                return self.poll_next(cx);
+            }
+            None => {}
         }
         let lost = state
             .lost

@@ -7,17 +7,27 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use ternio_protocol::frame::Header;
-use ternio_protocol::stream::{STREAM_CREDIT, STREAM_ITEM, StreamCredit};
+use ternio_protocol::stream::{
+    BatchItems, STREAM_CREDIT, STREAM_ITEM, STREAM_ITEMS, StreamCredit, batch_len,
+};
 use ternio_protocol::{Bytes, Decode};
 
 use crate::error::CloseReason;
 use crate::sync::lock;
 
+/// What a download's server sent in one frame.
+pub(crate) enum Arrived {
+    /// One item's body (`STREAM_ITEM`).
+    One(Bytes),
+    /// Several items (`STREAM_ITEMS`, checked).
+    Batch(BatchItems),
+}
+
 /// The state of one stream, shared by its link's reader and its handle.
 #[derive(Default)]
 pub(crate) struct StreamState {
-    /// Download: item bodies received and not yet taken.
-    pub(crate) items: VecDeque<Bytes>,
+    /// Download: items received and not yet taken, as they came.
+    pub(crate) items: VecDeque<Arrived>,
     /// Download: the items the server may still send (credit granted).
     pub(crate) granted: u32,
     /// Upload: the items the client may still send.
@@ -83,12 +93,24 @@ impl LinkStreams {
                     return Err("a stream item beyond its credit".into());
                 }
                 state.granted -= 1;
-                state.items.push_back(body);
+                state.items.push_back(Arrived::One(body));
+                state.wake();
+            }
+            STREAM_ITEMS => {
+                let count = batch_len(&body)
+                    .map_err(|_| "a STREAM_ITEMS body that is not items with their lengths")?;
+                let Some(slot) = slot else { return Ok(()) };
+                let mut state = lock(&slot);
+                if state.granted < count {
+                    return Err("stream items beyond their credit".into());
+                }
+                state.granted -= count;
+                state.items.push_back(Arrived::Batch(BatchItems::new(body)));
                 state.wake();
             }
             STREAM_CREDIT => {
                 let credit = StreamCredit::decode_body(&body)
-                    .map_err(|_| "a STREAM_CREDIT body that is not 4 bytes".to_owned())?;
+                    .map_err(|_| "a STREAM_CREDIT body that is not 4 or 5 bytes".to_owned())?;
                 if let Some(slot) = slot {
                     let mut state = lock(&slot);
                     state.credit = state.credit.saturating_add(credit.items);

@@ -426,7 +426,10 @@ impl Engine {
             system::RESUME_TICKET => return self.resume_ticket(header, &frame.body),
             system::RESUME => return self.on_resume_request(frame),
             system::DATAGRAM_BIND => return self.datagram_bind(header, &frame.body),
-            stream::STREAM_ITEM | stream::STREAM_CREDIT | stream::STREAM_END => {
+            stream::STREAM_ITEM
+            | stream::STREAM_ITEMS
+            | stream::STREAM_CREDIT
+            | stream::STREAM_END => {
                 return self.on_stream_frame(header, frame.body);
             }
             system::CANCEL | system::DEADLINE if header.request_id != 0 => {

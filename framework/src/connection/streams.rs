@@ -11,11 +11,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::FrameError;
+use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
+use ternio_protocol::secure::{COUNTER_LEN, TAG_LEN};
 use ternio_protocol::stream::{
-    INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
+    INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS, StreamCredit,
+    StreamEnd, put_batch_item,
 };
-use ternio_protocol::{Bytes, Decode, DisconnectReason, ErrorCode, HandlerError, ReplySink};
+use ternio_protocol::{
+    Bytes, BytesMut, Decode, DisconnectReason, ErrorCode, HandlerError, ReplySink,
+};
 use tokio::time::Sleep;
 
 use super::{AfterFrame, Engine};
@@ -30,6 +35,11 @@ const ROUND: u32 = 256;
 /// Bytes one download may write in one round.
 const ROUND_BYTES: usize = 64 * 1024;
 
+/// Items smaller than this (encoded) go in batches (`STREAM_ITEMS`) to a
+/// peer that accepts them; a larger one goes alone, encoded straight into
+/// the outbound buffer (batching it would save nothing and cost a copy).
+const BATCHED_ITEM: usize = 4 * 1024;
+
 /// A download: a handler's stream of items on its way to the peer.
 pub(super) struct Download {
     /// The request that opened it.
@@ -40,6 +50,11 @@ pub(super) struct Download {
     items: Box<dyn ItemSource>,
     /// The items the peer still accepts.
     credit: u32,
+    /// Whether the peer accepts `STREAM_ITEMS` on this stream.
+    batches: bool,
+    /// Whether the last item sent was too large to batch
+    /// ([`BATCHED_ITEM`]): the next goes alone, without a copy.
+    large: bool,
     /// The handler's time limit or the peer's `DEADLINE`, if either.
     deadline: Option<Pin<Box<Sleep>>>,
 }
@@ -59,6 +74,9 @@ pub(super) struct Streams {
     uploads: Vec<UploadEntry>,
     /// Where the next round starts (round robin among downloads).
     cursor: usize,
+    /// Holds a batch's first item until it is known to have one
+    /// ([`Engine::send_batch`]); kept to be reused.
+    scratch: BytesMut,
 }
 
 impl Streams {
@@ -133,6 +151,8 @@ impl Engine {
             started,
             items,
             credit: INITIAL_CREDIT,
+            batches: false,
+            large: false,
             deadline,
         });
     }
@@ -189,35 +209,25 @@ impl Engine {
             let round_end = self.out.len() + ROUND_BYTES;
             while download.credit > 0 && sent < ROUND && self.out.len() < high_water.min(round_end)
             {
-                let id = download.header.request_id;
-                let mut written = Ok(0);
-                let polled = download.items.poll_item(cx, &mut |encode| {
-                    written = self
-                        .write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
-                            encode(out)
-                        });
-                });
+                // A batch is bounded in bytes (ROUND_BYTES), not in items.
+                let batch = download.batches && !download.large && download.credit > 1;
+                let (polled, items) = if batch {
+                    self.send_batch(download, cx, download.credit)
+                } else {
+                    self.send_item(download, cx)
+                };
+                download.credit -= items;
+                sent += items;
+                progress |= items > 0;
                 match polled {
-                    Poll::Ready(Some(Ok(()))) => {
-                        progress = true;
-                        if let Err(error) = written {
-                            ended.push((
-                                position,
-                                Ended::Failed(HandlerError::new(
-                                    ErrorCode::Internal,
-                                    format!("a stream item not sent: {error}"),
-                                )),
-                            ));
-                            break;
-                        }
-                        download.credit -= 1;
-                        sent += 1;
-                    }
+                    Poll::Ready(Some(Ok(()))) => {}
                     Poll::Ready(Some(Err(error))) => {
+                        progress = true;
                         ended.push((position, Ended::Failed(error)));
                         break;
                     }
                     Poll::Ready(None) => {
+                        progress = true;
                         ended.push((position, Ended::Complete));
                         break;
                     }
@@ -257,6 +267,102 @@ impl Engine {
         progress
     }
 
+    /// Polls one item of `download` and sends it as a `STREAM_ITEM`.
+    /// Returns what the poll gave (an item not sent shows as an error) and
+    /// how many items were sent.
+    fn send_item(&mut self, download: &mut Download, cx: &mut TaskContext<'_>) -> (Polled, u32) {
+        let id = download.header.request_id;
+        let mut written = Ok(0);
+        let polled = download.items.poll_item(cx, &mut |encode| {
+            written =
+                self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| encode(out));
+        });
+        match (polled, written) {
+            (Poll::Ready(Some(Ok(()))), Err(error)) => (Poll::Ready(Some(Err(not_sent(error)))), 0),
+            (Poll::Ready(Some(Ok(()))), Ok(len)) => {
+                download.large = len >= BATCHED_ITEM;
+                (Poll::Ready(Some(Ok(()))), 1)
+            }
+            (polled, _) => (polled, 0),
+        }
+    }
+
+    /// Sends the items `download` has ready, at most `limit` (its credit),
+    /// as one `STREAM_ITEMS` frame of about [`ROUND_BYTES`] (the stream's
+    /// receiver accepted batches). The first item is polled before the
+    /// frame is begun (an empty batch is never sent), and one that is not
+    /// small ([`BATCHED_ITEM`]) goes alone, as a `STREAM_ITEM`. Returns how the batch ended
+    /// (`Ready(Some(Ok))`: it is full) and how many items were sent.
+    fn send_batch(
+        &mut self,
+        download: &mut Download,
+        cx: &mut TaskContext<'_>,
+        limit: u32,
+    ) -> (Polled, u32) {
+        let id = download.header.request_id;
+        let mut first = std::mem::take(&mut self.streams.scratch);
+        first.clear();
+        let polled = download
+            .items
+            .poll_item(cx, &mut |encode| encode(&mut first));
+        if !matches!(polled, Poll::Ready(Some(Ok(())))) {
+            self.streams.scratch = first;
+            return (polled, 0);
+        }
+        let max_body = self
+            .server
+            .config
+            .max_frame_size
+            .saturating_sub(HEADER_LEN + COUNTER_LEN + TAG_LEN);
+        // Room for one more item of up to half a frame past the target.
+        let target = ROUND_BYTES.min(max_body / 2);
+        if first.len() >= target.min(BATCHED_ITEM) {
+            download.large = true;
+            let written = self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                out.extend_from_slice(&first);
+            });
+            self.streams.scratch = first;
+            return match written {
+                Ok(_) => (polled, 1),
+                Err(error) => (Poll::Ready(Some(Err(not_sent(error)))), 0),
+            };
+        }
+        let mut sent = 1;
+        let mut ended = Poll::Ready(Some(Ok(())));
+        // An item that took the batch past the frame's limit: sent alone.
+        let mut spilled = None;
+        let written = self.write_own_with(Header::new(STREAM_ITEMS, Flags::NONE, id), |out| {
+            let start = out.len();
+            put_batch_item(out, |out: &mut BytesMut| out.extend_from_slice(&first));
+            let room = target.saturating_sub(out.len() - start);
+            let batch = download.items.poll_batch(cx, limit - 1, room, out);
+            sent += batch.items;
+            ended = batch.polled;
+            if out.len() - start > max_body {
+                let prefix = out[batch.last..]
+                    .iter()
+                    .take_while(|byte| **byte >= 0x80)
+                    .count()
+                    + 1;
+                spilled = Some(BytesMut::from(&out[batch.last + prefix..]));
+                out.truncate(batch.last);
+            }
+        });
+        self.streams.scratch = first;
+        if let Err(error) = written {
+            return (Poll::Ready(Some(Err(not_sent(error)))), 0);
+        }
+        if let Some(spilled) = spilled {
+            let written = self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                out.extend_from_slice(&spilled);
+            });
+            if let Err(error) = written {
+                return (Poll::Ready(Some(Err(not_sent(error)))), sent - 1);
+            }
+        }
+        (ended, sent)
+    }
+
     /// Sends `STREAM_CREDIT` for the uploads whose handlers took items.
     fn grant_upload_credit(&mut self) -> bool {
         let mut grants = Vec::new();
@@ -269,7 +375,7 @@ impl Engine {
         for &(id, items) in &grants {
             self.write_own(
                 Header::new(STREAM_CREDIT, Flags::NONE, id),
-                &StreamCredit { items },
+                &StreamCredit::items(items),
             );
         }
         !grants.is_empty()
@@ -288,6 +394,10 @@ impl Engine {
         }
         let id = header.request_id;
         match header.opcode {
+            // This server never accepts batches on an upload.
+            STREAM_ITEMS if self.streams.uploads.iter().any(|entry| entry.id == id) => {
+                return self.stream_violation("STREAM_ITEMS on an upload that did not accept them");
+            }
             STREAM_ITEM => {
                 let Some(entry) = self.streams.uploads.iter_mut().find(|entry| entry.id == id)
                 else {
@@ -301,7 +411,7 @@ impl Engine {
             }
             STREAM_CREDIT => {
                 let Ok(credit) = StreamCredit::decode_body(&body) else {
-                    return self.stream_violation("a STREAM_CREDIT body that is not 4 bytes");
+                    return self.stream_violation("a STREAM_CREDIT body that is not 4 or 5 bytes");
                 };
                 if let Some(download) = self
                     .streams
@@ -310,6 +420,7 @@ impl Engine {
                     .find(|download| download.header.request_id == id)
                 {
                     download.credit = download.credit.saturating_add(credit.items);
+                    download.batches |= credit.batches;
                 }
             }
             STREAM_END => {
@@ -392,6 +503,17 @@ enum Ended {
     Complete,
     Failed(HandlerError),
     TimedOut,
+}
+
+/// What polling a download's items gave.
+type Polled = Poll<Option<Result<(), HandlerError>>>;
+
+/// The error that ends a download whose item could not be written.
+fn not_sent(error: FrameError) -> HandlerError {
+    HandlerError::new(
+        ErrorCode::Internal,
+        format!("a stream item not sent: {error}"),
+    )
 }
 
 /// Why a stream ends when its connection closes before it could finish.

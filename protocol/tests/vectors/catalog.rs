@@ -37,7 +37,7 @@ pub(crate) const FILES: &[(&str, &str)] = &[
     ),
     (
         "streams",
-        "Streams: STREAM_ITEM, STREAM_CREDIT, STREAM_END (section 4.5)",
+        "Streams: STREAM_ITEM, STREAM_CREDIT, STREAM_END, STREAM_ITEMS (section 4.5)",
     ),
     (
         "compression",
@@ -214,6 +214,20 @@ pub(crate) fn entries() -> Vec<Entry> {
             "tcp",
             "STREAM_CREDIT (0xFF0E): the receiver of stream 7 grants 16 more items.",
             json!({ "opcode": "0xFF0E", "request_id": 7, "flags": "none", "items": 16 }),
+        ),
+        entry(
+            "stream-credit-batches",
+            "streams",
+            "tcp",
+            "STREAM_CREDIT with its fifth byte 1: the receiver of stream 7 grants 16 more items and accepts STREAM_ITEMS from now on.",
+            json!({ "opcode": "0xFF0E", "request_id": 7, "flags": "none", "items": 16, "batches": true }),
+        ),
+        entry(
+            "stream-items",
+            "streams",
+            "tcp",
+            "STREAM_ITEMS (0xFF10) of stream 7: three Chunk items, \"abc\", \"\" and \"de\", each a varint length then the item's body.",
+            json!({ "opcode": "0xFF10", "request_id": 7, "flags": "none", "item": "Chunk { data: Bytes }", "items": [{ "data": "abc" }, { "data": "" }, { "data": "de" }] }),
         ),
         entry(
             "stream-end",
