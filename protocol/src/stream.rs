@@ -201,6 +201,15 @@ pub trait ItemSource: Send {
         cx: &mut Context<'_>,
         write: WriteItem<'_>,
     ) -> Poll<Option<Result<(), HandlerError>>>;
+
+    /// Asks the source to keep each item's body within `bytes` from now on
+    /// where it can: a byte stream cuts its chunks to that size (a
+    /// resumable session's server keeps every item it sends until the
+    /// client acknowledges it, in a bounded replay buffer). Other sources
+    /// ignore it (the default).
+    fn limit_item_bytes(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@ use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::stream::{
     INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit, StreamEnd,
 };
-use ternio_protocol::{Bytes, Decode, DisconnectReason, ErrorCode, HandlerError, ReplySink};
+use ternio_protocol::{
+    Bytes, Decode, DisconnectReason, Encode, ErrorCode, HandlerError, ReplySink,
+};
 use tokio::time::Sleep;
 
 use super::{AfterFrame, Engine};
@@ -166,6 +168,12 @@ impl Engine {
         // Closing, the connection reads no more credit: a download that
         // has none left cannot go on, and ends now rather than at the grace.
         let closing = self.closing.is_some();
+        // On a resumable session every item is kept until the client
+        // acknowledges it: a byte stream's chunks are cut to fit.
+        let item_limit = self
+            .resume
+            .as_ref()
+            .map(|resume| chunk_bytes(resume.replay.limit()));
         let mut downloads = std::mem::take(&mut self.streams.downloads);
         let count = downloads.len();
         let start = self.streams.cursor % count;
@@ -185,15 +193,21 @@ impl Engine {
                 ended.push((position, Ended::Failed(closing_error())));
                 continue;
             }
+            if let Some(bytes) = item_limit {
+                download.items.limit_item_bytes(bytes);
+            }
             let mut sent = 0;
             let round_end = self.out.len() + ROUND_BYTES;
-            while download.credit > 0 && sent < ROUND && self.out.len() < high_water.min(round_end)
+            while download.credit > 0
+                && sent < ROUND
+                && self.out.len() < high_water.min(round_end)
+                && self.replay_has_room()
             {
                 let id = download.header.request_id;
                 let mut written = Ok(0);
                 let polled = download.items.poll_item(cx, &mut |encode| {
                     written = self
-                        .write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                        .write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
                             encode(out)
                         });
                 });
@@ -257,6 +271,20 @@ impl Engine {
         progress
     }
 
+    /// Whether a download may write an item now as far as resumption goes:
+    /// always on a session that is not resumable; on one that is, while
+    /// the replay buffer has room beyond the quarter of its bound kept for
+    /// answers, as pushes are held (section 4.2), so that a download waits
+    /// for the client's `ACK`s instead of overflowing the buffer. An item
+    /// larger than the room left still overflows it (resumability ends,
+    /// the stream goes on). As pushes, downloads wait only while the
+    /// connection reads (the `ACK` that frees room comes in with the rest).
+    fn replay_has_room(&self) -> bool {
+        self.resume.as_ref().is_none_or(|resume| {
+            resume.replay.fits(1, resume.replay.limit() / 4) || !self.wants_input()
+        })
+    }
+
     /// Sends `STREAM_CREDIT` for the uploads whose handlers took items.
     fn grant_upload_credit(&mut self) -> bool {
         let mut grants = Vec::new();
@@ -267,10 +295,9 @@ impl Engine {
             }
         }
         for &(id, items) in &grants {
-            self.write_own(
-                Header::new(STREAM_CREDIT, Flags::NONE, id),
-                &StreamCredit { items },
-            );
+            let _ = self.write_stream_frame(Header::new(STREAM_CREDIT, Flags::NONE, id), |out| {
+                StreamCredit { items }.encode(out);
+            });
         }
         !grants.is_empty()
     }
@@ -372,8 +399,10 @@ impl Engine {
         }
     }
 
-    /// Drops every open stream (the link is closed or lost): downloads
-    /// count as cancelled, uploads fail.
+    /// Drops every open stream (the connection ends: closed, or its
+    /// session not resumed within its time to live): downloads count as
+    /// cancelled, uploads fail. A resumable session's streams outlive a
+    /// lost link: they wait with the session (section 4.5).
     pub(super) fn end_streams(&mut self) {
         for entry in std::mem::take(&mut self.streams.uploads) {
             entry.shared.end(End::Failed(HandlerError::new(
@@ -392,6 +421,18 @@ enum Ended {
     Complete,
     Failed(HandlerError),
     TimedOut,
+}
+
+/// The most a byte stream's chunk body takes on a resumable session whose
+/// replay buffer is bounded by `replay_limit` bytes: an eighth of it, less
+/// a frame header (so that a chunk always fits in the quarter kept for
+/// answers); a large buffer keeps the usual 64 KiB chunks
+/// ([`CHUNK_SIZE`](ternio_protocol::stream::CHUNK_SIZE), plus room for the
+/// chunk's length).
+fn chunk_bytes(replay_limit: usize) -> usize {
+    (replay_limit / 8)
+        .saturating_sub(ternio_protocol::frame::HEADER_LEN)
+        .clamp(1, ternio_protocol::stream::CHUNK_SIZE + 8)
 }
 
 /// Why a stream ends when its connection closes before it could finish.
