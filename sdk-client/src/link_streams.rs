@@ -5,7 +5,7 @@
 //! A stream belongs to the session, not to the link it was opened on: on a
 //! resumable session its frames are counted and replayed (section 4.2),
 //! so a stream goes on across a resumption. A stream whose session is lost
-//! ends with its request, which fails ([`ClientError::Closed`](crate::ClientError::Closed)).
+//! ends with its request, which fails (`ClientError::Closed`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
