@@ -1059,6 +1059,53 @@ async fn byte_streams_keep_the_session_resumable_across_cuts() {
     assert_echoed(&client, Bytes::from_static(b"still resumable")).await;
 }
 
+/// Through a proxy that cuts every connection after a random number of
+/// bytes (mid-frame included), a download and an upload on a secure
+/// session get every item once and in order, whatever the cuts.
+#[tokio::test]
+async fn streams_survive_random_cuts() {
+    let started = start_with(|builder| builder.resumable(Duration::from_secs(30), 64 * 1024));
+    let proxy = CuttingProxy::start(started.tcp, 0x5EED, 2_000..20_000).await;
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(quick_reconnect());
+    config.resume = true;
+    config.secure = Some(ternio_client::SecureConfig::anonymous());
+    config.request_timeout = Duration::from_secs(20);
+    let client = Client::connect_tcp_with(proxy.address(), config)
+        .await
+        .unwrap();
+    let n = 20_000;
+    let mut stream = client
+        .request_stream(&Count { n, fail_at: 0 })
+        .await
+        .unwrap();
+    let mut next = 0;
+    while let Some(item) = stream.next().await {
+        assert_eq!(item.unwrap(), Number(next));
+        next += 1;
+    }
+    assert_eq!(next, n, "every item, once");
+    let mut upload = client
+        .upload(&Store {
+            read: 0,
+            answer_after: 0,
+        })
+        .await
+        .unwrap();
+    let n = 5_000u32;
+    for i in 0..n {
+        upload.send(&Number(i)).await.unwrap();
+    }
+    let expected: u64 = (0..u64::from(n)).sum();
+    assert_eq!(upload.finish().await.unwrap(), Total(expected));
+    assert_eq!(started.seen.taken.load(Ordering::SeqCst), n);
+    assert!(proxy.cuts() >= 3, "only {} cuts", proxy.cuts());
+    match &*client.session_events().borrow() {
+        SessionEvent::Resumed { count } => assert!(*count >= 3, "{count} resumptions"),
+        other => panic!("the session was not resumed: {other:?}"),
+    }
+}
+
 /// A download whose session cannot be resumed (the network is down past
 /// the server's time to live) fails with `Closed`; the server dropped the
 /// handler's stream when the suspended session expired, not when its link

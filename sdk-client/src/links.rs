@@ -313,6 +313,12 @@ impl Links {
         wakers.into_iter().for_each(Waker::wake);
     }
 
+    /// Records `secret` as the one the next resumption is keyed by: a
+    /// resumption's, once the server answered it.
+    pub(crate) fn set_last_session_secret(&self, secret: Zeroizing<[u8; KEY_LEN]>) {
+        *lock(&self.last_secret) = Some(secret);
+    }
+
     /// The session secret of the last link lost, for a resumption.
     pub(crate) fn last_session_secret(&self) -> Option<Zeroizing<[u8; KEY_LEN]>> {
         lock(&self.last_secret).clone()

@@ -137,6 +137,13 @@ impl Shared {
                 )
                 .await
             };
+            // A secure resumption the server answered keys the next one by
+            // its own secret, whatever becomes of this link: lost before it
+            // is installed (while the replays cross), it is never the
+            // current link, whose loss would record it.
+            if let Some(secret) = link.session_secret() {
+                self.links.set_last_session_secret(secret);
+            }
             match outcome {
                 Ok(()) => {
                     let count = self.session.resumptions();
