@@ -170,6 +170,25 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.equal(seen.length, 100);
   });
 
+  test('through random cuts: a download and an upload, every item once and in order', { timeout: 60_000 }, async (t) => {
+    // Budgets from 1,200 bytes, as above: RESUME and its answer always get through.
+    const { proxy, url } = await serverBehindProxy(0x5eed, [1200, 8000]);
+    const client = await Client.connect(url, { reconnect: RECONNECT, keepaliveInterval: 0, timeout: 30_000 });
+    t.after(() => client.close());
+    let next = 0;
+    for await (const number of client.requestStream(CountTo, { count: 5000 })) assert.equal(number.value, next++);
+    assert.equal(next, 5000, 'every item, once');
+    const upload = client.upload(AddUp, {});
+    let sum = 0n;
+    for (let value = 0; value < 3000; value++) {
+      await upload.send({ value });
+      sum += BigInt(value);
+    }
+    assert.deepEqual(await upload.finish(), { sum });
+    assert.ok(proxy.cuts >= 3, `only ${proxy.cuts} cuts`);
+    assert.ok(client.resumptions >= 3, `only ${client.resumptions} resumptions`);
+  });
+
   test('a stream whose session is lost (past its time to live) fails (\'closed\')', { timeout: 30_000 }, async (t) => {
     const { proxy, url } = await serverBehindProxy(3, null, ['--resume-ttl', '1']);
     const sessions = [];
