@@ -459,7 +459,11 @@ impl ServerBuilder {
     /// wait in the push queue for the client's acknowledgement, so a
     /// session pushes at most `replay_bytes` per round trip; an answer
     /// or a single frame that does not fit ends resumability (the
-    /// connection goes on). Off by default; 64 KiB is a good bound on a
+    /// connection goes on). Open streams wait with the session and go on
+    /// once it is resumed (their frames are counted and replayed, docs/PROTOCOL.md
+    /// section 4.5): a download is polled only while the buffer has room,
+    /// as pushes wait, and a byte stream's chunks take at most an eighth of
+    /// `replay_bytes`. Off by default; 64 KiB is a good bound on a
     /// local network, and at least 32 KiB (what a Ternio client receives
     /// before it acknowledges) keeps pushes from waiting for the `ACK` delay.
     pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {

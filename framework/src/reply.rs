@@ -34,8 +34,8 @@ pub(crate) struct FrameReply<'a> {
     sealer: Option<&'a mut Sealer>,
     /// Counts the frames and errors written, when metrics are on.
     metrics: Option<ReplyMetrics<'a>>,
-    /// Keeps a plain copy of each frame with an application opcode, on a
-    /// resumable session.
+    /// Keeps a plain copy of each counted frame (an application opcode, or
+    /// a stream frame), on a resumable session.
     replay: Option<&'a mut ReplayBuffer>,
     /// The server's compression threshold, if it compresses (section 6).
     compression: Option<usize>,
@@ -79,8 +79,8 @@ impl<'a> FrameReply<'a> {
         self
     }
 
-    /// Records every frame written with an application opcode in `replay`
-    /// (on a resumable session).
+    /// Records every counted frame written (an application opcode, or a
+    /// stream frame) in `replay` (on a resumable session).
     pub(crate) fn recording(mut self, replay: Option<&'a mut ReplayBuffer>) -> Self {
         self.replay = replay;
         self
@@ -97,7 +97,7 @@ impl<'a> FrameReply<'a> {
     ) -> Result<usize, FrameError> {
         // System frames (PONG, TIME) are never compressed.
         let compression = self.compression.filter(|_| compress && !header.is_system());
-        let replay = self.replay.as_deref_mut().filter(|_| !header.is_system());
+        let replay = self.replay.as_deref_mut().filter(|_| header.is_counted());
         let written = match (self.sealer.as_deref_mut(), replay) {
             (Some(sealer), None) => sealer.write_frame_compressing(
                 self.out,
@@ -151,6 +151,16 @@ impl<'a> FrameReply<'a> {
                 .increment(1);
         }
         written
+    }
+
+    /// Writes one frame of the engine's own under `header` (a stream
+    /// frame), uncompressed, recorded like a reply when it is counted.
+    pub(crate) fn own_frame(
+        mut self,
+        header: Header,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
+        self.write(header, false, body)
     }
 
     fn header(&self, opcode: u16, flags: Flags) -> Header {

@@ -36,6 +36,7 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context as TaskContext, Poll};
 
 use futures_util::{Stream, StreamExt};
@@ -60,13 +61,18 @@ type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
 /// `Item = P`.
 ///
 /// The server polls the stream only while the client has granted credit
-/// (and the connection's outbound buffer is below its high-water mark), so
-/// a client that stops reading holds the stream where it is. The stream
-/// ends with an acknowledgement when it returns `None`, or with the error
-/// of its first `Err` item; a `CANCEL` from the client, the handler's time
-/// limit or a lost link drops it.
+/// (and the connection's outbound buffer is below its high-water mark; on
+/// a resumable session, while its replay buffer has room), so a client
+/// that stops reading holds the stream where it is. The stream ends with
+/// an acknowledgement when it returns `None`, or with the error of its
+/// first `Err` item; a `CANCEL` from the client, the handler's time limit,
+/// or a lost link whose session is not resumed drops it. On a resumable
+/// session the stream outlives a lost link: it waits with the session and
+/// goes on once the client resumes it.
 pub struct StreamReply<P> {
     items: Items<P>,
+    /// A byte stream's chunk size, which the connection may lower.
+    chunk_limit: Option<Arc<AtomicUsize>>,
 }
 
 impl<P> fmt::Debug for StreamReply<P> {
@@ -80,6 +86,7 @@ impl<P: Packet> StreamReply<P> {
     pub fn new(items: impl Stream<Item = P> + Send + 'static) -> Self {
         Self {
             items: Box::pin(items.map(Ok)),
+            chunk_limit: None,
         }
     }
 
@@ -90,36 +97,71 @@ impl<P: Packet> StreamReply<P> {
             items: Box::pin(items.map(|item| {
                 item.map_err(|error| HandlerError::new(error.code(), error.to_string()))
             })),
+            chunk_limit: None,
         }
     }
 }
 
 impl StreamReply<Chunk> {
-    /// A byte stream read from `reader`, in chunks of up to 64 KiB: a file
-    /// of any size goes out without ever being held whole. A read error
-    /// ends the stream with `INTERNAL`.
+    /// A byte stream read from `reader`, in chunks of up to 64 KiB (smaller
+    /// on a resumable session: at most an eighth of its replay buffer, so
+    /// that the stream keeps the session resumable): a file of any size
+    /// goes out without ever being held whole. A read error ends the
+    /// stream with `INTERNAL`.
     pub fn bytes(reader: impl AsyncRead + Send + 'static) -> Self {
-        let chunks = tokio_util::io::ReaderStream::with_capacity(reader, CHUNK_SIZE).map(|read| {
-            read.map(|data| Chunk { data }).map_err(|error| {
+        let reads = tokio_util::io::ReaderStream::with_capacity(reader, CHUNK_SIZE).map(|read| {
+            read.map_err(|error| {
                 HandlerError::new(ErrorCode::Internal, format!("read failed: {error}"))
             })
         });
-        Self {
-            items: Box::pin(chunks),
-        }
+        Self::cut(Box::pin(reads))
     }
 
-    /// A byte stream of `data`, cut into chunks of up to 64 KiB (views of
-    /// `data`, not copies).
+    /// A byte stream of `data`, cut into chunks of up to 64 KiB (smaller on
+    /// a resumable session, as [`bytes`](Self::bytes)'s; views of `data`,
+    /// not copies).
     pub fn from_bytes(data: Bytes) -> Self {
-        let chunks = (0..data.len().div_ceil(CHUNK_SIZE)).map(move |index| {
-            let start = index * CHUNK_SIZE;
-            let end = (start + CHUNK_SIZE).min(data.len());
-            Chunk {
-                data: data.slice(start..end),
+        Self::cut(Box::pin(futures_util::stream::iter([Ok(data)])))
+    }
+
+    fn cut(reads: Pin<Box<dyn Stream<Item = Result<Bytes, HandlerError>> + Send>>) -> Self {
+        let limit = Arc::new(AtomicUsize::new(CHUNK_SIZE));
+        Self {
+            items: Box::pin(Cut {
+                reads,
+                rest: Bytes::new(),
+                limit: Arc::clone(&limit),
+            }),
+            chunk_limit: Some(limit),
+        }
+    }
+}
+
+/// Byte reads cut into chunks of at most `limit` bytes (read at each chunk).
+struct Cut {
+    reads: Pin<Box<dyn Stream<Item = Result<Bytes, HandlerError>> + Send>>,
+    /// What is left of the last read.
+    rest: Bytes,
+    limit: Arc<AtomicUsize>,
+}
+
+impl Stream for Cut {
+    type Item = Result<Chunk, HandlerError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if !self.rest.is_empty() {
+                let size = self.limit.load(Ordering::Relaxed).clamp(1, CHUNK_SIZE);
+                let size = size.min(self.rest.len());
+                let data = self.rest.split_to(size);
+                return Poll::Ready(Some(Ok(Chunk { data })));
             }
-        });
-        Self::new(futures_util::stream::iter(chunks))
+            match std::task::ready!(self.reads.as_mut().poll_next(cx)) {
+                Some(Ok(data)) => self.rest = data,
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+                None => return Poll::Ready(None),
+            }
+        }
     }
 }
 
@@ -129,6 +171,7 @@ struct Source<P> {
     items: Items<P>,
     /// The first error ends the stream: nothing is polled after it.
     done: bool,
+    chunk_limit: Option<Arc<AtomicUsize>>,
 }
 
 impl<P: Packet> ItemSource for Source<P> {
@@ -226,6 +269,13 @@ impl<P: Packet> ItemSource for Source<P> {
         batch.polled = polled;
         batch
     }
+
+    fn limit_item_bytes(&mut self, bytes: usize) {
+        if let Some(limit) = &self.chunk_limit {
+            // The chunk's data: the body less its length varint.
+            limit.store(bytes.saturating_sub(8).max(1), Ordering::Relaxed);
+        }
+    }
 }
 
 impl<P: Packet> IntoReply for StreamReply<P> {
@@ -237,6 +287,7 @@ impl<P: Packet> IntoReply for StreamReply<P> {
         sink.stream(Box::new(Source {
             items: self.items,
             done: false,
+            chunk_limit: self.chunk_limit,
         }))
     }
 }

@@ -151,6 +151,13 @@ impl Header {
         self.opcode >= SYSTEM_OPCODE_START
     }
 
+    /// Whether the frame is counted for resumption (section 4.2): an
+    /// application opcode or a stream opcode
+    /// ([`system::is_counted`](crate::system::is_counted)).
+    pub const fn is_counted(&self) -> bool {
+        crate::system::is_counted(self.opcode)
+    }
+
     /// Whether this frame is a request: a non-zero id and `RESPONSE` clear.
     pub const fn is_request(&self) -> bool {
         self.request_id != 0 && !self.flags.is_response()

@@ -6,8 +6,9 @@
 //! - [`AckSchedule`]: the counted frames this side received, and when an
 //!   `ACK` of them is due.
 //!
-//! Counted frames are those with an application opcode
-//! ([`system::is_counted`](crate::system::is_counted)), in either direction.
+//! Counted frames are those with an application opcode, and the stream
+//! frames ([`system::is_counted`](crate::system::is_counted)), in either
+//! direction.
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -40,6 +40,15 @@ pub const STREAM_END: u16 = 0xFF0F;
 /// batches on that stream ([`StreamCredit::batches`]).
 pub const STREAM_ITEMS: u16 = 0xFF10;
 
+/// Whether `opcode` is one of the stream frames' (`STREAM_ITEM`,
+/// `STREAM_CREDIT`, `STREAM_END`, `STREAM_ITEMS`).
+pub const fn is_stream_opcode(opcode: u16) -> bool {
+    matches!(
+        opcode,
+        STREAM_ITEM | STREAM_CREDIT | STREAM_END | STREAM_ITEMS
+    )
+}
+
 /// The items a stream's sender may send before any `STREAM_CREDIT`: the
 /// receiver has room for this many when it opens the stream.
 pub const INITIAL_CREDIT: u32 = 32;
@@ -341,6 +350,15 @@ pub trait ItemSource: Send {
             batch.last = mark;
         }
         batch
+    }
+
+    /// Asks the source to keep each item's body within `bytes` from now on
+    /// where it can: a byte stream cuts its chunks to that size (a
+    /// resumable session's server keeps every item it sends until the
+    /// client acknowledges it, in a bounded replay buffer). Other sources
+    /// ignore it (the default).
+    fn limit_item_bytes(&mut self, bytes: usize) {
+        let _ = bytes;
     }
 }
 

@@ -545,10 +545,13 @@ impl Packet for TimeResponse {
 }
 
 /// Whether frames under `opcode` are counted for resumption (section 4.2):
-/// application opcodes `0x0000..=0xFEFF` are, in either direction and
-/// whatever their flags; system opcodes never are.
+/// application opcodes `0x0000..=0xFEFF` and the stream opcodes
+/// `STREAM_ITEM`, `STREAM_CREDIT`, `STREAM_END` and `STREAM_ITEMS`
+/// (`0xFF0D..=0xFF10`, since 2026-12: streams resume with the session,
+/// section 4.5) are, in either direction and whatever their flags; the
+/// other system opcodes never are.
 pub const fn is_counted(opcode: u16) -> bool {
-    opcode < 0xFF00
+    opcode < 0xFF00 || crate::stream::is_stream_opcode(opcode)
 }
 
 /// `DISCONNECT`: sent before closing on purpose, with the reason.
@@ -719,6 +722,10 @@ mod tests {
         assert_eq!(<Resumed as Packet>::OPCODE, RESUME);
         assert!(is_counted(0x0000) && is_counted(0xFEFF));
         assert!(!is_counted(ACK) && !is_counted(0xFF00));
+        // Stream frames resume with the session; other system frames do not.
+        assert!(is_counted(0xFF0D) && is_counted(0xFF0E) && is_counted(0xFF0F));
+        assert!(is_counted(0xFF10));
+        assert!(!is_counted(CANCEL) && !is_counted(0xFF0C) && !is_counted(0xFF11));
     }
 
     #[test]

@@ -154,9 +154,11 @@ pub struct ClientConfig {
     /// section 4.2), when the server offers it: it asks for a ticket once
     /// connected (after the handshake), and a reconnection presents it, so
     /// that the requests in flight get their answers and the pushes sent
-    /// meanwhile arrive, each once and in order. When the server refuses
+    /// meanwhile arrive, each once and in order; open streams
+    /// ([`Client::request_stream`](crate::Client::request_stream),
+    /// [`Client::upload`](crate::Client::upload)) go on too. When the server refuses
     /// (the ticket expired, or it does not resume sessions) the requests
-    /// in flight fail and a new session starts
+    /// in flight and the open streams fail and a new session starts
     /// ([`SessionEvent::Lost`](crate::SessionEvent::Lost)). Default `true`;
     /// nothing happens without a reconnect policy.
     pub resume: bool,

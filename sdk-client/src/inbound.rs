@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
-use ternio_protocol::stream::{STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS};
+use ternio_protocol::stream::{
+    STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS, is_stream_opcode,
+};
 use ternio_protocol::system::{self, Disconnect, Ping};
 use ternio_protocol::{Decode, DisconnectReason, Frame};
 
@@ -108,14 +110,18 @@ impl Inbound {
         if header.flags.is_response() && header.request_id != 0 {
             return self.on_answer(header, body, sealed);
         }
-        if !header.is_system() && self.shared.wants_resume() {
-            // A push (or an error about a send): counted and delivered only
-            // from the link the session is on.
+        if header.is_counted() && self.shared.wants_resume() {
+            // A push (or an error about a send), or a stream frame: counted
+            // and taken only from the link the session is on.
             let len = HEADER_LEN + body.len();
             let due = self.shared.session().received(self.link.tag(), len)?;
-            // Delivered first: a link lost as the ACK goes out loses
-            // nothing taken.
-            let lost = self.deliver(header, &body);
+            // Taken first: a link lost as the ACK goes out loses nothing
+            // taken.
+            let lost = if is_stream_opcode(header.opcode) && !header.flags.is_response() {
+                self.on_stream_frame(header, body)
+            } else {
+                self.deliver(header, &body)
+            };
             return lost.or_else(|| self.ack_if(due));
         }
         if header.flags.is_response() {
@@ -124,10 +130,11 @@ impl Inbound {
         match header.opcode {
             system::ACK => self.shared.session().on_ack(header, &body),
             STREAM_ITEM | STREAM_ITEMS | STREAM_CREDIT | STREAM_END => {
-                match self.link.streams().on_frame(header, body) {
-                    Ok(()) => None,
-                    Err(why) => Some(self.refuse(DisconnectReason::Malformed, why)),
+                // Only from the current link: the streams are the session's.
+                if !self.shared.links().accepts(&self.link) {
+                    return None;
                 }
+                self.on_stream_frame(header, body)
             }
             system::DISCONNECT => {
                 let disconnect = Disconnect::decode_lossy(&body);
@@ -148,6 +155,14 @@ impl Inbound {
                 None
             }
             _ => self.deliver(header, &body),
+        }
+    }
+
+    /// Hands a stream frame to its stream; a malformed one closes the link.
+    fn on_stream_frame(&self, header: Header, body: Bytes) -> Option<CloseReason> {
+        match self.shared.links().streams().on_frame(header, body) {
+            Ok(()) => None,
+            Err(why) => Some(self.refuse(DisconnectReason::Malformed, why)),
         }
     }
 
@@ -194,7 +209,7 @@ impl Inbound {
             return None;
         }
         let id = header.request_id;
-        let counted = !header.is_system() && self.shared.wants_resume();
+        let counted = header.is_counted() && self.shared.wants_resume();
         let len = HEADER_LEN + body.len();
         let session = self.shared.session();
         let (answer, due) =

@@ -3,9 +3,13 @@
 //! [`ItemStream`]) and a request that carries a stream of items
 //! ([`Client::upload`], an [`Uploader`]).
 //!
-//! A stream lives on the link it was opened on: when that link is lost, the
-//! stream fails with [`ClientError::Closed`], even when the session is
-//! resumed on a new link (items are not replayed); open it again.
+//! A stream belongs to the session: on a resumable session
+//! ([`ClientConfig::resume`](crate::ClientConfig::resume)) its frames are
+//! counted and replayed like requests and answers, so a stream open when
+//! the connection is lost goes on once the session is resumed, every item
+//! delivered once and in order. When the session is not resumed (it was
+//! not resumable, or the resumption failed: a new session), the stream
+//! fails with [`ClientError::Closed`].
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -15,18 +19,18 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
-use ternio_protocol::frame::{Flags, Header};
+use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
+use ternio_protocol::replay::DEFAULT_REPLAY_LIMIT;
 use ternio_protocol::stream::{
     BatchItems, CHUNK_SIZE, INITIAL_CREDIT, STREAM_CREDIT, STREAM_END, STREAM_ITEM, StreamCredit,
     StreamEnd,
 };
 use ternio_protocol::system::{self, Cancel};
-use ternio_protocol::{Chunk, ErrorCode, Packet, Response, StreamRequest, UploadRequest};
+use ternio_protocol::{Chunk, Encode, ErrorCode, Packet, Response, StreamRequest, UploadRequest};
 use tokio::time::Instant;
 
 use crate::client::{Client, success};
 use crate::error::ClientError;
-use crate::link::Link;
 use crate::link_streams::{Arrived, Slot};
 use crate::requests::{Failure, Outcome, deadline_after};
 use crate::secure::Seal;
@@ -34,9 +38,14 @@ use crate::send::SendError;
 use crate::shared::Shared;
 use crate::sync::lock;
 
-/// What a stream needs of its link and request slot.
+/// The chunks [`Uploader::send_reader`] sends on a resumable session: an
+/// eighth of the client's replay buffer (less room for the frame's header
+/// and the chunk's length), so that an upload keeps the session resumable.
+const RESUMABLE_CHUNK_SIZE: usize = DEFAULT_REPLAY_LIMIT / 8 - 16;
+
+/// What a stream needs of its request: its id, whether its frames go
+/// sealed, and its state.
 struct Opened {
-    link: Arc<Link>,
     id: u32,
     sealed: bool,
     slot: Slot,
@@ -44,8 +53,8 @@ struct Opened {
 
 impl Shared {
     /// Opens a stream: registers request `opcode` (whose answer ends the
-    /// stream, with no timeout) and its stream slot on the current link,
-    /// then sends it.
+    /// stream, with no timeout) and its stream slot, then sends it on the
+    /// current link.
     async fn open_stream<P: Packet>(
         &self,
         request: &P,
@@ -55,7 +64,7 @@ impl Shared {
         let deadline = deadline_after(Instant::now(), timeout);
         // The stream has no deadline of its own: its end may take long.
         let never = deadline_after(Instant::now(), Duration::MAX);
-        let opened = self
+        let (link, opened) = self
             .links()
             .with_link(deadline, timeout, |requests, link| {
                 if requests.len() >= self.config().max_in_flight {
@@ -64,7 +73,7 @@ impl Shared {
                 let sealed = self.seals(link, Seal::Auto)?;
                 let id = requests.free_id();
                 requests.insert(id, sealed, never);
-                let slot = link.streams().insert(id);
+                let slot = self.links().streams().insert(id);
                 {
                     let mut state = lock(&slot);
                     if download {
@@ -73,16 +82,11 @@ impl Shared {
                         state.credit = INITIAL_CREDIT;
                     }
                 }
-                Ok(Opened {
-                    link: Arc::clone(link),
-                    id,
-                    sealed,
-                    slot,
-                })
+                Ok((Arc::clone(link), Opened { id, sealed, slot }))
             })
             .await?;
         let compress = self.config().compression.filter(|_| P::COMPRESS);
-        let sent = opened.link.send_compressing(
+        let sent = link.send_compressing(
             Header::new(P::OPCODE, Flags::NONE, opened.id),
             request,
             self.config().max_frame_size,
@@ -99,62 +103,113 @@ impl Shared {
                 batches: true,
             };
             let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
-            let max = self.config().max_frame_size;
-            opened.link.send(header, &accept, max, opened.sealed)
+            link.send(header, &accept, self.config().max_frame_size, opened.sealed)
         });
         if let Err(error) = sent {
             self.links()
                 .with_requests(|requests| requests.remove(opened.id));
-            opened.link.streams().remove(opened.id);
+            self.links().streams().remove(opened.id, &opened.slot);
             return Err(match error {
                 SendError::TooLarge(error) => ClientError::FrameTooLarge(error),
                 SendError::NotSecure => ClientError::NotSecure,
                 SendError::Handshaking => ClientError::HandshakeInProgress,
-                SendError::Gone => ClientError::Closed(opened.link.end_reason()),
+                SendError::Gone => ClientError::Closed(link.end_reason()),
                 SendError::Lost(reason) => {
-                    self.lose(&opened.link, reason);
-                    ClientError::Closed(opened.link.end_reason())
+                    self.lose(&link, reason);
+                    ClientError::Closed(link.end_reason())
                 }
             });
         }
         Ok(opened)
     }
 
-    /// Sends a one-way stream frame for stream `id` on `link`.
-    fn send_stream_frame<E: ternio_protocol::Encode>(
+    /// Sends a frame of stream `opened` on the session's current link,
+    /// waiting for one while the client reconnects: a frame sent is
+    /// recorded on a resumable session (and replayed if its link lost it),
+    /// one refused by a lost link goes on the next. `Ok(false)`: the
+    /// stream's request ended first (answered, or failed with its
+    /// session); nothing was sent.
+    async fn send_stream_frame<E: Encode + ?Sized>(
         &self,
-        link: &Arc<Link>,
+        opened: &Opened,
         header: Header,
         body: &E,
-        sealed: bool,
-    ) -> Result<(), ClientError> {
-        match link.send(header, body, self.config().max_frame_size, sealed) {
-            Ok(()) => Ok(()),
-            Err(SendError::TooLarge(error)) => Err(ClientError::FrameTooLarge(error)),
-            Err(SendError::Lost(reason)) => {
-                self.lose(link, reason);
-                Err(ClientError::Closed(link.end_reason()))
+    ) -> Result<bool, ClientError> {
+        let never = deadline_after(Instant::now(), Duration::MAX);
+        loop {
+            let link = self
+                .links()
+                .with_link(never, Duration::MAX, |requests, link| {
+                    Ok(requests.is_waiting(opened.id).then(|| Arc::clone(link)))
+                })
+                .await?;
+            let Some(link) = link else {
+                return Ok(false);
+            };
+            match link.send(header, body, self.config().max_frame_size, opened.sealed) {
+                Ok(()) => return Ok(true),
+                Err(SendError::TooLarge(error)) => return Err(ClientError::FrameTooLarge(error)),
+                Err(SendError::NotSecure) => return Err(ClientError::NotSecure),
+                Err(SendError::Handshaking) => return Err(ClientError::HandshakeInProgress),
+                // Not sent: the link is gone. Its session is resumed (then
+                // the frame goes on the next link) or lost (then the
+                // request fails, and the loop ends).
+                Err(SendError::Lost(reason)) => self.lose(&link, reason),
+                Err(SendError::Gone) => self.lose(&link, link.end_reason()),
             }
-            Err(_) => Err(ClientError::Closed(link.end_reason())),
+        }
+    }
+
+    /// Sends `items` of credit for download `opened` on the current link,
+    /// if there is one now; `false` when it could not go (the caller owes
+    /// it, and sends it once a link is installed).
+    fn send_credit(&self, opened: &Opened, items: u32) -> bool {
+        let Ok(link) = self.links().current() else {
+            return false;
+        };
+        let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
+        match link.send(
+            header,
+            &StreamCredit::items(items),
+            self.config().max_frame_size,
+            opened.sealed,
+        ) {
+            Ok(()) => true,
+            Err(SendError::Lost(reason)) => {
+                self.lose(&link, reason);
+                false
+            }
+            Err(_) => false,
         }
     }
 
     /// Closes a stream its handle dropped before its end: frees the slot
-    /// and, if the server may still work on it, sends `CANCEL`.
+    /// and, if the server may still work on it, sends `CANCEL` (once the
+    /// session is resumed, if no link is up now).
     fn drop_stream(&self, opened: &Opened) {
-        opened.link.streams().remove(opened.id);
+        self.links().streams().remove(opened.id, &opened.slot);
         let unanswered = self
             .links()
             .with_requests(|requests| requests.remove(opened.id));
-        if unanswered && opened.link.lost_reason().is_none() {
-            let _ = opened.link.send(
+        if !unanswered {
+            return;
+        }
+        let cancel = Cancel {
+            request_id: opened.id,
+        };
+        let sent = self.links().current().is_ok_and(|link| {
+            link.send(
                 Header::new(system::CANCEL, Flags::NONE, 0),
-                &Cancel {
-                    request_id: opened.id,
-                },
+                &cancel,
                 self.config().max_frame_size,
                 opened.sealed,
-            );
+            )
+            .is_ok()
+        });
+        if !sent {
+            // The server keeps the stream with the session: cancelled
+            // once it is resumed (nothing to do if it is not resumable).
+            self.session().abandon_streams(vec![opened.id]);
         }
     }
 }
@@ -180,11 +235,13 @@ impl Client {
     /// reader that stops holds the server's handler where it is. Dropping the stream before its end sends
     /// `CANCEL`: the server drops the handler's stream.
     ///
-    /// The stream lives on its connection: if that connection is lost the
-    /// stream fails with [`ClientError::Closed`], even when the session is
-    /// resumed ([`ClientConfig::resume`](crate::ClientConfig::resume)).
-    /// Opening it waits for a connection within the request timeout; the
-    /// stream itself has no timeout.
+    /// The stream belongs to the session: when the connection is lost and
+    /// the session is resumed ([`ClientConfig::resume`](crate::ClientConfig::resume)),
+    /// it goes on on the new connection, every item delivered once and in
+    /// order. When the session is not resumed (the client does not resume,
+    /// or the resumption failed and a new session started), it fails with
+    /// [`ClientError::Closed`]. Opening it waits for a connection within
+    /// the request timeout; the stream itself has no timeout.
     pub async fn request_stream<Req: StreamRequest>(
         &self,
         request: &Req,
@@ -198,6 +255,7 @@ impl Client {
             window: INITIAL_CREDIT,
             largest: 0,
             batch: None,
+            owed: 0,
             end: None,
             done: false,
             _item: PhantomData,
@@ -209,7 +267,10 @@ impl Client {
     /// [`Uploader::finish`] for the server's answer. The server grants
     /// credit as its handler takes items, so `send` waits while the handler
     /// does not read. Dropping the uploader before `finish` sends `CANCEL`.
-    /// A lost connection fails the upload with [`ClientError::Closed`].
+    ///
+    /// Like a download, the upload belongs to the session: it goes on
+    /// across a resumed session (`send` waits for the new connection), and
+    /// fails with [`ClientError::Closed`] when the session is not resumed.
     pub async fn upload<Req: UploadRequest>(
         &self,
         request: &Req,
@@ -256,6 +317,8 @@ pub struct ItemStream<T> {
     largest: usize,
     /// The rest of the batch the last item came in.
     batch: Option<BatchItems>,
+    /// Credit granted and not sent yet: no link was up (sent once one is).
+    owed: u32,
     /// The stream's answer, once collected while items still waited.
     end: Option<Outcome>,
     done: bool,
@@ -274,15 +337,22 @@ impl<T> ItemStream<T> {
     /// The ended stream's last item: `None`, or the error that ended it.
     fn end_with(&mut self, outcome: Outcome) -> Option<Result<T, ClientError>> {
         self.done = true;
-        self.opened.link.streams().remove(self.opened.id);
+        self.shared
+            .links()
+            .streams()
+            .remove(self.opened.id, &self.opened.slot);
         match outcome.map_err(failure).and_then(success) {
             Ok(_) => None,
             Err(error) => Some(Err(error)),
         }
     }
-}
 
-impl<T> ItemStream<T> {
+    /// Sends the credit owed, if a link is up now.
+    fn pay_owed(&mut self) {
+        if self.owed > 0 && self.shared.send_credit(&self.opened, self.owed) {
+            self.owed = 0;
+        }
+    }
     /// Counts an item of `len` bytes the application takes, and grants the
     /// server more once half the window is taken.
     fn took(&mut self, len: usize) {
@@ -301,13 +371,9 @@ impl<T> ItemStream<T> {
             let mut state = lock(&self.opened.slot);
             state.granted = state.granted.saturating_add(items);
         }
-        // A failure shows as the lost link.
-        let _ = self.shared.send_stream_frame(
-            &self.opened.link,
-            Header::new(STREAM_CREDIT, Flags::NONE, self.opened.id),
-            &StreamCredit::items(items),
-            self.opened.sealed,
-        );
+        // Without a link now, it goes once one is installed.
+        self.owed = self.owed.saturating_add(items);
+        self.pay_owed();
     }
 }
 
@@ -318,6 +384,12 @@ impl<T: Packet> Stream for ItemStream<T> {
         let this = &mut *self;
         if this.done {
             return Poll::Ready(None);
+        }
+        if this.owed > 0 {
+            // Woken when a link is installed (registered before trying, so
+            // that an installation meanwhile is not missed).
+            lock(&this.opened.slot).waker = Some(cx.waker().clone());
+            this.pay_owed();
         }
         if let Some(batch) = &mut this.batch {
             if let Some(range) = batch.next() {
@@ -341,17 +413,6 @@ impl<T: Packet> Stream for ItemStream<T> {
                 return self.poll_next(cx);
             }
             None => {}
-        }
-        let lost = state
-            .lost
-            .clone()
-            .or_else(|| this.opened.link.lost_reason().cloned());
-        if let Some(reason) = lost {
-            drop(state);
-            this.shared
-                .links()
-                .with_requests(|requests| requests.remove(this.opened.id));
-            return Poll::Ready(this.end_with(Err(Failure::Closed(reason))));
         }
         state.waker = Some(cx.waker().clone());
         drop(state);
@@ -384,7 +445,10 @@ impl<T> Drop for ItemStream<T> {
         if !self.done && self.end.is_none() {
             self.shared.drop_stream(&self.opened);
         } else {
-            self.opened.link.streams().remove(self.opened.id);
+            self.shared
+                .links()
+                .streams()
+                .remove(self.opened.id, &self.opened.slot);
         }
     }
 }
@@ -393,7 +457,8 @@ impl<T> Drop for ItemStream<T> {
 pub struct Uploader<Req: UploadRequest> {
     shared: Arc<Shared>,
     opened: Opened,
-    /// The server's answer, when it came before the upload's end.
+    /// The server's answer (or the request's failure), when it came before
+    /// the upload's end.
     answer: Option<Outcome>,
     done: bool,
     _request: PhantomData<fn() -> Req>,
@@ -408,32 +473,92 @@ impl<Req: UploadRequest> fmt::Debug for Uploader<Req> {
 }
 
 impl<Req: UploadRequest> Uploader<Req> {
-    /// Sends one item, once the server granted credit for it. Fails with
-    /// [`ClientError::UploadEnded`] when the server answered the request
-    /// before the upload ended (call [`finish`](Self::finish) for that
-    /// answer), and with [`ClientError::Closed`] when the connection is lost.
+    /// Sends one item, once the server granted credit for it and, on a
+    /// resumable session, once the client's replay buffer has room for it
+    /// (the server's acknowledgements make room: an upload never overflows
+    /// it, which would end resumability, unless one item is larger than
+    /// three quarters of it). Fails with [`ClientError::UploadEnded`] when
+    /// the server answered the request before the upload ended (call
+    /// [`finish`](Self::finish) for that answer), and with
+    /// [`ClientError::Closed`] when the connection is lost and the session
+    /// not resumed. While the client reconnects, it waits for the resumed
+    /// session.
     pub async fn send(&mut self, item: &Req::Item) -> Result<(), ClientError> {
         std::future::poll_fn(|cx| self.poll_credit(cx)).await?;
-        self.shared.send_stream_frame(
-            &self.opened.link,
-            Header::new(STREAM_ITEM, Flags::NONE, self.opened.id),
-            item,
-            self.opened.sealed,
-        )
+        self.wait_for_room(HEADER_LEN + item.encoded_len()).await?;
+        let header = Header::new(STREAM_ITEM, Flags::NONE, self.opened.id);
+        if self
+            .shared
+            .send_stream_frame(&self.opened, header, item)
+            .await?
+        {
+            return Ok(());
+        }
+        // The request ended first: its outcome says how.
+        let outcome = self.collect().await;
+        Err(self.ended(outcome))
+    }
+
+    /// The request's outcome, once it has one.
+    async fn collect(&self) -> Outcome {
+        let id = self.opened.id;
+        std::future::poll_fn(|cx| {
+            self.shared
+                .links()
+                .with_requests(|requests| requests.poll(id, cx))
+        })
+        .await
+    }
+
+    /// Keeps the request's `outcome`, which came before the upload's end,
+    /// and returns the error `send` reports: the connection's loss, or the
+    /// server's early answer.
+    fn ended(&mut self, outcome: Outcome) -> ClientError {
+        let error = match &outcome {
+            Err(Failure::Closed(reason)) => ClientError::Closed(reason.clone()),
+            _ => ClientError::UploadEnded,
+        };
+        self.answer = Some(outcome);
+        error
+    }
+
+    /// Waits until the replay buffer has room for a frame of `frame_bytes`
+    /// (at once when the session is not resumable), or the request ends.
+    async fn wait_for_room(&mut self, frame_bytes: usize) -> Result<(), ClientError> {
+        let session = Arc::clone(self.shared.session());
+        let id = self.opened.id;
+        loop {
+            let changed = session.room_changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if session.has_room(frame_bytes) {
+                return Ok(());
+            }
+            let shared = &self.shared;
+            let ended = std::future::poll_fn(|cx| {
+                if changed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                shared
+                    .links()
+                    .with_requests(|requests| requests.poll(id, cx))
+                    .map(Some)
+            })
+            .await;
+            if let Some(outcome) = ended {
+                return Err(self.ended(outcome));
+            }
+        }
     }
 
     fn poll_credit(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ClientError>> {
-        if self.answer.is_some() {
-            return Poll::Ready(Err(ClientError::UploadEnded));
+        if let Some(answer) = &self.answer {
+            return Poll::Ready(Err(match answer {
+                Err(Failure::Closed(reason)) => ClientError::Closed(reason.clone()),
+                _ => ClientError::UploadEnded,
+            }));
         }
         let mut state = lock(&self.opened.slot);
-        let lost = state
-            .lost
-            .clone()
-            .or_else(|| self.opened.link.lost_reason().cloned());
-        if let Some(reason) = lost {
-            return Poll::Ready(Err(ClientError::Closed(reason)));
-        }
         if state.credit > 0 {
             state.credit -= 1;
             return Poll::Ready(Ok(()));
@@ -446,10 +571,7 @@ impl<Req: UploadRequest> Uploader<Req> {
             .links()
             .with_requests(|requests| requests.poll(id, cx))
         {
-            Poll::Ready(outcome) => {
-                self.answer = Some(outcome);
-                Poll::Ready(Err(ClientError::UploadEnded))
-            }
+            Poll::Ready(outcome) => Poll::Ready(Err(self.ended(outcome))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -467,44 +589,26 @@ impl<Req: UploadRequest> Uploader<Req> {
     }
 
     async fn end(mut self, code: u16, message: &str) -> Result<Req::Response, ClientError> {
-        self.done = true;
         let outcome = match self.answer.take() {
             Some(outcome) => outcome,
             None => {
-                let lost = lock(&self.opened.slot).lost.clone();
-                if let Some(reason) = lost {
-                    self.shared
-                        .links()
-                        .with_requests(|requests| requests.remove(self.opened.id));
-                    self.opened.link.streams().remove(self.opened.id);
-                    return Err(ClientError::Closed(reason));
-                }
-                self.shared.send_stream_frame(
-                    &self.opened.link,
-                    Header::new(STREAM_END, Flags::NONE, self.opened.id),
-                    &StreamEnd {
-                        code,
-                        message: message.to_owned(),
-                    },
-                    self.opened.sealed,
-                )?;
-                let id = self.opened.id;
-                let shared = Arc::clone(&self.shared);
-                let slot = Arc::clone(&self.opened.slot);
-                std::future::poll_fn(move |cx| {
-                    if let Some(reason) = lock(&slot).lost.clone() {
-                        shared.links().with_requests(|requests| requests.remove(id));
-                        return Poll::Ready(Err(Failure::Closed(reason)));
-                    }
-                    lock(&slot).waker = Some(cx.waker().clone());
-                    shared
-                        .links()
-                        .with_requests(|requests| requests.poll(id, cx))
-                })
-                .await
+                let header = Header::new(STREAM_END, Flags::NONE, self.opened.id);
+                let end = StreamEnd {
+                    code,
+                    message: message.to_owned(),
+                };
+                // Dropped on an error here: `CANCEL`, as any upload dropped.
+                self.shared
+                    .send_stream_frame(&self.opened, header, &end)
+                    .await?;
+                self.collect().await
             }
         };
-        self.opened.link.streams().remove(self.opened.id);
+        self.done = true;
+        self.shared
+            .links()
+            .streams()
+            .remove(self.opened.id, &self.opened.slot);
         let frame = success(outcome.map_err(failure)?)?;
         Ok(Req::Response::from_response(
             frame.header.opcode,
@@ -516,19 +620,26 @@ impl<Req: UploadRequest> Uploader<Req> {
 
 impl<Req: UploadRequest<Item = Chunk>> Uploader<Req> {
     /// Sends what `reader` reads, to its end, as a byte stream: chunks of
-    /// up to 64 KiB, each sent once the server granted credit for it (a
-    /// file of any size, without holding it whole). Returns the bytes sent.
+    /// up to 64 KiB (about 8 KiB on a resumable session, an eighth of the
+    /// client's replay buffer, so that the upload keeps the session
+    /// resumable), each sent once the server granted credit for it (a file
+    /// of any size, without holding it whole). Returns the bytes sent.
     pub async fn send_reader(
         &mut self,
         mut reader: impl tokio::io::AsyncRead + Unpin,
     ) -> Result<u64, ClientError> {
         use tokio::io::AsyncReadExt;
-        let mut buf = ternio_protocol::BytesMut::with_capacity(CHUNK_SIZE);
+        let chunk_size = if self.shared.wants_resume() {
+            RESUMABLE_CHUNK_SIZE
+        } else {
+            CHUNK_SIZE
+        };
+        let mut buf = ternio_protocol::BytesMut::with_capacity(chunk_size);
         let mut sent = 0u64;
         loop {
-            buf.reserve(CHUNK_SIZE);
+            buf.reserve(chunk_size);
             let read = (&mut reader)
-                .take(CHUNK_SIZE as u64)
+                .take(chunk_size as u64)
                 .read_buf(&mut buf)
                 .await
                 .map_err(ClientError::Connect)?;
@@ -547,7 +658,10 @@ impl<Req: UploadRequest> Drop for Uploader<Req> {
         if !self.done && self.answer.is_none() {
             self.shared.drop_stream(&self.opened);
         } else {
-            self.opened.link.streams().remove(self.opened.id);
+            self.shared
+                .links()
+                .streams()
+                .remove(self.opened.id, &self.opened.slot);
         }
     }
 }

@@ -68,8 +68,6 @@ pub(crate) struct Link {
     /// The session secret of this link's secure session, once it is up:
     /// what a resumption on a later link is keyed by.
     session_secret: Mutex<Option<Zeroizing<[u8; KEY_LEN]>>>,
-    /// The streams open on this link (docs/PROTOCOL.md section 4.5).
-    streams: crate::link_streams::LinkStreams,
 }
 
 impl Link {
@@ -86,7 +84,6 @@ impl Link {
             session: None,
             resume: Mutex::new(None),
             session_secret: Mutex::new(None),
-            streams: Default::default(),
         }
     }
 
@@ -296,15 +293,7 @@ impl Link {
     /// Records why the link ended; only the first reason counts. A
     /// handshake under way on it fails (its caller sees the link closed).
     pub(crate) fn mark_lost(&self, reason: CloseReason) {
-        // Streams do not outlive their link, even when the session resumes
-        // (after the reason is set: a stream opened meanwhile sees it).
-        let _ = self.lost.set(reason.clone());
-        let failed = self.streams.lose(&reason);
-        if let Some(session) = &self.session {
-            // A resumed session cancels them: the server may still open one
-            // (its request replayed, or its handler not done yet).
-            session.abandon_streams(failed);
-        }
+        let _ = self.lost.set(reason);
         let mut security = lock(&self.security);
         if matches!(*security, LinkSecurity::Pending(_)) {
             self.handshake_id.store(0, Ordering::Release);
@@ -313,11 +302,6 @@ impl Link {
         drop(security);
         // Whoever waited for the handshake now finds the link lost.
         self.handshaking.send_replace(false);
-    }
-
-    /// The streams open on this link.
-    pub(crate) fn streams(&self) -> &crate::link_streams::LinkStreams {
-        &self.streams
     }
 
     /// Why the link ended, once it has.

@@ -1,6 +1,11 @@
-//! The streams open on one link (docs/PROTOCOL.md section 4.5): what the
-//! link's reader hands each (items, credit) and what a lost link does to
-//! them. The handles are in `item_streams`.
+//! The session's open streams (docs/PROTOCOL.md section 4.5): what the
+//! reader of the session's current link hands each (items, credit). The
+//! handles are in `item_streams`.
+//!
+//! A stream belongs to the session, not to the link it was opened on: on a
+//! resumable session its frames are counted and replayed (section 4.2),
+//! so a stream goes on across a resumption. A stream whose session is lost
+//! ends with its request, which fails (`ClientError::Closed`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -12,7 +17,6 @@ use ternio_protocol::stream::{
 };
 use ternio_protocol::{Bytes, Decode};
 
-use crate::error::CloseReason;
 use crate::sync::lock;
 
 /// What a download's server sent in one frame.
@@ -23,7 +27,7 @@ pub(crate) enum Arrived {
     Batch(BatchItems),
 }
 
-/// The state of one stream, shared by its link's reader and its handle.
+/// The state of one stream, shared by the reader and its handle.
 #[derive(Default)]
 pub(crate) struct StreamState {
     /// Download: items received and not yet taken, as they came.
@@ -32,8 +36,6 @@ pub(crate) struct StreamState {
     pub(crate) granted: u32,
     /// Upload: the items the client may still send.
     pub(crate) credit: u32,
-    /// Set when the link is lost.
-    pub(crate) lost: Option<CloseReason>,
     pub(crate) waker: Option<Waker>,
 }
 
@@ -48,34 +50,35 @@ impl StreamState {
 /// One stream's state.
 pub(crate) type Slot = Arc<Mutex<StreamState>>;
 
-/// A link's open streams, by request id.
+/// The session's open streams, by request id.
 #[derive(Default)]
-pub(crate) struct LinkStreams {
+pub(crate) struct Streams {
     open: Mutex<HashMap<u32, Slot>>,
 }
 
-impl LinkStreams {
+impl Streams {
     pub(crate) fn insert(&self, id: u32) -> Slot {
         let slot: Slot = Arc::default();
         lock(&self.open).insert(id, Arc::clone(&slot));
         slot
     }
 
-    pub(crate) fn remove(&self, id: u32) {
-        lock(&self.open).remove(&id);
+    /// Forgets stream `id`, if `slot` is still its state (the id may have
+    /// gone to a newer stream since).
+    pub(crate) fn remove(&self, id: u32, slot: &Slot) {
+        let mut open = lock(&self.open);
+        if open.get(&id).is_some_and(|open| Arc::ptr_eq(open, slot)) {
+            open.remove(&id);
+        }
     }
 
-    /// Fails every open stream: the link is lost. Returns their ids.
-    pub(crate) fn lose(&self, reason: &CloseReason) -> Vec<u32> {
-        lock(&self.open)
-            .drain()
-            .map(|(id, slot)| {
-                let mut state = lock(&slot);
-                state.lost = Some(reason.clone());
-                state.wake();
-                id
-            })
-            .collect()
+    /// Wakes every stream's handle: a link was installed, and what could
+    /// not be sent without one (a download's credit) can go now.
+    pub(crate) fn wake_all(&self) {
+        let slots: Vec<Slot> = lock(&self.open).values().cloned().collect();
+        for slot in slots {
+            lock(&slot).wake();
+        }
     }
 
     /// Handles a stream frame from the server; `Err` is why the link must

@@ -21,6 +21,7 @@ use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
+use crate::link_streams::Streams;
 use crate::reconnect::{ReconnectPolicy, should_reconnect};
 use crate::requests::{Answer, Requests};
 use crate::resume::Session;
@@ -97,6 +98,9 @@ pub(crate) struct Links {
     /// The session, told which link's frames to take as that changes
     /// (under `conn`'s lock).
     session: Arc<Session>,
+    /// The session's open streams: they go on across a resumption, as the
+    /// requests do.
+    streams: Streams,
 }
 
 impl Links {
@@ -114,6 +118,7 @@ impl Links {
             closing: AtomicBool::new(false),
             last_secret: Mutex::new(None),
             session,
+            streams: Streams::default(),
         }
     }
 
@@ -184,6 +189,18 @@ impl Links {
         (conn.requests.answer(id, frame, sealed), due)
     }
 
+    /// The session's open streams.
+    pub(crate) fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
+    /// Whether frames from `link` reach the requests, streams and
+    /// subscriptions: it is the current link, or the one resuming the
+    /// session.
+    pub(crate) fn accepts(&self, link: &Arc<Link>) -> bool {
+        lock(&self.conn).accepts(link)
+    }
+
     /// Lets `link`, not installed yet, take the frames a resumption replays
     /// (`None`: no link is resuming any more).
     pub(crate) fn set_resuming(&self, link: Option<&Arc<Link>>) {
@@ -218,6 +235,12 @@ impl Links {
             self.set_current(&mut conn, Current::Connected(Arc::clone(link)));
         } else {
             self.session.accept(conn.accepted_tag());
+        }
+        drop(conn);
+        if ready {
+            // What a stream could not send without a link (a download's
+            // credit) goes now.
+            self.streams.wake_all();
         }
         ready
     }
@@ -288,6 +311,12 @@ impl Links {
     pub(crate) fn fail_requests(&self, reason: &CloseReason) {
         let wakers = lock(&self.conn).requests.fail_all(reason);
         wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Records `secret` as the one the next resumption is keyed by: a
+    /// resumption's, once the server answered it.
+    pub(crate) fn set_last_session_secret(&self, secret: Zeroizing<[u8; KEY_LEN]>) {
+        *lock(&self.last_secret) = Some(secret);
     }
 
     /// The session secret of the last link lost, for a resumption.

@@ -34,6 +34,9 @@ pub(crate) struct Session {
     received: Received,
     /// Wakes the acknowledging task at the first frame since an `ACK`.
     pub(crate) ack_due: Notify,
+    /// Wakes the uploads waiting for room in the replay buffer: an `ACK`
+    /// came, or the session changed.
+    room: Notify,
 }
 
 #[derive(Default)]
@@ -49,8 +52,8 @@ struct State {
     scratch: BytesMut,
     /// Why the server ended the session, to report once a link is back.
     ended: Option<String>,
-    /// Streams failed with a lost link, to cancel once the session resumes
-    /// (at most [`MAX_ABANDONED`]).
+    /// Streams dropped while no link was up, to cancel once the session
+    /// resumes (at most [`MAX_ABANDONED`]).
     abandoned: Vec<u32>,
 }
 
@@ -81,6 +84,7 @@ impl Session {
             state: Mutex::new(State::default()),
             received: Received::default(),
             ack_due: Notify::new(),
+            room: Notify::new(),
         }
     }
 
@@ -142,6 +146,8 @@ impl Session {
             ..State::default()
         };
         self.received.reset();
+        drop(state);
+        self.room.notify_waiters();
     }
 
     /// Takes the frames of the link tagged `tag` from now on (0: none):
@@ -161,7 +167,7 @@ impl Session {
         body: &E,
         send: impl FnOnce() -> Result<(), SendError>,
     ) -> Result<(), SendError> {
-        let counted = !header.is_system();
+        let counted = header.is_counted();
         let starts = header.opcode == system::RESUME_TICKET && !header.flags.is_response();
         if !counted && !starts {
             return send();
@@ -199,7 +205,8 @@ impl Session {
         Ok(())
     }
 
-    /// Notes streams failed with a lost link, to cancel on resumption.
+    /// Notes streams dropped while no link could carry their `CANCEL`, to
+    /// cancel on resumption.
     pub(crate) fn abandon_streams(&self, ids: Vec<u32>) {
         if ids.is_empty() {
             return;
@@ -254,9 +261,33 @@ impl Session {
         let mut state = lock(&self.state);
         let replay = state.replay.as_mut()?;
         match replay.acknowledge(ack.received) {
-            Ok(()) => None,
+            Ok(()) => {
+                drop(state);
+                self.room.notify_waiters();
+                None
+            }
             Err(error) => Some(CloseReason::Protocol(format!("ACK: {error}"))),
         }
+    }
+
+    /// Whether a counted frame of `frame_bytes` (7 of header plus the plain
+    /// body) may be sent now without overflowing the replay buffer, a
+    /// quarter of its bound left for requests: always when the session does
+    /// not record (or overflowed already); a frame that could never fit
+    /// waits for an empty buffer (then overflows it: waiting would not
+    /// make room).
+    pub(crate) fn has_room(&self, frame_bytes: usize) -> bool {
+        lock(&self.state)
+            .replay
+            .as_ref()
+            .is_none_or(|replay| replay.fits(frame_bytes, replay.limit() / 4))
+    }
+
+    /// Completes when the replay buffer may have more room: an `ACK` came
+    /// (or the `received` of the answer to a resumption), or the session
+    /// changed. Create it, then check [`has_room`](Self::has_room).
+    pub(crate) fn room_changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room.notified()
     }
 
     /// Takes the answer to `RESUME_TICKET`: counting starts with the next
@@ -280,6 +311,8 @@ impl Session {
                     ..State::default()
                 };
                 self.received.reset();
+                drop(state);
+                self.room.notify_waiters();
             }
         }
     }
@@ -319,6 +352,8 @@ impl Session {
             )));
         };
         state.resumed += 1;
+        drop(state);
+        self.room.notify_waiters();
         Ok(frames)
     }
 }

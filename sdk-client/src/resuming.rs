@@ -95,9 +95,9 @@ pub(crate) async fn resume(
         )
         .map_err(|error| ResumeFailed::Link(send_error(link, error)))?;
     }
-    // The streams the lost link failed: the server may still open them (a
-    // request it gets in the replay, a handler not done yet), and nobody
-    // reads them now (docs/PROTOCOL.md section 4.5).
+    // The streams dropped while no link was up: their `CANCEL` (a system
+    // frame, never replayed) goes now, before any new request can take
+    // their ids (docs/PROTOCOL.md section 4.5).
     for request_id in session.take_abandoned() {
         link.send_unrecorded(
             Mode::Sealable {

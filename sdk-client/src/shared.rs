@@ -137,6 +137,13 @@ impl Shared {
                 )
                 .await
             };
+            // A secure resumption the server answered keys the next one by
+            // its own secret, whatever becomes of this link: lost before it
+            // is installed (while the replays cross), it is never the
+            // current link, whose loss would record it.
+            if let Some(secret) = link.session_secret() {
+                self.links.set_last_session_secret(secret);
+            }
             match outcome {
                 Ok(()) => {
                     let count = self.session.resumptions();
@@ -222,7 +229,23 @@ impl Shared {
     /// Makes `link`, opened by reconnect attempt `attempt` (0 for the first
     /// connection), the current link (see [`Links::install`]).
     pub(crate) fn install(&self, link: &Arc<Link>, attempt: u32) -> bool {
-        self.links.install(link, attempt, Instant::now())
+        let installed = self.links.install(link, attempt, Instant::now());
+        if installed {
+            // Streams dropped after the resumption sent its `CANCEL`s and
+            // before the link was installed (their ids are not reused
+            // before the id counter wraps, so none can name a newer request).
+            for request_id in self.session.take_abandoned() {
+                let header = Header::new(system::CANCEL, Flags::NONE, 0);
+                let cancel = Cancel { request_id };
+                if link
+                    .send(header, &cancel, self.config.max_frame_size, false)
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        installed
     }
 
     /// Publishes that reconnect attempt `attempt` is under way (see

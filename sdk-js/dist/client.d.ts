@@ -301,8 +301,10 @@ export declare class Client {
      * section 4.5) and returns them as an async iterable, in order:
      * `for await (const item of client.requestStream(CountTo, { count: 10 })) ...`.
      * The iteration ends when the server's handler ended the stream; an
-     * error from the server (`'remote'`) or a lost connection (`'closed'`:
-     * streams do not survive a reconnection) is thrown by the iteration.
+     * error from the server (`'remote'`), or a lost connection whose
+     * session is not resumed (`'closed'`), is thrown by the iteration. On a
+     * resumable session (option `resume`) the stream belongs to the session:
+     * it goes on once the session is resumed, every item once and in order.
      * Leaving the loop early (`break`, `return`, a throw) or aborting
      * `options.signal` sends `CANCEL` (the loop then throws `'aborted'`).
      *
@@ -321,6 +323,9 @@ export declare class Client {
      * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
      * sends `CANCEL`. If the server answers before the upload ended, `send`
      * rejects (`'closed'`, with `answered: true`) and `finish()` gives that answer.
+     * Like a download, an upload goes on across a resumed session (what
+     * `send` hands over while the connection is down is kept and replayed),
+     * and fails (`'closed'`) when the session is not resumed.
      *
      * @throws {TernioError} `'closed'` when the connection is not open; `'aborted'` when the signal already is.
      */

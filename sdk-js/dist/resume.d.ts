@@ -1,6 +1,7 @@
 /**
  * Session resumption (section 4.2 of the contract): every frame with an
- * application opcode is counted, both ways, from the ticket on; each side
+ * application opcode, and every stream frame, is counted, both ways, from
+ * the ticket on; each side
  * keeps what it sent until the other's ACK, and a RESUME on a new
  * connection replays what the other side lacks. The bodies here are a
  * plain session's (pattern 0); a secure session's RESUME and its answer
@@ -15,7 +16,12 @@ export declare const ACK_EVERY_FRAMES = 1024;
 export declare const ACK_EVERY_BYTES: number;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export declare const ACK_DELAY = 200;
-/** Whether frames with this opcode are counted, acknowledged and replayed (the application's). */
+/**
+ * Whether frames with this opcode are counted, acknowledged and replayed:
+ * the application's (`0x0000..=0xFEFF`) and, since 2026-12, the stream
+ * frames (`STREAM_ITEM`, `STREAM_CREDIT`, `STREAM_END`, `STREAM_ITEMS`: `0xFF0D..=0xFF10`),
+ * which resume with the session (docs/PROTOCOL.md sections 4.2 and 4.5).
+ */
 export declare const isCounted: (opcode: number) => boolean;
 /**
  * The counted frames a side sent and the other has not acknowledged yet,

@@ -268,8 +268,8 @@ export class Client {
   /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
   #streams = new Map<number, StreamState>();
   /**
-   * Ids to `CANCEL` once the session resumes: streams a lost connection
-   * failed, and requests aborted while it was down.
+   * Ids to `CANCEL` once the session resumes: requests and streams
+   * aborted while the connection was down.
    */
   #cancelOnResume: number[] = [];
   /** Bytes of the requests that wait for a connection. */
@@ -583,8 +583,10 @@ export class Client {
    * section 4.5) and returns them as an async iterable, in order:
    * `for await (const item of client.requestStream(CountTo, { count: 10 })) ...`.
    * The iteration ends when the server's handler ended the stream; an
-   * error from the server (`'remote'`) or a lost connection (`'closed'`:
-   * streams do not survive a reconnection) is thrown by the iteration.
+   * error from the server (`'remote'`), or a lost connection whose
+   * session is not resumed (`'closed'`), is thrown by the iteration. On a
+   * resumable session (option `resume`) the stream belongs to the session:
+   * it goes on once the session is resumed, every item once and in order.
    * Leaving the loop early (`break`, `return`, a throw) or aborting
    * `options.signal` sends `CANCEL` (the loop then throws `'aborted'`).
    *
@@ -609,6 +611,9 @@ export class Client {
    * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
    * sends `CANCEL`. If the server answers before the upload ended, `send`
    * rejects (`'closed'`, with `answered: true`) and `finish()` gives that answer.
+   * Like a download, an upload goes on across a resumed session (what
+   * `send` hands over while the connection is down is kept and replayed),
+   * and fails (`'closed'`) when the session is not resumed.
    *
    * @throws {TernioError} `'closed'` when the connection is not open; `'aborted'` when the signal already is.
    */
@@ -837,8 +842,9 @@ export class Client {
       const away = Date.now() - session.lostAt;
       if (away < session.ttl) return this.#resume();
       this.#sessionLost(`its time to live of ${session.ttl} ms passed (the connection was lost ${away} ms ago)`);
-    } else if (session?.ended) {
-      this.#sessionLost(session.ended);
+    } else if (session?.ended || session?.lostAt != null) {
+      // (A stream frame kept while the connection was down can overflow the replay buffer.)
+      this.#sessionLost(session.ended ?? 'the client\'s replay buffer overflowed');
     }
     this.#start();
   }
@@ -1237,33 +1243,12 @@ export class Client {
     }
     const final = !this.#policy || this.#closing || (disconnect && FINAL_REASONS.includes(disconnect.reason));
     if (final) return this.#finish(info, error);
-    // A session to resume keeps its requests in flight: answered on the next connection.
-    if (this.#keepsSession()) {
-      this.#failStreams(error);
-      return this.#retry(info, error);
-    }
+    // A session to resume keeps its requests in flight, and its streams: they go on on the next connection.
+    if (this.#keepsSession()) return this.#retry(info, error);
     const inFlight = new TernioError('closed', `${error.message}; the request was in flight (the server may or `
       + 'may not have run it), the client reconnects', { disconnect, cause: error });
     this.#failSent(() => inFlight);
     this.#retry(info, error);
-  }
-
-  /**
-   * Fails every open stream with the lost connection's `error`: streams do
-   * not survive a reconnection, even when the session resumes. Their ids
-   * are cancelled once it does (docs/PROTOCOL.md section 4.5): the server
-   * may still open one, from a request in the replay or a handler not done.
-   */
-  #failStreams(error: TernioError): void {
-    const streams = [...this.#streams.values()];
-    const failed = new TernioError('closed', `${error.message}; streams do not survive a reconnection`,
-      { disconnect: error.disconnect, cause: error });
-    for (const stream of streams) {
-      const entry = this.#take(stream.id);
-      if (!entry) continue;
-      this.#cancelOnResume.push(stream.id);
-      entry.reject(failed);
-    }
   }
 
   /** Schedules the next reconnect attempt, or gives up. */
@@ -1544,7 +1529,15 @@ export class Client {
   /** What the streams of this client send through. */
   #streamLink: StreamLink = {
     send: (opcode, id, body) => {
-      const error = this.#write(encodeFrame({ opcode, requestId: id, body }));
+      const frame = encodeFrame({ opcode, requestId: id, body });
+      const session = this.#session;
+      if (!this.isOpen && session?.lostAt != null && session.resumable) {
+        // No connection, a session to resume: the frame is counted and kept now, and the
+        // resumption's replay sends it (stream frames resume with the session, section 4.5).
+        session.record(frame);
+        return;
+      }
+      const error = this.#write(frame);
       if (error) throw error;
     },
     cancel: (stream) => this.#cancelStream(stream),
@@ -1615,7 +1608,9 @@ export class Client {
     if (error) stream.error = error;
     const entry = this.#take(stream.id);
     this.#endStream(stream);
-    if (entry && this.isOpen) this.#sendCancel(stream.id);
+    if (!entry) return;
+    if (this.isOpen) this.#sendCancel(stream.id);
+    else if (this.#session?.resumable) this.#cancelOnResume.push(stream.id);
   }
 
   #onPush(frame: Frame): void {

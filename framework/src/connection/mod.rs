@@ -250,6 +250,24 @@ impl Engine {
         }
     }
 
+    /// Appends a stream frame (section 4.5), sealed once the session is up
+    /// and, on a resumable session, recorded for replay like an answer
+    /// (stream frames are counted, section 4.2); the error says why
+    /// nothing was written.
+    fn write_stream_frame(
+        &mut self,
+        header: Header,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
+        self.rekey_if_due();
+        let max = self.server.config.max_frame_size;
+        let sealer = self.security.sealer();
+        let replay = self.resume.as_mut().map(|resume| &mut resume.replay);
+        FrameReply::new(&mut self.out, header, max, sealer, None)
+            .recording(replay)
+            .own_frame(header, body)
+    }
+
     /// Where the reply to `request` goes: the end of `out`, sealed once the
     /// session is up (after a `REKEY`, when one is due).
     fn reply_to(&mut self, request: Header) -> FrameReply<'_> {
@@ -341,7 +359,8 @@ impl Engine {
         };
         let header = frame.header;
         self.frames_seen = self.frames_seen.saturating_add(1).min(2);
-        if !header.is_system() {
+        if header.is_counted() {
+            // Application frames and stream frames (section 4.2).
             self.count_received(frame::HEADER_LEN + frame.body.len());
         } else if header.opcode == system::ACK {
             // Whatever its flags: a malformed ACK closes the connection.
@@ -595,7 +614,7 @@ impl Engine {
         self.resume.as_ref().is_none_or(|resume| {
             resume.replay.fits(frame.len(), resume.replay.limit() / 4)
                 || !self.wants_input()
-                || Header::parse(frame).is_ok_and(|header| header.is_system())
+                || Header::parse(frame).is_ok_and(|header| !header.is_counted())
         })
     }
 
@@ -615,7 +634,7 @@ impl Engine {
         }
         if let Some(resume) = &mut self.resume
             && let Ok(header) = Header::parse(frame)
-            && !header.is_system()
+            && header.is_counted()
         {
             resume.replay.record(header, &frame[frame::HEADER_LEN..]);
         }

@@ -280,8 +280,9 @@ impl Engine {
     /// wait are dropped (they would run late), and the server forgets the
     /// client's datagram address until the client speaks again.
     fn suspend(&mut self) {
-        // Streams do not outlive their link (section 4.5).
-        self.end_streams();
+        // Open streams wait with the session (section 4.5): their frames
+        // are counted, and replayed once the client resumes it; they are
+        // not polled meanwhile (nothing can be written).
         self.connection.datagrams.suspend();
         self.out = BytesMut::new();
         self.open_buf = BytesMut::new();

@@ -19,7 +19,7 @@ use ternio_protocol::stream::{
     StreamEnd, put_batch_item,
 };
 use ternio_protocol::{
-    Bytes, BytesMut, Decode, DisconnectReason, ErrorCode, HandlerError, ReplySink,
+    Bytes, BytesMut, Decode, DisconnectReason, Encode, ErrorCode, HandlerError, ReplySink,
 };
 use tokio::time::Sleep;
 
@@ -34,6 +34,12 @@ const ROUND: u32 = 256;
 
 /// Bytes one download may write in one round.
 const ROUND_BYTES: usize = 64 * 1024;
+
+/// The bytes a batch of items (`STREAM_ITEMS`) aims at: enough to make a
+/// frame's header, seal and hand-over cost next to nothing per item (a
+/// hundred items of 64 bytes), small enough that one frame does not hold
+/// up a flaky link (a cut mid-frame sends the whole frame again).
+const BATCH_BYTES: usize = 8 * 1024;
 
 /// Items smaller than this (encoded) go in batches (`STREAM_ITEMS`) to a
 /// peer that accepts them; a larger one goes alone, encoded straight into
@@ -186,6 +192,12 @@ impl Engine {
         // Closing, the connection reads no more credit: a download that
         // has none left cannot go on, and ends now rather than at the grace.
         let closing = self.closing.is_some();
+        // On a resumable session every item is kept until the client
+        // acknowledges it: a byte stream's chunks are cut to fit.
+        let item_limit = self
+            .resume
+            .as_ref()
+            .map(|resume| chunk_bytes(resume.replay.limit()));
         let mut downloads = std::mem::take(&mut self.streams.downloads);
         let count = downloads.len();
         let start = self.streams.cursor % count;
@@ -205,11 +217,18 @@ impl Engine {
                 ended.push((position, Ended::Failed(closing_error())));
                 continue;
             }
+            if let Some(bytes) = item_limit {
+                download.items.limit_item_bytes(bytes);
+            }
             let mut sent = 0;
             let round_end = self.out.len() + ROUND_BYTES;
-            while download.credit > 0 && sent < ROUND && self.out.len() < high_water.min(round_end)
+            // A download that batches is bounded by the round's bytes alone.
+            while download.credit > 0
+                && (sent < ROUND || download.batches)
+                && self.out.len() < high_water.min(round_end)
+                && self.replay_has_room()
             {
-                // A batch is bounded in bytes (ROUND_BYTES), not in items.
+                // A batch is bounded in bytes (BATCH_BYTES), not in items.
                 let batch = download.batches && !download.large && download.credit > 1;
                 let (polled, items) = if batch {
                     self.send_batch(download, cx, download.credit)
@@ -274,8 +293,8 @@ impl Engine {
         let id = download.header.request_id;
         let mut written = Ok(0);
         let polled = download.items.poll_item(cx, &mut |encode| {
-            written =
-                self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| encode(out));
+            written = self
+                .write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| encode(out));
         });
         match (polled, written) {
             (Poll::Ready(Some(Ok(()))), Err(error)) => (Poll::Ready(Some(Err(not_sent(error)))), 0),
@@ -288,7 +307,7 @@ impl Engine {
     }
 
     /// Sends the items `download` has ready, at most `limit` (its credit),
-    /// as one `STREAM_ITEMS` frame of about [`ROUND_BYTES`] (the stream's
+    /// as one `STREAM_ITEMS` frame of about [`BATCH_BYTES`] (the stream's
     /// receiver accepted batches). The first item is polled before the
     /// frame is begun (an empty batch is never sent), and one that is not
     /// small ([`BATCHED_ITEM`]) goes alone, as a `STREAM_ITEM`. Returns how the batch ended
@@ -314,13 +333,16 @@ impl Engine {
             .config
             .max_frame_size
             .saturating_sub(HEADER_LEN + COUNTER_LEN + TAG_LEN);
-        // Room for one more item of up to half a frame past the target.
-        let target = ROUND_BYTES.min(max_body / 2);
+        // Room for one more item of up to half a frame past the target,
+        // and no more than the replay buffer holds without the answers'
+        // quarter (a batch waits for the client's ACKs as its items would).
+        let target = BATCH_BYTES.min(max_body / 2).min(self.replay_room());
         if first.len() >= target.min(BATCHED_ITEM) {
             download.large = true;
-            let written = self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
-                out.extend_from_slice(&first);
-            });
+            let written =
+                self.write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                    out.extend_from_slice(&first);
+                });
             self.streams.scratch = first;
             return match written {
                 Ok(_) => (polled, 1),
@@ -331,7 +353,7 @@ impl Engine {
         let mut ended = Poll::Ready(Some(Ok(())));
         // An item that took the batch past the frame's limit: sent alone.
         let mut spilled = None;
-        let written = self.write_own_with(Header::new(STREAM_ITEMS, Flags::NONE, id), |out| {
+        let written = self.write_stream_frame(Header::new(STREAM_ITEMS, Flags::NONE, id), |out| {
             let start = out.len();
             put_batch_item(out, |out: &mut BytesMut| out.extend_from_slice(&first));
             let room = target.saturating_sub(out.len() - start);
@@ -353,14 +375,45 @@ impl Engine {
             return (Poll::Ready(Some(Err(not_sent(error)))), 0);
         }
         if let Some(spilled) = spilled {
-            let written = self.write_own_with(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
-                out.extend_from_slice(&spilled);
-            });
+            let written =
+                self.write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
+                    out.extend_from_slice(&spilled);
+                });
             if let Err(error) = written {
                 return (Poll::Ready(Some(Err(not_sent(error)))), sent - 1);
             }
         }
         (ended, sent)
+    }
+
+    /// The bytes a download's batch may take in the replay buffer: what is
+    /// left beyond the quarter kept for answers (less a frame header), on a
+    /// resumable session; otherwise no bound. (A batch smaller than its
+    /// first item sends that item alone.)
+    fn replay_room(&self) -> usize {
+        match &self.resume {
+            Some(resume) if !resume.replay.is_overflowed() => {
+                let limit = resume.replay.limit();
+                (limit - limit / 4)
+                    .saturating_sub(resume.replay.bytes())
+                    .saturating_sub(HEADER_LEN)
+            }
+            _ => usize::MAX,
+        }
+    }
+
+    /// Whether a download may write an item now as far as resumption goes:
+    /// always on a session that is not resumable; on one that is, while
+    /// the replay buffer has room beyond the quarter of its bound kept for
+    /// answers, as pushes are held (section 4.2), so that a download waits
+    /// for the client's `ACK`s instead of overflowing the buffer. An item
+    /// larger than the room left still overflows it (resumability ends,
+    /// the stream goes on). As pushes, downloads wait only while the
+    /// connection reads (the `ACK` that frees room comes in with the rest).
+    fn replay_has_room(&self) -> bool {
+        self.resume.as_ref().is_none_or(|resume| {
+            resume.replay.fits(1, resume.replay.limit() / 4) || !self.wants_input()
+        })
     }
 
     /// Sends `STREAM_CREDIT` for the uploads whose handlers took items.
@@ -373,10 +426,9 @@ impl Engine {
             }
         }
         for &(id, items) in &grants {
-            self.write_own(
-                Header::new(STREAM_CREDIT, Flags::NONE, id),
-                &StreamCredit::items(items),
-            );
+            let _ = self.write_stream_frame(Header::new(STREAM_CREDIT, Flags::NONE, id), |out| {
+                StreamCredit::items(items).encode(out);
+            });
         }
         !grants.is_empty()
     }
@@ -483,8 +535,10 @@ impl Engine {
         }
     }
 
-    /// Drops every open stream (the link is closed or lost): downloads
-    /// count as cancelled, uploads fail.
+    /// Drops every open stream (the connection ends: closed, or its
+    /// session not resumed within its time to live): downloads count as
+    /// cancelled, uploads fail. A resumable session's streams outlive a
+    /// lost link: they wait with the session (section 4.5).
     pub(super) fn end_streams(&mut self) {
         for entry in std::mem::take(&mut self.streams.uploads) {
             entry.shared.end(End::Failed(HandlerError::new(
@@ -514,6 +568,18 @@ fn not_sent(error: FrameError) -> HandlerError {
         ErrorCode::Internal,
         format!("a stream item not sent: {error}"),
     )
+}
+
+/// The most a byte stream's chunk body takes on a resumable session whose
+/// replay buffer is bounded by `replay_limit` bytes: an eighth of it, less
+/// a frame header (so that a chunk always fits in the quarter kept for
+/// answers); a large buffer keeps the usual 64 KiB chunks
+/// ([`CHUNK_SIZE`](ternio_protocol::stream::CHUNK_SIZE), plus room for the
+/// chunk's length).
+fn chunk_bytes(replay_limit: usize) -> usize {
+    (replay_limit / 8)
+        .saturating_sub(ternio_protocol::frame::HEADER_LEN)
+        .clamp(1, ternio_protocol::stream::CHUNK_SIZE + 8)
 }
 
 /// Why a stream ends when its connection closes before it could finish.
