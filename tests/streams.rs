@@ -156,6 +156,23 @@ impl StreamRequest for Sizes {
     type Item = Chunk;
 }
 
+/// 0x090E: 20 chunks of 10 bytes, one of 100,000, then 20 of 10 again.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090E, response = ())]
+struct Mixed;
+
+impl StreamRequest for Mixed {
+    type Item = Chunk;
+}
+
+fn mixed_chunks() -> Vec<Chunk> {
+    (0..41u64)
+        .map(|i| Chunk {
+            data: pattern(i, if i == 20 { 100_000 } else { 10 }).into(),
+        })
+        .collect()
+}
+
 fn sized_chunk(i: u32) -> Chunk {
     let len = (i as usize * 37) % 1500;
     Chunk {
@@ -353,6 +370,10 @@ impl Streams {
             assert!(n < 3, "the stream panics at item {n}");
             Number(n)
         }))
+    }
+
+    fn mixed(_request: Mixed) -> StreamReply<Chunk> {
+        StreamReply::new(futures_util::stream::iter(mixed_chunks()))
     }
 
     fn sizes(request: Sizes) -> StreamReply<Chunk> {
@@ -977,6 +998,82 @@ async fn items_of_every_size_pass_through_batches_within_the_frame_limit() {
             assert_eq!(item, sized_chunk(i as u32), "{link:?} {secure}: item {i}");
         }
     }
+}
+
+/// A large item among small ones goes alone (`STREAM_ITEM`), not at the end
+/// of a batch: a batch stays near its 8 KiB, whatever its last item.
+#[tokio::test]
+async fn a_large_item_goes_alone_not_in_a_batch() {
+    let started = start();
+    let mut raw = RawConnection::connect(started.tcp).await;
+    raw.request(&Mixed, 5).await;
+    let accept = StreamCredit {
+        items: 100,
+        batches: true,
+    };
+    raw.send(Header::new(STREAM_CREDIT, Flags::NONE, 5), &accept)
+        .await;
+    let mut items = Vec::new();
+    loop {
+        let frame = raw.recv().await.expect("items, then the answer");
+        if frame.header.flags.is_response() {
+            break;
+        }
+        match frame.header.opcode {
+            STREAM_ITEMS => {
+                assert!(
+                    frame.body.len() < 12 * 1024,
+                    "a batch of {} bytes",
+                    frame.body.len()
+                );
+                for range in BatchItems::new(frame.body.clone()) {
+                    items.push(Chunk::decode_packet_within(&frame.body, range).unwrap());
+                }
+            }
+            STREAM_ITEM => items.push(Chunk::decode_packet(&frame.body).unwrap()),
+            other => panic!("a frame {other:#06x} in the stream"),
+        }
+    }
+    assert_eq!(items, mixed_chunks());
+}
+
+/// The Rust client accepts batches on every grant, not only in the credit
+/// it sends with the request (which a server drops when its handler has
+/// not returned the stream yet, as an `async` one).
+#[tokio::test]
+async fn every_grant_of_the_client_accepts_batches() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut raw = RawConnection::over(socket);
+        let request = raw.recv().await.expect("the request");
+        let id = request.header.request_id;
+        for n in 0..32 {
+            raw.send(Header::new(STREAM_ITEM, Flags::NONE, id), &Number(n))
+                .await;
+        }
+        let mut grants = Vec::new();
+        while grants.len() < 2 {
+            let frame = raw.recv().await.expect("credit");
+            if frame.header.opcode == STREAM_CREDIT {
+                grants.push(StreamCredit::decode_body(&frame.body).unwrap());
+            }
+        }
+        grants
+    });
+    let client = Client::connect_tcp(address).await.unwrap();
+    let mut stream = client
+        .request_stream(&Count { n: 40, fail_at: 0 })
+        .await
+        .unwrap();
+    for n in 0..16 {
+        assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
+    }
+    let grants = server.await.unwrap();
+    assert_eq!(grants[0].items, 0, "the credit sent with the request");
+    assert!(grants[1].items > 0, "a grant: {:?}", grants[1]);
+    assert!(grants.iter().all(|grant| grant.batches), "{grants:?}");
 }
 
 /// The server never accepts batches on an upload: `STREAM_ITEMS` there

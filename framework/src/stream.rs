@@ -239,12 +239,13 @@ impl<P: Packet> ItemSource for Source<P> {
             while batch.items < max_items && out.len() - start < max_bytes {
                 match items.as_mut().poll_next(cx) {
                     Poll::Ready(Some(Ok(item))) => {
-                        batch.last = out.len();
+                        let mark = out.len();
                         put_batch_item(out, |out: &mut BytesMut| {
                             out.reserve(item.encoded_len());
                             item.encode(out);
                         });
                         end = out.len();
+                        batch.last = mark;
                         batch.items += 1;
                     }
                     Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),

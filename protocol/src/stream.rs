@@ -194,7 +194,7 @@ impl Iterator for BatchItems {
             }
         }
         let start = self.pos;
-        self.pos = (start + len).min(self.body.len());
+        self.pos = start.saturating_add(len).min(self.body.len());
         Some(start..self.pos)
     }
 }
@@ -343,6 +343,8 @@ pub trait ItemSource: Send {
             let mark = out.len();
             let polled = self.poll_item(cx, &mut |encode| put_batch_item(out, encode));
             if !matches!(polled, Poll::Ready(Some(Ok(())))) {
+                // Nothing of a poll that gave no item stays in the batch.
+                out.truncate(mark);
                 batch.polled = polled;
                 break;
             }

@@ -93,18 +93,6 @@ impl Shared {
             opened.sealed,
             compress,
         );
-        // A download accepts batches of items (`STREAM_ITEMS`) from the start.
-        let sent = sent.and_then(|()| {
-            if !download {
-                return Ok(());
-            }
-            let accept = StreamCredit {
-                items: 0,
-                batches: true,
-            };
-            let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
-            link.send(header, &accept, self.config().max_frame_size, opened.sealed)
-        });
         if let Err(error) = sent {
             self.links()
                 .with_requests(|requests| requests.remove(opened.id));
@@ -119,6 +107,23 @@ impl Shared {
                     ClientError::Closed(link.end_reason())
                 }
             });
+        }
+        if download {
+            // A download accepts batches of items (`STREAM_ITEMS`) from the
+            // start: a stream reply a handler returns at once sees this
+            // before its first items (a later one, from an `async`
+            // handler, drops it and sees the flag on the first grant). The
+            // request is out: a failure here is the link's, which its
+            // session's resumption or loss takes care of.
+            let accept = StreamCredit {
+                items: 0,
+                batches: true,
+            };
+            let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
+            let max = self.config().max_frame_size;
+            if let Err(SendError::Lost(reason)) = link.send(header, &accept, max, opened.sealed) {
+                self.lose(&link, reason);
+            }
         }
         Ok(opened)
     }
@@ -168,12 +173,13 @@ impl Shared {
             return false;
         };
         let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
-        match link.send(
-            header,
-            &StreamCredit::items(items),
-            self.config().max_frame_size,
-            opened.sealed,
-        ) {
+        // Every grant accepts batches: the server may have dropped the
+        // first (its handler had not returned the stream yet).
+        let credit = StreamCredit {
+            items,
+            batches: true,
+        };
+        match link.send(header, &credit, self.config().max_frame_size, opened.sealed) {
             Ok(()) => true,
             Err(SendError::Lost(reason)) => {
                 self.lose(&link, reason);

@@ -343,7 +343,9 @@ impl Engine {
                 self.write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
                     out.extend_from_slice(&first);
                 });
-            self.streams.scratch = first;
+            if first.capacity() <= BATCHED_ITEM {
+                self.streams.scratch = first;
+            }
             return match written {
                 Ok(_) => (polled, 1),
                 Err(error) => (Poll::Ready(Some(Err(not_sent(error)))), 0),
@@ -360,21 +362,32 @@ impl Engine {
             let batch = download.items.poll_batch(cx, limit - 1, room, out);
             sent += batch.items;
             ended = batch.polled;
-            if out.len() - start > max_body {
-                let prefix = out[batch.last..]
-                    .iter()
-                    .take_while(|byte| **byte >= 0x80)
-                    .count()
-                    + 1;
+            if batch.items == 0 {
+                return;
+            }
+            let prefix = out[batch.last..]
+                .iter()
+                .take_while(|byte| **byte >= 0x80)
+                .count()
+                + 1;
+            let last = out.len() - batch.last - prefix;
+            // The last item was not small, or took the batch past a frame.
+            if last >= BATCHED_ITEM || out.len() - start > max_body {
                 spilled = Some(BytesMut::from(&out[batch.last + prefix..]));
                 out.truncate(batch.last);
             }
         });
-        self.streams.scratch = first;
+        // Not kept whatever its size: a large first item is rare.
+        self.streams.scratch = if first.capacity() > BATCHED_ITEM {
+            BytesMut::new()
+        } else {
+            first
+        };
         if let Err(error) = written {
             return (Poll::Ready(Some(Err(not_sent(error)))), 0);
         }
         if let Some(spilled) = spilled {
+            download.large = spilled.len() >= BATCHED_ITEM;
             let written =
                 self.write_stream_frame(Header::new(STREAM_ITEM, Flags::NONE, id), |out| {
                     out.extend_from_slice(&spilled);
