@@ -60,12 +60,30 @@ pub fn copy_to_open(reused: &mut BytesMut, body: &[u8]) -> BytesMut {
 pub struct ReadSize {
     /// A reservation took the buffer past [`MAX_KEPT_CAPACITY`].
     grown: bool,
+    /// Room for the rest of a frame is made at once, whatever has arrived
+    /// ([`whole_frames`](Self::whole_frames)).
+    whole: bool,
 }
 
 impl ReadSize {
     /// The rule for a buffer that has not grown yet.
     pub const fn new() -> Self {
-        Self { grown: false }
+        Self {
+            grown: false,
+            whole: false,
+        }
+    }
+
+    /// The rule for a peer trusted with one frame's worth of memory (a
+    /// client's server: one connection, frames within the client's own
+    /// size limit): room for the rest of a frame whose length is known is
+    /// made at once, instead of growing with what arrives (each growth
+    /// copies what arrived, several times for a large frame).
+    pub const fn whole_frames() -> Self {
+        Self {
+            grown: false,
+            whole: true,
+        }
     }
 
     /// Makes room in `buf` before the next read, by the rule above.
@@ -73,6 +91,7 @@ impl ReadSize {
     pub fn reserve(&mut self, decoder: &FrameDecoder, buf: &mut BytesMut) {
         let len = buf.len();
         let wanted = match decoder.next_frame_len(buf) {
+            Ok(Some(frame_len)) if self.whole => frame_len.saturating_sub(len),
             Ok(Some(frame_len)) => frame_len.saturating_sub(len).min(len.max(READ_CHUNK)),
             _ => 0,
         };
@@ -127,6 +146,27 @@ mod tests {
         // A chunk or two, not the megabyte announced.
         assert!(buf.capacity() <= before.max(2 * READ_CHUNK));
         assert!(!rule.grown);
+    }
+
+    #[test]
+    fn whole_frames_make_room_for_the_rest_of_a_frame_at_once() {
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::whole_frames();
+        let mut buf = BytesMut::new();
+        // A frame of 100 KiB announced, its header here: one reservation
+        // makes room for all of it (no growth, and no copy, per read).
+        let frame_len = 100 * 1024;
+        buf.put_u32_le(frame_len as u32);
+        buf.put_slice(&[0; 7]);
+        rule.reserve(&decoder, &mut buf);
+        assert!(buf.capacity() >= LENGTH_PREFIX_LEN + frame_len);
+        assert!(rule.grown, "given back once empty, as any grown buffer");
+        // Past the decoder's limit, nothing is reserved for it.
+        let mut rule = ReadSize::whole_frames();
+        let mut buf = BytesMut::new();
+        buf.put_u32_le(4 << 20);
+        rule.reserve(&decoder, &mut buf);
+        assert!(buf.capacity() <= 2 * READ_CHUNK);
     }
 
     #[test]

@@ -320,7 +320,7 @@ async fn read_until_closed(
 ) -> CloseReason {
     let mut decoder = FrameDecoder::new(max_frame_size);
     let mut buf = BytesMut::new();
-    let mut read_size = ReadSize::new();
+    let mut read_size = ReadSize::whole_frames();
     loop {
         read_size.reserve(&decoder, &mut buf);
         let got = tokio::select! {

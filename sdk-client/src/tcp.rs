@@ -48,7 +48,7 @@ async fn read_until_closed(
     let mut buf = BytesMut::new();
     // The buffer grows with the bytes that arrive, and is given back once
     // a large frame that grew it is out of it.
-    let mut read_size = ReadSize::new();
+    let mut read_size = ReadSize::whole_frames();
     loop {
         // The socket's own read-readiness slot (the reader is its only
         // reader): cheaper than `readable()`, which queues a waiter.
