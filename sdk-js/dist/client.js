@@ -1274,6 +1274,7 @@ export class Client {
             case SystemOpcode.DISCONNECT:
                 return this.#onDisconnect(frame);
             case SystemOpcode.STREAM_ITEM:
+            case SystemOpcode.STREAM_ITEMS:
             case SystemOpcode.STREAM_CREDIT:
             case SystemOpcode.STREAM_END:
                 return this.#onStreamFrame(frame);
@@ -1360,9 +1361,17 @@ export class Client {
             stream.items.push(frame.body);
             return stream.wake();
         }
+        if (frame.opcode === SystemOpcode.STREAM_ITEMS) {
+            // This client never accepts batches (no fifth byte in its credit).
+            if (!stream)
+                return;
+            return this.#violation('STREAM_ITEMS on a stream that did not accept batches');
+        }
         if (frame.opcode === SystemOpcode.STREAM_CREDIT) {
-            if (frame.body.length !== 4)
-                return this.#violation('a STREAM_CREDIT body that is not 4 bytes');
+            // items: u32, then optionally batches: u8 (0 or 1; this client never sends batches).
+            const valid = frame.body.length === 4 || (frame.body.length === 5 && frame.body[4] <= 1);
+            if (!valid)
+                return this.#violation('a STREAM_CREDIT body that is not 4 or 5 bytes');
             if (!stream)
                 return;
             stream.credit += new DataView(frame.body.buffer, frame.body.byteOffset, 4).getUint32(0, true);

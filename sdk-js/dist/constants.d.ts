@@ -34,6 +34,7 @@ export declare const SystemOpcode: Readonly<{
     readonly STREAM_ITEM: 65293;
     readonly STREAM_CREDIT: 65294;
     readonly STREAM_END: 65295;
+    readonly STREAM_ITEMS: 65296;
 }>;
 /** Items a stream's sender may send before any STREAM_CREDIT (docs/PROTOCOL.md section 4.5). */
 export declare const STREAM_INITIAL_CREDIT = 32;

@@ -22,7 +22,8 @@ var SystemOpcode = Object.freeze({
   RESUME: 65290,
   STREAM_ITEM: 65293,
   STREAM_CREDIT: 65294,
-  STREAM_END: 65295
+  STREAM_END: 65295,
+  STREAM_ITEMS: 65296
 });
 var STREAM_INITIAL_CREDIT = 32;
 var ErrorCode = Object.freeze({
@@ -5751,6 +5752,7 @@ var Client = class _Client {
       case SystemOpcode.DISCONNECT:
         return this.#onDisconnect(frame);
       case SystemOpcode.STREAM_ITEM:
+      case SystemOpcode.STREAM_ITEMS:
       case SystemOpcode.STREAM_CREDIT:
       case SystemOpcode.STREAM_END:
         return this.#onStreamFrame(frame);
@@ -5819,8 +5821,13 @@ var Client = class _Client {
       stream.items.push(frame.body);
       return stream.wake();
     }
+    if (frame.opcode === SystemOpcode.STREAM_ITEMS) {
+      if (!stream) return;
+      return this.#violation("STREAM_ITEMS on a stream that did not accept batches");
+    }
     if (frame.opcode === SystemOpcode.STREAM_CREDIT) {
-      if (frame.body.length !== 4) return this.#violation("a STREAM_CREDIT body that is not 4 bytes");
+      const valid = frame.body.length === 4 || frame.body.length === 5 && frame.body[4] <= 1;
+      if (!valid) return this.#violation("a STREAM_CREDIT body that is not 4 or 5 bytes");
       if (!stream) return;
       stream.credit += new DataView(frame.body.buffer, frame.body.byteOffset, 4).getUint32(0, true);
       return stream.wake();

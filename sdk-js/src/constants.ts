@@ -24,7 +24,7 @@ export const KNOWN_FLAGS = 0x0f;
 export const SystemOpcode = Object.freeze({
   HANDSHAKE: 0xff01, PING: 0xff02, PONG: 0xff03, DISCONNECT: 0xff04, REKEY: 0xff05,
   CANCEL: 0xff06, DEADLINE: 0xff07, RESUME_TICKET: 0xff08, ACK: 0xff09, RESUME: 0xff0a,
-  STREAM_ITEM: 0xff0d, STREAM_CREDIT: 0xff0e, STREAM_END: 0xff0f,
+  STREAM_ITEM: 0xff0d, STREAM_CREDIT: 0xff0e, STREAM_END: 0xff0f, STREAM_ITEMS: 0xff10,
 } as const);
 
 /** Items a stream's sender may send before any STREAM_CREDIT (docs/PROTOCOL.md section 4.5). */

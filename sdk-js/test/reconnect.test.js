@@ -316,3 +316,35 @@ test('reconnect options are checked', () => {
   assert.throws(() => new Client({ reconnect: { initialDelay: -1 } }), /reconnect.initialDelay/);
   assert.throws(() => new Client({ reconnect: { maxAttempts: 'many' } }), /reconnect.maxAttempts/);
 });
+
+test('streams: a 5-byte STREAM_CREDIT is a grant; STREAM_ITEMS on a stream that did not accept batches is MALFORMED', async (t) => {
+  const NumberItem = packet(0x0005, { value: u32 }, { name: 'Number' });
+  const CountTo = packet(0x0004, { count: u32 }, { name: 'CountTo', item: NumberItem });
+  const AddUp = packet(0x0006, {}, { name: 'AddUp', item: NumberItem });
+  const { client } = await setup(t, { reconnect: RECONNECT, keepaliveInterval: 0 });
+  const socket = FakeSocket.last;
+  // An upload: its 32 initial items, then a credit of 2 with the fifth byte (batches: 1).
+  const upload = client.upload(AddUp, {});
+  await settle();
+  const request = socket.frames().find((f) => f.opcode === AddUp.opcode);
+  for (let i = 0; i < 32; i++) await upload.send({ value: i });
+  const sending = upload.send({ value: 32 });
+  await settle();
+  const credit = Uint8Array.of(2, 0, 0, 0, 1);
+  socket.receive(encodeFrame({ opcode: SystemOpcode.STREAM_CREDIT, requestId: request.requestId, body: credit }));
+  await sending;
+  assert.equal(socket.frames().filter((f) => f.opcode === SystemOpcode.STREAM_ITEM).length, 33);
+  assert.equal(socket.closedWith, null, 'the connection stays up');
+  // A download: a batch the client never accepted closes the connection MALFORMED.
+  const download = client.requestStream(CountTo, { count: 3 })[Symbol.asyncIterator]();
+  const first = download.next();
+  await settle();
+  const ask = socket.frames().find((f) => f.opcode === CountTo.opcode);
+  const batch = Uint8Array.of(4, 1, 0, 0, 0);
+  socket.receive(encodeFrame({ opcode: SystemOpcode.STREAM_ITEMS, requestId: ask.requestId, body: batch }));
+  await assert.rejects(first, (e) => e.kind === 'protocol' || e.kind === 'closed');
+  const disconnect = socket.frames().find((f) => f.opcode === SystemOpcode.DISCONNECT);
+  assert.ok(disconnect, 'a DISCONNECT');
+  assert.equal(disconnect.body[0], DisconnectReason.MALFORMED);
+  await client.close();
+});
