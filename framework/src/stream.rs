@@ -174,6 +174,17 @@ struct Source<P> {
     chunk_limit: Option<Arc<AtomicUsize>>,
 }
 
+/// What a handler's stream that panicked ends with: `INTERNAL`, as a
+/// panicking handler's answer (logged).
+fn panicked<T>(panic: &(dyn std::any::Any + Send)) -> Poll<Option<Result<T, HandlerError>>> {
+    let message = panic_message(panic);
+    tracing::error!(panic = %message, "a handler's stream panicked");
+    Poll::Ready(Some(Err(HandlerError::new(
+        ErrorCode::Internal,
+        "the handler's stream panicked",
+    ))))
+}
+
 impl<P: Packet> ItemSource for Source<P> {
     fn poll_item(
         &mut self,
@@ -187,14 +198,7 @@ impl<P: Packet> ItemSource for Source<P> {
         // the connection and its other requests untouched.
         let items = &mut self.items;
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| items.as_mut().poll_next(cx)))
-            .unwrap_or_else(|panic| {
-                let message = panic_message(&*panic);
-                tracing::error!(panic = %message, "a handler's stream panicked");
-                Poll::Ready(Some(Err(HandlerError::new(
-                    ErrorCode::Internal,
-                    "the handler's stream panicked",
-                ))))
-            });
+            .unwrap_or_else(|panic| panicked(&*panic));
         match polled {
             Poll::Ready(Some(Ok(item))) => {
                 write(&|out: &mut BytesMut| {
@@ -255,14 +259,7 @@ impl<P: Packet> ItemSource for Source<P> {
             }
             Poll::Ready(Some(Ok(())))
         }))
-        .unwrap_or_else(|panic| {
-            let message = panic_message(&*panic);
-            tracing::error!(panic = %message, "a handler's stream panicked");
-            Poll::Ready(Some(Err(HandlerError::new(
-                ErrorCode::Internal,
-                "the handler's stream panicked",
-            ))))
-        });
+        .unwrap_or_else(|panic| panicked(&*panic));
         out.truncate(end);
         if !matches!(polled, Poll::Ready(Some(Ok(()))) | Poll::Pending) {
             self.done = true;
