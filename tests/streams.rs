@@ -1478,6 +1478,34 @@ async fn a_stream_dropped_while_reconnecting_is_cancelled_on_resumption() {
     }
 }
 
+/// A stream dropped just before its link is lost, whose `CANCEL` the link
+/// lost (a system frame, not replayed): cancelled again once the session
+/// resumes, so the server drops the handler's stream (with `concurrency =
+/// 1`, a second one would otherwise be `OVERLOADED` for good).
+#[tokio::test]
+async fn a_cancel_the_lost_link_lost_goes_again_on_resumption() {
+    let (started, proxy, client) = resumable_through_proxy().await;
+    let mut events = client.session_events();
+    let mut stream = client.request_stream(&Late).await.unwrap();
+    assert_eq!(stream.next().await.unwrap().unwrap(), Number(0));
+    // The path loses what the client sends, then breaks.
+    proxy.set_losing_up(true);
+    drop(stream);
+    // The CANCEL is written as the stream drops: the proxy reads and loses it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set_losing_up(false);
+    proxy.cut_all();
+    resumed(&mut events).await;
+    eventually("the server dropped the handler's stream", || {
+        started.seen.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let mut stream = client.request_stream(&Late).await.unwrap();
+    for n in 0..5 {
+        assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
+    }
+}
+
 /// A shutdown does not wait its whole grace for streams that cannot finish
 /// (the closing connection reads no more credit or items): a download out
 /// of credit and an open upload end with the server's error, the handlers

@@ -212,7 +212,10 @@ impl Shared {
             )
             .is_ok()
         });
-        if !sent {
+        if sent {
+            // Sent, not yet known to have arrived: again after a resumption.
+            self.session().cancelled(opened.id);
+        } else {
             // The server keeps the stream with the session: cancelled
             // once it is resumed (nothing to do if it is not resumable).
             self.session().abandon_streams(vec![opened.id]);

@@ -55,6 +55,11 @@ struct State {
     /// Streams dropped while no link was up, to cancel once the session
     /// resumes (at most [`MAX_ABANDONED`]).
     abandoned: Vec<u32>,
+    /// Streams whose `CANCEL` went on a link that may have lost it (a
+    /// system frame is not replayed): cancelled again once the session
+    /// resumes on another link (at most [`MAX_ABANDONED`], the oldest
+    /// forgotten first: a link that lived on delivered them).
+    cancelled: std::collections::VecDeque<u32>,
 }
 
 /// The most streams a resumption cancels; more were never open at once on
@@ -220,9 +225,29 @@ impl Session {
         state.abandoned.extend(ids.into_iter().take(room));
     }
 
-    /// The streams to cancel now that the session resumed.
+    /// Notes that the `CANCEL` of stream `id` went on the current link: if
+    /// that link is lost, the `CANCEL` may be lost with it, and goes again
+    /// after the resumption (a stale one is dropped by the server; ids are
+    /// not reused before the id counter wraps).
+    pub(crate) fn cancelled(&self, id: u32) {
+        let mut state = lock(&self.state);
+        if state.ticket.is_none() {
+            return;
+        }
+        if state.cancelled.len() >= MAX_ABANDONED {
+            state.cancelled.pop_front();
+        }
+        state.cancelled.push_back(id);
+    }
+
+    /// The streams to cancel now that the session resumed on a new link:
+    /// those dropped while no link was up, and those whose `CANCEL` went on
+    /// a link that was lost since.
     pub(crate) fn take_abandoned(&self) -> Vec<u32> {
-        std::mem::take(&mut lock(&self.state).abandoned)
+        let mut state = lock(&self.state);
+        let mut ids = std::mem::take(&mut state.abandoned);
+        ids.extend(state.cancelled.drain(..));
+        ids
     }
 
     /// Takes a frame of `bytes` (header and plain body) that came on the

@@ -34,6 +34,8 @@ struct Shared {
     generation: watch::Sender<u64>,
     /// When false, connections are refused (closed at once).
     open: AtomicBool,
+    /// When true, what clients send is read and dropped, not forwarded.
+    losing_up: AtomicBool,
 }
 
 impl CuttingProxy {
@@ -49,6 +51,7 @@ impl CuttingProxy {
             cuts: AtomicU64::new(0),
             generation: watch::channel(0).0,
             open: AtomicBool::new(true),
+            losing_up: AtomicBool::new(false),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         Self {
@@ -79,6 +82,13 @@ impl CuttingProxy {
     /// `budget` (an empty range: only `cut_all` cuts).
     pub fn set_budget(&self, budget: Range<usize>) {
         *self.shared.budget.lock().unwrap() = budget;
+    }
+
+    /// While `losing` is true, the bytes clients send are read and dropped
+    /// (a path that loses what it carries before it breaks): the client
+    /// believes they went.
+    pub fn set_losing_up(&self, losing: bool) {
+        self.shared.losing_up.store(losing, Ordering::SeqCst);
     }
 
     /// Refuses new connections (closes them at once) while `open` is false:
@@ -150,6 +160,7 @@ async fn carry(client: TcpStream, server: TcpStream, shared: &Shared) {
             read = client_read.read(&mut up) => {
                 let Ok(read) = read else { break };
                 if read == 0 { break; }
+                if shared.losing_up.load(Ordering::SeqCst) { continue; }
                 let (take, ends) = spend(&mut budget, read);
                 if server_write.write_all(&up[..take]).await.is_err() { break; }
                 if ends { cut = true; break; }
