@@ -231,23 +231,15 @@ impl Engine {
         let _ = self.write_own_with(header, |out| body.encode(out));
     }
 
-    /// [`write_own`](Self::write_own) for a body that `body` writes; the
-    /// error says why nothing was written.
+    /// [`write_own`](Self::write_own) for a body that `body` writes, never
+    /// recorded for replay (a `PING`, an `ACK`, a frame being replayed);
+    /// the error says why nothing was written.
     fn write_own_with(
         &mut self,
         header: Header,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
-        self.rekey_if_due();
-        let max = self.server.config.max_frame_size;
-        match self.security.sealer() {
-            Some(sealer) => {
-                sealer.write_frame_with(&mut self.out, Framing::LengthPrefixed, header, max, body)
-            }
-            None => {
-                frame::write_frame_with(&mut self.out, Framing::LengthPrefixed, header, max, body)
-            }
-        }
+        self.write_own_frame(header, false, body)
     }
 
     /// Appends a stream frame (section 4.5), sealed once the session is up
@@ -259,10 +251,25 @@ impl Engine {
         header: Header,
         body: impl FnOnce(&mut BytesMut),
     ) -> Result<usize, FrameError> {
+        self.write_own_frame(header, true, body)
+    }
+
+    /// Appends a frame of the server's own, uncompressed and sealed once the
+    /// session is up (after a `REKEY`, when one is due); recorded for replay
+    /// when `record` and the frame is counted on a resumable session.
+    fn write_own_frame(
+        &mut self,
+        header: Header,
+        record: bool,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<usize, FrameError> {
         self.rekey_if_due();
         let max = self.server.config.max_frame_size;
         let sealer = self.security.sealer();
-        let replay = self.resume.as_mut().map(|resume| &mut resume.replay);
+        let replay = match &mut self.resume {
+            Some(resume) if record => Some(&mut resume.replay),
+            _ => None,
+        };
         FrameReply::new(&mut self.out, header, max, sealer, None)
             .recording(replay)
             .own_frame(header, body)
