@@ -115,15 +115,7 @@ impl Shared {
             // handler, drops it and sees the flag on the first grant). The
             // request is out: a failure here is the link's, which its
             // session's resumption or loss takes care of.
-            let accept = StreamCredit {
-                items: 0,
-                batches: true,
-            };
-            let header = Header::new(STREAM_CREDIT, Flags::NONE, opened.id);
-            let max = self.config().max_frame_size;
-            if let Err(SendError::Lost(reason)) = link.send(header, &accept, max, opened.sealed) {
-                self.lose(&link, reason);
-            }
+            self.send_credit(&opened, 0);
         }
         Ok(opened)
     }
