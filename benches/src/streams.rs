@@ -339,9 +339,7 @@ async fn ternio_items(client: &ternio_client::Client, count: u64) -> Result<()> 
 }
 
 async fn raw_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
-    let mut command = [0u8; 9];
-    command[1..].copy_from_slice(&len.to_le_bytes());
-    socket.write_all(&command).await?;
+    command(socket, 0, len).await?;
     let mut buf = vec![0u8; 64 * 1024];
     let mut received = 0u64;
     while received < len {
@@ -353,9 +351,7 @@ async fn raw_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
 }
 
 async fn raw_items(socket: &mut AsyncBufReader<&mut TcpStream>, count: u64) -> Result<()> {
-    let mut command = [1u8; 9];
-    command[1..].copy_from_slice(&count.to_le_bytes());
-    socket.get_mut().write_all(&command).await?;
+    command(socket.get_mut(), 1, count).await?;
     let mut prefix = [0u8; 4];
     let mut data = [0u8; 64];
     for n in 0..count {
@@ -370,11 +366,17 @@ async fn raw_items(socket: &mut AsyncBufReader<&mut TcpStream>, count: u64) -> R
     Ok(())
 }
 
+/// Asks the raw server for `n` bytes or items of `kind` (0 bytes, 1 items,
+/// 2 sealed bytes, 3 sealed items).
+async fn command(socket: &mut TcpStream, kind: u8, n: u64) -> std::io::Result<()> {
+    let mut command = [kind; 9];
+    command[1..].copy_from_slice(&n.to_le_bytes());
+    socket.write_all(&command).await
+}
+
 /// The raw sealed byte stream: records opened as they come.
 async fn raw_sealed_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
-    let mut command = [2u8; 9];
-    command[1..].copy_from_slice(&len.to_le_bytes());
-    socket.write_all(&command).await?;
+    command(socket, 2, len).await?;
     let mut opener = RawSealer::new();
     let mut record = Vec::with_capacity(64 * 1024 + 16);
     let mut received = 0u64;
@@ -386,9 +388,7 @@ async fn raw_sealed_bytes(socket: &mut TcpStream, len: u64) -> Result<()> {
 
 /// The raw sealed items: records opened, then their items parsed.
 async fn raw_sealed_items(socket: &mut TcpStream, count: u64) -> Result<()> {
-    let mut command = [3u8; 9];
-    command[1..].copy_from_slice(&count.to_le_bytes());
-    socket.write_all(&command).await?;
+    command(socket, 3, count).await?;
     let mut opener = RawSealer::new();
     let mut record = Vec::with_capacity(64 * 1024 + 16 + 68);
     let mut n = 0u64;
