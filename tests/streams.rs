@@ -955,31 +955,17 @@ async fn batches_go_only_to_a_receiver_that_accepts_them() {
     };
     raw.send(Header::new(STREAM_CREDIT, Flags::NONE, 5), &accept)
         .await;
-    let (mut next, mut frames) = (32, 0);
-    loop {
-        let frame = raw.recv().await.expect("items, then the answer");
-        assert_eq!(frame.header.request_id, 5);
-        if frame.header.flags.is_response() {
-            assert_eq!(frame.header.opcode, Count::OPCODE);
-            break;
-        }
-        frames += 1;
-        match frame.header.opcode {
-            STREAM_ITEMS => {
-                for range in BatchItems::new(frame.body.clone()) {
-                    let item = Number::decode_packet_within(&frame.body, range).unwrap();
-                    assert_eq!(item, Number(next));
-                    next += 1;
-                }
-            }
-            STREAM_ITEM => {
-                assert_eq!(Number::decode_packet(&frame.body).unwrap(), Number(next));
-                next += 1;
-            }
-            other => panic!("a frame {other:#06x} in the stream"),
-        }
-    }
-    assert_eq!(next, 1000, "every item, once");
+    let frames = raw_download::<Number>(&mut raw, 5, Count::OPCODE).await;
+    let items: Vec<Number> = frames
+        .iter()
+        .flat_map(|(_, _, items)| items.clone())
+        .collect();
+    assert_eq!(
+        items,
+        (32..1000).map(Number).collect::<Vec<_>>(),
+        "every item, once"
+    );
+    let frames = frames.len();
     assert!(frames < 968 / 10, "968 items came in {frames} frames");
 }
 
@@ -1000,6 +986,32 @@ async fn items_of_every_size_pass_through_batches_within_the_frame_limit() {
     }
 }
 
+/// The stream frames of download `id` on `raw` up to its answer (a
+/// response under `opcode`): each frame's opcode, body length and items.
+async fn raw_download<T: Packet>(
+    raw: &mut RawConnection,
+    id: u32,
+    opcode: u16,
+) -> Vec<(u16, usize, Vec<T>)> {
+    let mut frames = Vec::new();
+    loop {
+        let frame = raw.recv().await.expect("items, then the answer");
+        assert_eq!(frame.header.request_id, id);
+        if frame.header.flags.is_response() {
+            assert_eq!(frame.header.opcode, opcode);
+            return frames;
+        }
+        let items = match frame.header.opcode {
+            STREAM_ITEMS => BatchItems::new(frame.body.clone())
+                .map(|range| T::decode_packet_within(&frame.body, range).unwrap())
+                .collect(),
+            STREAM_ITEM => vec![T::decode_packet(&frame.body).unwrap()],
+            other => panic!("a frame {other:#06x} in the stream"),
+        };
+        frames.push((frame.header.opcode, frame.body.len(), items));
+    }
+}
+
 /// A large item among small ones goes alone (`STREAM_ITEM`), not at the end
 /// of a batch: a batch stays near its 8 KiB, whatever its last item.
 #[tokio::test]
@@ -1013,27 +1025,14 @@ async fn a_large_item_goes_alone_not_in_a_batch() {
     };
     raw.send(Header::new(STREAM_CREDIT, Flags::NONE, 5), &accept)
         .await;
-    let mut items = Vec::new();
-    loop {
-        let frame = raw.recv().await.expect("items, then the answer");
-        if frame.header.flags.is_response() {
-            break;
-        }
-        match frame.header.opcode {
-            STREAM_ITEMS => {
-                assert!(
-                    frame.body.len() < 12 * 1024,
-                    "a batch of {} bytes",
-                    frame.body.len()
-                );
-                for range in BatchItems::new(frame.body.clone()) {
-                    items.push(Chunk::decode_packet_within(&frame.body, range).unwrap());
-                }
-            }
-            STREAM_ITEM => items.push(Chunk::decode_packet(&frame.body).unwrap()),
-            other => panic!("a frame {other:#06x} in the stream"),
-        }
+    let frames = raw_download::<Chunk>(&mut raw, 5, Mixed::OPCODE).await;
+    for (opcode, len, _) in &frames {
+        assert!(
+            *opcode != STREAM_ITEMS || *len < 12 * 1024,
+            "a batch of {len} bytes"
+        );
     }
+    let items: Vec<Chunk> = frames.into_iter().flat_map(|(_, _, items)| items).collect();
     assert_eq!(items, mixed_chunks());
 }
 
@@ -1468,6 +1467,12 @@ async fn a_stream_dropped_while_reconnecting_is_cancelled_on_resumption() {
     drop(stream);
     proxy.set_open(true);
     resumed(&mut events).await;
+    assert_late_cancelled(&started, &client).await;
+}
+
+/// The server dropped the one `Late` stream (cancelled), and its
+/// concurrency slot is free: a new one runs.
+async fn assert_late_cancelled(started: &Started, client: &Client) {
     eventually("the server dropped the handler's stream", || {
         started.seen.dropped.load(Ordering::SeqCst) == 1
     })
@@ -1496,14 +1501,7 @@ async fn a_cancel_the_lost_link_lost_goes_again_on_resumption() {
     proxy.set_losing_up(false);
     proxy.cut_all();
     resumed(&mut events).await;
-    eventually("the server dropped the handler's stream", || {
-        started.seen.dropped.load(Ordering::SeqCst) == 1
-    })
-    .await;
-    let mut stream = client.request_stream(&Late).await.unwrap();
-    for n in 0..5 {
-        assert_eq!(stream.next().await.unwrap().unwrap(), Number(n));
-    }
+    assert_late_cancelled(&started, &client).await;
 }
 
 /// A shutdown does not wait its whole grace for streams that cannot finish
