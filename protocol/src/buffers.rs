@@ -14,6 +14,11 @@ use crate::frame::FrameDecoder;
 /// is given.
 pub const READ_CHUNK: usize = 8 * 1024;
 
+/// The room a buffer under [`ReadSize::whole_frames`] reads into: a
+/// client's one connection reads more per call (fewer reads and hand-overs
+/// when frames stream in) than a server's many.
+pub const WHOLE_READ_CHUNK: usize = 64 * 1024;
+
 /// The most an emptied buffer keeps: one that grew past this for a large
 /// frame is given back.
 pub const MAX_KEPT_CAPACITY: usize = 64 * 1024;
@@ -63,6 +68,9 @@ pub struct ReadSize {
     /// Room for the rest of a frame is made at once, whatever has arrived
     /// ([`whole_frames`](Self::whole_frames)).
     whole: bool,
+    /// A read filled its room: bytes stream in, and (under `whole`) reads
+    /// get [`WHOLE_READ_CHUNK`].
+    streaming: bool,
 }
 
 impl ReadSize {
@@ -71,6 +79,7 @@ impl ReadSize {
         Self {
             grown: false,
             whole: false,
+            streaming: false,
         }
     }
 
@@ -78,11 +87,16 @@ impl ReadSize {
     /// client's server: one connection, frames within the client's own
     /// size limit): room for the rest of a frame whose length is known is
     /// made at once, instead of growing with what arrives (each growth
-    /// copies what arrived, several times for a large frame).
+    /// copies what arrived, several times for a large frame); and once a
+    /// read filled its room ([`read`](Self::read)), reads go into room of
+    /// up to [`WHOLE_READ_CHUNK`] rather than [`READ_CHUNK`] (fewer reads
+    /// and hand-overs while frames stream in; a connection that only
+    /// exchanges small frames keeps a small buffer).
     pub const fn whole_frames() -> Self {
         Self {
             grown: false,
             whole: true,
+            streaming: false,
         }
     }
 
@@ -95,10 +109,26 @@ impl ReadSize {
             Ok(Some(frame_len)) => frame_len.saturating_sub(len).min(len.max(READ_CHUNK)),
             _ => 0,
         };
-        if buf.capacity() - len < wanted.max(READ_CHUNK / 2) {
-            buf.reserve(wanted.max(READ_CHUNK));
+        // The room a read gets besides a frame's rest: a chunk; under
+        // `whole_frames` a larger one, counting what the buffer holds so
+        // that small frames never take it past `MAX_KEPT_CAPACITY`.
+        let (low, chunk) = if self.whole && self.streaming {
+            let chunk = WHOLE_READ_CHUNK / 2;
+            (chunk, WHOLE_READ_CHUNK.saturating_sub(len).max(chunk))
+        } else {
+            (READ_CHUNK / 2, READ_CHUNK)
+        };
+        if buf.capacity() - len < wanted.max(low) {
+            buf.reserve(wanted.max(chunk));
             self.grown |= buf.capacity() > MAX_KEPT_CAPACITY;
         }
+    }
+
+    /// Called after a read of `got` bytes into `room` bytes of room: one
+    /// that filled it tells that bytes stream in.
+    #[inline]
+    pub fn read(&mut self, got: usize, room: usize) {
+        self.streaming |= got >= room;
     }
 
     /// Called once the whole frames were taken out of `buf`: gives its
@@ -166,7 +196,46 @@ mod tests {
         let mut buf = BytesMut::new();
         buf.put_u32_le(4 << 20);
         rule.reserve(&decoder, &mut buf);
-        assert!(buf.capacity() <= 2 * READ_CHUNK);
+        assert!(buf.capacity() <= WHOLE_READ_CHUNK);
+    }
+
+    #[test]
+    fn streaming_reads_get_a_large_chunk_that_small_frames_never_grow() {
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::whole_frames();
+        let mut buf = BytesMut::new();
+        // Reads that do not fill their room: a chunk.
+        rule.reserve(&decoder, &mut buf);
+        let room = buf.capacity();
+        assert!(room < WHOLE_READ_CHUNK / 2);
+        rule.read(room - 1, room);
+        rule.reserve(&decoder, &mut buf);
+        assert_eq!(buf.capacity(), room);
+        // One that fills it: larger reads from then on.
+        rule.read(room, room);
+        for round in 0..1000 {
+            rule.reserve(&decoder, &mut buf);
+            let room = buf.capacity() - buf.len();
+            assert!(
+                room >= WHOLE_READ_CHUNK / 2,
+                "round {round}: {room} bytes of room"
+            );
+            // A read that ends mid-frame: 50 whole frames of 100 bytes and
+            // the first 30 bytes of the next; the whole ones are taken.
+            for _ in 0..50 {
+                buf.put_u32_le(96);
+                buf.put_bytes(0, 96);
+            }
+            buf.put_u32_le(96);
+            buf.put_bytes(0, 26);
+            let whole = buf.len() - 30;
+            drop(buf.split_to(whole));
+            rule.give_back(&mut buf);
+            assert!(!rule.grown, "round {round}: grown past MAX_KEPT_CAPACITY");
+            // The rest of the partial frame arrives.
+            buf.put_bytes(0, 70);
+            drop(buf.split_to(100));
+        }
     }
 
     #[test]

@@ -323,6 +323,7 @@ async fn read_until_closed(
     let mut read_size = ReadSize::whole_frames();
     loop {
         read_size.reserve(&decoder, &mut buf);
+        let room = buf.capacity() - buf.len();
         let got = tokio::select! {
             biased;
             // Shut on purpose: as a shut socket reads its end.
@@ -331,7 +332,10 @@ async fn read_until_closed(
         };
         match got {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(_) => out.reads.note(),
+            Ok(got) => {
+                read_size.read(got, room);
+                out.reads.note();
+            }
             Err(error) => return io_reason(&error),
         }
         if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {

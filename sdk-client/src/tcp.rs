@@ -59,7 +59,10 @@ async fn read_until_closed(
         let room = buf.capacity() - buf.len();
         match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(_) => out.note_received(),
+            Ok(got) => {
+                read_size.read(got, room);
+                out.note_received();
+            }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
             Err(error) => return io_reason(&error),
         }
