@@ -143,6 +143,7 @@ impl<'a> Reader<'a> {
     /// # Panics
     ///
     /// When `range` is not within `body`.
+    #[inline]
     pub fn within(body: &'a Bytes, range: std::ops::Range<usize>, max_depth: usize) -> Self {
         assert!(
             range.start <= range.end && range.end <= body.len(),
@@ -199,6 +200,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `n` bytes as a slice.
+    #[inline]
     pub fn read_slice(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let remaining = self.remaining();
         if n > remaining {
@@ -227,6 +229,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `N` bytes as an array.
+    #[inline]
     pub fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let slice = self.read_slice(N)?;
         let mut array = [0; N];
@@ -235,6 +238,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint (unsigned LEB128, at most 5 bytes, at most `u32::MAX`).
+    #[inline]
     pub fn read_varint(&mut self) -> Result<u32, DecodeError> {
         let mut value: u64 = 0;
         for i in 0..MAX_VARINT_LEN {
@@ -361,6 +365,7 @@ impl Encode for u8 {
     fn encoded_len(&self) -> usize {
         1
     }
+    #[inline]
     fn encode_slice(items: &[Self], out: &mut BytesMut) {
         out.put_slice(items);
     }
@@ -540,9 +545,11 @@ impl<T: Decode> Decode for Option<T> {
 }
 
 impl<T: Encode, const N: usize> Encode for [T; N] {
+    #[inline]
     fn encode(&self, out: &mut BytesMut) {
         T::encode_slice(self, out);
     }
+    #[inline]
     fn encoded_len(&self) -> usize {
         self.iter().map(Encode::encoded_len).sum()
     }

@@ -74,6 +74,7 @@ pub trait Packet: Encode + Decode + Send + Sync + 'static {
     /// # Panics
     ///
     /// When `range` is not within `body`.
+    #[inline]
     fn decode_packet_within(
         body: &crate::Bytes,
         range: std::ops::Range<usize>,

@@ -394,9 +394,11 @@ impl<T: Packet> Stream for ItemStream<T> {
         }
         if let Some(batch) = &mut this.batch {
             if let Some(range) = batch.next() {
-                let item = T::decode_packet_within(batch.body(), range.clone());
                 this.took(range.len());
-                return Poll::Ready(Some(item.map_err(ClientError::from)));
+                let body = this.batch.as_ref().expect("the batch being read").body();
+                return Poll::Ready(Some(
+                    T::decode_packet_within(body, range).map_err(ClientError::from),
+                ));
             }
             this.batch = None;
         }
