@@ -53,8 +53,6 @@ use crate::middleware::Rejection;
 use crate::panics::panic_message;
 use crate::upload::{End, UploadShared};
 
-type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
-
 /// What a handler returns to answer its request with a stream of `P`s
 /// (docs/PROTOCOL.md section 4.5). The request declares `response = ()`
 /// and implements [`StreamRequest`](ternio_protocol::StreamRequest) with
@@ -70,9 +68,10 @@ type Items<P> = Pin<Box<dyn Stream<Item = Result<P, HandlerError>> + Send>>;
 /// session the stream outlives a lost link: it waits with the session and
 /// goes on once the client resumes it.
 pub struct StreamReply<P> {
-    items: Items<P>,
-    /// A byte stream's chunk size, which the connection may lower.
-    chunk_limit: Option<Arc<AtomicUsize>>,
+    /// The handler's stream as the connection polls it (its type known
+    /// inside, so that polling an item is no dynamic call).
+    source: Box<dyn ItemSource>,
+    _item: PhantomData<fn() -> P>,
 }
 
 impl<P> fmt::Debug for StreamReply<P> {
@@ -84,20 +83,28 @@ impl<P> fmt::Debug for StreamReply<P> {
 impl<P: Packet> StreamReply<P> {
     /// A stream reply of `items`, complete when they end.
     pub fn new(items: impl Stream<Item = P> + Send + 'static) -> Self {
-        Self {
-            items: Box::pin(items.map(Ok)),
-            chunk_limit: None,
-        }
+        Self::of(items.map(Ok), None)
     }
 
     /// A stream reply of `items` that may fail midway: the first `Err`
     /// ends the stream with its code and message.
     pub fn try_new<E: AppError>(items: impl Stream<Item = Result<P, E>> + Send + 'static) -> Self {
+        let items = items
+            .map(|item| item.map_err(|error| HandlerError::new(error.code(), error.to_string())));
+        Self::of(items, None)
+    }
+
+    fn of<S>(items: S, chunk_limit: Option<Arc<AtomicUsize>>) -> Self
+    where
+        S: Stream<Item = Result<P, HandlerError>> + Send + 'static,
+    {
         Self {
-            items: Box::pin(items.map(|item| {
-                item.map_err(|error| HandlerError::new(error.code(), error.to_string()))
-            })),
-            chunk_limit: None,
+            source: Box::new(Source {
+                items: Box::pin(items),
+                done: false,
+                chunk_limit,
+            }),
+            _item: PhantomData,
         }
     }
 }
@@ -126,14 +133,12 @@ impl StreamReply<Chunk> {
 
     fn cut(reads: Pin<Box<dyn Stream<Item = Result<Bytes, HandlerError>> + Send>>) -> Self {
         let limit = Arc::new(AtomicUsize::new(CHUNK_SIZE));
-        Self {
-            items: Box::pin(Cut {
-                reads,
-                rest: Bytes::new(),
-                limit: Arc::clone(&limit),
-            }),
-            chunk_limit: Some(limit),
-        }
+        let chunks = Cut {
+            reads,
+            rest: Bytes::new(),
+            limit: Arc::clone(&limit),
+        };
+        Self::of(chunks, Some(limit))
     }
 }
 
@@ -166,9 +171,10 @@ impl Stream for Cut {
 }
 
 /// A [`StreamReply`] as the connection polls it: each item encoded straight
-/// into the outbound buffer (no allocation per item).
-struct Source<P> {
-    items: Items<P>,
+/// into the outbound buffer (no allocation per item), the handler's stream
+/// polled through its own type (one dynamic call per batch, not per item).
+struct Source<S> {
+    items: Pin<Box<S>>,
     /// The first error ends the stream: nothing is polled after it.
     done: bool,
     chunk_limit: Option<Arc<AtomicUsize>>,
@@ -185,7 +191,11 @@ fn panicked<T>(panic: &(dyn std::any::Any + Send)) -> Poll<Option<Result<T, Hand
     ))))
 }
 
-impl<P: Packet> ItemSource for Source<P> {
+impl<P, S> ItemSource for Source<S>
+where
+    P: Packet,
+    S: Stream<Item = Result<P, HandlerError>> + Send,
+{
     fn poll_item(
         &mut self,
         cx: &mut TaskContext<'_>,
@@ -282,11 +292,7 @@ impl<P: Packet> IntoReply for StreamReply<P> {
         Some(P::describe(schema))
     }
     fn into_reply<S: ReplySink>(self, sink: S) -> S::Output {
-        sink.stream(Box::new(Source {
-            items: self.items,
-            done: false,
-            chunk_limit: self.chunk_limit,
-        }))
+        sink.stream(self.source)
     }
 }
 
