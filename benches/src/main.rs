@@ -32,6 +32,10 @@
 //! `redis-server`. Without one installed, the scenario is skipped (with a
 //! message) when it is only part of the default set, and the run fails at
 //! once when it was named.
+//!
+//! `--scenarios fanout --fanout-members 10000` runs the fan-out (one
+//! broadcast at a time to a group, see `scenarios/fanout.rs`) with 10,000
+//! members instead of the mode's 1,000.
 
 mod aggregate;
 mod alloc;
@@ -138,6 +142,11 @@ struct CommonArgs {
     /// Exit non-zero when a budget fails.
     #[arg(long)]
     check: bool,
+    /// Members of the fan-out's group, instead of the mode's (1,000; 20 in
+    /// smoke), e.g. 10000: each is a socket on both sides (the harness
+    /// raises its open-file limit to the hard limit).
+    #[arg(long)]
+    fanout_members: Option<usize>,
     /// Let idle CPUs halt. By default the run asks the kernel (PM QoS) to
     /// keep them polling, as a halted vCPU takes tens of µs to wake.
     #[arg(long)]
@@ -277,8 +286,15 @@ fn compare(mode: Mode, args: CommonArgs) -> Result<ExitCode> {
     } else {
         "target/bench-report"
     };
+    let mut plan = Plan::new(mode);
+    if let Some(members) = args.fanout_members {
+        if members == 0 {
+            bail!("--fanout-members must be at least 1");
+        }
+        plan.fanout_members = members;
+    }
     let settings = Settings {
-        plan: Plan::new(mode),
+        plan,
         participants,
         scenarios,
         scenarios_named,

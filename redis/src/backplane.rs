@@ -265,6 +265,14 @@ impl RedisBackplane {
         self.shared.counters.rejections()
     }
 
+    /// The group broadcasts not published so far because no other node
+    /// had a member of the group (as this node knew from Redis; see the
+    /// crate's delivery guarantee). Also the metric
+    /// `ternio_backplane_skipped_total`.
+    pub fn skipped(&self) -> u64 {
+        self.shared.counters.skips()
+    }
+
     /// The ids of the nodes alive now, as Redis knows them (sorted).
     pub async fn live_nodes(&self) -> Result<Vec<u16>, BackplaneError> {
         let mut connection = self.commands()?;
@@ -318,6 +326,13 @@ impl Backplane for RedisBackplane {
             return Err(BackplaneError::Unavailable(
                 "the link to redis is down".into(),
             ));
+        }
+        if let BackplaneMessage::Group { group, .. } = &message
+            && lock(&self.shared.mirror).alone(group)
+        {
+            // No other node has a member: nobody would receive it.
+            counters.skipped(1);
+            return Ok(());
         }
         self.shared.queue.try_send(message).map_err(|error| {
             counters.dropped(1);

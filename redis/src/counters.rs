@@ -15,6 +15,7 @@
 //! | `ternio_backplane_published_total` | counter: messages Redis accepted |
 //! | `ternio_backplane_received_total` | counter: messages from other nodes |
 //! | `ternio_backplane_dropped_total` | counter: messages lost (link down, queue full) |
+//! | `ternio_backplane_skipped_total` | counter: group broadcasts not published, no other node having a member |
 //! | `ternio_backplane_disconnects_total` | counter: links lost |
 //! | `ternio_backplane_reconnects_total` | counter: links restored |
 //! | `ternio_backplane_rejected_total` | counter: envelopes received and not delivered, labelled `reason` (see [`Rejected`]) |
@@ -139,6 +140,7 @@ pub(crate) struct Counters {
     published: Count,
     received: Count,
     dropped: Count,
+    skipped: Count,
     disconnects: Count,
     reconnects: Count,
     /// Indexed like [`Rejection::ALL`].
@@ -154,6 +156,7 @@ impl Counters {
             published: Count::new(),
             received: Count::new(),
             dropped: Count::new(),
+            skipped: Count::new(),
             disconnects: Count::new(),
             reconnects: Count::new(),
             rejected: [const { Count::new() }; 6],
@@ -184,6 +187,11 @@ impl Counters {
                 &self.dropped,
                 "ternio_backplane_dropped_total",
                 "Messages lost: the link was down or the queue full.",
+            ),
+            (
+                &self.skipped,
+                "ternio_backplane_skipped_total",
+                "Group broadcasts not published: no other node has a member of the group.",
             ),
             (
                 &self.disconnects,
@@ -264,6 +272,14 @@ impl Counters {
 
     pub(crate) fn dropped(&self, messages: u64) {
         self.dropped.add(messages);
+    }
+
+    pub(crate) fn skipped(&self, messages: u64) {
+        self.skipped.add(messages);
+    }
+
+    pub(crate) fn skips(&self) -> u64 {
+        self.skipped.get()
     }
 
     pub(crate) fn rejected(&self, reason: Rejection) {

@@ -35,7 +35,8 @@
 //!   kick goes straight to the owning node's channel.
 //! - **Pub/sub.** A group broadcast is published once on the group's
 //!   channel, to which exactly the nodes with a local member of the group
-//!   subscribe; sends and kicks go to the owning node's channel; broadcasts
+//!   subscribe — or not at all when the node knows from Redis that no
+//!   other node has a member (see the delivery guarantee); sends and kicks go to the owning node's channel; broadcasts
 //!   to everyone go to one channel all nodes hear. The payload is the push
 //!   frame the hub encoded once (see the envelope below), shared by every
 //!   local member of a receiving node and sealed per receiver there.
@@ -66,7 +67,18 @@
 //! moment between a first local join and its subscription) is lost for
 //! that node, and nothing replays it. Within one publishing node, messages
 //! to one channel arrive in the order they were published. What the hub
-//! delivers locally does not depend on Redis. Applications that need every
+//! delivers locally does not depend on Redis.
+//!
+//! A node with members of a group follows the other nodes' members of it;
+//! when none has any, it does not publish the group's broadcasts
+//! ([`RedisBackplane::skipped`] counts them). A node that takes its first
+//! member of a group announces it as it subscribes, and the others publish
+//! again from the moment they hear that: the new member may miss what is
+//! broadcast before its node subscribed, as above, and what a publishing
+//! node broadcasts before the announcement reaches it (one pub/sub hop).
+//! What a node sees in `Hub::cluster_presence` or a presence event, its
+//! broadcasts reach. A node with no member of a group publishes every
+//! broadcast to it. Applications that need every
 //! message must number them and let clients ask for what they missed.
 //!
 //! Redis 6.2 or later is needed (`SET … GET`); it needs no persistence.

@@ -704,15 +704,40 @@ async fn write_memberships(
     let ttl = shared.ttl_ms();
     let mut subscribe = Vec::new();
     let mut unsubscribe = Vec::new();
+    let now = replay::now_micros();
+    let memberships: Vec<(&String, Vec<ternio::Member>)> = groups
+        .iter()
+        .map(|group| {
+            let members = shared
+                .hub
+                .get()
+                .map(|hub| hub.presence(group))
+                .unwrap_or_default();
+            (group, members)
+        })
+        .collect();
+    // A group that gains its first member here is announced as this node
+    // subscribes to it, before its membership is written: the nodes that
+    // follow the group publish its broadcasts again from that notice on
+    // (see `Mirror::alone`), not from the membership's notice a round
+    // trip later.
+    let mut announce = redis::pipe();
+    for (group, members) in &memberships {
+        if members.is_empty() || subscribed.contains(*group) {
+            continue;
+        }
+        let channel = shared.keys.group_channel(group);
+        let stamp = stamper.next(now);
+        let notice = Message::Presence {
+            group: (*group).clone(),
+            version: stamp.sequence,
+        };
+        let envelope = shared.key.seal(channel.as_bytes(), stamp, &notice);
+        announce.cmd("PUBLISH").arg(channel).arg(envelope).ignore();
+    }
     let mut pipe = redis::pipe();
     pipe.atomic();
-    let now = replay::now_micros();
-    for group in groups {
-        let members = shared
-            .hub
-            .get()
-            .map(|hub| hub.presence(group))
-            .unwrap_or_default();
+    for (group, members) in memberships {
         let key = shared.keys.members(shared.node, group);
         // The notice's sequence is the version: it only grows, across
         // restarts too (it is the clock).
@@ -747,7 +772,15 @@ async fn write_memberships(
     }
     if !subscribe.is_empty() {
         let channels: Vec<&String> = subscribe.iter().map(|(_, channel)| channel).collect();
-        within(shared, sink.subscribe(&channels)).await?;
+        // Both before the membership's transaction, which follows them on
+        // the command connection (its notices come after these).
+        let mut announcer = commands.clone();
+        let (subscription, announcement) = tokio::join!(
+            within(shared, sink.subscribe(&channels)),
+            within(shared, announce.exec_async(&mut announcer)),
+        );
+        subscription?;
+        announcement?;
     }
     within(shared, pipe.exec_async(commands)).await?;
     if !unsubscribe.is_empty() {

@@ -20,6 +20,13 @@
 //! key expired) is a dead node too: the old process's members are lost,
 //! and the new one's views are read whatever their version.
 //!
+//! **Whether to publish.** A group whose views were read, all empty, with
+//! no notice announcing a version not read yet, has no member on another
+//! node: its broadcasts are not published ([`Mirror::alone`]). A node that
+//! takes its first member of a group publishes a notice as it subscribes,
+//! before it writes the view; until a view at least that new is read, the
+//! node counts as having members.
+//!
 //! **The list and the events agree.** The first read of a group's views
 //! reports nothing: for a group with members here, `Hub::cluster_presence`
 //! answers from the mirror, once that read is done, so the list an
@@ -91,6 +98,11 @@ pub(crate) struct Mirror {
     /// process holds now is a node that died, even if its key never went
     /// missing in between.
     owners: HashMap<u16, String>,
+    /// For each group, the nodes whose notice announced a version above
+    /// the view held: they may have members not read yet. Kept when a
+    /// node id changes process (the new one's notices), cleared when the
+    /// view read reaches the version, the node dies or the group is left.
+    announced: HashMap<String, HashMap<u16, u64>>,
 }
 
 impl Mirror {
@@ -108,6 +120,7 @@ impl Mirror {
         self.groups.remove(group);
         self.loaded.remove(group);
         self.stale.retain(|(stale, _)| stale != group);
+        self.announced.remove(group);
     }
 
     /// The views of `group` were read: its members can be listed.
@@ -127,8 +140,29 @@ impl Mirror {
         Some(views.values().flat_map(View::members).collect())
     }
 
-    /// Node `node` wrote its members of `group` at `version`: whether its
-    /// view must be read again.
+    /// Whether no other node has a member of `group`, as far as this node
+    /// can tell: it follows the group, has read its views, every view is
+    /// empty, and no notice announced a version not read yet. `false`
+    /// whenever it cannot tell (a group with no member here is not
+    /// followed).
+    pub(crate) fn alone(&self, group: &str) -> bool {
+        if !self.loaded.contains(group) {
+            return false;
+        }
+        let Some(views) = self.groups.get(group) else {
+            return false;
+        };
+        views.values().all(|view| view.members.is_empty())
+            && self
+                .announced
+                .get(group)
+                .is_none_or(|pending| pending.is_empty())
+    }
+
+    /// Node `node` wrote (or is about to write) its members of `group` at
+    /// `version`: whether its view must be read again. Until a view at
+    /// that version or later is read, the node counts as having members
+    /// (see [`alone`](Self::alone)).
     pub(crate) fn notice(&mut self, group: &str, node: u16, version: u64) -> bool {
         let Some(views) = self.groups.get(group) else {
             return false;
@@ -137,7 +171,17 @@ impl Mirror {
             .get(&node)
             .and_then(|view| view.version)
             .is_none_or(|known| known < version);
-        behind && self.stale.insert((group.to_owned(), node))
+        if !behind {
+            return false;
+        }
+        let pending = self
+            .announced
+            .entry(group.to_owned())
+            .or_default()
+            .entry(node)
+            .or_default();
+        *pending = (*pending).max(version);
+        self.stale.insert((group.to_owned(), node))
     }
 
     /// The views to read again, taken.
@@ -160,6 +204,9 @@ impl Mirror {
             return Vec::new();
         };
         let held = views.entry(node).or_default();
+        if let Some(read) = view.version {
+            caught_up(&mut self.announced, group, node, read);
+        }
         match (held.version, view.version) {
             (Some(known), Some(read)) if read <= known => return Vec::new(),
             _ => {}
@@ -201,7 +248,8 @@ impl Mirror {
         match self.owners.get(&node) {
             Some(owner) if owner == token => Vec::new(),
             Some(_) => {
-                let events = self.drop_node(node);
+                // The new process's notices still stand.
+                let events = self.drop_views(node);
                 for group in self.groups.keys() {
                     self.stale.insert((group.clone(), node));
                 }
@@ -218,6 +266,16 @@ impl Mirror {
     /// Forgets node `node` (it died): its members are lost from every
     /// group.
     pub(crate) fn drop_node(&mut self, node: u16) -> Vec<PresenceEvent> {
+        for pending in self.announced.values_mut() {
+            pending.remove(&node);
+        }
+        self.announced.retain(|_, pending| !pending.is_empty());
+        self.drop_views(node)
+    }
+
+    /// Forgets what was read of node `node`: its members are lost from
+    /// every group.
+    fn drop_views(&mut self, node: u16) -> Vec<PresenceEvent> {
         let mut events = Vec::new();
         for (group, views) in &mut self.groups {
             if let Some(view) = views.remove(&node) {
@@ -229,6 +287,25 @@ impl Mirror {
         self.stale.retain(|(_, stale)| *stale != node);
         self.owners.remove(&node);
         events
+    }
+}
+
+/// Node `node`'s view of `group` was read at version `read`: a notice it
+/// reaches no longer stands.
+fn caught_up(
+    announced: &mut HashMap<String, HashMap<u16, u64>>,
+    group: &str,
+    node: u16,
+    read: u64,
+) {
+    let Some(pending) = announced.get_mut(group) else {
+        return;
+    };
+    if pending.get(&node).is_some_and(|version| *version <= read) {
+        pending.remove(&node);
+        if pending.is_empty() {
+            announced.remove(group);
+        }
     }
 }
 
@@ -393,6 +470,44 @@ mod tests {
         assert_eq!(stale, [("a".to_owned(), 2), ("b".to_owned(), 2)]);
         let events = mirror.apply("a", 2, view(1, &[(1, "bob")]), false);
         assert_eq!(changes(&events), [(1, PresenceChange::Joined)]);
+    }
+
+    #[test]
+    fn a_group_is_alone_only_when_every_view_read_is_empty_and_no_notice_is_pending() {
+        let mut mirror = Mirror::default();
+        assert!(!mirror.alone("lobby"), "not followed: unknown");
+        mirror.track("lobby");
+        assert!(!mirror.alone("lobby"), "not read yet");
+        mirror.apply("lobby", 2, view(10, &[]), true);
+        mirror.mark_loaded("lobby");
+        assert!(mirror.alone("lobby"));
+        // Node 3 announces a first member: not alone until a view of node
+        // 3 at that version is read, even if an older one comes first.
+        assert!(mirror.notice("lobby", 3, 20));
+        assert!(!mirror.alone("lobby"));
+        mirror.apply("lobby", 3, View::default(), false);
+        assert!(!mirror.alone("lobby"), "its key not written yet");
+        mirror.apply("lobby", 3, view(15, &[]), false);
+        assert!(!mirror.alone("lobby"), "older than the notice");
+        mirror.apply("lobby", 3, view(21, &[(1, "")]), false);
+        assert!(!mirror.alone("lobby"), "a member");
+        mirror.apply("lobby", 3, view(22, &[]), false);
+        assert!(mirror.alone("lobby"), "it left");
+        // A notice pending for a node that dies goes with it.
+        mirror.notice("lobby", 4, 30);
+        assert!(!mirror.alone("lobby"));
+        mirror.drop_node(4);
+        assert!(mirror.alone("lobby"));
+        // A node id taken by another process: the new one's notice stands.
+        assert!(mirror.owned_by(2, Some("first")).is_empty());
+        mirror.notice("lobby", 2, 40);
+        mirror.owned_by(2, Some("second"));
+        assert!(!mirror.alone("lobby"));
+        mirror.untrack("lobby");
+        assert!(!mirror.alone("lobby"), "not followed");
+        mirror.track("lobby");
+        mirror.mark_loaded("lobby");
+        assert!(mirror.alone("lobby"), "nothing pending once left");
     }
 
     #[test]

@@ -592,6 +592,145 @@ async fn membership_spans_the_nodes_and_broadcasts_reach_every_member_once() {
     nodes[0].await_members("lobby", &remaining).await;
 }
 
+/// What a plain Redis subscriber hears on a group's channel: every
+/// payload, to look for a broadcast's text in (envelopes are authenticated,
+/// not encrypted).
+struct ChannelTap {
+    heard: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ChannelTap {
+    async fn start(url: &str, channel: &str) -> Self {
+        use futures_util::StreamExt as _;
+        let client = redis::Client::open(url).expect("a redis url");
+        let mut pubsub = client.get_async_pubsub().await.expect("a subscriber");
+        pubsub.subscribe(channel).await.expect("subscribes");
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&heard);
+        let task = tokio::spawn(async move {
+            let mut messages = pubsub.into_on_message();
+            while let Some(message) = messages.next().await {
+                sink.lock()
+                    .unwrap()
+                    .push(message.get_payload_bytes().to_vec());
+            }
+        });
+        Self { heard, task }
+    }
+
+    /// How many payloads heard so far hold `text`.
+    fn count(&self, text: &str) -> usize {
+        let text = text.as_bytes();
+        self.heard
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|payload| payload.windows(text.len()).any(|window| window == text))
+            .count()
+    }
+}
+
+impl Drop for ChannelTap {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_broadcast_is_published_only_while_another_node_has_a_member() {
+    let redis = redis();
+    let prefix = prefix("only-where-members");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let tap = ChannelTap::start(&redis.url, &format!("{prefix}:group:lobby")).await;
+    let mut ann = Member::connect(&one).await;
+    let mut bob = Member::connect(&two).await;
+    ann.enter("lobby").await;
+    // Node one has read the other nodes' views of the room: none has a member.
+    one.await_members("lobby", &[ann.id]).await;
+
+    // Nobody elsewhere: delivered here, not published.
+    for text in ["alone 1", "alone 2", "alone 3"] {
+        ann.shout("lobby", text).await;
+        assert_eq!(ann.next().await, told(ann.id, text));
+    }
+    // A broadcast after them that is published would arrive after them.
+    let published_before = one.backplane.stats().published;
+    bob.enter("lobby").await;
+    // Once node one sees bob, its broadcasts reach him.
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    ann.shout("lobby", "together").await;
+    assert_eq!(bob.next().await, told(ann.id, "together"));
+    assert_eq!(ann.next().await, told(ann.id, "together"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tap.count("together") == 0 {
+        assert!(Instant::now() < deadline, "the broadcast was not published");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for text in ["alone 1", "alone 2", "alone 3"] {
+        assert_eq!(tap.count(text), 0, "{text:?} was published");
+    }
+    assert_eq!(one.backplane.skipped(), 3);
+    assert!(one.backplane.stats().published > published_before);
+
+    // Bob's node loses its last member: node one stops publishing once it
+    // sees that.
+    bob.client.close().await;
+    one.await_members("lobby", &[ann.id]).await;
+    ann.shout("lobby", "alone again").await;
+    assert_eq!(ann.next().await, told(ann.id, "alone again"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        tap.count("alone again"),
+        0,
+        "published with nobody elsewhere"
+    );
+    assert_eq!(one.backplane.skipped(), 4);
+    // Node two, with no member, still publishes its broadcasts to the room
+    // (it does not follow the room's members).
+    let mut cara = Member::connect(&two).await;
+    cara.shout("lobby", "from outside").await;
+    assert_eq!(ann.next().await, told(cara.id, "from outside"));
+    assert_eq!(two.backplane.skipped(), 0);
+    nothing_more(&mut cara.told).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_takes_its_first_member_of_a_group_soon_receives_its_broadcasts() {
+    let redis = redis();
+    let prefix = prefix("first-member");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let ann = Member::connect(&one).await;
+    ann.enter("lobby").await;
+    one.await_members("lobby", &[ann.id]).await;
+    // Bob joins on node two; node one has not read his membership yet.
+    // Broadcasts made from then on may miss him only for the moment his
+    // node takes to subscribe and announce him: one reaches him within 5 s.
+    let mut bob = Member::connect(&two).await;
+    bob.enter("lobby").await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut sent = 0;
+    let first = loop {
+        assert!(Instant::now() < deadline, "no broadcast reached bob");
+        sent += 1;
+        ann.shout("lobby", &format!("try {sent}")).await;
+        if let Ok(Some(told)) =
+            tokio::time::timeout(Duration::from_millis(20), bob.told.next()).await
+        {
+            break told;
+        }
+    };
+    // Then every one does, in order.
+    let first: u32 = first.text["try ".len()..].parse().unwrap();
+    for attempt in first + 1..=sent {
+        assert_eq!(bob.next().await, told(ann.id, &format!("try {attempt}")));
+    }
+    ann.shout("lobby", "after").await;
+    assert_eq!(bob.next().await, told(ann.id, "after"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_resumes_after_redis_restarts() {
     // This test restarts its Redis, so it always owns one.

@@ -106,6 +106,7 @@ async fn the_backplane_metrics_reach_the_servers_prometheus_endpoint() {
         ("ternio_backplane_published_total", "counter"),
         ("ternio_backplane_received_total", "counter"),
         ("ternio_backplane_dropped_total", "counter"),
+        ("ternio_backplane_skipped_total", "counter"),
         ("ternio_backplane_disconnects_total", "counter"),
         ("ternio_backplane_reconnects_total", "counter"),
         ("ternio_backplane_rejected_total", "counter"),

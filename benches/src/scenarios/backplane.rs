@@ -17,8 +17,8 @@
 //!
 //! Three cases, the same server code in each:
 //! - **standalone**: members on a `ternio-tcp` server without a backplane;
-//! - **local**: members on node A, which has a backplane (and publishes
-//!   every broadcast to Redis too, where no node is subscribed);
+//! - **local**: members on node A, which has a backplane (and, knowing
+//!   from Redis that node B has no member of the group, publishes nothing);
 //! - **cross-node**: members on node B; every broadcast goes node A →
 //!   Redis → node B.
 //!

@@ -1,5 +1,5 @@
 //! Fan-out: one broadcast reaching every member of a group of 1,000
-//! connections. A broadcaster sends one broadcast at a time and waits until
+//! connections (`--fanout-members` sets another count, e.g. 10,000). A broadcaster sends one broadcast at a time and waits until
 //! every member has received it; the figures are deliveries per second and
 //! the time from sending a broadcast to its last delivery.
 //!
