@@ -75,7 +75,13 @@
 //! member of a group announces it as it subscribes, and the others publish
 //! again from the moment they hear that: the new member may miss what is
 //! broadcast before its node subscribed, as above, and what a publishing
-//! node broadcasts before the announcement reaches it (one pub/sub hop).
+//! node broadcasts before the announcement reaches it (one pub/sub hop,
+//! longer if the publishing node is behind reading its subscriber
+//! connection; a Redis round trip more if both nodes take their first
+//! member of the group at the same moment: docs/SCALING.md). A node whose
+//! liveness key expired (it lost Redis for longer than its time to live)
+//! still counts as having members for a time to live after its last
+//! announcement, so that it is published to while it comes back.
 //! What a node sees in `Hub::cluster_presence` or a presence event, its
 //! broadcasts reach. A node with no member of a group publishes every
 //! broadcast to it. Applications that need every

@@ -483,8 +483,10 @@ async fn drop_dead_nodes(
         .map_err(|error| LinkError::Reply(error.to_string()))?
         .into_iter()
         .collect();
+    // Notices younger than a node's time to live stand (see `drop_node`).
+    let since = replay::now_micros().saturating_sub(shared.ttl_ms().saturating_mul(1000));
     for node in known.difference(&alive) {
-        let events = lock(&shared.mirror).drop_node(*node);
+        let events = lock(&shared.mirror).drop_node(*node, since);
         if !events.is_empty() {
             tracing::info!(
                 node = shared.node,

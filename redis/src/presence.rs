@@ -228,11 +228,16 @@ impl Mirror {
             .unwrap_or_default()
     }
 
-    /// Every node with a view.
+    /// Every node with a view or a notice not read yet.
     pub(crate) fn nodes(&self) -> HashSet<u16> {
         self.groups
             .values()
             .flat_map(|views| views.keys().copied())
+            .chain(
+                self.announced
+                    .values()
+                    .flat_map(|pending| pending.keys().copied()),
+            )
             .collect()
     }
 
@@ -263,11 +268,17 @@ impl Mirror {
         }
     }
 
-    /// Forgets node `node` (it died): its members are lost from every
-    /// group.
-    pub(crate) fn drop_node(&mut self, node: u16) -> Vec<PresenceEvent> {
+    /// Forgets node `node` (its liveness key expired): its members are
+    /// lost from every group. Its notices of versions `since` or later
+    /// still stand (the node announced a member that recently: it may be
+    /// a node that lost Redis for a while and is coming back, subscribed
+    /// already, before it registers again), and it stays among
+    /// [`nodes`](Self::nodes) until they are read or too old.
+    pub(crate) fn drop_node(&mut self, node: u16, since: u64) -> Vec<PresenceEvent> {
         for pending in self.announced.values_mut() {
-            pending.remove(&node);
+            if pending.get(&node).is_some_and(|version| *version < since) {
+                pending.remove(&node);
+            }
         }
         self.announced.retain(|_, pending| !pending.is_empty());
         self.drop_views(node)
@@ -437,7 +448,7 @@ mod tests {
         mirror.track("b");
         mirror.apply("a", 2, view(1, &[(1, "ann")]), true);
         mirror.apply("b", 2, view(1, &[(1, "ann"), (2, "bob")]), true);
-        let mut events = changes(&mirror.drop_node(2));
+        let mut events = changes(&mirror.drop_node(2, 0));
         events.sort_by_key(|(local, _)| *local);
         assert_eq!(
             events,
@@ -493,11 +504,18 @@ mod tests {
         assert!(!mirror.alone("lobby"), "a member");
         mirror.apply("lobby", 3, view(22, &[]), false);
         assert!(mirror.alone("lobby"), "it left");
-        // A notice pending for a node that dies goes with it.
+        // A notice pending for a node that dies goes with it once older
+        // than a node's time to live; a recent one stands (the node may be
+        // coming back, subscribed, before it registers), and the node is
+        // still checked.
         mirror.notice("lobby", 4, 30);
         assert!(!mirror.alone("lobby"));
-        mirror.drop_node(4);
+        mirror.drop_node(4, 30);
+        assert!(!mirror.alone("lobby"), "a recent notice stands");
+        assert!(mirror.nodes().contains(&4));
+        mirror.drop_node(4, 31);
         assert!(mirror.alone("lobby"));
+        assert!(!mirror.nodes().contains(&4));
         // A node id taken by another process: the new one's notice stands.
         assert!(mirror.owned_by(2, Some("first")).is_empty());
         mirror.notice("lobby", 2, 40);
