@@ -355,6 +355,11 @@ impl ServerChild {
     pub fn status(&self) -> ProcessStatus {
         usage::process_status(self.process.id())
     }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
 }
 
 impl Drop for ServerChild {

@@ -7,6 +7,7 @@
 //! cargo run --release -p ternio-bench -- presence [--quick] [--out DIR]
 //! cargo run --release -p ternio-bench -- game [--quick] [--clients 1000] [--rooms 50] [--out DIR]
 //! cargo run --release -p ternio-bench -- streams [--quick] [--out DIR]
+//! cargo run --release -p ternio-bench -- wakeups [--echoes N] [--out DIR]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -56,6 +57,7 @@ mod soak;
 mod streams;
 mod tls;
 mod usage;
+mod wakeups;
 mod window;
 mod workload;
 
@@ -112,6 +114,9 @@ enum Command {
     /// Streams against a raw socket: 100 MiB as a byte stream and 64-byte
     /// items (see `streams.rs`).
     Streams(streams::StreamsArgs),
+    /// Thread wake-ups per echo, raw TCP against `ternio-client` (see
+    /// `wakeups.rs`).
+    Wakeups(wakeups::WakeupsArgs),
     /// Runs the server child of `streams` (used by `streams` itself).
     #[command(hide = true)]
     StreamsServer,
@@ -201,6 +206,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Streams(args) => {
             streams::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Wakeups(args) => {
+            wakeups::run(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::StreamsServer => {
