@@ -43,6 +43,7 @@ mod alloc;
 mod budget;
 mod charts;
 mod child;
+mod cipher;
 mod compare;
 mod environment;
 mod game;

@@ -209,6 +209,11 @@ pub struct Row {
     /// Backplane figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backplane: Option<BackplaneFigures>,
+    /// Sealed latency cells: the four ChaCha20-Poly1305 operations of one
+    /// echo of this payload, in µs, timed in the harness right after the
+    /// cell (`cipher.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aead_ops_us: Option<f64>,
     /// The machine's 1-minute load average when the run started (on a
     /// 2-core machine, above 2 means other work competed with this cell).
     #[serde(default)]
@@ -246,6 +251,7 @@ impl Row {
             client: None,
             crowd: None,
             backplane: None,
+            aead_ops_us: None,
             load_1m: crate::environment::load_1m(),
             notes: Vec::new(),
             environment: Arc::clone(environment),

@@ -52,6 +52,8 @@ struct Measured {
     latency: Option<LatencyFigures>,
     /// The backplane's own figures.
     backplane: Option<BackplaneFigures>,
+    /// The four AEAD operations of one echo (sealed latency cells).
+    aead_ops_us: Option<f64>,
     /// What else the report should say.
     notes: Vec<String>,
 }
@@ -71,6 +73,7 @@ impl Measured {
             figures: Figures::Window(window),
             latency: None,
             backplane: None,
+            aead_ops_us: None,
             notes: Vec::new(),
         }
     }
@@ -81,6 +84,7 @@ impl Measured {
             figures: Figures::Crowd(figures),
             latency: None,
             backplane: None,
+            aead_ops_us: None,
             notes: Vec::new(),
         }
     }
@@ -93,6 +97,7 @@ impl Measured {
         };
         row.latency = self.latency;
         row.backplane = self.backplane;
+        row.aead_ops_us = self.aead_ops_us;
         row.notes = self.notes;
         row
     }
@@ -165,8 +170,13 @@ impl Cell {
                 let (warmup, calls) = (plan.latency_warmup, plan.latency_calls);
                 let (window, latency) =
                     workload::latency(runtime, child, participant, size, warmup, calls)?;
+                // The floor of the sealed budget, under the same conditions.
+                let aead_ops_us = participant
+                    .is_sealed()
+                    .then(|| crate::cipher::four_ops_us(size));
                 Ok(Measured {
                     latency: Some(latency),
+                    aead_ops_us,
                     ..Measured::window(window)
                 })
             }
@@ -227,6 +237,7 @@ impl Cell {
                     figures: Figures::Window(measured.window),
                     latency: measured.latency,
                     backplane: Some(measured.figures),
+                    aead_ops_us: None,
                     notes: measured.notes,
                 })
             }

@@ -109,6 +109,12 @@ impl Participant {
         matches!(self, Participant::TernioTcpLean | Participant::TernioWsLean)
     }
 
+    /// Whether it is one of Ternio's sealed participants (a secure
+    /// session: every frame ChaCha20-Poly1305).
+    pub fn is_sealed(self) -> bool {
+        matches!(self, Participant::TernioTcpAead | Participant::TernioWsAead)
+    }
+
     /// Whether its server needs the harness's TLS certificate.
     pub fn uses_tls(self) -> bool {
         matches!(

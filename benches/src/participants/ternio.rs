@@ -250,10 +250,7 @@ impl EchoClient {
     /// runs the NK handshake against the server's public key.
     pub async fn connect(participant: Participant, endpoint: &Endpoint) -> Result<Self> {
         let client = connect_client(participant, endpoint.addr).await?;
-        let sealed = matches!(
-            participant,
-            Participant::TernioTcpAead | Participant::TernioWsAead
-        );
+        let sealed = participant.is_sealed();
         if sealed {
             handshake(&client, endpoint).await?;
         }
