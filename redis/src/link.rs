@@ -474,7 +474,14 @@ async fn drop_dead_nodes(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
 ) -> Result<(), LinkError> {
-    let known = lock(&shared.mirror).nodes();
+    // Notices younger than a node's time to live stand (see `drop_node`
+    // and `expire_notices`).
+    let since = replay::now_micros().saturating_sub(shared.ttl_ms().saturating_mul(1000));
+    let known = {
+        let mut mirror = lock(&shared.mirror);
+        mirror.expire_notices(since);
+        mirror.nodes()
+    };
     if known.is_empty() {
         return Ok(());
     }
@@ -483,8 +490,6 @@ async fn drop_dead_nodes(
         .map_err(|error| LinkError::Reply(error.to_string()))?
         .into_iter()
         .collect();
-    // Notices younger than a node's time to live stand (see `drop_node`).
-    let since = replay::now_micros().saturating_sub(shared.ttl_ms().saturating_mul(1000));
     for node in known.difference(&alive) {
         let events = lock(&shared.mirror).drop_node(*node, since);
         if !events.is_empty() {

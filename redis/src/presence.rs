@@ -228,6 +228,18 @@ impl Mirror {
             .unwrap_or_default()
     }
 
+    /// Forgets the notices of versions before `since` that no view read
+    /// has reached: one a time to live old whose view still reads without
+    /// a version (the node's membership key expired, or was never
+    /// written: it has no member) would otherwise keep the group from
+    /// ever counting as alone.
+    pub(crate) fn expire_notices(&mut self, since: u64) {
+        for pending in self.announced.values_mut() {
+            pending.retain(|_, version| *version >= since);
+        }
+        self.announced.retain(|_, pending| !pending.is_empty());
+    }
+
     /// Every node with a view or a notice not read yet.
     pub(crate) fn nodes(&self) -> HashSet<u16> {
         self.groups
@@ -516,6 +528,14 @@ mod tests {
         mirror.drop_node(4, 31);
         assert!(mirror.alone("lobby"));
         assert!(!mirror.nodes().contains(&4));
+        // A live node's notice whose view keeps reading without a version
+        // (its key expired or was never written) stands a time to live.
+        mirror.notice("lobby", 5, 35);
+        mirror.apply("lobby", 5, View::default(), false);
+        mirror.expire_notices(35);
+        assert!(!mirror.alone("lobby"), "a recent notice stands");
+        mirror.expire_notices(36);
+        assert!(mirror.alone("lobby"), "an old one goes");
         // A node id taken by another process: the new one's notice stands.
         assert!(mirror.owned_by(2, Some("first")).is_empty());
         mirror.notice("lobby", 2, 40);
