@@ -191,12 +191,7 @@ pub fn run(args: GameArgs) -> Result<()> {
         room_rows.push(runtime.block_on(clients::rooms(&mut server, &args, variant, window))?);
     }
     let report = report(&args, &echo_rows, &room_rows)?;
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("game.md");
-    std::fs::write(&path, &report)?;
-    println!("{report}");
-    println!("report: {}", path.display());
-    Ok(())
+    crate::output::save_report(&args.out, "game.md", &report)
 }
 
 /// `value` in ms with three decimals.

@@ -48,6 +48,7 @@ mod compare;
 mod environment;
 mod game;
 mod idle;
+mod output;
 mod participants;
 mod plan;
 mod presence;

@@ -249,12 +249,7 @@ pub fn run(args: PresenceArgs) -> Result<()> {
         .enable_all()
         .build()?;
     let report = runtime.block_on(measure(samples))?;
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("presence.md");
-    std::fs::write(&path, &report)?;
-    println!("{report}");
-    println!("report: {}", path.display());
-    Ok(())
+    crate::output::save_report(&args.out, "presence.md", &report)
 }
 
 async fn measure(samples: usize) -> Result<String> {

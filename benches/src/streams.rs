@@ -462,12 +462,7 @@ pub fn run(args: StreamsArgs) -> Result<()> {
     })?;
     drop(servers);
     let report = report(&rows, len, count, runs);
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("streams.md");
-    std::fs::write(&path, &report)?;
-    println!("{report}");
-    println!("report: {}", path.display());
-    Ok(())
+    crate::output::save_report(&args.out, "streams.md", &report)
 }
 
 fn report(rows: &[Row], len: u64, count: u64, runs: usize) -> String {

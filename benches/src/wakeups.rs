@@ -180,10 +180,5 @@ pub fn run(args: WakeupsArgs) -> Result<()> {
             row.per_echo.as_secs_f64() * 1e6
         )?;
     }
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("wakeups.md");
-    std::fs::write(&path, &report)?;
-    println!("{report}");
-    println!("report: {}", path.display());
-    Ok(())
+    crate::output::save_report(&args.out, "wakeups.md", &report)
 }
