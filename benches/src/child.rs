@@ -514,3 +514,27 @@ impl Drop for ServerChild {
         let _ = self.process.wait();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RuntimeShape;
+
+    #[test]
+    fn runtime_shapes_parse() {
+        assert_eq!(
+            RuntimeShape::parse("multi"),
+            Some(RuntimeShape::Multi(None))
+        );
+        assert_eq!(
+            RuntimeShape::parse("multi:2"),
+            Some(RuntimeShape::Multi(Some(2)))
+        );
+        assert_eq!(
+            RuntimeShape::parse("current:2"),
+            Some(RuntimeShape::Current(2))
+        );
+        for bad in ["", "current", "current:0", "multi:x", "single:1"] {
+            assert_eq!(RuntimeShape::parse(bad), None, "{bad:?}");
+        }
+    }
+}
