@@ -22,7 +22,9 @@ use anyhow::{Context as _, Result, bail};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
 
 use crate::alloc::{AllocDelta, AllocSnapshot};
-use crate::participants::{self, Endpoint, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio};
+use crate::participants::{
+    self, Endpoint, Listen, Participant, ServerKind, grpc, raw_tcp, raw_ws, ternio,
+};
 use crate::scenarios::backplane::{REDIS_PREFIX_VAR, REDIS_SECRET_VAR, REDIS_URL_VAR};
 use crate::tls::TlsMaterial;
 use crate::usage::{self, ProcessStatus};
@@ -44,34 +46,173 @@ fn backplane_dropped() -> u64 {
         .map_or(0, |backplane| backplane.stats().dropped)
 }
 
+/// An environment variable choosing the server child's runtime shape (the
+/// harness passes its own environment on): `multi` (the default: tokio's
+/// multi-thread runtime, one worker per core), `multi:N` (that runtime
+/// with N workers), or `current:N` (N threads, each with a current-thread
+/// runtime and its own server, all on one port through `SO_REUSEPORT`:
+/// for raw-tcp, raw-ws and the unsealed ternio participants). Issue 27,
+/// item 4: docs/benchmarks.md, "Runtime choice".
+pub const RUNTIME_VAR: &str = "TERNIO_BENCH_RUNTIME";
+
+/// How a server child runs its server(s): see [`RUNTIME_VAR`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeShape {
+    /// tokio's multi-thread runtime with this many workers (`None`: one
+    /// per core).
+    Multi(Option<usize>),
+    /// This many threads, each with a current-thread runtime and a server
+    /// of its own, sharing one port.
+    Current(usize),
+}
+
+impl RuntimeShape {
+    /// The shape [`RUNTIME_VAR`] asks for.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(RUNTIME_VAR) {
+            Ok(value) => Self::parse(&value).with_context(|| {
+                format!("{RUNTIME_VAR}={value:?}: expected multi, multi:N or current:N")
+            }),
+            Err(_) => Ok(Self::Multi(None)),
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        let count = |n: &str| n.parse::<usize>().ok().filter(|&n| n > 0);
+        match value.split_once(':') {
+            None if value == "multi" => Some(Self::Multi(None)),
+            Some(("multi", n)) => Some(Self::Multi(Some(count(n)?))),
+            Some(("current", n)) => Some(Self::Current(count(n)?)),
+            _ => None,
+        }
+    }
+
+    /// How the report names it.
+    pub fn describe(self) -> String {
+        match self {
+            Self::Multi(None) => "tokio multi-thread, one worker per core".to_owned(),
+            Self::Multi(Some(n)) => format!("tokio multi-thread, {n} worker(s)"),
+            Self::Current(n) => format!(
+                "{n} current-thread runtime(s) on {n} thread(s), a server each, one port (SO_REUSEPORT)"
+            ),
+        }
+    }
+}
+
 /// Runs the server of `kind` until its stdin closes (the hidden `serve`
-/// subcommand).
+/// subcommand), on the runtime shape [`RUNTIME_VAR`] asks for.
 pub fn serve(kind: ServerKind) -> Result<()> {
     usage::raise_open_file_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let (ready, connections) = runtime.block_on(start(kind))?;
+    // A multi-thread runtime keeps serving on its workers while this
+    // thread answers the harness; current-thread ones run on threads of
+    // their own.
+    let (ready, connections, _runtime) = match RuntimeShape::from_env()? {
+        RuntimeShape::Multi(workers) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if let Some(workers) = workers {
+                builder.worker_threads(workers);
+            }
+            let runtime = builder.enable_all().build()?;
+            let (ready, connections) = runtime.block_on(start(kind, Listen::FREE))?;
+            (ready, connections, Some(runtime))
+        }
+        RuntimeShape::Current(threads) => {
+            let (ready, connections) = serve_per_thread(kind, threads)?;
+            (ready, connections, None)
+        }
+    };
     let mut stdout = std::io::stdout();
     writeln!(stdout, "{ready}")?;
     stdout.flush()?;
     control_loop(connections)
 }
 
-/// Starts the server of `kind` on the current runtime; returns its ready
-/// line and its connection count.
-async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
+/// Starts `threads` threads, each with a current-thread runtime and its
+/// own server of `kind` on one shared port; returns the first one's ready
+/// line and the connections of all of them.
+fn serve_per_thread(kind: ServerKind, threads: usize) -> Result<(String, ConnectionCount)> {
+    let supported = matches!(
+        kind,
+        ServerKind::Echo(
+            Participant::RawTcp
+                | Participant::RawWs
+                | Participant::TernioTcp
+                | Participant::TernioWs
+                | Participant::TernioTcpLean
+                | Participant::TernioWsLean
+        )
+    );
+    if !supported {
+        bail!(
+            "{RUNTIME_VAR}=current:N serves raw-tcp, raw-ws and the unsealed ternio echoes, not {}",
+            kind.name()
+        );
+    }
+    let mut listen = Listen {
+        reuse_port: true,
+        ..Listen::FREE
+    };
+    let mut first_ready = None;
+    let mut counts = Vec::with_capacity(threads);
+    for index in 0..threads {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("server-{index}"))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = sender.send(Err(anyhow::Error::from(error)));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let started = start(kind, listen).await;
+                    let _ = sender.send(started);
+                    std::future::pending::<()>().await;
+                });
+            })?;
+        let (ready, count) = receiver
+            .recv()
+            .context("a server thread ended before it started")??;
+        if first_ready.is_none() {
+            let endpoint = Endpoint::parse_ready(&ready, None)?;
+            listen.addr = endpoint.addr;
+            first_ready = Some(ready);
+        }
+        counts.push(count);
+    }
+    let ready = first_ready.context("current:N needs N > 0")?;
+    let connections: ConnectionCount = if matches!(
+        kind,
+        ServerKind::Echo(Participant::RawTcp | Participant::RawWs)
+    ) {
+        // The raw servers count in one static, shared by every thread.
+        counts.swap_remove(0)
+    } else {
+        Box::new(move || counts.iter().map(|count| count()).sum())
+    };
+    Ok((ready, connections))
+}
+
+/// Starts the server of `kind` on the current runtime, at `listen` where
+/// it binds a listener of its own; returns its ready line and its
+/// connection count.
+async fn start(kind: ServerKind, listen: Listen) -> Result<(String, ConnectionCount)> {
     let raw_count: ConnectionCount =
         Box::new(|| Some(raw_tcp::CONNECTIONS.load(Ordering::Relaxed)));
     Ok(match kind {
         ServerKind::Echo(Participant::RawTcp) => {
-            let listener = participants::bind_loopback()?;
+            let listener = participants::bind_loopback_on(listen)?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_tcp::serve_echo(listener));
             (format!("ready addr={addr}"), raw_count)
         }
         ServerKind::Echo(Participant::RawWs) => {
-            let listener = participants::bind_loopback()?;
+            let listener = participants::bind_loopback_on(listen)?;
             let addr = listener.local_addr()?;
             tokio::spawn(raw_ws::serve_echo(listener));
             (format!("ready addr={addr}"), raw_count)
@@ -97,7 +238,7 @@ async fn start(kind: ServerKind) -> Result<(String, ConnectionCount)> {
             | Participant::TernioTcpResume
             | Participant::TernioWsLean),
         ) => {
-            let running = ternio::start(participant, None)?;
+            let running = ternio::start_on(participant, None, listen)?;
             let handle = running.handle;
             (
                 format!("ready addr={} key={}", running.addr, running.public_key),
@@ -376,5 +517,29 @@ impl Drop for ServerChild {
         }
         let _ = self.process.kill();
         let _ = self.process.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuntimeShape;
+
+    #[test]
+    fn runtime_shapes_parse() {
+        assert_eq!(
+            RuntimeShape::parse("multi"),
+            Some(RuntimeShape::Multi(None))
+        );
+        assert_eq!(
+            RuntimeShape::parse("multi:2"),
+            Some(RuntimeShape::Multi(Some(2)))
+        );
+        assert_eq!(
+            RuntimeShape::parse("current:2"),
+            Some(RuntimeShape::Current(2))
+        );
+        for bad in ["", "current", "current:0", "multi:x", "single:1"] {
+            assert_eq!(RuntimeShape::parse(bad), None, "{bad:?}");
+        }
     }
 }

@@ -53,6 +53,10 @@ pub struct Environment {
     /// (see `idle.rs`): halting adds a vCPU wake-up to every round trip.
     #[serde(default)]
     pub idle_cpus: String,
+    /// The server children's runtime shape
+    /// ([`RUNTIME_VAR`](crate::child::RUNTIME_VAR)).
+    #[serde(default)]
+    pub server_runtime: String,
     /// The harness's command line.
     pub command: String,
     /// Versions of the crates under test, `name version`.
@@ -80,6 +84,8 @@ impl Environment {
             mode: mode.to_owned(),
             load_average: load_average(),
             idle_cpus: String::new(),
+            server_runtime: crate::child::RuntimeShape::from_env()
+                .map_or_else(|error| format!("{error:#}"), |shape| shape.describe()),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             crates: CRATES
                 .iter()

@@ -21,7 +21,10 @@
 //! a diagnostic participant (Ternio's TCP server driven by a hand-written
 //! client) that splits the server's cost from the SDK client's. `TERNIO_BENCH_SERVER_PREFIX="valgrind
 //! --tool=callgrind"` (or `strace -f -c -o FILE`) runs every server child under
-//! that command, to profile a server in place. The micro-benchmarks are
+//! that command, to profile a server in place. `TERNIO_BENCH_RUNTIME`
+//! chooses the server children's runtime: `multi` (default), `multi:N`
+//! workers, or `current:N` (N current-thread runtimes, a server each, one
+//! port through `SO_REUSEPORT`; see `child.rs`). The micro-benchmarks are
 //! `cargo bench -p ternio-bench`.
 //!
 //! `soak` (see `soak.rs`) runs thousands of well-behaved clients beside

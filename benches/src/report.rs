@@ -79,6 +79,9 @@ fn environment_section(out: &mut String, env: &Environment) {
     if !env.idle_cpus.is_empty() {
         let _ = writeln!(out, "| Idle CPUs | {} |", env.idle_cpus);
     }
+    if !env.server_runtime.is_empty() {
+        let _ = writeln!(out, "| Server runtime | {} |", env.server_runtime);
+    }
     let _ = writeln!(out, "| Crates | {} |", env.crates.join(", "));
     let _ = writeln!(out, "| Command | `{}` |\n", env.command);
 }

@@ -501,6 +501,25 @@ impl ServerBuilder {
         self
     }
 
+    /// Whether the TCP listeners this builder binds (plain, WebSocket,
+    /// TLS, health) set `SO_REUSEPORT` (default `false`): with it, several
+    /// servers can listen on the same port, say one per current-thread
+    /// runtime, one runtime per core, and the kernel spreads incoming
+    /// connections among them (on Linux, by a hash of the peer's address
+    /// and port). Every one of them must set it, the first included.
+    ///
+    /// Each such server has its own hub: a group, user or room joined on
+    /// one is unknown to the others, and a broadcast reaches only the
+    /// connections of the server that sends it, unless a
+    /// [`backplane`](Self::backplane) joins them as nodes of a cluster.
+    /// The UDP datagram socket ([`map_udp`](Self::map_udp)) is not
+    /// affected. Unix only: elsewhere, `true` fails [`build`](Self::build)
+    /// with [`BuildError::Bind`].
+    pub fn reuse_port(mut self, reuse: bool) -> Self {
+        self.config.reuse_port = reuse;
+        self
+    }
+
     /// Whether loopback peers are exempt from the per-IP limits (default `false`).
     pub fn exempt_loopback(mut self, exempt: bool) -> Self {
         self.config.exempt_loopback = exempt;
@@ -680,15 +699,15 @@ impl ServerBuilder {
         let mut listeners = Vec::with_capacity(self.listeners.len());
         for spec in self.listeners {
             let ListenerSpec { address, kind } = spec?;
-            let socket = bind(address, self.config.listen_backlog)
+            let socket = bind(address, self.config.listen_backlog, self.config.reuse_port)
                 .map_err(|source| BuildError::Bind { address, source })?;
             listeners.push((socket, kind));
         }
         let health = match self.health {
             Some(address) => {
                 let address = address?;
-                let socket =
-                    bind(address, 64).map_err(|source| BuildError::Bind { address, source })?;
+                let socket = bind(address, 64, self.config.reuse_port)
+                    .map_err(|source| BuildError::Bind { address, source })?;
                 Some(socket)
             }
             None => None,
@@ -765,18 +784,52 @@ fn handshake_budget(per_second: Option<u32>) -> Option<governor::DefaultDirectRa
 
 /// A non-blocking listener on `address` with room for `backlog` connections
 /// waiting to be accepted (the standard library's 128 is too few for a
-/// crowd arriving at once).
-fn bind(address: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+/// crowd arriving at once); with `reuse_port`, bound with `SO_REUSEPORT`.
+fn bind(address: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<std::net::TcpListener> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(address),
         socket2::Type::STREAM,
         Some(socket2::Protocol::TCP),
     )?;
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        set_reuse_port(&socket)?;
+    }
     socket.bind(&address.into())?;
     socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+/// Sets `SO_REUSEPORT` on `socket`.
+#[cfg(all(
+    unix,
+    not(any(
+        target_os = "solaris",
+        target_os = "illumos",
+        target_os = "cygwin",
+        target_os = "nuttx"
+    ))
+))]
+fn set_reuse_port(socket: &socket2::Socket) -> io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+/// `SO_REUSEPORT` does not exist here: an error.
+#[cfg(not(all(
+    unix,
+    not(any(
+        target_os = "solaris",
+        target_os = "illumos",
+        target_os = "cygwin",
+        target_os = "nuttx"
+    ))
+)))]
+fn set_reuse_port(_socket: &socket2::Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "SO_REUSEPORT is not available on this platform",
+    ))
 }
 
 /// Installs the Prometheus recorder globally; returns its HTTP endpoint's future.

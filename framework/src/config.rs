@@ -71,6 +71,13 @@ pub struct ServerConfig {
     pub outbound_high_water: usize,
     /// Connections waiting to be accepted (the listen backlog). Default 1,024.
     pub listen_backlog: u32,
+    /// Whether the TCP listeners (plain, WebSocket, TLS, health) are bound
+    /// with `SO_REUSEPORT`, so that several servers, typically one per
+    /// current-thread runtime, can listen on the same port and the kernel
+    /// spreads connections among them. Servers so joined do not share a
+    /// hub (groups, users, rooms) unless a backplane joins them. Unix only;
+    /// elsewhere `true` fails the bind. Default `false`.
+    pub reuse_port: bool,
     /// Connections open at once; one more is refused with `DISCONNECT
     /// TOO_MANY_CONNECTIONS`. Default 16,384.
     pub max_connections: usize,
@@ -284,6 +291,7 @@ impl Default for ServerConfig {
             slow_consumer: SlowConsumerPolicy::Disconnect,
             outbound_high_water: 1024 * 1024,
             listen_backlog: 1024,
+            reuse_port: false,
             max_connections: 16_384,
             max_connections_per_ip: 256,
             accepts_per_ip: 128,

@@ -190,9 +190,36 @@ pub fn listen_backlog() -> u32 {
 /// A listener on 127.0.0.1 (a free port) with Ternio's default backlog,
 /// for the raw servers and tonic, on the current runtime.
 pub fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
+    bind_loopback_on(Listen::FREE)
+}
+
+/// Where a server child's listener binds, and whether it shares its port
+/// with the child's other servers (`SO_REUSEPORT`: one server per
+/// current-thread runtime, see [`RUNTIME_VAR`](crate::child::RUNTIME_VAR)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The address; port 0 takes a free one.
+    pub addr: SocketAddr,
+    /// Whether the listener sets `SO_REUSEPORT`.
+    pub reuse_port: bool,
+}
+
+impl Listen {
+    /// A free port of 127.0.0.1, not shared.
+    pub const FREE: Listen = Listen {
+        addr: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0),
+        reuse_port: false,
+    };
+}
+
+/// [`bind_loopback`] at `listen`'s address, with `SO_REUSEPORT` if it asks.
+pub fn bind_loopback_on(listen: Listen) -> io::Result<tokio::net::TcpListener> {
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.set_reuseaddr(true)?;
-    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    if listen.reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(listen.addr)?;
     socket.listen(listen_backlog())
 }
 

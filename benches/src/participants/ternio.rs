@@ -22,7 +22,7 @@ use ternio_redis::RedisBackplane;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::participants::{Endpoint, Participant, raw_ws};
+use crate::participants::{Endpoint, Listen, Participant, raw_ws};
 
 /// Times a push task found its connection's outbox above the high
 /// water mark (it then waits for the connection to take frames).
@@ -202,13 +202,24 @@ pub struct Running {
 /// `backplane`, as one node of a cluster. Loopback is exempt from the per-IP
 /// limits: every bench client comes from 127.0.0.1 (10,000 in the crowd).
 pub fn start(participant: Participant, backplane: Option<RedisBackplane>) -> Result<Running> {
+    start_on(participant, backplane, Listen::FREE)
+}
+
+/// [`start`], listening at `listen` (a given port, shared with
+/// `SO_REUSEPORT` by the child's other servers if it says so).
+pub fn start_on(
+    participant: Participant,
+    backplane: Option<RedisBackplane>,
+    listen: Listen,
+) -> Result<Running> {
     let identity = Identity::generate();
     let public_key = identity.public_hex();
     let mut builder = Server::builder()
         .discover_controllers(false)
         .controller(BenchController)
         .identity(identity)
-        .exempt_loopback(true);
+        .exempt_loopback(true)
+        .reuse_port(listen.reuse_port);
     if let Some(backplane) = backplane {
         builder = builder.backplane(backplane);
     }
@@ -220,9 +231,9 @@ pub fn start(participant: Participant, backplane: Option<RedisBackplane>) -> Res
         Participant::TernioWs | Participant::TernioWsAead | Participant::TernioWsLean
     );
     let server = if websocket {
-        builder.map_websocket("127.0.0.1:0", "/ws").build()?
+        builder.map_websocket(listen.addr, "/ws").build()?
     } else {
-        builder.map_tcp("127.0.0.1:0").build()?
+        builder.map_tcp(listen.addr).build()?
     };
     let addr = if websocket {
         server.websocket_addrs()[0]
