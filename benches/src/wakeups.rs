@@ -22,7 +22,8 @@ use anyhow::Result;
 use bytes::Bytes;
 
 use crate::child::ServerChild;
-use crate::participants::{Endpoint, Participant, ServerKind, raw_tcp, ternio};
+use crate::idle::AwakeCpus;
+use crate::participants::{EchoClient, Endpoint, Participant, ServerKind};
 
 /// `ternio-bench wakeups` options.
 #[derive(clap::Args, Debug)]
@@ -99,36 +100,20 @@ async fn measure(
     let me = std::process::id();
     let payload = Bytes::from_static(&[7u8; 32]);
     let reading = || (voluntary_switches(me), voluntary_switches(server));
-    let (before, started, after) = match participant {
-        Participant::RawTcp => {
-            let mut client = raw_tcp::EchoClient::connect(endpoint.addr).await?;
-            for _ in 0..1_000 {
-                client.echo(&payload).await?;
-            }
-            let (before, started) = (reading(), Instant::now());
-            for _ in 0..n {
-                client.echo(&payload).await?;
-            }
-            (before, started, reading())
-        }
-        _ => {
-            let mut client = ternio::EchoClient::connect(participant, &endpoint).await?;
-            for _ in 0..1_000 {
-                client.echo(&payload).await?;
-            }
-            let (before, started) = (reading(), Instant::now());
-            for _ in 0..n {
-                client.echo(&payload).await?;
-            }
-            let after = reading();
-            client.close().await;
-            (before, started, after)
-        }
-    };
+    let mut client = EchoClient::connect(participant, &endpoint).await?;
+    for _ in 0..1_000 {
+        client.echo(&payload).await?;
+    }
+    let (before, started) = (reading(), Instant::now());
+    for _ in 0..n {
+        client.echo(&payload).await?;
+    }
+    let (after, elapsed) = (reading(), started.elapsed());
+    client.close().await;
     Ok(Counted {
         client: after.0 - before.0,
         server: after.1 - before.1,
-        elapsed: started.elapsed(),
+        elapsed,
     })
 }
 
@@ -155,6 +140,13 @@ fn cell(participant: Participant, child: &ServerChild, shape: Shape, n: u64) -> 
 /// Runs `ternio-bench wakeups`.
 pub fn run(args: WakeupsArgs) -> Result<()> {
     let n = args.echoes.max(1);
+    // As `compare` does: an idle vCPU that halts adds tens of µs to every
+    // round trip (see `idle.rs`); the report says whether it was granted.
+    let awake = AwakeCpus::request();
+    let idle_cpus = match &awake {
+        Ok(_) => "kept awake (PM QoS: 0 µs wake-up latency)".to_owned(),
+        Err(error) => format!("free to halt (PM QoS refused: {error})"),
+    };
     let mut rows = Vec::new();
     for participant in [Participant::RawTcp, Participant::TernioTcp] {
         let child = ServerChild::spawn(ServerKind::Echo(participant), None)?;
@@ -165,7 +157,8 @@ pub fn run(args: WakeupsArgs) -> Result<()> {
     let mut report = format!(
         "Thread wake-ups per echo ({n} echoes of 32 B, one at a time, after 1,000 not \
          counted): voluntary context switches of every thread of the process, per echo. \
-         The client runs on a tokio multi-thread runtime with one worker.\n\n\
+         The client runs on a tokio multi-thread runtime with one worker. Idle CPUs: \
+         {idle_cpus}.\n\n\
          | client | client loop | client wake-ups/echo | server wake-ups/echo | time/echo (µs) |\n\
          |---|---|---|---|---|\n"
     );
