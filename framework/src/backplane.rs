@@ -241,6 +241,9 @@ pub(crate) trait LocalSide: Send + Sync {
     fn max_frame_size(&self) -> usize;
     /// Pushes `frame` to the local members of `group`.
     fn deliver_to_group(&self, group: &str, frame: &Bytes, droppable: bool) -> Delivery;
+    /// Pushes `frames`, in order, to the local members of `group`: each
+    /// member's outbox locked and woken once for all of them.
+    fn deliver_frames_to_group(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery;
     /// Pushes `frame` to every local connection.
     fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery;
     /// Pushes `frame` to the connection `id`; `None` when it is not open here.
@@ -284,6 +287,30 @@ impl LocalHub {
     /// Whether the server behind this hub still exists.
     pub fn is_alive(&self) -> bool {
         self.hub.strong_count() > 0
+    }
+
+    /// Delivers several push frames from another node to the local members
+    /// of `group`, in order: what [`deliver`](Self::deliver) does with a
+    /// [`BackplaneMessage::Group`] of each, with the members looked up once
+    /// and each member's connection woken once for the batch. A frame that
+    /// is not a plain push frame within the maximum frame size is refused
+    /// (each counted as failed once); the others are delivered.
+    pub fn deliver_group_frames(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery {
+        let Some(hub) = self.hub.upgrade() else {
+            return Delivery::default();
+        };
+        let max = hub.max_frame_size();
+        if frames.iter().all(|frame| is_push_frame(frame, max)) {
+            return hub.deliver_frames_to_group(group, frames, droppable);
+        }
+        let valid: Vec<Bytes> = frames
+            .iter()
+            .filter(|frame| is_push_frame(frame, max))
+            .cloned()
+            .collect();
+        let mut delivery = hub.deliver_frames_to_group(group, &valid, droppable);
+        delivery.failed += frames.len() - valid.len();
+        delivery
     }
 
     /// Delivers a message from another node to this node's connections:

@@ -84,6 +84,14 @@ impl Delivery {
     }
 }
 
+/// A push that did not fit in the queue's limit.
+enum Full {
+    /// A droppable frame, dropped.
+    Dropped,
+    /// The connection is to be disconnected.
+    Disconnect,
+}
+
 /// An order to close, from outside the connection's task.
 pub(crate) struct CloseOrder {
     pub(crate) notice: CloseNotice,
@@ -179,22 +187,8 @@ impl Outbox {
         if self.is_closed() {
             return Err(PushError::Closed);
         }
-        let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
-        if before + len > self.limit {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-            if droppable && self.policy == SlowConsumerPolicy::DropDroppable {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                return Err(PushError::Dropped);
-            }
-            self.close(
-                CloseNotice::new(
-                    DisconnectReason::SlowConsumer,
-                    // The wire text predates the name `outbox`: kept as sent.
-                    "the outbound queue is full: read faster",
-                ),
-                false,
-            );
-            return Err(PushError::SlowConsumer);
+        if let Err(full) = self.admit(len, droppable) {
+            return Err(self.refused(full));
         }
         let written = prefix::append_with(&mut lock(&self.frames), len, write);
         // `len` was the encoder's word; the count keeps what was written.
@@ -202,13 +196,93 @@ impl Outbox {
             self.queued_bytes.fetch_add(written, Ordering::AcqRel);
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
         }
-        // The task is woken once per batch: a push that finds the signal
-        // already set knows that a wake-up is on its way, and that the
-        // task's next take (after it clears the signal) sees this frame.
+        self.signal_task();
+        Ok(())
+    }
+
+    /// Queues copies of several encoded frames in order, as
+    /// [`push`](Self::push) does each, but under one lock and with at most
+    /// one wake-up: a batch of broadcasts from another node. A full queue
+    /// drops a droppable frame and goes on with the next (a later, smaller
+    /// one may fit); a frame that is not droppable disconnects the
+    /// connection, and the frames after it count as failed.
+    pub(crate) fn push_frames(&self, frames: &[Bytes], droppable: bool, delivery: &mut Delivery) {
+        if self.is_closed() {
+            delivery.failed += frames.len();
+            return;
+        }
+        let mut queued = 0;
+        let mut full = None;
+        {
+            let mut buffer = lock(&self.frames);
+            for (index, frame) in frames.iter().enumerate() {
+                match self.admit(frame.len(), droppable) {
+                    Ok(()) => {
+                        prefix::append_with(&mut buffer, frame.len(), |out| {
+                            out.extend_from_slice(frame)
+                        });
+                        queued += 1;
+                    }
+                    Err(Full::Dropped) => delivery.dropped += 1,
+                    Err(Full::Disconnect) => {
+                        full = Some(frames.len() - index);
+                        break;
+                    }
+                }
+            }
+        }
+        delivery.queued += queued;
+        if let Some(failed) = full {
+            self.refused(Full::Disconnect);
+            delivery.failed += failed;
+        }
+        if queued > 0 {
+            self.signal_task();
+        }
+    }
+
+    /// Counts `len` more bytes as queued, unless that goes past the limit:
+    /// then what the slow-consumer policy makes of it (nothing counted).
+    fn admit(&self, len: usize, droppable: bool) -> Result<(), Full> {
+        let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
+        if before + len <= self.limit {
+            return Ok(());
+        }
+        self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        if droppable && self.policy == SlowConsumerPolicy::DropDroppable {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return Err(Full::Dropped);
+        }
+        Err(Full::Disconnect)
+    }
+
+    /// What a push that did not fit answers; one that was not droppable
+    /// orders the connection closed (`SLOW_CONSUMER`).
+    fn refused(&self, full: Full) -> PushError {
+        match full {
+            Full::Dropped => PushError::Dropped,
+            Full::Disconnect => {
+                self.close(
+                    CloseNotice::new(
+                        DisconnectReason::SlowConsumer,
+                        // The wire text predates the name `outbox`: kept as sent.
+                        "the outbound queue is full: read faster",
+                    ),
+                    false,
+                );
+                PushError::SlowConsumer
+            }
+        }
+    }
+
+    /// Tells the connection's task that frames wait. The task is woken once
+    /// per batch: a push that finds the signal already set knows that a
+    /// wake-up is on its way, and that the task's next take (after it
+    /// clears the signal) sees its frames.
+    fn signal_task(&self) {
         if !self.signal.swap(true, Ordering::AcqRel) {
             self.waker.wake();
         }
-        Ok(())
     }
 
     /// Asks the connection to close with `notice`'s `DISCONNECT`.
@@ -440,6 +514,57 @@ mod tests {
 
         queue.finish();
         assert_eq!(queue.push(b"x", false), Err(PushError::Closed));
+    }
+
+    #[test]
+    fn frames_pushed_together_come_out_in_order_with_one_signal() {
+        let queue = Outbox::new(1024, SlowConsumerPolicy::Disconnect);
+        let frames = [
+            Bytes::from_static(b"one"),
+            Bytes::from_static(b""),
+            Bytes::from_static(b"three"),
+        ];
+        let mut delivery = Delivery::default();
+        queue.push_frames(&frames, false, &mut delivery);
+        assert_eq!(delivery.queued, 3);
+        assert_eq!(queue.queued_bytes(), 8);
+        assert!(queue.take_signal());
+        assert!(!queue.take_signal(), "signalled once for the batch");
+        assert_eq!(
+            taken(&queue, 9),
+            [b"one".to_vec(), b"".to_vec(), b"three".to_vec()]
+        );
+
+        queue.finish();
+        let mut delivery = Delivery::default();
+        queue.push_frames(&frames, false, &mut delivery);
+        assert_eq!(delivery.failed, 3);
+        assert!(!queue.take_signal());
+    }
+
+    #[test]
+    fn frames_pushed_together_past_the_limit_are_dropped_or_close_as_one_by_one() {
+        let queue = Outbox::new(8, SlowConsumerPolicy::DropDroppable);
+        let frames = [
+            Bytes::from_static(b"12345"),
+            Bytes::from_static(b"6789"),
+            Bytes::from_static(b"ab"),
+        ];
+        let mut delivery = Delivery::default();
+        queue.push_frames(&frames, true, &mut delivery);
+        // The second does not fit and is dropped; the third still fits.
+        assert_eq!((delivery.queued, delivery.dropped), (2, 1));
+        assert_eq!(queue.dropped(), 1);
+        assert!(queue.take_close().is_none());
+        assert_eq!(taken(&queue, 9), [b"12345".to_vec(), b"ab".to_vec()]);
+
+        let mut delivery = Delivery::default();
+        queue.push_frames(&frames, false, &mut delivery);
+        // Not droppable: the connection is ordered closed at the second,
+        // and the frames from there count as failed.
+        assert_eq!((delivery.queued, delivery.failed), (1, 2));
+        assert!(!queue.take_close().expect("an order to close").graceful);
+        assert_eq!(taken(&queue, 9), [b"12345".to_vec()]);
     }
 
     #[test]

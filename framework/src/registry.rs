@@ -579,6 +579,16 @@ impl LocalSide for HubShared {
         deliver(&self.members_of(group), frame, droppable)
     }
 
+    fn deliver_frames_to_group(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery {
+        let mut delivery = Delivery::default();
+        for connection in &self.members_of(group) {
+            connection
+                .outbox
+                .push_frames(frames, droppable, &mut delivery);
+        }
+        delivery
+    }
+
     fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery {
         deliver(&self.all(), frame, droppable)
     }

@@ -56,8 +56,11 @@ pub struct RedisConfig {
     pub tls_ca_certificate: Option<Vec<u8>>,
     /// The largest message accepted from Redis, in bytes; a larger one is
     /// dropped (and counted) before it is copied or checked. Raise it with
-    /// the servers' `max_frame_size`. Default
-    /// [`DEFAULT_MAX_ENVELOPE_SIZE`] (about 1.06 MiB).
+    /// the servers' `max_frame_size`. It also caps the envelopes this node
+    /// publishes when it merges a run of broadcasts (at most 64 KiB of
+    /// frames): give every node of a cluster the same value, as a node with
+    /// a lower one than its publishers drops their merged runs whole.
+    /// Default [`DEFAULT_MAX_ENVELOPE_SIZE`] (about 1.06 MiB).
     pub max_envelope_size: usize,
     /// How far an envelope's stamp (its publisher's clock) may be from this
     /// node's clock, either way; an envelope older (or newer) is dropped as

@@ -5,9 +5,9 @@
 //! ```text
 //! version   u8      2
 //! kind      u8      1 group, 2 everyone, 3 connection, 4 kick, 5 user,
-//!                   6 kick user, 7 presence
+//!                   6 kick user, 7 presence, 8 group frames
 //! origin    u16 LE  the publishing node
-//! flags     u8      bit 0: droppable (only for 1, 2, 3, 5); the others 0
+//! flags     u8      bit 0: droppable (only for 1, 2, 3, 5, 8); the others 0
 //! instance  u64 LE  the publishing process's random id
 //! sequence  u64 LE  increasing per instance: its clock in µs, or one more
 //! group:      name length u16 LE, name (UTF-8), frame
@@ -17,11 +17,15 @@
 //! user:       user id length u16 LE, user id (UTF-8), frame
 //! kick user:  user id length u16 LE, user id (UTF-8), reason (UTF-8)
 //! presence:   group name length u16 LE, name (UTF-8), version u64 LE
+//! group frames: name length u16 LE, name (UTF-8), then one or more of:
+//!             frame length u32 LE, frame (filling the rest exactly)
 //! mac       32 bytes
 //! ```
 //!
 //! A presence notice says that the origin node rewrote its members of the
-//! group, at that version (see `presence`).
+//! group, at that version (see `presence`). Group frames are consecutive
+//! broadcasts to one group that the publisher had queued together, in
+//! their order: one envelope, one MAC and one `PUBLISH` for all of them.
 //!
 //! `mac = HMAC-SHA256(secret, "ternio-redis envelope v2\0" ‖ channel length
 //! u32 LE ‖ channel ‖ every byte before the mac)`: it covers the whole
@@ -34,6 +38,8 @@
 //! never sealed). A received payload is checked for size, then its MAC, on
 //! the buffer the Redis client handed over; only an authentic envelope is
 //! copied, its frame once into a buffer every local member shares.
+
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes};
 use hmac::{Hmac, Mac};
@@ -54,6 +60,7 @@ const KICK: u8 = 4;
 const USER: u8 = 5;
 const KICK_USER: u8 = 6;
 const PRESENCE: u8 = 7;
+const GROUP_FRAMES: u8 = 8;
 const DROPPABLE: u8 = 1;
 /// Version, kind, origin, flags, instance, sequence.
 const HEADER_LEN: usize = 21;
@@ -80,6 +87,16 @@ pub(crate) struct Stamp {
 pub enum Message {
     /// What a hub sent to the other nodes.
     Hub(BackplaneMessage),
+    /// Several pushes to the members of `group`, in order: consecutive
+    /// [`BackplaneMessage::Group`]s with one droppable flag, in one envelope.
+    GroupFrames {
+        /// The group.
+        group: Arc<str>,
+        /// The encoded push frames, in their order (at least one).
+        frames: Vec<Bytes>,
+        /// Whether a connection that is behind may miss them.
+        droppable: bool,
+    },
     /// The origin node rewrote its members of `group`, at `version`.
     Presence {
         /// The group.
@@ -186,6 +203,15 @@ impl EnvelopeKey {
             Message::Hub(BackplaneMessage::KickUser { user, reason }) => {
                 (KICK_USER, false, 2 + user.len() + reason.len())
             }
+            Message::GroupFrames {
+                group,
+                frames,
+                droppable,
+            } => (
+                GROUP_FRAMES,
+                *droppable,
+                2 + group.len() + frames.iter().map(|frame| 4 + frame.len()).sum::<usize>(),
+            ),
             Message::Presence { group, .. } => (PRESENCE, false, 2 + group.len() + 8),
         };
         let mut out = Vec::with_capacity(OVERHEAD + size);
@@ -216,6 +242,14 @@ impl EnvelopeKey {
             Message::Hub(BackplaneMessage::KickUser { user, reason }) => {
                 put_name(&mut out, user);
                 out.put_slice(reason.as_bytes());
+            }
+            Message::GroupFrames { group, frames, .. } => {
+                put_name(&mut out, group);
+                for frame in frames {
+                    // Frames are far below 4 GiB (the frame limit).
+                    out.put_u32_le(frame.len() as u32);
+                    out.put_slice(frame);
+                }
             }
             Message::Presence { group, version } => {
                 put_name(&mut out, group);
@@ -276,6 +310,21 @@ fn parse(mut bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
     }
     let droppable = flags & DROPPABLE != 0;
     let message = match kind {
+        GROUP_FRAMES => {
+            let group = name(&mut bytes)?;
+            return Ok(Envelope {
+                stamp: Stamp {
+                    origin,
+                    instance,
+                    sequence,
+                },
+                message: Message::GroupFrames {
+                    group: group.into(),
+                    frames: frames(bytes)?,
+                    droppable,
+                },
+            });
+        }
         GROUP => {
             let group = name(&mut bytes)?;
             BackplaneMessage::Group {
@@ -363,6 +412,31 @@ fn name<'a>(bytes: &mut &'a [u8]) -> Result<&'a str, EnvelopeError> {
     let (name, rest) = bytes.split_at(len);
     *bytes = rest;
     std::str::from_utf8(name).map_err(|_| EnvelopeError::Utf8)
+}
+
+/// Reads the frames of a group-frames envelope: one copy of them all,
+/// which every frame shares. At least one; their lengths must fill `bytes`
+/// exactly.
+fn frames(bytes: &[u8]) -> Result<Vec<Bytes>, EnvelopeError> {
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some(len) = bytes.get(at..at + 4) else {
+            return Err(EnvelopeError::Truncated);
+        };
+        let len = u32::from_le_bytes(len.try_into().expect("four bytes")) as usize;
+        let start = at + 4;
+        if bytes.len() - start < len {
+            return Err(EnvelopeError::Truncated);
+        }
+        ranges.push(start..start + len);
+        at = start + len;
+    }
+    if ranges.is_empty() {
+        return Err(EnvelopeError::Truncated);
+    }
+    let all = Bytes::copy_from_slice(bytes);
+    Ok(ranges.into_iter().map(|range| all.slice(range)).collect())
 }
 
 fn user(bytes: &mut &[u8]) -> Result<UserId, EnvelopeError> {
@@ -500,6 +574,50 @@ mod tests {
             group: "lobby".into(),
             version: 1_800_000_000_000_001,
         });
+        round_trip(Message::GroupFrames {
+            group: "lobby".into(),
+            frames: vec![
+                Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00one"),
+                Bytes::new(),
+                Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00three"),
+            ],
+            droppable: true,
+        });
+    }
+
+    #[test]
+    fn group_frames_must_fill_their_envelope_exactly() {
+        let secret = ClusterSecret::new("a test secret, 32 bytes long...!").unwrap();
+        let open = |body: &[u8]| {
+            let mut envelope = vec![VERSION, GROUP_FRAMES, 1, 0, DROPPABLE];
+            envelope.extend_from_slice(&[0; 16]);
+            envelope.extend_from_slice(&[5, 0, b'l', b'o', b'b', b'b', b'y']);
+            envelope.extend_from_slice(body);
+            let payload = fuzzing::append_mac(&secret, CHANNEL, &envelope);
+            key()
+                .open(CHANNEL, &payload, MAX)
+                .map(|opened| opened.message)
+        };
+        assert_eq!(
+            open(&[2, 0, 0, 0, b'h', b'i', 0, 0, 0, 0]),
+            Ok(Message::GroupFrames {
+                group: "lobby".into(),
+                frames: vec![Bytes::from_static(b"hi"), Bytes::new()],
+                droppable: true,
+            })
+        );
+        for body in [
+            // No frame at all.
+            &[][..],
+            // A length cut short, a frame longer than what is left.
+            &[2, 0, 0],
+            &[3, 0, 0, 0, b'h', b'i'],
+            &[2, 0, 0, 0, b'h', b'i', 1],
+            // A length near 4 GiB.
+            &[0xff, 0xff, 0xff, 0xff, b'h'],
+        ] {
+            assert_eq!(open(body), Err(EnvelopeError::Truncated), "{body:?}");
+        }
     }
 
     #[test]
@@ -601,6 +719,7 @@ mod tests {
             header
         };
         assert_eq!(open(&header(9, 0)), Err(EnvelopeError::Kind(9)));
+        assert_eq!(open(&header(GROUP_FRAMES, 2)), Err(EnvelopeError::Flags(2)));
         assert_eq!(open(&header(GROUP, 2)), Err(EnvelopeError::Flags(2)));
         assert_eq!(open(&header(KICK, 1)), Err(EnvelopeError::Flags(1)));
         assert_eq!(open(&header(PRESENCE, 1)), Err(EnvelopeError::Flags(1)));

@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
 use redis::{RedisError, Value};
@@ -241,22 +242,26 @@ async fn publisher(
         let mut pipe = redis::pipe();
         let now = replay::now_micros();
         let count = batch.len() as u64;
-        for message in batch.drain(..) {
+        let limit = shared.config.max_envelope_size.min(MERGED_BYTES);
+        for message in merge_runs(batch.drain(..), limit) {
             let channel = match &message {
-                BackplaneMessage::Group { group, .. } => shared.keys.group_channel(group),
+                Message::Hub(BackplaneMessage::Group { group, .. })
+                | Message::GroupFrames { group, .. } => shared.keys.group_channel(group),
                 // Every node may have connections of the user.
-                BackplaneMessage::Everyone { .. }
-                | BackplaneMessage::User { .. }
-                | BackplaneMessage::KickUser { .. } => shared.keys.everyone_channel(),
-                BackplaneMessage::Connection { id, .. } | BackplaneMessage::Kick { id, .. } => {
-                    shared.keys.node_channel(id.node())
-                }
+                Message::Hub(
+                    BackplaneMessage::Everyone { .. }
+                    | BackplaneMessage::User { .. }
+                    | BackplaneMessage::KickUser { .. },
+                ) => shared.keys.everyone_channel(),
+                Message::Hub(
+                    BackplaneMessage::Connection { id, .. } | BackplaneMessage::Kick { id, .. },
+                ) => shared.keys.node_channel(id.node()),
+                // Presence notices leave through the control task.
+                Message::Presence { .. } => continue,
             };
-            let envelope = shared.key.seal(
-                channel.as_bytes(),
-                stamper.next(now),
-                &Message::Hub(message),
-            );
+            let envelope = shared
+                .key
+                .seal(channel.as_bytes(), stamper.next(now), &message);
             pipe.cmd("PUBLISH").arg(channel).arg(envelope).ignore();
         }
         if let Err(error) = within(shared, pipe.exec_async(&mut commands)).await {
@@ -264,6 +269,83 @@ async fn publisher(
             return Err(error);
         }
         shared.counters.published(count);
+    }
+}
+
+/// What a run of group broadcasts merged into one envelope may carry, in
+/// frames' bytes (and never more than the configured envelope limit).
+const MERGED_BYTES: usize = 64 * 1024;
+
+/// The envelopes for `messages`, in their order: each run of consecutive
+/// group broadcasts to one group with one droppable flag becomes one
+/// [`Message::GroupFrames`] (cut where its frames would pass `limit`
+/// bytes); every other message, and a run of one, goes as it is. Only
+/// consecutive messages merge, so that what a member of several groups
+/// receives keeps the order in which the hub sent it.
+fn merge_runs(messages: impl Iterator<Item = BackplaneMessage>, limit: usize) -> Vec<Message> {
+    let mut merged = Vec::new();
+    let mut run: Option<Run> = None;
+    for message in messages {
+        match message {
+            BackplaneMessage::Group {
+                group,
+                frame,
+                droppable,
+            } => {
+                if let Some(current) = &mut run
+                    && current.takes(&group, droppable, frame.len(), limit)
+                {
+                    current.bytes += 4 + frame.len();
+                    current.frames.push(frame);
+                    continue;
+                }
+                let next = Run {
+                    bytes: 4 + frame.len(),
+                    group,
+                    frames: vec![frame],
+                    droppable,
+                };
+                merged.extend(run.replace(next).map(Run::into_message));
+            }
+            other => {
+                merged.extend(run.take().map(Run::into_message));
+                merged.push(Message::Hub(other));
+            }
+        }
+    }
+    merged.extend(run.map(Run::into_message));
+    merged
+}
+
+/// Consecutive group broadcasts that go in one envelope.
+struct Run {
+    group: Arc<str>,
+    frames: Vec<Bytes>,
+    droppable: bool,
+    /// The frames' bytes with their lengths.
+    bytes: usize,
+}
+
+impl Run {
+    /// Whether a broadcast to `group` of `len` bytes joins this run.
+    fn takes(&self, group: &str, droppable: bool, len: usize, limit: usize) -> bool {
+        *self.group == *group && self.droppable == droppable && self.bytes + 4 + len <= limit
+    }
+
+    /// A run of one goes as the broadcast it is; a longer one as group frames.
+    fn into_message(mut self) -> Message {
+        if self.frames.len() == 1 {
+            return Message::Hub(BackplaneMessage::Group {
+                group: self.group,
+                frame: self.frames.pop().expect("one frame"),
+                droppable: self.droppable,
+            });
+        }
+        Message::GroupFrames {
+            group: self.group,
+            frames: self.frames,
+            droppable: self.droppable,
+        }
     }
 }
 
@@ -296,22 +378,31 @@ async fn subscriber(
             });
         match result {
             Ok(None) => {}
-            Ok(Some(envelope)) => {
-                shared.counters.received(1);
-                match envelope.message {
-                    Message::Hub(message) => {
-                        if let Some(hub) = shared.hub.get() {
-                            hub.deliver(&message);
-                        }
-                    }
-                    Message::Presence { group, version } => {
-                        let origin = envelope.stamp.origin;
-                        if lock(&shared.mirror).notice(&group, origin, version) {
-                            shared.presence_signal.notify_one();
-                        }
+            Ok(Some(envelope)) => match envelope.message {
+                Message::Hub(message) => {
+                    shared.counters.received(1);
+                    if let Some(hub) = shared.hub.get() {
+                        hub.deliver(&message);
                     }
                 }
-            }
+                Message::GroupFrames {
+                    group,
+                    frames,
+                    droppable,
+                } => {
+                    shared.counters.received(frames.len() as u64);
+                    if let Some(hub) = shared.hub.get() {
+                        hub.deliver_group_frames(&group, &frames, droppable);
+                    }
+                }
+                Message::Presence { group, version } => {
+                    shared.counters.received(1);
+                    let origin = envelope.stamp.origin;
+                    if lock(&shared.mirror).notice(&group, origin, version) {
+                        shared.presence_signal.notify_one();
+                    }
+                }
+            },
             Err((rejection, error)) => {
                 shared.counters.rejected(rejection);
                 refused += 1;
@@ -844,5 +935,85 @@ async fn within_duration<T>(
     match tokio::time::timeout(timeout, future).await {
         Ok(result) => result.map_err(LinkError::from),
         Err(_) => Err(LinkError::Timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ternio::ConnectionId;
+
+    fn group(name: &str, frame: &'static [u8], droppable: bool) -> BackplaneMessage {
+        BackplaneMessage::Group {
+            group: name.into(),
+            frame: Bytes::from_static(frame),
+            droppable,
+        }
+    }
+
+    fn frames(name: &str, frames: &[&'static [u8]], droppable: bool) -> Message {
+        Message::GroupFrames {
+            group: name.into(),
+            frames: frames
+                .iter()
+                .map(|frame| Bytes::from_static(frame))
+                .collect(),
+            droppable,
+        }
+    }
+
+    #[test]
+    fn consecutive_broadcasts_to_one_group_merge_and_nothing_moves() {
+        let kick = BackplaneMessage::Kick {
+            id: ConnectionId::new(1, 2),
+            reason: "bye".into(),
+        };
+        let messages = vec![
+            group("a", b"1", false),
+            group("a", b"2", false),
+            group("a", b"3", false),
+            // Another group, then the first again: three runs, in order.
+            group("b", b"4", false),
+            group("a", b"5", false),
+            group("a", b"6", false),
+            // Another flag starts a run.
+            group("a", b"7", true),
+            kick.clone(),
+            group("a", b"8", true),
+        ];
+        assert_eq!(
+            merge_runs(messages.into_iter(), 1024),
+            [
+                frames("a", &[b"1", b"2", b"3"], false),
+                Message::Hub(group("b", b"4", false)),
+                frames("a", &[b"5", b"6"], false),
+                Message::Hub(group("a", b"7", true)),
+                Message::Hub(kick),
+                Message::Hub(group("a", b"8", true)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_is_cut_at_the_byte_limit() {
+        // Each frame takes 4 + 3 bytes: two fit in 14, not three.
+        let messages = (0..5).map(|_| group("a", b"xyz", false));
+        assert_eq!(
+            merge_runs(messages, 14),
+            [
+                frames("a", &[b"xyz", b"xyz"], false),
+                frames("a", &[b"xyz", b"xyz"], false),
+                Message::Hub(group("a", b"xyz", false)),
+            ]
+        );
+        // A frame above the limit goes alone.
+        let messages = (0..2).map(|_| group("a", b"xyz", false));
+        assert_eq!(
+            merge_runs(messages, 6),
+            [
+                Message::Hub(group("a", b"xyz", false)),
+                Message::Hub(group("a", b"xyz", false)),
+            ]
+        );
     }
 }

@@ -71,6 +71,15 @@ struct Shout {
     text: String,
 }
 
+/// 0x0506: broadcasts `count` [`Told`]s to a room at once, "chorus 0"
+/// to "chorus {count - 1}".
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0506, response = ())]
+struct Chorus {
+    room: String,
+    count: u32,
+}
+
 #[derive(Default)]
 struct RoomController;
 
@@ -92,6 +101,19 @@ impl RoomController {
 
     fn enter(request: Enter, ctx: &Context) {
         ctx.hub().join(&request.room, ctx.connection_id());
+    }
+
+    fn chorus(request: Chorus, ctx: &Context) -> Result<(), HandlerError> {
+        for verse in 0..request.count {
+            let told = Told {
+                from: ctx.connection_id().0,
+                text: format!("chorus {verse}"),
+            };
+            ctx.hub()
+                .broadcast_group(&request.room, &told)
+                .map_err(|error| HandlerError::new(AppCode::new(100), error.to_string()))?;
+        }
+        Ok(())
     }
 
     fn shout(request: Shout, ctx: &Context) -> Result<(), HandlerError> {
@@ -694,6 +716,52 @@ async fn a_group_broadcast_is_published_only_while_another_node_has_a_member() {
     assert_eq!(ann.next().await, told(cara.id, "from outside"));
     assert_eq!(two.backplane.skipped(), 0);
     nothing_more(&mut cara.told).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_broadcasts_crosses_in_fewer_messages_whole_and_in_order() {
+    const VERSES: u32 = 300;
+    let redis = redis();
+    let prefix = prefix("burst");
+    let one = Node::rooms(&redis.url, &prefix).await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let tap = ChannelTap::start(&redis.url, &format!("{prefix}:group:lobby")).await;
+    let ann = Member::connect(&one).await;
+    let mut bob = Member::connect(&two).await;
+    ann.enter("lobby").await;
+    bob.enter("lobby").await;
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    let received_before = two.backplane.stats().received;
+
+    ann.client
+        .request_async(&Chorus {
+            room: "lobby".into(),
+            count: VERSES,
+        })
+        .await
+        .expect("sings");
+    for verse in 0..VERSES {
+        assert_eq!(bob.next().await, told(ann.id, &format!("chorus {verse}")));
+    }
+    nothing_more(&mut bob.told).await;
+    assert_eq!(
+        two.backplane.stats().received - received_before,
+        u64::from(VERSES),
+        "every broadcast counted as received"
+    );
+    // The broadcasts the publisher found queued together left in one
+    // envelope: fewer Redis messages than broadcasts.
+    let last = format!("chorus {}", VERSES - 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tap.count(&last) == 0 {
+        assert!(Instant::now() < deadline, "the tap heard nothing");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let payloads = tap.count("chorus ");
+    assert!(
+        payloads < VERSES as usize,
+        "{VERSES} broadcasts took {payloads} Redis messages"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
