@@ -6,7 +6,7 @@
 //! [`ConnectionHandle`](crate::ConnectionHandle) are the public handles
 //! onto it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -150,10 +150,15 @@ pub(crate) fn test_connection() -> Arc<ConnectionShared> {
     })
 }
 
+/// One group's local members, by id.
+type Members = HashMap<ConnectionId, Arc<ConnectionShared>>;
+
 /// The registry behind every [`Hub`](crate::Hub) handle of one server.
 pub(crate) struct HubShared {
     connections: Mutex<HashMap<ConnectionId, Arc<ConnectionShared>>>,
-    groups: Mutex<HashMap<Arc<str>, HashSet<ConnectionId>>>,
+    /// Each group's members, held here so that a broadcast reaches them
+    /// with one lookup of the group.
+    groups: Mutex<HashMap<Arc<str>, Members>>,
     /// The open connections of each signed-in user.
     users: Mutex<HashMap<UserId, Vec<ConnectionId>>>,
     names: Mutex<Names>,
@@ -318,7 +323,8 @@ impl HubShared {
         let added = lock(&self.groups)
             .entry(Arc::clone(&name))
             .or_default()
-            .insert(id);
+            .insert(id, Arc::clone(&connection))
+            .is_none();
         if added {
             lock(&connection.groups).push(Arc::clone(&name));
             if let Some(backplane) = &self.backplane {
@@ -353,8 +359,8 @@ impl HubShared {
             let mut groups = lock(&self.groups);
             let removed = groups
                 .get_mut(group)
-                .is_some_and(|members| members.remove(&id));
-            if groups.get(group).is_some_and(HashSet::is_empty) {
+                .is_some_and(|members| members.remove(&id).is_some());
+            if groups.get(group).is_some_and(HashMap::is_empty) {
                 groups.remove(group);
             }
             removed
@@ -372,7 +378,7 @@ impl HubShared {
     pub(crate) fn member_ids(&self, group: &str) -> Vec<ConnectionId> {
         lock(&self.groups)
             .get(group)
-            .map(|members| members.iter().copied().collect())
+            .map(|members| members.keys().copied().collect())
             .unwrap_or_default()
     }
 
@@ -388,16 +394,16 @@ impl HubShared {
     pub(crate) fn memberships(&self) -> Vec<(String, Vec<ConnectionId>)> {
         lock(&self.groups)
             .iter()
-            .map(|(name, members)| (name.to_string(), members.iter().copied().collect()))
+            .map(|(name, members)| (name.to_string(), members.keys().copied().collect()))
             .collect()
     }
 
+    /// The local members of `group` (a snapshot).
     pub(crate) fn members_of(&self, group: &str) -> Vec<Arc<ConnectionShared>> {
-        let ids = self.member_ids(group);
-        let connections = lock(&self.connections);
-        ids.iter()
-            .filter_map(|id| connections.get(id).cloned())
-            .collect()
+        lock(&self.groups)
+            .get(group)
+            .map(|members| members.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Signs `connection` in as `user` (`None`: signs it out); returns the
