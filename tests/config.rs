@@ -192,6 +192,33 @@ fn the_server_table_has_every_setting_and_its_default() {
 }
 
 #[test]
+fn every_server_setting_has_a_builder_setter() {
+    // Settings set together by one setter, and the setter that sets them.
+    const SET_TOGETHER: [(&str, &str); 5] = [
+        ("accepts_per_ip", "accept_rate_per_ip"),
+        ("accept_window", "accept_rate_per_ip"),
+        ("resume_ttl", "resumable"),
+        ("resume_replay_bytes", "resumable"),
+        ("rekey", "rekey"),
+    ];
+    let builder = std::fs::read_to_string(root().join("framework/src/builder.rs")).unwrap();
+    let missing: Vec<&str> = fields_of::<ServerConfig>()
+        .into_iter()
+        .filter(|field| {
+            let setter = SET_TOGETHER
+                .iter()
+                .find(|(key, _)| key == field)
+                .map_or(*field, |(_, setter)| setter);
+            !builder.contains(&format!("pub fn {setter}("))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/CONFIGURATION.md says every server setting has a ServerBuilder setter; these have none: {missing:?}"
+    );
+}
+
+#[test]
 fn the_client_table_has_every_setting_and_its_default() {
     let keys = keys(
         fields_of::<ClientConfig>(),

@@ -612,6 +612,70 @@ impl ServerBuilder {
         self
     }
 
+    /// Replies waiting to be written above which the server stops reading
+    /// a connection until its peer reads (default 1 MiB).
+    pub fn outbound_high_water(mut self, bytes: usize) -> Self {
+        self.config.outbound_high_water = bytes;
+        self
+    }
+
+    /// Connections waiting to be accepted: the listen backlog of the TCP
+    /// listeners (default 1,024).
+    pub fn listen_backlog(mut self, connections: u32) -> Self {
+        self.config.listen_backlog = connections;
+        self
+    }
+
+    /// The largest frame accepted before a secure session's handshake
+    /// completed (default 4 KiB): an unauthenticated peer cannot make the
+    /// server buffer a large frame.
+    pub fn max_frame_size_before_handshake(mut self, bytes: usize) -> Self {
+        self.config.max_frame_size_before_handshake = bytes;
+        self
+    }
+
+    /// Bytes per second a peer must read while frames wait for it, over
+    /// each [`write_timeout`](Self::write_timeout) (default 1,024).
+    pub fn min_drain_rate(mut self, bytes_per_second: usize) -> Self {
+        self.config.min_drain_rate = bytes_per_second;
+        self
+    }
+
+    /// How long a closing connection waits for its last frames to be
+    /// written and for the peer to close its side (default 2 s).
+    pub fn close_linger(mut self, linger: Duration) -> Self {
+        self.config.close_linger = linger;
+        self
+    }
+
+    /// On shutdown, how long running requests may take to finish before
+    /// their connections close anyway (default 5 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// How long a WebSocket client may take over its HTTP upgrade
+    /// (default 10 s).
+    pub fn websocket_upgrade_timeout(mut self, timeout: Duration) -> Self {
+        self.config.websocket_upgrade_timeout = timeout;
+        self
+    }
+
+    /// How long a connection to the health listener may take to send its
+    /// request and read the answer (default 5 s).
+    pub fn health_timeout(mut self, timeout: Duration) -> Self {
+        self.config.health_timeout = timeout;
+        self
+    }
+
+    /// The largest datagram of the datagram channel, sent or received
+    /// (default 1,200 bytes).
+    pub fn max_datagram_size(mut self, bytes: usize) -> Self {
+        self.config.max_datagram_size = bytes;
+        self
+    }
+
     /// When a secure session replaces the key of what the server sends
     /// (default: after 65,536 frames or 2 minutes under one key).
     pub fn rekey(mut self, policy: RekeyPolicy) -> Self {
