@@ -290,11 +290,16 @@ impl LocalHub {
     }
 
     /// Delivers several push frames from another node to the local members
-    /// of `group`, in order: what [`deliver`](Self::deliver) does with a
-    /// [`BackplaneMessage::Group`] of each, with the members looked up once
-    /// and each member's connection woken once for the batch. A frame that
-    /// is not a plain push frame within the maximum frame size is refused
-    /// (each counted as failed once); the others are delivered.
+    /// of `group`, in order, with the members looked up once and each
+    /// member's connection woken once for the batch. A frame that is not a
+    /// plain push frame within the maximum frame size is refused (each
+    /// counted as failed once); the others are delivered. The [`Delivery`]
+    /// counts frames times members. One difference with
+    /// [`deliver`](Self::deliver) of a [`BackplaneMessage::Group`] for each
+    /// frame: a member whose outbox overflows with a frame it may not drop
+    /// is disconnected, and the frames after it count as failed for that
+    /// member (one at a time, a later frame that fits would still be queued
+    /// until the connection closes).
     pub fn deliver_group_frames(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery {
         let Some(hub) = self.hub.upgrade() else {
             return Delivery::default();
@@ -308,7 +313,11 @@ impl LocalHub {
             .filter(|frame| is_push_frame(frame, max))
             .cloned()
             .collect();
-        let mut delivery = hub.deliver_frames_to_group(group, &valid, droppable);
+        let mut delivery = if valid.is_empty() {
+            Delivery::default()
+        } else {
+            hub.deliver_frames_to_group(group, &valid, droppable)
+        };
         delivery.failed += frames.len() - valid.len();
         delivery
     }

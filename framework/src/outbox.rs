@@ -215,12 +215,18 @@ impl Outbox {
         let mut full = None;
         {
             let mut buffer = lock(&self.frames);
+            let bytes: usize = frames
+                .iter()
+                .map(|frame| LENGTH_PREFIX_LEN + frame.len())
+                .sum();
+            buffer.reserve(bytes);
             for (index, frame) in frames.iter().enumerate() {
                 match self.admit(frame.len(), droppable) {
                     Ok(()) => {
-                        prefix::append_with(&mut buffer, frame.len(), |out| {
+                        let written = prefix::append_with(&mut buffer, frame.len(), |out| {
                             out.extend_from_slice(frame)
                         });
+                        debug_assert_eq!(written, frame.len());
                         queued += 1;
                     }
                     Err(Full::Dropped) => delivery.dropped += 1,

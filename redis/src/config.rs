@@ -57,10 +57,11 @@ pub struct RedisConfig {
     /// The largest message accepted from Redis, in bytes; a larger one is
     /// dropped (and counted) before it is copied or checked. Raise it with
     /// the servers' `max_frame_size`. It also caps the envelopes this node
-    /// publishes when it merges a run of broadcasts (at most 64 KiB of
-    /// frames): give every node of a cluster the same value, as a node with
-    /// a lower one than its publishers drops their merged runs whole.
-    /// Default [`DEFAULT_MAX_ENVELOPE_SIZE`] (about 1.06 MiB).
+    /// publishes when it merges a run of broadcasts (see
+    /// [`merge_broadcasts`](Self::merge_broadcasts)): give every node of a
+    /// cluster the same value, as a node with a lower one than its
+    /// publishers drops their merged runs whole. Default
+    /// [`DEFAULT_MAX_ENVELOPE_SIZE`] (about 1.06 MiB).
     pub max_envelope_size: usize,
     /// How far an envelope's stamp (its publisher's clock) may be from this
     /// node's clock, either way; an envelope older (or newer) is dropped as
@@ -91,6 +92,12 @@ pub struct RedisConfig {
     /// How long a connection attempt or a command may take before the link
     /// is considered lost. Default 2 s.
     pub response_timeout: Duration,
+    /// Whether a run of consecutive broadcasts to one group, queued
+    /// together, is published as one envelope (at most 64 KiB of frames,
+    /// within [`max_envelope_size`](Self::max_envelope_size)). Nodes from
+    /// before this setting refuse such envelopes: turn it off on upgraded
+    /// nodes until every node of the cluster is upgraded. Default true.
+    pub merge_broadcasts: bool,
 }
 
 impl RedisConfig {
@@ -110,6 +117,7 @@ impl RedisConfig {
             reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            merge_broadcasts: true,
         }
     }
 
@@ -172,6 +180,13 @@ impl RedisConfig {
         self
     }
 
+    /// Sets whether runs of broadcasts to one group are published as one
+    /// envelope (see [`merge_broadcasts`](Self::merge_broadcasts)).
+    pub fn merge_broadcasts(mut self, merge: bool) -> Self {
+        self.merge_broadcasts = merge;
+        self
+    }
+
     /// The settings with their bounds applied: a TTL of at least two
     /// heartbeats, a queue of at least one message, non-zero delays, a
     /// message age of at least 1 s.
@@ -209,6 +224,7 @@ impl fmt::Debug for RedisConfig {
             .field("reconnect_delay", &self.reconnect_delay)
             .field("max_reconnect_delay", &self.max_reconnect_delay)
             .field("response_timeout", &self.response_timeout)
+            .field("merge_broadcasts", &self.merge_broadcasts)
             .finish()
     }
 }

@@ -18,7 +18,8 @@
 //! kick user:  user id length u16 LE, user id (UTF-8), reason (UTF-8)
 //! presence:   group name length u16 LE, name (UTF-8), version u64 LE
 //! group frames: name length u16 LE, name (UTF-8), then one or more of:
-//!             frame length u32 LE, frame (filling the rest exactly)
+//!             frame length u32 LE (at least 7, a frame header), frame;
+//!             filling the rest exactly
 //! mac       32 bytes
 //! ```
 //!
@@ -84,6 +85,7 @@ pub(crate) struct Stamp {
 
 /// What an envelope carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Message {
     /// What a hub sent to the other nodes.
     Hub(BackplaneMessage),
@@ -415,28 +417,44 @@ fn name<'a>(bytes: &mut &'a [u8]) -> Result<&'a str, EnvelopeError> {
 }
 
 /// Reads the frames of a group-frames envelope: one copy of them all,
-/// which every frame shares. At least one; their lengths must fill `bytes`
-/// exactly.
+/// which every frame shares. At least one; each at least a frame header
+/// long (a publisher merges only push frames); their lengths must fill
+/// `bytes` exactly.
 fn frames(bytes: &[u8]) -> Result<Vec<Bytes>, EnvelopeError> {
-    let mut ranges = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let Some(len) = bytes.get(at..at + 4) else {
-            return Err(EnvelopeError::Truncated);
-        };
-        let len = u32::from_le_bytes(len.try_into().expect("four bytes")) as usize;
-        let start = at + 4;
-        if bytes.len() - start < len {
-            return Err(EnvelopeError::Truncated);
-        }
-        ranges.push(start..start + len);
-        at = start + len;
+    let mut count = 0;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let len = frame_len(&mut rest)?;
+        rest = &rest[len..];
+        count += 1;
     }
-    if ranges.is_empty() {
+    if count == 0 {
         return Err(EnvelopeError::Truncated);
     }
     let all = Bytes::copy_from_slice(bytes);
-    Ok(ranges.into_iter().map(|range| all.slice(range)).collect())
+    let mut frames = Vec::with_capacity(count);
+    let mut at = 0;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let len = frame_len(&mut rest).expect("checked above");
+        rest = &rest[len..];
+        frames.push(all.slice(at + 4..at + 4 + len));
+        at += 4 + len;
+    }
+    Ok(frames)
+}
+
+/// Reads one frame's length in a group-frames envelope, checking that
+/// the frame is whole in `bytes` and at least a header long.
+fn frame_len(bytes: &mut &[u8]) -> Result<usize, EnvelopeError> {
+    if bytes.len() < 4 {
+        return Err(EnvelopeError::Truncated);
+    }
+    let len = bytes.get_u32_le() as usize;
+    if len < ternio::protocol::frame::HEADER_LEN || bytes.len() < len {
+        return Err(EnvelopeError::Truncated);
+    }
+    Ok(len)
 }
 
 fn user(bytes: &mut &[u8]) -> Result<UserId, EnvelopeError> {
@@ -578,7 +596,7 @@ mod tests {
             group: "lobby".into(),
             frames: vec![
                 Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00one"),
-                Bytes::new(),
+                Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00"),
                 Bytes::from_static(b"\x05\x03\x00\x00\x00\x00\x00three"),
             ],
             droppable: true,
@@ -598,21 +616,31 @@ mod tests {
                 .open(CHANNEL, &payload, MAX)
                 .map(|opened| opened.message)
         };
+        let seven = *b"1234567";
+        let eight = *b"12345678";
+        let body = [&[7, 0, 0, 0][..], &seven, &[8, 0, 0, 0], &eight].concat();
         assert_eq!(
-            open(&[2, 0, 0, 0, b'h', b'i', 0, 0, 0, 0]),
+            open(&body),
             Ok(Message::GroupFrames {
                 group: "lobby".into(),
-                frames: vec![Bytes::from_static(b"hi"), Bytes::new()],
+                frames: vec![
+                    Bytes::copy_from_slice(&seven),
+                    Bytes::copy_from_slice(&eight)
+                ],
                 droppable: true,
             })
         );
         for body in [
             // No frame at all.
             &[][..],
-            // A length cut short, a frame longer than what is left.
-            &[2, 0, 0],
-            &[3, 0, 0, 0, b'h', b'i'],
-            &[2, 0, 0, 0, b'h', b'i', 1],
+            // A length cut short, a frame longer than what is left, a byte
+            // after the last frame.
+            &[7, 0, 0],
+            &[8, 0, 0, 0, b'1', b'2', b'3', b'4', b'5', b'6', b'7'],
+            &[7, 0, 0, 0, b'1', b'2', b'3', b'4', b'5', b'6', b'7', 1],
+            // Shorter than a frame header (empty included).
+            &[6, 0, 0, 0, b'1', b'2', b'3', b'4', b'5', b'6'],
+            &[0, 0, 0, 0],
             // A length near 4 GiB.
             &[0xff, 0xff, 0xff, 0xff, b'h'],
         ] {

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
 use crate::backplane::{self, Shared, lock};
-use crate::envelope::Message;
+use crate::envelope::{self, Message};
 use crate::presence::VERSION_FIELD;
 use crate::replay::{self, MAX_PUBLISHERS, ReplayGuard, Stamper};
 
@@ -234,6 +234,15 @@ async fn publisher(
     stamper: &mut Stamper,
 ) -> Result<(), LinkError> {
     let mut batch = Vec::with_capacity(BATCH);
+    let mut merged = Vec::with_capacity(BATCH);
+    let limits = MergeLimits {
+        envelope: shared.config.max_envelope_size,
+        frames: if shared.config.merge_broadcasts {
+            MERGED_BYTES
+        } else {
+            0
+        },
+    };
     loop {
         if queue.recv_many(&mut batch, BATCH).await == 0 {
             // Every sender is gone: nothing will be published again.
@@ -242,8 +251,8 @@ async fn publisher(
         let mut pipe = redis::pipe();
         let now = replay::now_micros();
         let count = batch.len() as u64;
-        let limit = shared.config.max_envelope_size.min(MERGED_BYTES);
-        for message in merge_runs(batch.drain(..), limit) {
+        merge_runs(batch.drain(..), limits, &mut merged);
+        for message in merged.drain(..) {
             let channel = match &message {
                 Message::Hub(BackplaneMessage::Group { group, .. })
                 | Message::GroupFrames { group, .. } => shared.keys.group_channel(group),
@@ -256,8 +265,9 @@ async fn publisher(
                 Message::Hub(
                     BackplaneMessage::Connection { id, .. } | BackplaneMessage::Kick { id, .. },
                 ) => shared.keys.node_channel(id.node()),
-                // Presence notices leave through the control task.
-                Message::Presence { .. } => continue,
+                Message::Presence { .. } => {
+                    unreachable!("presence notices leave through the control task")
+                }
             };
             let envelope = shared
                 .key
@@ -273,17 +283,32 @@ async fn publisher(
 }
 
 /// What a run of group broadcasts merged into one envelope may carry, in
-/// frames' bytes (and never more than the configured envelope limit).
+/// frames' bytes with their lengths (the envelope itself stays within the
+/// configured limit too).
 const MERGED_BYTES: usize = 64 * 1024;
 
-/// The envelopes for `messages`, in their order: each run of consecutive
-/// group broadcasts to one group with one droppable flag becomes one
-/// [`Message::GroupFrames`] (cut where its frames would pass `limit`
-/// bytes); every other message, and a run of one, goes as it is. Only
-/// consecutive messages merge, so that what a member of several groups
-/// receives keeps the order in which the hub sent it.
-fn merge_runs(messages: impl Iterator<Item = BackplaneMessage>, limit: usize) -> Vec<Message> {
-    let mut merged = Vec::new();
+/// How large a merged envelope may grow.
+#[derive(Debug, Clone, Copy)]
+struct MergeLimits {
+    /// The whole envelope, as sealed: [`RedisConfig::max_envelope_size`].
+    ///
+    /// [`RedisConfig::max_envelope_size`]: crate::RedisConfig::max_envelope_size
+    envelope: usize,
+    /// Its frames with their lengths: [`MERGED_BYTES`].
+    frames: usize,
+}
+
+/// Appends to `merged` the envelopes for `messages`, in their order: each
+/// run of consecutive group broadcasts to one group with one droppable flag
+/// becomes one [`Message::GroupFrames`] (cut where it would pass `limits`);
+/// every other message, and a run of one, goes as it is. Only consecutive
+/// messages merge, so that what a member of several groups receives keeps
+/// the order in which the hub sent it.
+fn merge_runs(
+    messages: impl Iterator<Item = BackplaneMessage>,
+    limits: MergeLimits,
+    merged: &mut Vec<Message>,
+) {
     let mut run: Option<Run> = None;
     for message in messages {
         match message {
@@ -293,16 +318,17 @@ fn merge_runs(messages: impl Iterator<Item = BackplaneMessage>, limit: usize) ->
                 droppable,
             } => {
                 if let Some(current) = &mut run
-                    && current.takes(&group, droppable, frame.len(), limit)
+                    && current.takes(&group, droppable, frame.len(), limits)
                 {
                     current.bytes += 4 + frame.len();
-                    current.frames.push(frame);
+                    current.rest.push(frame);
                     continue;
                 }
                 let next = Run {
                     bytes: 4 + frame.len(),
                     group,
-                    frames: vec![frame],
+                    first: frame,
+                    rest: Vec::new(),
                     droppable,
                 };
                 merged.extend(run.replace(next).map(Run::into_message));
@@ -314,36 +340,46 @@ fn merge_runs(messages: impl Iterator<Item = BackplaneMessage>, limit: usize) ->
         }
     }
     merged.extend(run.map(Run::into_message));
-    merged
 }
 
 /// Consecutive group broadcasts that go in one envelope.
 struct Run {
     group: Arc<str>,
-    frames: Vec<Bytes>,
+    first: Bytes,
+    /// The frames after the first (no allocation for a run of one).
+    rest: Vec<Bytes>,
     droppable: bool,
     /// The frames' bytes with their lengths.
     bytes: usize,
 }
 
 impl Run {
-    /// Whether a broadcast to `group` of `len` bytes joins this run.
-    fn takes(&self, group: &str, droppable: bool, len: usize, limit: usize) -> bool {
-        *self.group == *group && self.droppable == droppable && self.bytes + 4 + len <= limit
+    /// Whether a broadcast to `group` of `len` bytes joins this run: same
+    /// group and flag, and the merged envelope, sealed, within `limits`.
+    fn takes(&self, group: &str, droppable: bool, len: usize, limits: MergeLimits) -> bool {
+        let frames = self.bytes + 4 + len;
+        let envelope = envelope::OVERHEAD + 2 + self.group.len() + frames;
+        *self.group == *group
+            && self.droppable == droppable
+            && frames <= limits.frames
+            && envelope <= limits.envelope
     }
 
     /// A run of one goes as the broadcast it is; a longer one as group frames.
-    fn into_message(mut self) -> Message {
-        if self.frames.len() == 1 {
+    fn into_message(self) -> Message {
+        if self.rest.is_empty() {
             return Message::Hub(BackplaneMessage::Group {
                 group: self.group,
-                frame: self.frames.pop().expect("one frame"),
+                frame: self.first,
                 droppable: self.droppable,
             });
         }
+        let mut frames = Vec::with_capacity(1 + self.rest.len());
+        frames.push(self.first);
+        frames.extend(self.rest);
         Message::GroupFrames {
             group: self.group,
-            frames: self.frames,
+            frames,
             droppable: self.droppable,
         }
     }
@@ -941,7 +977,14 @@ async fn within_duration<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ClusterSecret;
+    use crate::envelope::{EnvelopeKey, Stamp};
     use ternio::ConnectionId;
+
+    const WIDE: MergeLimits = MergeLimits {
+        envelope: usize::MAX,
+        frames: MERGED_BYTES,
+    };
 
     fn group(name: &str, frame: &'static [u8], droppable: bool) -> BackplaneMessage {
         BackplaneMessage::Group {
@@ -960,6 +1003,15 @@ mod tests {
                 .collect(),
             droppable,
         }
+    }
+
+    fn merged(
+        messages: impl IntoIterator<Item = BackplaneMessage>,
+        limits: MergeLimits,
+    ) -> Vec<Message> {
+        let mut merged = Vec::new();
+        merge_runs(messages.into_iter(), limits, &mut merged);
+        merged
     }
 
     #[test]
@@ -982,7 +1034,7 @@ mod tests {
             group("a", b"8", true),
         ];
         assert_eq!(
-            merge_runs(messages.into_iter(), 1024),
+            merged(messages, WIDE),
             [
                 frames("a", &[b"1", b"2", b"3"], false),
                 Message::Hub(group("b", b"4", false)),
@@ -995,25 +1047,59 @@ mod tests {
     }
 
     #[test]
-    fn a_run_is_cut_at_the_byte_limit() {
+    fn a_run_is_cut_at_the_frames_limit_and_merging_can_be_off() {
         // Each frame takes 4 + 3 bytes: two fit in 14, not three.
-        let messages = (0..5).map(|_| group("a", b"xyz", false));
+        let five = || (0..5).map(|_| group("a", b"xyz", false));
+        let limits = MergeLimits { frames: 14, ..WIDE };
         assert_eq!(
-            merge_runs(messages, 14),
+            merged(five(), limits),
             [
                 frames("a", &[b"xyz", b"xyz"], false),
                 frames("a", &[b"xyz", b"xyz"], false),
                 Message::Hub(group("a", b"xyz", false)),
             ]
         );
-        // A frame above the limit goes alone.
-        let messages = (0..2).map(|_| group("a", b"xyz", false));
+        // Off (`merge_broadcasts(false)`): each goes alone.
+        let off = MergeLimits { frames: 0, ..WIDE };
         assert_eq!(
-            merge_runs(messages, 6),
-            [
-                Message::Hub(group("a", b"xyz", false)),
-                Message::Hub(group("a", b"xyz", false)),
-            ]
+            merged(five(), off),
+            vec![Message::Hub(group("a", b"xyz", false)); 5]
         );
+    }
+
+    #[test]
+    fn a_merged_envelope_as_sealed_stays_within_the_envelope_limit() {
+        let key =
+            EnvelopeKey::new(&ClusterSecret::new("a test secret, 32 bytes long...!").unwrap());
+        let channel = b"ternio:group:lobby";
+        let stamp = Stamp {
+            origin: 1,
+            instance: 2,
+            sequence: 3,
+        };
+        let frame: &'static [u8] = &[0x05; 250];
+        for limit in [1024, 1075, 1076, 4096] {
+            let limits = MergeLimits {
+                envelope: limit,
+                frames: MERGED_BYTES,
+            };
+            let runs = merged((0..40).map(|_| group("lobby", frame, false)), limits);
+            let mut carried = 0;
+            for (index, message) in runs.iter().enumerate() {
+                let sealed = key.seal(channel, stamp, message);
+                assert!(sealed.len() <= limit, "{} > {limit}", sealed.len());
+                assert!(key.open(channel, &sealed, limit).is_ok());
+                let count = match message {
+                    Message::GroupFrames { frames, .. } => frames.len(),
+                    _ => 1,
+                };
+                carried += count;
+                // As full as the limit allows: one more frame would not fit.
+                if index + 1 < runs.len() {
+                    assert!(sealed.len() + 4 + frame.len() > limit, "{limit}: room left");
+                }
+            }
+            assert_eq!(carried, 40);
+        }
     }
 }

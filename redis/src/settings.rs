@@ -78,6 +78,8 @@ pub struct RedisSettings {
     /// [`RedisConfig::response_timeout`].
     #[serde(with = "ternio::protocol::config_format::duration")]
     pub response_timeout: Duration,
+    /// [`RedisConfig::merge_broadcasts`].
+    pub merge_broadcasts: bool,
 }
 
 /// Where Redis listens on a machine of its own defaults.
@@ -100,6 +102,7 @@ impl Default for RedisSettings {
             reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            merge_broadcasts: true,
         }
     }
 }
@@ -147,6 +150,7 @@ impl RedisSettings {
             reconnect_delay: self.reconnect_delay,
             max_reconnect_delay: self.max_reconnect_delay,
             response_timeout: self.response_timeout,
+            merge_broadcasts: self.merge_broadcasts,
         })
     }
 }

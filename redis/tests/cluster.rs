@@ -744,10 +744,12 @@ async fn a_burst_of_broadcasts_crosses_in_fewer_messages_whole_and_in_order() {
         assert_eq!(bob.next().await, told(ann.id, &format!("chorus {verse}")));
     }
     nothing_more(&mut bob.told).await;
-    assert_eq!(
-        two.backplane.stats().received - received_before,
-        u64::from(VERSES),
-        "every broadcast counted as received"
+    // Every broadcast counted as received (a presence notice on the
+    // room's channel may count too).
+    let received = two.backplane.stats().received - received_before;
+    assert!(
+        (u64::from(VERSES)..u64::from(VERSES) + 4).contains(&received),
+        "{received} received"
     );
     // The broadcasts the publisher found queued together left in one
     // envelope: fewer Redis messages than broadcasts.
