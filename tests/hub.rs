@@ -359,6 +359,69 @@ async fn broadcast_and_kick_from_outside_a_handler() {
     assert!(!hub.kick(ConnectionId(999_999), "nobody"));
 }
 
+#[tokio::test]
+async fn packets_broadcast_together_arrive_in_order_or_none_does() {
+    let (address, server) = start(|b| b.max_frame_size(1024));
+    let (mut ann, _) = member(address).await;
+    let (mut bob, _) = member(address).await;
+    for raw in [&mut ann, &mut bob] {
+        request(
+            raw,
+            &Join {
+                room: "tick".into(),
+            },
+            2,
+        )
+        .await;
+    }
+    let hub = server.hub();
+    let verses: Vec<Said> = (0..50)
+        .map(|verse| Said {
+            from: 0,
+            text: format!("verse {verse}"),
+        })
+        .collect();
+    let delivery = hub.broadcast_group_all("tick", &verses).unwrap();
+    assert_eq!(
+        delivery,
+        Delivery {
+            queued: 100,
+            dropped: 0,
+            failed: 0,
+            datagrams: 0
+        }
+    );
+    for raw in [&mut ann, &mut bob] {
+        for verse in &verses {
+            assert_eq!(&said(raw).await, verse);
+        }
+    }
+
+    // One packet above the frame limit: none of them is sent.
+    let mut too_large = verses[..3].to_vec();
+    too_large[1].text = "x".repeat(2000);
+    assert_eq!(
+        hub.broadcast_group_all("tick", &too_large),
+        Err(ternio::PushError::TooLarge)
+    );
+    assert_eq!(
+        hub.broadcast_group_all::<Said>("tick", &[]),
+        Ok(Delivery::default())
+    );
+    let after = Said {
+        from: 0,
+        text: "after".into(),
+    };
+    hub.broadcast_group("tick", &after).unwrap();
+    for raw in [&mut ann, &mut bob] {
+        assert_eq!(
+            said(raw).await,
+            after,
+            "nothing of the refused batch came first"
+        );
+    }
+}
+
 /// Keeps a member that never reads, and a reader, in one room; returns
 /// them and their ids.
 async fn slow_and_fast(address: std::net::SocketAddr) -> (RawConnection, u64, RawConnection, u64) {

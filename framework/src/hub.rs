@@ -11,6 +11,8 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
 use ternio_protocol::Packet;
@@ -356,6 +358,58 @@ impl Hub {
             frame,
             droppable: P::DROPPABLE,
         });
+        Ok(delivery)
+    }
+
+    /// Pushes each of `packets`, in order, to every connection in `group`:
+    /// what [`broadcast_group`](Self::broadcast_group) does for each, with
+    /// the members looked up once and each member's connection locked and
+    /// woken once for all of them (a game tick's updates to a room). If one
+    /// packet encodes above the maximum frame size, nothing is sent.
+    ///
+    /// The [`Delivery`] counts packets times this node's members. A member
+    /// whose outbox overflows with a packet it may not drop is disconnected
+    /// (`SLOW_CONSUMER`) and the packets after it count as failed. With a
+    /// backplane, the frames go to the other nodes as consecutive
+    /// broadcasts, which the Redis backplane carries in one message when
+    /// its link takes them together. Unreliable packets
+    /// ([`Packet::UNRELIABLE`]) go one by one, by datagram where a member
+    /// has a datagram channel, as `broadcast_group` sends them.
+    pub fn broadcast_group_all<P: Packet>(
+        &self,
+        group: &str,
+        packets: &[P],
+    ) -> Result<Delivery, PushError> {
+        let max = self.shared.max_frame_size;
+        let frames = packets
+            .iter()
+            .map(|packet| encode_push(packet, max, self.shared.compression))
+            .collect::<Result<Vec<Bytes>, PushError>>()?;
+        let members = self.shared.members_of(group);
+        let mut delivery = Delivery::default();
+        if P::UNRELIABLE {
+            for frame in &frames {
+                let one = deliver_packet_frame(&members, frame, P::DROPPABLE, true);
+                delivery.queued += one.queued;
+                delivery.dropped += one.dropped;
+                delivery.failed += one.failed;
+                delivery.datagrams += one.datagrams;
+            }
+        } else if !frames.is_empty() {
+            for member in &members {
+                member
+                    .outbox
+                    .push_frames(&frames, P::DROPPABLE, &mut delivery);
+            }
+        }
+        let group: Arc<str> = group.into();
+        for frame in frames {
+            let _ = self.shared.publish(|| BackplaneMessage::Group {
+                group: Arc::clone(&group),
+                frame,
+                droppable: P::DROPPABLE,
+            });
+        }
         Ok(delivery)
     }
 
