@@ -242,7 +242,8 @@ pub(crate) trait LocalSide: Send + Sync {
     /// Pushes `frame` to the local members of `group`.
     fn deliver_to_group(&self, group: &str, frame: &Bytes, droppable: bool) -> Delivery;
     /// Pushes `frames`, in order, to the local members of `group`: each
-    /// member's outbox locked and woken once for all of them.
+    /// member's outbox locked and woken once for all of them (nothing, not
+    /// even the lookup, for no frame).
     fn deliver_frames_to_group(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery;
     /// Pushes `frame` to every local connection.
     fn deliver_to_all(&self, frame: &Bytes, droppable: bool) -> Delivery;
@@ -313,11 +314,7 @@ impl LocalHub {
             .filter(|frame| is_push_frame(frame, max))
             .cloned()
             .collect();
-        let mut delivery = if valid.is_empty() {
-            Delivery::default()
-        } else {
-            hub.deliver_frames_to_group(group, &valid, droppable)
-        };
+        let mut delivery = hub.deliver_frames_to_group(group, &valid, droppable);
         delivery.failed += frames.len() - valid.len();
         delivery
     }

@@ -11,18 +11,18 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 use ternio_protocol::Packet;
 
-use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats};
+use crate::backplane::{Backplane, BackplaneError, BackplaneMessage, BackplaneStats, LocalSide};
 use crate::ids::{ConnectionId, Transport};
 use crate::names::{ClaimError, Reservation};
 use crate::outbox::{Delivery, PushError, Route, encode_push};
 use crate::presence::Member;
-use crate::registry::{ConnectionShared, HubShared, deliver_packet_frame};
+use crate::registry::{ConnectionShared, HubShared, deliver_packet_frame, deliver_unreliable};
 use crate::store::ConnectionStore;
 use crate::users::{UserId, check_name};
 
@@ -385,23 +385,17 @@ impl Hub {
             .iter()
             .map(|packet| encode_push(packet, max, self.shared.compression))
             .collect::<Result<Vec<Bytes>, PushError>>()?;
-        let members = self.shared.members_of(group);
-        let mut delivery = Delivery::default();
-        if P::UNRELIABLE {
+        let delivery = if P::UNRELIABLE {
+            let members = self.shared.members_of(group);
+            let mut delivery = Delivery::default();
             for frame in &frames {
-                let one = deliver_packet_frame(&members, frame, P::DROPPABLE, true);
-                delivery.queued += one.queued;
-                delivery.dropped += one.dropped;
-                delivery.failed += one.failed;
-                delivery.datagrams += one.datagrams;
+                delivery.add(deliver_unreliable(&members, frame, P::DROPPABLE));
             }
-        } else if !frames.is_empty() {
-            for member in &members {
-                member
-                    .outbox
-                    .push_frames(&frames, P::DROPPABLE, &mut delivery);
-            }
-        }
+            delivery
+        } else {
+            self.shared
+                .deliver_frames_to_group(group, &frames, P::DROPPABLE)
+        };
         let group: Arc<str> = group.into();
         for frame in frames {
             let _ = self.shared.publish(|| BackplaneMessage::Group {

@@ -74,6 +74,14 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// Adds `other`'s counts to these.
+    pub(crate) fn add(&mut self, other: Delivery) {
+        self.queued += other.queued;
+        self.dropped += other.dropped;
+        self.failed += other.failed;
+        self.datagrams += other.datagrams;
+    }
+
     /// Counts one outbox's answer to a push.
     pub(crate) fn count(&mut self, pushed: Result<(), PushError>) {
         match pushed {
@@ -202,7 +210,7 @@ impl Outbox {
 
     /// Queues copies of several encoded frames in order, as
     /// [`push`](Self::push) does each, but under one lock and with at most
-    /// one wake-up: a batch of broadcasts from another node. A full queue
+    /// one wake-up: a batch of broadcasts. A full queue
     /// drops a droppable frame and goes on with the next (a later, smaller
     /// one may fit); a frame that is not droppable disconnects the
     /// connection, and the frames after it count as failed.

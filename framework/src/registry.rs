@@ -587,6 +587,9 @@ impl LocalSide for HubShared {
 
     fn deliver_frames_to_group(&self, group: &str, frames: &[Bytes], droppable: bool) -> Delivery {
         let mut delivery = Delivery::default();
+        if frames.is_empty() {
+            return delivery;
+        }
         for connection in &self.members_of(group) {
             connection
                 .outbox
