@@ -318,7 +318,8 @@ export declare class Client {
     /**
      * Sends a request that carries a stream of items to the server (an
      * upload, docs/PROTOCOL.md section 4.5). `send(item)` resolves once the
-     * item is on its way, waiting for credit from the server; `finish()`
+     * item is on its way, waiting for credit from the server (and, on a
+     * resumable session, for room in the replay buffer); `finish()`
      * ends the upload and resolves with the server's answer; `fail(code,
      * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
      * sends `CANCEL`. If the server answers before the upload ended, `send`

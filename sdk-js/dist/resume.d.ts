@@ -53,6 +53,12 @@ export declare class ReplayBuffer {
      */
     record(frame: Uint8Array): boolean;
     /**
+     * Whether a frame of `frameBytes` can be kept with `keepFree` bytes still
+     * left: always once overflowed (nothing is kept) or when empty (a frame
+     * that could never fit is not held back: waiting would not make room).
+     */
+    fits(frameBytes: number, keepFree: number): boolean;
+    /**
      * Takes the other side's count of frames received: the frames before it are dropped.
      * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
      */
@@ -155,6 +161,12 @@ export declare class Session {
     asked(id: number): void;
     /** The server's ticket: what is received from now on is counted. */
     granted({ ticket, ttl }: Ticket): void;
+    /**
+     * Whether a counted frame of `frameBytes` (header and plain body) may be
+     * sent now without overflowing the replay buffer, a quarter of its bound
+     * left for requests (as the Rust client): always when nothing is recorded.
+     */
+    hasRoom(frameBytes: number): boolean;
     /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
     record(frame: Uint8Array): void;
 }

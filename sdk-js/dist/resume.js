@@ -77,6 +77,14 @@ export class ReplayBuffer {
         return true;
     }
     /**
+     * Whether a frame of `frameBytes` can be kept with `keepFree` bytes still
+     * left: always once overflowed (nothing is kept) or when empty (a frame
+     * that could never fit is not held back: waiting would not make room).
+     */
+    fits(frameBytes, keepFree) {
+        return this.overflowed || this.length === 0 || this.bytes + frameBytes + keepFree <= this.limit;
+    }
+    /**
      * Takes the other side's count of frames received: the frames before it are dropped.
      * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
      */
@@ -231,6 +239,14 @@ export class Session {
         this.ttl = ttl;
         this.acks ??= new AckSchedule();
         this.held = true;
+    }
+    /**
+     * Whether a counted frame of `frameBytes` (header and plain body) may be
+     * sent now without overflowing the replay buffer, a quarter of its bound
+     * left for requests (as the Rust client): always when nothing is recorded.
+     */
+    hasRoom(frameBytes) {
+        return this.replay?.fits(frameBytes, Math.floor(this.replay.limit / 4)) ?? true;
     }
     /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
     record(frame) {

@@ -41,12 +41,23 @@ export interface StreamLink {
     send(opcode: number, id: number, body: Uint8Array): void;
     /** Gives the stream up: CANCEL to the server, its state dropped. */
     cancel(stream: StreamState): void;
+    /**
+     * Whether an item frame of `frameBytes` (header and body) fits the
+     * session's replay buffer now (always when the session is not
+     * resumable); when it does not, `stream` is woken once it may (an `ACK`
+     * came, or the session changed).
+     */
+    room(stream: StreamState, frameBytes: number): boolean;
 }
 /** The items of a download, in order, taken with `for await`; `return()` (leaving the loop) cancels it. */
 export declare function downloadIterator<I>(stream: StreamState, itemType: Type<I>, link: StreamLink): AsyncIterableIterator<I>;
 /** An upload in progress (see {@link Client#upload}). */
 export interface Upload<I, R> {
-    /** Sends one item, once the server's credit allows; rejects once the upload has ended. */
+    /**
+     * Sends one item, once the server's credit allows and, on a resumable
+     * session, once the replay buffer has room for it; rejects once the
+     * upload has ended.
+     */
     send(item: I): Promise<void>;
     /** Ends the upload (`STREAM_END` code 0) and resolves with the server's answer. */
     finish(): Promise<R>;

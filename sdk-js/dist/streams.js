@@ -4,7 +4,7 @@
  * client feeds them frames and gives them a {@link StreamLink} to send theirs.
  * @module
  */
-import { STREAM_INITIAL_CREDIT, SystemOpcode } from './constants.js';
+import { HEADER_LEN, STREAM_INITIAL_CREDIT, SystemOpcode } from './constants.js';
 import { u32 } from './codec.js';
 import { TernioError } from './errors.js';
 import { codeAndTextBody } from './frame.js';
@@ -111,7 +111,11 @@ export function uploadHandle(stream, packetType, itemType, link) {
     return {
         async send(item) {
             const body = itemType.encode(item);
-            while (!stream.ended && stream.credit === 0)
+            // Credit first, then room in the replay buffer: an upload on a
+            // resumable session waits for the server's ACKs instead of
+            // overflowing it (which would end resumability).
+            const frameBytes = HEADER_LEN + body.length;
+            while (!stream.ended && (stream.credit === 0 || !link.room(stream, frameBytes)))
                 await stream.wait();
             if (stream.ended) {
                 throw stream.error ?? (stream.answer

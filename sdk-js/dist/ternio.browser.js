@@ -692,6 +692,14 @@ var ReplayBuffer = class {
     return true;
   }
   /**
+   * Whether a frame of `frameBytes` can be kept with `keepFree` bytes still
+   * left: always once overflowed (nothing is kept) or when empty (a frame
+   * that could never fit is not held back: waiting would not make room).
+   */
+  fits(frameBytes, keepFree) {
+    return this.overflowed || this.length === 0 || this.bytes + frameBytes + keepFree <= this.limit;
+  }
+  /**
    * Takes the other side's count of frames received: the frames before it are dropped.
    * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
    */
@@ -824,6 +832,14 @@ var Session = class {
     this.ttl = ttl;
     this.acks ??= new AckSchedule();
     this.held = true;
+  }
+  /**
+   * Whether a counted frame of `frameBytes` (header and plain body) may be
+   * sent now without overflowing the replay buffer, a quarter of its bound
+   * left for requests (as the Rust client): always when nothing is recorded.
+   */
+  hasRoom(frameBytes) {
+    return this.replay?.fits(frameBytes, Math.floor(this.replay.limit / 4)) ?? true;
   }
   /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */
   record(frame) {
@@ -962,7 +978,8 @@ function uploadHandle(stream, packetType, itemType, link) {
   return {
     async send(item) {
       const body = itemType.encode(item);
-      while (!stream.ended && stream.credit === 0) await stream.wait();
+      const frameBytes = HEADER_LEN + body.length;
+      while (!stream.ended && (stream.credit === 0 || !link.room(stream, frameBytes))) await stream.wait();
       if (stream.ended) {
         throw stream.error ?? (stream.answer ? new TernioError("closed", `the server answered ${stream.name} before the upload ended`, { answered: true }) : new TernioError("closed", `${stream.name} was cancelled`));
       }
@@ -4657,6 +4674,8 @@ var Client = class _Client {
   #pending = /* @__PURE__ */ new Map();
   /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
   #streams = /* @__PURE__ */ new Map();
+  /** Uploads waiting for room in the replay buffer: woken by an `ACK` or a change of session. */
+  #roomWaiters = /* @__PURE__ */ new Set();
   /**
    * Ids to `CANCEL` once the session resumes: requests and streams
    * aborted while the connection was down.
@@ -4942,7 +4961,8 @@ var Client = class _Client {
   /**
    * Sends a request that carries a stream of items to the server (an
    * upload, docs/PROTOCOL.md section 4.5). `send(item)` resolves once the
-   * item is on its way, waiting for credit from the server; `finish()`
+   * item is on its way, waiting for credit from the server (and, on a
+   * resumable session, for room in the replay buffer); `finish()`
    * ends the upload and resolves with the server's answer; `fail(code,
    * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
    * sends `CANCEL`. If the server answers before the upload ended, `send`
@@ -5321,6 +5341,7 @@ var Client = class _Client {
     const session = this.#session;
     if (!session) return;
     session.reset();
+    this.#wakeRoomWaiters();
     const id = this.#allocateId();
     session.asked(id);
     this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
@@ -5330,7 +5351,10 @@ var Client = class _Client {
     const session = this.#session;
     const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
     if (answer) session.granted(answer);
-    else session.reset();
+    else {
+      session.reset();
+      this.#wakeRoomWaiters();
+    }
   }
   /**
    * Sends `RESUME` as the new connection's first frame, with the ticket
@@ -5413,6 +5437,7 @@ var Client = class _Client {
     session.granted(answer);
     session.lostAt = null;
     session.resumptions++;
+    this.#wakeRoomWaiters();
     for (const data of lacking) if (this.#write(data, data, false)) return;
     const cancelled = this.#cancelOnResume;
     this.#cancelOnResume = [];
@@ -5429,6 +5454,7 @@ var Client = class _Client {
     this.#failSent(() => error);
     this.#cancelOnResume = [];
     this.#session.reset();
+    this.#wakeRoomWaiters();
     this.#emitSession({ session: "lost", reason, attempt: this.#attempt });
   }
   /**
@@ -5478,7 +5504,8 @@ var Client = class _Client {
     if (!replay) return;
     const received = Number(new DataView(frame.body.buffer, frame.body.byteOffset, 8).getBigUint64(0, true));
     const problem = replay.acknowledge(received);
-    if (problem) this.#violation(problem);
+    if (problem) return this.#violation(problem);
+    this.#wakeRoomWaiters();
   }
   #emitSession(event) {
     if (typeof this.onSessionChange !== "function") return;
@@ -5808,8 +5835,20 @@ var Client = class _Client {
       const error = this.#write(frame);
       if (error) throw error;
     },
-    cancel: (stream) => this.#cancelStream(stream)
+    cancel: (stream) => this.#cancelStream(stream),
+    room: (stream, frameBytes) => {
+      if (this.#session?.hasRoom(frameBytes) ?? true) return true;
+      this.#roomWaiters.add(stream);
+      return false;
+    }
   };
+  /** Wakes the uploads waiting for room in the replay buffer, to look again. */
+  #wakeRoomWaiters() {
+    if (this.#roomWaiters.size === 0) return;
+    const waiting = [...this.#roomWaiters];
+    this.#roomWaiters.clear();
+    for (const stream of waiting) stream.wake();
+  }
   /** A stream frame: an item of a download, credit for an upload (docs/PROTOCOL.md section 4.5). */
   #onStreamFrame(frame) {
     if (frame.requestId === 0) return this.#violation("a stream frame without a stream id");

@@ -267,6 +267,8 @@ export class Client {
   #pending = new Map<number, Pending>();
   /** Open streams by request id (docs/PROTOCOL.md section 4.5). */
   #streams = new Map<number, StreamState>();
+  /** Uploads waiting for room in the replay buffer: woken by an `ACK` or a change of session. */
+  #roomWaiters = new Set<StreamState>();
   /**
    * Ids to `CANCEL` once the session resumes: requests and streams
    * aborted while the connection was down.
@@ -606,7 +608,8 @@ export class Client {
   /**
    * Sends a request that carries a stream of items to the server (an
    * upload, docs/PROTOCOL.md section 4.5). `send(item)` resolves once the
-   * item is on its way, waiting for credit from the server; `finish()`
+   * item is on its way, waiting for credit from the server (and, on a
+   * resumable session, for room in the replay buffer); `finish()`
    * ends the upload and resolves with the server's answer; `fail(code,
    * message)` ends it as failed; `cancel()` (or aborting `options.signal`)
    * sends `CANCEL`. If the server answers before the upload ended, `send`
@@ -1011,6 +1014,7 @@ export class Client {
     const session = this.#session;
     if (!session) return;
     session.reset();
+    this.#wakeRoomWaiters();
     const id = this.#allocateId();
     session.asked(id);
     this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
@@ -1021,7 +1025,10 @@ export class Client {
     const session = this.#session!;
     const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
     if (answer) session.granted(answer);
-    else session.reset(); // the server does not resume sessions: the client goes on without
+    else {
+      session.reset(); // the server does not resume sessions: the client goes on without
+      this.#wakeRoomWaiters();
+    }
   }
 
   /**
@@ -1106,6 +1113,7 @@ export class Client {
     session.granted(answer);
     session.lostAt = null;
     session.resumptions++;
+    this.#wakeRoomWaiters();
     for (const data of lacking) if (this.#write(data, data, false)) return;
     const cancelled = this.#cancelOnResume;
     this.#cancelOnResume = [];
@@ -1124,6 +1132,7 @@ export class Client {
     this.#failSent(() => error);
     this.#cancelOnResume = [];
     this.#session!.reset();
+    this.#wakeRoomWaiters();
     this.#emitSession({ session: 'lost', reason, attempt: this.#attempt });
   }
 
@@ -1179,7 +1188,8 @@ export class Client {
     if (!replay) return;
     const received = Number(new DataView(frame.body.buffer, frame.body.byteOffset, 8).getBigUint64(0, true));
     const problem = replay.acknowledge(received);
-    if (problem) this.#violation(problem);
+    if (problem) return this.#violation(problem);
+    this.#wakeRoomWaiters();
   }
 
   #emitSession(event: SessionEvent): void {
@@ -1542,7 +1552,20 @@ export class Client {
       if (error) throw error;
     },
     cancel: (stream) => this.#cancelStream(stream),
+    room: (stream, frameBytes) => {
+      if (this.#session?.hasRoom(frameBytes) ?? true) return true;
+      this.#roomWaiters.add(stream);
+      return false;
+    },
   };
+
+  /** Wakes the uploads waiting for room in the replay buffer, to look again. */
+  #wakeRoomWaiters(): void {
+    if (this.#roomWaiters.size === 0) return;
+    const waiting = [...this.#roomWaiters];
+    this.#roomWaiters.clear();
+    for (const stream of waiting) stream.wake();
+  }
 
   /** A stream frame: an item of a download, credit for an upload (docs/PROTOCOL.md section 4.5). */
   #onStreamFrame(frame: Frame): void {

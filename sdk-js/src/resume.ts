@@ -85,6 +85,15 @@ export class ReplayBuffer {
   }
 
   /**
+   * Whether a frame of `frameBytes` can be kept with `keepFree` bytes still
+   * left: always once overflowed (nothing is kept) or when empty (a frame
+   * that could never fit is not held back: waiting would not make room).
+   */
+  fits(frameBytes: number, keepFree: number): boolean {
+    return this.overflowed || this.length === 0 || this.bytes + frameBytes + keepFree <= this.limit;
+  }
+
+  /**
    * Takes the other side's count of frames received: the frames before it are dropped.
    * @returns Why the count is a protocol error (ahead of what was sent, or backwards), or null.
    */
@@ -265,6 +274,15 @@ export class Session {
     this.ttl = ttl;
     this.acks ??= new AckSchedule();
     this.held = true;
+  }
+
+  /**
+   * Whether a counted frame of `frameBytes` (header and plain body) may be
+   * sent now without overflowing the replay buffer, a quarter of its bound
+   * left for requests (as the Rust client): always when nothing is recorded.
+   */
+  hasRoom(frameBytes: number): boolean {
+    return this.replay?.fits(frameBytes, Math.floor(this.replay.limit / 4)) ?? true;
   }
 
   /** Records a counted frame just sent; an overflow ends resumability (the connection goes on). */

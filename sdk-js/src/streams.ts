@@ -5,7 +5,7 @@
  * @module
  */
 
-import { STREAM_INITIAL_CREDIT, SystemOpcode } from './constants.js';
+import { HEADER_LEN, STREAM_INITIAL_CREDIT, SystemOpcode } from './constants.js';
 import { u32, type PacketType, type Type } from './codec.js';
 import { TernioError } from './errors.js';
 import { codeAndTextBody, type Frame } from './frame.js';
@@ -58,6 +58,13 @@ export interface StreamLink {
   send(opcode: number, id: number, body: Uint8Array): void;
   /** Gives the stream up: CANCEL to the server, its state dropped. */
   cancel(stream: StreamState): void;
+  /**
+   * Whether an item frame of `frameBytes` (header and body) fits the
+   * session's replay buffer now (always when the session is not
+   * resumable); when it does not, `stream` is woken once it may (an `ACK`
+   * came, or the session changed).
+   */
+  room(stream: StreamState, frameBytes: number): boolean;
 }
 
 /** The items of a download, in order, taken with `for await`; `return()` (leaving the loop) cancels it. */
@@ -102,7 +109,11 @@ export function downloadIterator<I>(stream: StreamState, itemType: Type<I>, link
 
 /** An upload in progress (see {@link Client#upload}). */
 export interface Upload<I, R> {
-  /** Sends one item, once the server's credit allows; rejects once the upload has ended. */
+  /**
+   * Sends one item, once the server's credit allows and, on a resumable
+   * session, once the replay buffer has room for it; rejects once the
+   * upload has ended.
+   */
   send(item: I): Promise<void>;
   /** Ends the upload (`STREAM_END` code 0) and resolves with the server's answer. */
   finish(): Promise<R>;
@@ -133,7 +144,11 @@ export function uploadHandle<I, R>(stream: StreamState, packetType: PacketType<a
   return {
     async send(item: I): Promise<void> {
       const body = itemType.encode(item);
-      while (!stream.ended && stream.credit === 0) await stream.wait();
+      // Credit first, then room in the replay buffer: an upload on a
+      // resumable session waits for the server's ACKs instead of
+      // overflowing it (which would end resumability).
+      const frameBytes = HEADER_LEN + body.length;
+      while (!stream.ended && (stream.credit === 0 || !link.room(stream, frameBytes))) await stream.wait();
       if (stream.ended) {
         throw stream.error ?? (stream.answer
           ? new TernioError('closed', `the server answered ${stream.name} before the upload ended`, { answered: true })

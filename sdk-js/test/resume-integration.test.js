@@ -170,6 +170,34 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.equal(seen.length, 100);
   });
 
+  test('an upload larger than the replay buffer waits for the server\'s ACKs: the session stays resumable', { timeout: 30_000 }, async (t) => {
+    const { proxy, url } = await serverBehindProxy(4, null);
+    const sessions = [];
+    const client = await Client.connect(url, {
+      reconnect: RECONNECT, keepaliveInterval: 0, resume: { replayBytes: 1024 },
+      onSessionChange: (event) => sessions.push(event),
+    });
+    t.after(() => client.close());
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    assert.ok(client.resumable, 'a ticket');
+    // 600 items of 11 bytes each (7 of header, a u32): 6.6 KB through a
+    // replay buffer of 1 KiB, sent as fast as the server's credit allows.
+    // The server acknowledges every 128 frames or 200 ms: the client must
+    // wait for its ACKs, as 93 frames fill the buffer.
+    const upload = client.upload(AddUp, {});
+    let sum = 0n;
+    for (let value = 0; value < 600; value++) {
+      await upload.send({ value });
+      sum += BigInt(value);
+      assert.ok(client.resumable, `the replay buffer overflowed at item ${value}`);
+    }
+    assert.deepEqual(await upload.finish(), { sum });
+    // A cut now is resumed, not lost.
+    proxy.cutAll();
+    assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
+    assert.deepEqual(sessions.map((event) => event.session), ['resumed']);
+  });
+
   test('through random cuts: a download and an upload, every item once and in order', { timeout: 60_000 }, async (t) => {
     // Budgets from 1,200 bytes, as above: RESUME and its answer always get through.
     const { proxy, url } = await serverBehindProxy(0x5eed, [1200, 8000]);

@@ -234,6 +234,24 @@ test('the replay buffer: trimmed by the server\'s ACKs; an overflow ends resumab
   await client.close();
 });
 
+test('ReplayBuffer.fits: whether a frame can wait for room (as the Rust client\'s)', () => {
+  // 7 + 10 bytes a frame: three fit in 60, not four.
+  const buffer = new ReplayBuffer(60);
+  assert.equal(buffer.fits(100, 0), true, 'an empty buffer takes even a frame past the bound');
+  for (let i = 0; i < 3; i++) {
+    assert.equal(buffer.fits(17, 0), true);
+    buffer.record(new Uint8Array(17));
+  }
+  assert.equal(buffer.fits(17, 0), false, 'a fourth would overflow: wait');
+  assert.equal(buffer.fits(9, 0), true, 'a smaller one still fits');
+  assert.equal(buffer.fits(9, 1), false, 'unless that much is kept free');
+  buffer.acknowledge(1);
+  assert.equal(buffer.fits(17, 0), true, 'the ACK made room');
+  buffer.record(new Uint8Array(100));
+  assert.equal(buffer.overflowed, true);
+  assert.equal(buffer.fits(1000, 0), true, 'an overflowed buffer keeps nothing: nothing to wait for');
+});
+
 test('ACKs the contract forbids are DISCONNECT MALFORMED: ahead of what was sent, backwards, with an id', async (t) => {
   for (const [bad, why] of [[[5], /ACK of 5 frames, but only 1 were sent/], [[1, 0], /ACK of 0 frames after one of 1/], [[[1, 7]], /malformed ACK/]]) {
     const { client, events, sessions } = await setup(t);
