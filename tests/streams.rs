@@ -1298,6 +1298,42 @@ async fn an_upload_goes_on_across_resumptions_every_item_once_in_order() {
     }
 }
 
+/// Once the server's replay buffer overflowed (an answer larger than its
+/// bound), the server can no longer resume the session but still
+/// acknowledges what it receives (docs/PROTOCOL.md section 4.2: counting
+/// goes on), so an upload that waits for room in the client's replay
+/// buffer goes on. (Before, the server stopped sending `ACK`s with its
+/// ticket, and the upload waited forever once the client's buffer was
+/// three quarters full.)
+#[tokio::test]
+async fn after_the_servers_replay_buffer_overflowed_its_acks_still_make_room_for_an_upload() {
+    // The server keeps 4 KiB, the client 64 KiB.
+    let (started, _proxy, client) =
+        resumable_through_proxy_with(Duration::from_secs(30), 4 * 1024, false).await;
+    // An 8 KB answer overflows the server's buffer.
+    assert_echoed(&client, Bytes::from(vec![7u8; 8 * 1024])).await;
+    // 10,000 items of 11 bytes kept each (7 of header, a u32): 110 KB,
+    // more than twice the client's room.
+    let n = 10_000u32;
+    let total = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut upload = client
+            .upload(&Store {
+                read: 0,
+                answer_after: 0,
+            })
+            .await
+            .unwrap();
+        for i in 0..n {
+            upload.send(&Number(i)).await.unwrap();
+        }
+        upload.finish().await.unwrap()
+    })
+    .await
+    .expect("the upload stalled: no ACK made room in the client's replay buffer");
+    assert_eq!(total, Total((0..u64::from(n)).sum()));
+    assert_eq!(started.seen.taken.load(Ordering::SeqCst), n);
+}
+
 /// Byte streams both ways on a resumable session whose replay buffer is 64
 /// KiB: their chunks are cut to fit it (not 64 KiB), so a cut in the
 /// middle of each resumes the session (it would be lost with an overflowed

@@ -27,6 +27,7 @@ use ternio_protocol::Encode;
 use ternio_protocol::buffers;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::prefix;
+use ternio_protocol::replay::AckSchedule;
 use ternio_protocol::secure::SEAL_OVERHEAD;
 use ternio_protocol::stream;
 use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping, TimeResponse};
@@ -105,6 +106,10 @@ pub(crate) struct Engine {
     pub(crate) out: BytesMut,
     /// Resumption, once the peer asked for a ticket.
     resume: Option<Box<Resumption>>,
+    /// The counted frames received and when to acknowledge them: from the
+    /// ticket on, and still once resumability ended (docs/PROTOCOL.md
+    /// section 4.2: counting goes on).
+    acks: Option<AckSchedule>,
     /// A `RESUME` received as the first frame, for the transport to run.
     resume_request: Option<(Header, ternio_protocol::system::Resume)>,
     /// Frames handled so far (counted up to 2: a `RESUME` must be first).
@@ -135,6 +140,7 @@ impl Engine {
             next_ping_id: 1,
             went_quiet: false,
             resume: None,
+            acks: None,
             resume_request: None,
             frames_seen: 0,
             open_buf: BytesMut::new(),

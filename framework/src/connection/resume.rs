@@ -35,8 +35,6 @@ pub(super) struct Resumption {
     ticket: Ticket,
     /// The counted frames sent and not yet acknowledged.
     pub(super) replay: ReplayBuffer,
-    /// The counted frames received, and when to acknowledge them.
-    pub(super) acks: AckSchedule,
     /// Requests to hand the session over to a new link.
     takeover: mpsc::Receiver<Takeover>,
     /// Set once such a request came: the session goes to it.
@@ -83,10 +81,12 @@ impl Engine {
             self.resume = Some(Box::new(Resumption {
                 ticket,
                 replay: ReplayBuffer::new(self.server.config.resume_replay_bytes),
-                acks: AckSchedule::new(),
                 takeover,
                 taken: None,
             }));
+            // Counting starts with the frame after this request (the
+            // client's starts with the answer's).
+            self.acks = Some(AckSchedule::new());
         }
         let ticket = self.resume.as_ref().expect("resumable").ticket.clone();
         let answer = ResumeTicket {
@@ -162,14 +162,14 @@ impl Engine {
 
     /// Counts a frame received with an application opcode, and writes an
     /// `ACK` when one is due (else sets the timer of the next).
+    /// Counting goes on once resumability ended (the replay buffer
+    /// overflowed): the peer still keeps what it sent until acknowledged,
+    /// and a client's upload waits for that room.
     pub(super) fn count_received(&mut self, frame_bytes: usize) {
-        let Some(resume) = &mut self.resume else {
+        let Some(acks) = &mut self.acks else {
             return;
         };
-        match resume
-            .acks
-            .received(frame_bytes, || Instant::now().into_std())
-        {
+        match acks.received(frame_bytes, || Instant::now().into_std()) {
             AckDue::Now => self.write_ack(),
             AckDue::At(at) => {
                 self.timers.set_ack(Instant::from_std(at));
@@ -181,13 +181,13 @@ impl Engine {
 
     /// Writes an `ACK` of every counted frame received so far.
     pub(super) fn write_ack(&mut self) {
-        let Some(resume) = &mut self.resume else {
+        let Some(acks) = &mut self.acks else {
             return;
         };
         let ack = Ack {
-            received: resume.acks.count(),
+            received: acks.count(),
         };
-        resume.acks.acked();
+        acks.acked();
         self.timers.set_ack_off();
         self.write_own(Header::new(system::ACK, Flags::NONE, 0), &ack);
     }
@@ -206,10 +206,10 @@ impl Engine {
     }
 
     /// Forgets the ticket: a `RESUME` with it is refused from now on.
+    /// (Counting and `ACK`s go on: see [`count_received`](Self::count_received).)
     pub(super) fn end_resumability(&mut self) {
         if let Some(resume) = self.resume.take() {
             self.server.sessions.remove(&resume.ticket);
-            self.timers.set_ack_off();
         }
     }
 
@@ -373,12 +373,7 @@ impl Engine {
         // The answer's fields, which message 2 carries encrypted.
         let ticket = Ticket::generate();
         let ttl_ms = millis(server.config.resume_ttl.unwrap_or_default());
-        let count = self
-            .resume
-            .as_ref()
-            .expect("a resumable session")
-            .acks
-            .count();
+        let count = self.acks.as_ref().expect("a resumable session").count();
         let mut message = Vec::new();
         if let Some(handshake) = handshake {
             let (reply, mut channel) = handshake
