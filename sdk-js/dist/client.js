@@ -1440,6 +1440,7 @@ export class Client {
     #endStream(stream) {
         stream.ended = true;
         this.#streams.delete(stream.id);
+        this.#roomWaiters.delete(stream);
         stream.release?.();
         stream.release = null;
         stream.wake();

@@ -5911,6 +5911,7 @@ var Client = class _Client {
   #endStream(stream) {
     stream.ended = true;
     this.#streams.delete(stream.id);
+    this.#roomWaiters.delete(stream);
     stream.release?.();
     stream.release = null;
     stream.wake();

@@ -1628,6 +1628,7 @@ export class Client {
   #endStream(stream: StreamState): void {
     stream.ended = true;
     this.#streams.delete(stream.id);
+    this.#roomWaiters.delete(stream);
     stream.release?.();
     stream.release = null;
     stream.wake();

@@ -183,7 +183,8 @@ if (typeof globalThis.WebSocket !== 'function') {
     // 600 items of 11 bytes each (7 of header, a u32): 6.6 KB through a
     // replay buffer of 1 KiB, sent as fast as the server's credit allows.
     // The server acknowledges every 128 frames or 200 ms: the client must
-    // wait for its ACKs, as 93 frames fill the buffer.
+    // wait for its ACKs (93 frames fill the buffer; it waits at 69, a
+    // quarter of the bound kept for requests).
     const upload = client.upload(AddUp, {});
     let sum = 0n;
     for (let value = 0; value < 600; value++) {
@@ -196,6 +197,28 @@ if (typeof globalThis.WebSocket !== 'function') {
     proxy.cutAll();
     assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
     assert.deepEqual(sessions.map((event) => event.session), ['resumed']);
+  });
+
+  test('once the server\'s replay buffer overflowed, its ACKs still make room for an upload', { timeout: 30_000 }, async (t) => {
+    // The echo server keeps 64 KiB; this client 200 KB.
+    const { url } = await serverBehindProxy(5, null);
+    const client = await Client.connect(url, {
+      reconnect: RECONNECT, keepaliveInterval: 0, resume: { replayBytes: 200_000 },
+    });
+    t.after(() => client.close());
+    for (let waited = 0; !client.resumable && waited < 2000; waited += 10) await sleep(10);
+    // A 70 KB answer overflows the server's buffer: it can no longer resume
+    // the session, but it goes on counting and acknowledging.
+    const big = new Uint8Array(70_000).fill(7);
+    assert.deepEqual(await client.request(Echo, { payload: big }), { payload: big });
+    // 20,000 items of 11 bytes: 220 KB, more than the client's 150 KB of room.
+    const upload = client.upload(AddUp, {});
+    let sum = 0n;
+    for (let value = 0; value < 20_000; value++) {
+      await upload.send({ value });
+      sum += BigInt(value);
+    }
+    assert.deepEqual(await upload.finish(), { sum });
   });
 
   test('through random cuts: a download and an upload, every item once and in order', { timeout: 60_000 }, async (t) => {
