@@ -936,6 +936,73 @@ async fn a_resume_claiming_frames_never_sent_is_refused_and_the_session_waits_on
     assert_eq!(seen.suspended.load(Ordering::SeqCst), 1, "suspended once");
 }
 
+/// An attacker with a stolen (or its own) ticket cannot keep a lost
+/// session alive past its TTL by sending refused `RESUME`s: each puts the
+/// session back to wait, for what is left of its TTL. (Before, each
+/// refusal gave the session its whole TTL again.)
+#[tokio::test]
+async fn refused_resumes_do_not_extend_a_sessions_life() {
+    let ttl = Duration::from_millis(800);
+    let (address, _server, seen) = start(ttl, 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let lost = std::time::Instant::now();
+    let ticket = session.ticket.clone().unwrap();
+    // A RESUME claiming frames never sent, every 150 ms for twice the TTL:
+    // refused each time.
+    while lost.elapsed() < 2 * ttl {
+        let refused = resume_with(address, ticket.clone(), 99, None)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(refused.code, ErrorCode::HandshakeFailed);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // Past the TTL the session is gone, whatever was tried meanwhile.
+    let refused = resume_with(address, ticket, 0, None)
+        .await
+        .err()
+        .expect("the session expired");
+    assert!(
+        refused.message.contains("unknown or expired ticket"),
+        "{}",
+        refused.message
+    );
+}
+
+/// A session that waits for its client holds its place among the server's
+/// connections (docs/SECURITY.md), also once a refused `RESUME` put it back
+/// to wait: a peer cannot free the place by making its link resume and fail.
+/// (Before, the session waited on in a task that held no place.)
+#[tokio::test]
+async fn a_session_put_back_to_wait_keeps_its_place_among_the_connections() {
+    let (address, _server, seen) = start_with(Duration::from_secs(10), 64 * 1024, |builder| {
+        builder.max_connections(2)
+    });
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // A refused RESUME: its link took the session and gave it back.
+    let ticket = session.ticket.clone().unwrap();
+    let refused = resume_with(address, ticket, 99, None)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refused.code, ErrorCode::HandshakeFailed);
+    // The waiting session holds one of the two places: one more
+    // connection fits, a second does not.
+    let mut first = RawConnection::connect(address).await;
+    first.request(&Add { a: 1, b: 2 }, 1).await;
+    assert_eq!(first.recv().await.expect("answered").header.request_id, 1);
+    let mut second = RawConnection::connect(address).await;
+    second
+        .expect_disconnect(ternio::DisconnectReason::TooManyConnections)
+        .await;
+}
+
 #[tokio::test]
 async fn a_handshake_after_the_ticket_is_refused_and_malformed_acks_close() {
     let (address, _server, _seen) = start(Duration::from_secs(10), 4096);

@@ -44,6 +44,7 @@ pub(crate) use self::resume::{end_link, resume};
 use self::security::Security;
 use self::streams::Streams;
 use self::timers::{Due, Timers};
+use crate::admission::Permit;
 use crate::close::CloseNotice;
 use crate::middleware::Outcome;
 use crate::outbox::CloseOrder;
@@ -106,6 +107,14 @@ pub(crate) struct Engine {
     pub(crate) out: BytesMut,
     /// Resumption, once the peer asked for a ticket.
     resume: Option<Box<Resumption>>,
+    /// When a session that waits for its client ends: set when its link is
+    /// lost, kept when a `RESUME` is refused (the session waits on, for
+    /// what is left of its TTL), cleared once it is resumed.
+    expires: Option<Instant>,
+    /// The connection's place among the server's connections (admission):
+    /// it goes with the session, so a session that waits for its client
+    /// still holds it, whichever task keeps the session.
+    _place: Permit,
     /// The counted frames received and when to acknowledge them: from the
     /// ticket on, and still once resumability ended (docs/PROTOCOL.md
     /// section 4.2: counting goes on).
@@ -122,7 +131,11 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub(crate) fn new(connection: Arc<ConnectionShared>, server: Arc<ServerShared>) -> Self {
+    pub(crate) fn new(
+        connection: Arc<ConnectionShared>,
+        server: Arc<ServerShared>,
+        place: Permit,
+    ) -> Self {
         let timers = Timers::new(&server.config, Instant::now());
         let alarm = Alarm::new(timers.next_deadline());
         Self {
@@ -140,6 +153,8 @@ impl Engine {
             next_ping_id: 1,
             went_quiet: false,
             resume: None,
+            expires: None,
+            _place: place,
             acks: None,
             resume_request: None,
             frames_seen: 0,

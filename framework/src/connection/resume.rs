@@ -364,6 +364,8 @@ impl Engine {
         self.closed = None;
         self.closing = None;
         self.link_attacked = false;
+        // Resumed: a later loss gives the session its whole TTL again.
+        self.expires = None;
         self.went_quiet = false;
         self.timers = super::timers::Timers::new(&server.config, now);
         if handshake.is_some() || matches!(self.security, Security::Secure(_)) {
@@ -552,7 +554,7 @@ fn drop_session(mut engine: Engine) {
 /// Keeps a session whose link is lost until its client resumes it (then
 /// hands it over), its TTL passes, or it is closed (a kick, the shutdown).
 /// `announce`: tell the suspend hooks (not when a refused resumption puts
-/// the session back to wait; its TTL starts again then).
+/// the session back to wait; it keeps its deadline then).
 async fn wait_for_client(mut engine: Engine, server: Arc<ServerShared>, announce: bool) {
     let ttl = server.config.resume_ttl.unwrap_or_default();
     tracing::debug!(connection = %engine.connection.id, ?ttl, "link lost: session suspended");
@@ -560,7 +562,10 @@ async fn wait_for_client(mut engine: Engine, server: Arc<ServerShared>, announce
     if announce {
         server.hooks.suspended(&engine.connection);
     }
-    let expiry = tokio::time::sleep(ttl);
+    // A session put back to wait after a refused `RESUME` keeps its
+    // deadline: refusals do not extend its life.
+    let deadline = *engine.expires.get_or_insert_with(|| Instant::now() + ttl);
+    let expiry = tokio::time::sleep_until(deadline);
     tokio::pin!(expiry);
     let ended = poll_fn(|cx| {
         if engine.poll_takeover(cx) {

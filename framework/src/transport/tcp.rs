@@ -98,7 +98,7 @@ pub(crate) async fn serve<S: Io>(
     stream: S,
     peer: SocketAddr,
     server: Arc<ServerShared>,
-    _permit: Permit,
+    permit: Permit,
 ) {
     let linger = server.config.close_linger;
     let connection = server.open_connection(peer, Transport::Tcp);
@@ -109,7 +109,7 @@ pub(crate) async fn serve<S: Io>(
         decoder: FrameDecoder::new(server.config.max_frame_size),
         read_buf: BytesMut::new(),
         read_size: ReadSize::new(),
-        engine: Engine::new(connection, Arc::clone(&server)),
+        engine: Engine::new(connection, Arc::clone(&server), permit),
         reading: true,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "tcp");

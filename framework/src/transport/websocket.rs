@@ -219,7 +219,7 @@ enum Stop {
 pub(crate) async fn serve<S: Io>(
     stream: S,
     peer: SocketAddr,
-    _permit: Permit,
+    permit: Permit,
     pending: Option<Pending>,
     server: Arc<ServerShared>,
     path: Arc<str>,
@@ -260,7 +260,7 @@ pub(crate) async fn serve<S: Io>(
     tracing::debug!(connection = %id, %peer, "websocket connection open");
     let mut conn = WsConnection {
         ws,
-        engine: Engine::new(connection, Arc::clone(&server)),
+        engine: Engine::new(connection, Arc::clone(&server), permit),
         reading: true,
         needs_flush: false,
         close_code: None,
