@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use ternio::protocol::Decode;
 use ternio::protocol::frame::{self, Flags, Framing, Header};
 use ternio::{Packet, Server, packet_controller};
 use ternio_tests::Echo;
@@ -50,14 +51,21 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Starts a server of `LargeReplies` with `config` on a current-thread
 /// runtime of its own thread.
 fn run(config: ternio::ServerConfig) -> std::net::SocketAddr {
+    run_both(config).0
+}
+
+/// As [`run`], with a WebSocket listener too (path `/ws`): the TCP and
+/// WebSocket addresses.
+fn run_both(config: ternio::ServerConfig) -> (std::net::SocketAddr, std::net::SocketAddr) {
     let server = Server::builder()
         .discover_controllers(false)
         .controller(LargeReplies)
         .map_tcp("127.0.0.1:0")
+        .map_websocket("127.0.0.1:0", "/ws")
         .config(config)
         .build()
         .unwrap();
-    let address = server.tcp_addrs()[0];
+    let address = (server.tcp_addrs()[0], server.websocket_addrs()[0]);
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -179,4 +187,96 @@ fn a_frame_announced_large_costs_what_arrived() {
     );
     drop(streams);
     settle(baseline);
+}
+
+/// A WebSocket connection to `/ws` upgraded (its 101 read), then the start
+/// of one binary frame (masked, as every client frame) that announces
+/// `len` bytes of payload, of which `sent` follow.
+fn ws_frame_announced(address: std::net::SocketAddr, len: u64, sent: usize) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let request = format!(
+        "GET /ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Protocol: ternio.v2\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        std::io::Read::read_exact(&mut stream, &mut byte).expect("the upgrade's answer");
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
+    let mut frame = vec![0x82, 0x80 | 127];
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&[1, 2, 3, 4]);
+    frame.extend(std::iter::repeat_n(0u8, sent));
+    stream.write_all(&frame).unwrap();
+    stream
+}
+
+#[test]
+fn a_websocket_frame_announced_large_costs_what_arrived() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_, address) = run_both(ternio::ServerConfig::default());
+    // 50 connections, each announcing a frame of 1,000,000 bytes (within
+    // the default maximum) and sending 100 bytes of it.
+    let baseline = LIVE.load(Ordering::SeqCst);
+    let streams: Vec<_> = (0..50)
+        .map(|_| ws_frame_announced(address, 1_000_000, 100))
+        .collect();
+    let most = most_alive(baseline, Duration::from_secs(1));
+    println!("held at most {most} bytes for 50 WebSocket frames announced at 1 MB, 100 bytes sent");
+    assert!(
+        most < 8 * 1024 * 1024,
+        "the server held {most} bytes for frames that did not arrive"
+    );
+    drop(streams);
+    settle(baseline);
+}
+
+#[test]
+fn before_the_handshake_a_websocket_frame_is_held_to_the_smaller_limit() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut config = ternio::ServerConfig::default();
+    config.require_encryption = true;
+    let (_, address) = run_both(config);
+    // A frame announced past the 4 KiB allowed before the handshake closes
+    // the connection at its header, before its payload comes.
+    let mut stream = ws_frame_announced(address, 5_000, 10);
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match std::io::Read::read(&mut stream, &mut chunk) {
+            Ok(0) => break,
+            Ok(read) => answer.extend_from_slice(&chunk[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(error) => panic!("the connection stayed open: {error}"),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "closed only after {:?}",
+        started.elapsed()
+    );
+    // First a binary message, the DISCONNECT (FRAME_TOO_LARGE), whose
+    // frame follows the two bytes of the WebSocket header.
+    assert_eq!(answer.first(), Some(&0x82), "{answer:?}");
+    let disconnect = frame::Frame::parse(
+        Bytes::copy_from_slice(&answer[2..2 + usize::from(answer[1] & 0x7F)]),
+        usize::MAX,
+    )
+    .unwrap();
+    let reason = ternio::protocol::system::Disconnect::decode_body(&disconnect.body)
+        .unwrap()
+        .reason;
+    assert_eq!(reason, ternio::DisconnectReason::FrameTooLarge);
 }

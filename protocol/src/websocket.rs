@@ -62,6 +62,32 @@ impl ReadCount {
     }
 }
 
+/// Where the WebSocket frame at the start of `bytes` ends (RFC 6455
+/// section 5.2): its header's length (two bytes, the extended length, the
+/// mask when set) and the payload length it announces; `None` while the
+/// header has not all arrived.
+pub fn frame_extent(bytes: &[u8]) -> Option<(usize, u64)> {
+    let [_, second, ..] = *bytes else {
+        return None;
+    };
+    let (extended, short) = match second & 0x7F {
+        126 => (2, None),
+        127 => (8, None),
+        len => (0, Some(u64::from(len))),
+    };
+    let mask = if second & 0x80 != 0 { 4 } else { 0 };
+    let header = 2 + extended + mask;
+    if bytes.len() < header {
+        return None;
+    }
+    let payload = short.unwrap_or_else(|| {
+        bytes[2..2 + extended]
+            .iter()
+            .fold(0u64, |len, &byte| len << 8 | u64::from(byte))
+    });
+    Some((header, payload))
+}
+
 /// The fewest bytes a WebSocket frame with `payload` bytes takes: two
 /// header bytes, the shortest extended length, the 4-byte mask if `masked`
 /// (every client frame is), the payload.
@@ -212,5 +238,32 @@ mod tests {
         assert_eq!(min_frame_len(65_536, true), 65_550);
         assert_eq!(min_frame_len(65_536, false), 65_546);
         assert_eq!(min_frame_len(2, false), 4);
+    }
+
+    #[test]
+    fn frame_extents_follow_the_three_length_forms() {
+        assert_eq!(frame_extent(&[0x82]), None, "one byte is not a header");
+        assert_eq!(frame_extent(&[0x82, 5]), Some((2, 5)), "unmasked, short");
+        assert_eq!(
+            frame_extent(&[0x82, 0x85, 1, 2, 3]),
+            None,
+            "the mask is missing a byte"
+        );
+        assert_eq!(frame_extent(&[0x82, 0x85, 1, 2, 3, 4]), Some((6, 5)));
+        assert_eq!(frame_extent(&[0x82, 0x80 | 126, 0x01]), None);
+        assert_eq!(
+            frame_extent(&[0x82, 0x80 | 126, 0x01, 0x00, 1, 2, 3, 4]),
+            Some((8, 256))
+        );
+        let mut long = vec![0x82, 0x80 | 127];
+        long.extend_from_slice(&1_000_000u64.to_be_bytes());
+        assert_eq!(frame_extent(&long), None, "no mask yet");
+        long.extend_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(frame_extent(&long), Some((14, 1_000_000)));
+        assert_eq!(
+            frame_extent(&[0x82, 127, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),
+            Some((10, u64::MAX)),
+            "no overflow"
+        );
     }
 }

@@ -239,7 +239,10 @@ pub(crate) async fn serve<S: Io>(
         reason = "the signature of tungstenite's upgrade callback"
     )]
     let callback = |request: &Request, response: Response| negotiate(&path, request, response);
-    let stream = CountingStream::new(stream);
+    let mut stream = CountingStream::new(stream);
+    // Frames that come with the upgrade are held to the limit before any
+    // handshake; the engine's limit applies from its first read on.
+    stream.set_frame_limit(connection::frame_limit_before_handshake(&server.config));
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
     let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
         Ok(Ok(ws)) => ws,
@@ -293,6 +296,9 @@ impl<S: Io> WsConnection<S> {
         for _ in 0..BUDGET {
             let mut progress = false;
             if self.reading && self.engine.wants_input() {
+                // A frame's header is judged by the limit of now (smaller
+                // before the handshake, on a server that requires one).
+                self.ws.get_mut().set_frame_limit(self.engine.frame_limit());
                 match self.ws.poll_next_unpin(cx) {
                     Poll::Ready(Some(Ok(message))) => {
                         progress = true;
@@ -313,6 +319,18 @@ impl<S: Io> WsConnection<S> {
                         progress = true;
                         let notice =
                             CloseNotice::new(DisconnectReason::FrameTooLarge, error.to_string());
+                        self.engine.close_now(&notice);
+                    }
+                    Poll::Ready(Some(Err(WsError::Io(_))))
+                        if let Some((announced, limit)) = self.ws.get_ref().refused() =>
+                    {
+                        // Refused at its header, before its payload came.
+                        progress = true;
+                        self.reading = false;
+                        let notice = CloseNotice::new(
+                            DisconnectReason::FrameTooLarge,
+                            format!("a frame of {announced} bytes announced; the limit is {limit}"),
+                        );
                         self.engine.close_now(&notice);
                     }
                     Poll::Ready(Some(Err(error))) => {

@@ -1,19 +1,37 @@
-//! The socket under the server's tungstenite stream, counting what it
+//! The socket under the server's tungstenite stream. It counts what it
 //! reads, so that a quiet connection can get a fresh stream and give back
-//! the buffers a large message grew (see [`ternio_protocol::websocket`]).
+//! the buffers a large message grew (see [`ternio_protocol::websocket`]),
+//! and it hands tungstenite whole frames only: tungstenite reserves the
+//! length a frame's header announces as soon as it reads it, so a peer
+//! that announced a large frame and sent little would otherwise make the
+//! server hold what it announced.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use ternio_protocol::websocket::{ReadCount, min_frame_len};
+use bytes::{Buf, BytesMut};
+use ternio_protocol::buffers::{MAX_KEPT_CAPACITY, READ_CHUNK};
+use ternio_protocol::websocket::{ReadCount, frame_extent, min_frame_len};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_util::io::poll_read_buf;
 
-/// A socket that counts the bytes read through it after the upgrade request.
+/// A socket that counts the bytes read from it after the upgrade request,
+/// and gives the frames after it to its reader only once each is whole.
 pub(crate) struct CountingStream<S> {
     inner: S,
     count: ReadCount,
+    /// What was read from the socket and not given to the reader yet: it
+    /// grows with what arrives, never with what a header announces.
+    held: BytesMut,
+    /// Bytes at the front of `held` the reader may have now: the upgrade
+    /// head, then whole frames.
+    ready: usize,
+    /// The largest payload a frame may announce (the engine's frame limit).
+    limit: usize,
+    /// The frame that announced more than `limit`: the read failed.
+    refused: Option<(u64, usize)>,
 }
 
 impl<S> CountingStream<S> {
@@ -21,6 +39,42 @@ impl<S> CountingStream<S> {
         Self {
             inner,
             count: ReadCount::new(),
+            held: BytesMut::new(),
+            ready: 0,
+            limit: usize::MAX,
+            refused: None,
+        }
+    }
+
+    /// The largest payload a frame may announce from now on: a frame
+    /// announced past it fails the read at its header
+    /// ([`refused`](Self::refused) says so).
+    pub(crate) fn set_frame_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    /// The payload length and the limit of the frame refused, if one was.
+    pub(crate) fn refused(&self) -> Option<(u64, usize)> {
+        self.refused
+    }
+
+    /// Makes the whole frames in `held` past `ready` ready, once the
+    /// upgrade head has gone by; stops at a frame announced past the limit
+    /// (which the next read, once what is ready is taken, fails with).
+    fn release_whole_frames(&mut self) {
+        if self.count.after_head().is_none() {
+            return;
+        }
+        while let Some((header, payload)) = frame_extent(&self.held[self.ready..]) {
+            if payload > self.limit as u64 {
+                self.refused = Some((payload, self.limit));
+                return;
+            }
+            let whole = header + payload as usize;
+            if self.held.len() - self.ready < whole {
+                return;
+            }
+            self.ready += whole;
         }
     }
 
@@ -59,13 +113,49 @@ impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            let filled = buf.filled();
-            this.count.count(&filled[before..]);
+        loop {
+            if this.ready > 0 {
+                let given = this.ready.min(buf.remaining());
+                buf.put_slice(&this.held[..given]);
+                this.held.advance(given);
+                this.ready -= given;
+                if this.held.is_empty() && this.held.capacity() > MAX_KEPT_CAPACITY {
+                    this.held = BytesMut::new();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if let Some((announced, limit)) = this.refused {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a WebSocket frame announced {announced} bytes, more than the {limit} allowed"
+                    ),
+                )));
+            }
+            if this.held.capacity() - this.held.len() < READ_CHUNK / 2 {
+                this.held.reserve(READ_CHUNK);
+            }
+            let before = this.held.len();
+            let read =
+                std::task::ready!(poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.held))?;
+            if read == 0 {
+                // The end: whatever is held goes as it is (the reader
+                // sees a frame cut short), then the end itself.
+                this.ready = this.held.len();
+                if this.ready == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
+            let in_head = this.count.after_head().is_none();
+            this.count.count(&this.held[before..]);
+            if in_head {
+                // The head (up to its end, if it came) goes as it is.
+                let after = this.count.after_head().unwrap_or(0);
+                this.ready = this.held.len() - after as usize;
+            }
+            this.release_whole_frames();
         }
-        polled
     }
 }
 
@@ -102,6 +192,94 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for CountingStream<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A masked binary frame with `payload` bytes of `fill`.
+    fn frame(payload: usize, fill: u8) -> Vec<u8> {
+        let mut frame = vec![0x82];
+        match payload {
+            0..126 => frame.push(0x80 | payload as u8),
+            126..=0xFFFF => {
+                frame.push(0x80 | 126);
+                frame.extend_from_slice(&(payload as u16).to_be_bytes());
+            }
+            _ => {
+                frame.push(0x80 | 127);
+                frame.extend_from_slice(&(payload as u64).to_be_bytes());
+            }
+        }
+        frame.extend_from_slice(&[0; 4]);
+        frame.extend(std::iter::repeat_n(fill, payload));
+        frame
+    }
+
+    /// What the reader gets now, without waiting for more.
+    async fn available<S: AsyncRead + Unpin>(stream: &mut CountingStream<S>) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 300];
+        while let Ok(Ok(read)) = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            stream.read(&mut chunk),
+        )
+        .await
+        {
+            if read == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..read]);
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn the_reader_gets_the_head_then_whole_frames_only() {
+        let (mut peer, socket) = tokio::io::duplex(1 << 20);
+        let mut stream = CountingStream::new(socket);
+        stream.set_frame_limit(100_000);
+        let head = b"GET /ws HTTP/1.1\r\nHost: x\r\n\r\n";
+        let first = frame(5, 1);
+        let second = frame(70_000, 2);
+        // The head and a frame and a half in one write, then the rest of
+        // the second frame's header, then its payload in two parts.
+        let mut start = head.to_vec();
+        start.extend_from_slice(&first);
+        start.extend_from_slice(&second[..1]);
+        peer.write_all(&start).await.unwrap();
+        let mut expected = head.to_vec();
+        expected.extend_from_slice(&first);
+        assert_eq!(available(&mut stream).await, expected, "not the half frame");
+        peer.write_all(&second[1..20]).await.unwrap();
+        assert!(
+            available(&mut stream).await.is_empty(),
+            "a header is not a frame"
+        );
+        peer.write_all(&second[20..]).await.unwrap();
+        assert_eq!(available(&mut stream).await, second, "whole, it goes");
+        assert_eq!(
+            stream.read_after_request(),
+            Some((first.len() + second.len()) as u64)
+        );
+        // The end: what was held goes, then the end.
+        peer.write_all(&frame(10, 3)[..8]).await.unwrap();
+        drop(peer);
+        assert_eq!(available(&mut stream).await, frame(10, 3)[..8].to_vec());
+        assert!(stream.refused().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_frame_announced_past_the_limit_fails_at_its_header() {
+        let (mut peer, socket) = tokio::io::duplex(1 << 16);
+        let mut stream = CountingStream::new(socket);
+        stream.set_frame_limit(4096);
+        let mut bytes = b"GET / HTTP/1.1\r\n\r\n".to_vec();
+        bytes.extend_from_slice(&frame(4097, 0)[..14]);
+        peer.write_all(&bytes).await.unwrap();
+        let mut head = [0u8; 18];
+        stream.read_exact(&mut head).await.unwrap();
+        let error = stream.read(&mut [0u8; 64]).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(stream.refused(), Some((4097, 4096)));
+    }
     use tokio_tungstenite::tungstenite::protocol::CloseFrame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
