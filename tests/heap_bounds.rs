@@ -189,15 +189,21 @@ fn a_frame_announced_large_costs_what_arrived() {
     settle(baseline);
 }
 
-/// A WebSocket connection to `/ws` upgraded (its 101 read), then the start
-/// of one binary frame (masked, as every client frame) that announces
-/// `len` bytes of payload, of which `sent` follow.
-fn ws_frame_announced(address: std::net::SocketAddr, len: u64, sent: usize) -> std::net::TcpStream {
+/// A WebSocket connection to `/ws` upgraded (its 101 read), its request
+/// preceded by `before` (empty lines, which HTTP parsers skip), then the
+/// start of one binary frame (masked, as every client frame) that
+/// announces `len` bytes of payload, of which `sent` follow.
+fn ws_frame_announced(
+    address: std::net::SocketAddr,
+    before: &str,
+    len: u64,
+    sent: usize,
+) -> std::net::TcpStream {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let request = format!(
-        "GET /ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Protocol: ternio.v2\r\n\r\n"
+        "{before}GET /ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ternio.v2\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).unwrap();
     stream
@@ -225,10 +231,11 @@ fn a_websocket_frame_announced_large_costs_what_arrived() {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (_, address) = run_both(ternio::ServerConfig::default());
     // 50 connections, each announcing a frame of 1,000,000 bytes (within
-    // the default maximum) and sending 100 bytes of it.
+    // the default maximum) and sending 100 bytes of it; half of them after
+    // a request that starts with empty lines.
     let baseline = LIVE.load(Ordering::SeqCst);
     let streams: Vec<_> = (0..50)
-        .map(|_| ws_frame_announced(address, 1_000_000, 100))
+        .map(|n| ws_frame_announced(address, ["", "\r\n\r\n"][n % 2], 1_000_000, 100))
         .collect();
     let most = most_alive(baseline, Duration::from_secs(1));
     println!("held at most {most} bytes for 50 WebSocket frames announced at 1 MB, 100 bytes sent");
@@ -249,8 +256,17 @@ fn before_the_handshake_a_websocket_frame_is_held_to_the_smaller_limit() {
     config.require_encryption = true;
     let (_, address) = run_both(config);
     // A frame announced past the 4 KiB allowed before the handshake closes
-    // the connection at its header, before its payload comes.
-    let mut stream = ws_frame_announced(address, 5_000, 10);
+    // the connection at its header, before its payload comes; also after
+    // a request that starts with empty lines (which the HTTP parser skips,
+    // and which once made the server look for frames inside the request).
+    for before in ["", "\r\n\r\n", "\n\n\r\n"] {
+        refused_at_its_header(ws_frame_announced(address, before, 5_000, 10));
+    }
+}
+
+/// Reads what the server sends until it closes (within 3 s), and checks
+/// that it is a `DISCONNECT FRAME_TOO_LARGE`.
+fn refused_at_its_header(mut stream: std::net::TcpStream) {
     let started = Instant::now();
     let mut answer = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -267,8 +283,8 @@ fn before_the_handshake_a_websocket_frame_is_held_to_the_smaller_limit() {
         "closed only after {:?}",
         started.elapsed()
     );
-    // First a binary message, the DISCONNECT (FRAME_TOO_LARGE), whose
-    // frame follows the two bytes of the WebSocket header.
+    // A binary message, the DISCONNECT, whose frame follows the two bytes
+    // of the WebSocket header.
     assert_eq!(answer.first(), Some(&0x82), "{answer:?}");
     let disconnect = frame::Frame::parse(
         Bytes::copy_from_slice(&answer[2..2 + usize::from(answer[1] & 0x7F)]),

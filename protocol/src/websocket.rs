@@ -55,6 +55,14 @@ impl ReadCount {
         }
     }
 
+    /// The head ended just now, as a caller that knows it says (a server
+    /// whose upgrade completed: the head is what its HTTP parser took,
+    /// whatever the bytes looked like): what is counted from now on is
+    /// after it.
+    pub fn head_ended(&mut self) {
+        self.after_head = Some(0);
+    }
+
     /// Bytes read after the upgrade head, or `None` while its end was not
     /// seen (then nothing is known).
     pub fn after_head(&self) -> Option<u64> {

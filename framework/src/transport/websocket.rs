@@ -240,11 +240,12 @@ pub(crate) async fn serve<S: Io>(
     )]
     let callback = |request: &Request, response: Response| negotiate(&path, request, response);
     let mut stream = CountingStream::new(stream);
-    // Frames that come with the upgrade are held to the limit before any
-    // handshake; the engine's limit applies from its first read on.
+    // The first frames are held to the limit before any handshake; the
+    // engine's limit applies from its first read on.
     stream.set_frame_limit(connection::frame_limit_before_handshake(&server.config));
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
-    let ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await {
+    let mut ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await
+    {
         Ok(Ok(ws)) => ws,
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "websocket upgrade refused");
@@ -255,8 +256,9 @@ pub(crate) async fn serve<S: Io>(
             return;
         }
     };
-    // The upgrade is done: its place goes to the next one.
+    // The upgrade is done: its place goes to the next one, and frames come.
     drop(pending);
+    ws.get_mut().upgraded();
     let linger = server.config.close_linger;
     let connection = server.open_connection(peer, Transport::WebSocket);
     let id = connection.id;
@@ -421,11 +423,16 @@ impl<S: Io> WsConnection<S> {
     /// Whether bytes of an unfinished message wait, after a read that
     /// completed a data message (`completed`) or not.
     fn note_message_bytes(&mut self, completed: bool) {
-        let read = self.ws.get_ref().read_after_request().unwrap_or(0);
+        let socket = self.ws.get_ref();
+        let read = socket.read_after_request().unwrap_or(0);
+        // (Part of the next frame may have come in the same read: it waits
+        // in the socket, not in tungstenite.)
+        let held = socket.holds_partial_frame();
         if completed {
             self.settled = read;
         }
-        self.engine.note_frames(completed, read > self.settled);
+        self.engine
+            .note_frames(completed, read > self.settled || held);
     }
 
     fn on_message(&mut self, message: Message) -> AfterFrame {

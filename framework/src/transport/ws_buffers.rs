@@ -21,15 +21,25 @@ use tokio_util::io::poll_read_buf;
 /// and gives the frames after it to its reader only once each is whole.
 pub(crate) struct CountingStream<S> {
     inner: S,
+    /// Counts from the end of the upgrade ([`upgraded`](Self::upgraded)).
     count: ReadCount,
+    /// Whether the upgrade completed: frames come from now on. (Before, the
+    /// bytes go through as they are: tungstenite refuses an upgrade request
+    /// followed by any byte it read with it, so when it completes, the next
+    /// byte is a frame's first, whatever the request looked like.)
+    framing: bool,
     /// What was read from the socket and not given to the reader yet: it
     /// grows with what arrives, never with what a header announces.
     held: BytesMut,
     /// Bytes at the front of `held` the reader may have now: the upgrade
     /// head, then whole frames.
     ready: usize,
-    /// The largest payload a frame may announce (the engine's frame limit).
+    /// The largest payload a frame, or the frames of one message, may
+    /// announce (the engine's frame limit).
     limit: usize,
+    /// The payload announced so far by the frames of an unfinished
+    /// (fragmented) message.
+    message: u64,
     /// The frame that announced more than `limit`: the read failed.
     refused: Option<(u64, usize)>,
 }
@@ -39,11 +49,19 @@ impl<S> CountingStream<S> {
         Self {
             inner,
             count: ReadCount::new(),
+            framing: false,
             held: BytesMut::new(),
             ready: 0,
             limit: usize::MAX,
+            message: 0,
             refused: None,
         }
+    }
+
+    /// The upgrade completed: what is read from now on is frames, counted.
+    pub(crate) fn upgraded(&mut self) {
+        self.framing = true;
+        self.count.head_ended();
     }
 
     /// The largest payload a frame may announce from now on: a frame
@@ -58,16 +76,27 @@ impl<S> CountingStream<S> {
         self.refused
     }
 
-    /// Makes the whole frames in `held` past `ready` ready, once the
-    /// upgrade head has gone by; stops at a frame announced past the limit
-    /// (which the next read, once what is ready is taken, fails with).
+    /// Whether part of a frame waits here for the rest of it.
+    pub(crate) fn holds_partial_frame(&self) -> bool {
+        self.held.len() > self.ready
+    }
+
+    /// Makes the whole frames in `held` past `ready` ready; stops at a
+    /// frame whose message announces more than the limit (which the next
+    /// read, once what is ready is taken, fails with).
     fn release_whole_frames(&mut self) {
-        if self.count.after_head().is_none() {
-            return;
-        }
         while let Some((header, payload)) = frame_extent(&self.held[self.ready..]) {
-            if payload > self.limit as u64 {
-                self.refused = Some((payload, self.limit));
+            let first = self.held[self.ready];
+            // Control frames (opcode 8 and up) stand alone, even between
+            // the fragments of a message.
+            let data = first & 0x08 == 0;
+            let message = if data {
+                self.message.saturating_add(payload)
+            } else {
+                payload
+            };
+            if message > self.limit as u64 {
+                self.refused = Some((message, self.limit));
                 return;
             }
             let whole = header + payload as usize;
@@ -75,6 +104,10 @@ impl<S> CountingStream<S> {
                 return;
             }
             self.ready += whole;
+            if data {
+                // FIN ends the message.
+                self.message = if first & 0x80 != 0 { 0 } else { message };
+            }
         }
     }
 
@@ -113,6 +146,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if !this.framing {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
         loop {
             if this.ready > 0 {
                 let given = this.ready.min(buf.remaining());
@@ -147,13 +183,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {
                 }
                 continue;
             }
-            let in_head = this.count.after_head().is_none();
             this.count.count(&this.held[before..]);
-            if in_head {
-                // The head (up to its end, if it came) goes as it is.
-                let after = this.count.after_head().unwrap_or(0);
-                this.ready = this.held.len() - after as usize;
-            }
             this.release_whole_frames();
         }
     }
@@ -196,7 +226,12 @@ mod tests {
 
     /// A masked binary frame with `payload` bytes of `fill`.
     fn frame(payload: usize, fill: u8) -> Vec<u8> {
-        let mut frame = vec![0x82];
+        frame_with(0x82, payload, fill)
+    }
+
+    /// A masked frame whose first byte (FIN, opcode) is `first`.
+    fn frame_with(first: u8, payload: usize, fill: u8) -> Vec<u8> {
+        let mut frame = vec![first];
         match payload {
             0..126 => frame.push(0x80 | payload as u8),
             126..=0xFFFF => {
@@ -232,22 +267,25 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_reader_gets_the_head_then_whole_frames_only() {
+    async fn the_upgrade_goes_through_then_whole_frames_only() {
         let (mut peer, socket) = tokio::io::duplex(1 << 20);
         let mut stream = CountingStream::new(socket);
         stream.set_frame_limit(100_000);
-        let head = b"GET /ws HTTP/1.1\r\nHost: x\r\n\r\n";
+        // Before the upgrade completes, bytes go through as they are,
+        // uncounted (what the HTTP parser takes is the head).
+        let head = b"\r\n\r\nGET /ws HTTP/1.1\r\nHost: x\r\n\r\n";
+        peer.write_all(head).await.unwrap();
+        assert_eq!(available(&mut stream).await, head.to_vec());
+        assert_eq!(stream.read_after_request(), None);
+        stream.upgraded();
         let first = frame(5, 1);
         let second = frame(70_000, 2);
-        // The head and a frame and a half in one write, then the rest of
-        // the second frame's header, then its payload in two parts.
-        let mut start = head.to_vec();
-        start.extend_from_slice(&first);
+        // A frame and a half in one write, then the rest of the second
+        // frame's header, then its payload.
+        let mut start = first.clone();
         start.extend_from_slice(&second[..1]);
         peer.write_all(&start).await.unwrap();
-        let mut expected = head.to_vec();
-        expected.extend_from_slice(&first);
-        assert_eq!(available(&mut stream).await, expected, "not the half frame");
+        assert_eq!(available(&mut stream).await, first, "not the half frame");
         peer.write_all(&second[1..20]).await.unwrap();
         assert!(
             available(&mut stream).await.is_empty(),
@@ -271,11 +309,12 @@ mod tests {
         let (mut peer, socket) = tokio::io::duplex(1 << 16);
         let mut stream = CountingStream::new(socket);
         stream.set_frame_limit(4096);
-        let mut bytes = b"GET / HTTP/1.1\r\n\r\n".to_vec();
+        stream.upgraded();
+        let mut bytes = frame(10, 0);
         bytes.extend_from_slice(&frame(4097, 0)[..14]);
         peer.write_all(&bytes).await.unwrap();
-        let mut head = [0u8; 18];
-        stream.read_exact(&mut head).await.unwrap();
+        let mut first = [0u8; 16];
+        stream.read_exact(&mut first).await.unwrap();
         let error = stream.read(&mut [0u8; 64]).await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         assert_eq!(stream.refused(), Some((4097, 4096)));
@@ -295,5 +334,29 @@ mod tests {
             reason: "bye".into(),
         };
         assert_eq!(wire_len(&Message::Close(Some(close))), 11);
+    }
+
+    #[tokio::test]
+    async fn the_fragments_of_a_message_count_together_control_frames_alone() {
+        let (mut peer, socket) = tokio::io::duplex(1 << 16);
+        let mut stream = CountingStream::new(socket);
+        stream.set_frame_limit(4096);
+        stream.upgraded();
+        // 3,000 + a ping + 1,000 bytes: one message within the limit.
+        let mut fine = frame_with(0x02, 3000, 1);
+        fine.extend_from_slice(&frame_with(0x89, 100, 0));
+        fine.extend_from_slice(&frame_with(0x80, 1000, 2));
+        peer.write_all(&fine).await.unwrap();
+        assert_eq!(available(&mut stream).await, fine);
+        assert!(stream.refused().is_none());
+        // 3,000 + 1,097 bytes: the second fragment takes the message past it.
+        let mut over = frame_with(0x02, 3000, 1);
+        over.extend_from_slice(&frame_with(0x80, 1097, 2)[..14]);
+        peer.write_all(&over).await.unwrap();
+        let mut first = vec![0u8; 3008];
+        stream.read_exact(&mut first).await.unwrap();
+        let error = stream.read(&mut [0u8; 64]).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(stream.refused(), Some((4097, 4096)));
     }
 }
