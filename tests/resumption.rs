@@ -58,6 +58,14 @@ impl Session {
         Self::new(SealedConnection::plain(address).await)
     }
 
+    /// A plain session on a link from the local address `source`.
+    async fn plain_from(source: [u8; 4], address: SocketAddr) -> Self {
+        Self::new(SealedConnection {
+            raw: RawConnection::over(connect_from(source, address).await),
+            channel: None,
+        })
+    }
+
     /// A session after an NN handshake.
     async fn secure(address: SocketAddr) -> Self {
         Self::new(SealedConnection::secure(address).await)
@@ -160,7 +168,18 @@ async fn resume_changed(
     secret: Option<&[u8]>,
     change: impl FnOnce(&mut Resume),
 ) -> Result<(Session, Resumed), ErrorBody> {
-    let mut raw = RawConnection::connect(address).await;
+    let raw = RawConnection::connect(address).await;
+    resume_on(raw, ticket, received, secret, change).await
+}
+
+/// As [`resume_changed`], on the link `raw`.
+async fn resume_on(
+    mut raw: RawConnection,
+    ticket: Ticket,
+    received: u64,
+    secret: Option<&[u8]>,
+    change: impl FnOnce(&mut Resume),
+) -> Result<(Session, Resumed), ErrorBody> {
     let mut initiator =
         secret.map(|secret| ResumeInitiator::new(None, secret, &ticket, received).unwrap());
     let (pattern, message) = match &mut initiator {
@@ -191,6 +210,17 @@ async fn resume_changed(
         ticket: Some(resumed.ticket.clone()),
     };
     Ok((session, resumed))
+}
+
+/// A TCP connection to `address` from the local address `source`.
+async fn connect_from(source: [u8; 4], address: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind((std::net::Ipv4Addr::from(source), 0).into())
+        .unwrap();
+    let stream = socket.connect(address).await.expect("connects");
+    stream.set_nodelay(true).unwrap();
+    stream
 }
 
 /// What the hooks saw.
@@ -1001,6 +1031,105 @@ async fn a_session_put_back_to_wait_keeps_its_place_among_the_connections() {
     second
         .expect_disconnect(ternio::DisconnectReason::TooManyConnections)
         .await;
+}
+
+/// A session resumed from another address takes its new link's place
+/// among that address's connections and gives the old address's back
+/// (a phone that moved from one network to another).
+#[tokio::test]
+async fn a_session_resumed_from_another_address_counts_there() {
+    let (address, _server, seen) = start_with(Duration::from_secs(10), 64 * 1024, |builder| {
+        builder.max_connections_per_ip(1)
+    });
+    let mut session = Session::plain_from([127, 0, 5, 1], address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // Resumed from 127.0.5.2.
+    let ticket = session.ticket.clone().unwrap();
+    let raw = RawConnection::over(connect_from([127, 0, 5, 2], address).await);
+    let (mut resumed, _) = resume_on(raw, ticket, session.received, None, |_| {})
+        .await
+        .expect("resumed");
+    resumed.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(resumed.recv_app().await.header.request_id, 2);
+    // 127.0.5.1 has its place back; 127.0.5.2's is taken.
+    let mut first = RawConnection::over(connect_from([127, 0, 5, 1], address).await);
+    first.request(&Add { a: 1, b: 2 }, 1).await;
+    assert_eq!(first.recv().await.expect("answered").header.request_id, 1);
+    let mut second = RawConnection::over(connect_from([127, 0, 5, 2], address).await);
+    second
+        .expect_disconnect(ternio::DisconnectReason::TooManyConnections)
+        .await;
+}
+
+/// The `ACK` schedule starts again from a resumption's answer, which
+/// acknowledges every frame received: a frame sent after it is
+/// acknowledged within the `ACK` delay even if the link was lost while an
+/// `ACK` was due. (Before, the delay's timer stayed off after such a
+/// resumption, and a client that waited for room in its replay buffer
+/// waited for ever.)
+#[tokio::test]
+async fn after_a_resumption_the_ack_delay_runs_again() {
+    let (address, _server, seen) = start(Duration::from_secs(10), 64 * 1024);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    // One counted frame, then the link is lost before its ACK (200 ms).
+    session.request(&Add { a: 1, b: 1 }, 1).await;
+    session.recv_app().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    let (mut session, resumed) = session.resume(address).await.expect("resumed");
+    assert_eq!(resumed.received, 1);
+    session.request(&Add { a: 2, b: 2 }, 2).await;
+    assert_eq!(session.recv_app().await.header.request_id, 2);
+    // The ACK of both comes within the delay.
+    let ack = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            let frame = session.recv().await.expect("the link is up");
+            if frame.header.opcode == system::ACK {
+                break Ack::decode_body(&frame.body).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("an ACK after the resumption");
+    assert_eq!(ack.received, 2);
+}
+
+/// Once its replay buffer overflowed, a session cannot be made resumable
+/// again: a second `RESUME_TICKET` is refused (error 9), as counting goes
+/// on and cannot start again. (Before, it was given a new ticket and
+/// counted from 0 again, against docs/PROTOCOL.md section 4.2: the
+/// client's next `ACK` went past what the server counted as sent.)
+#[tokio::test]
+async fn after_an_overflow_a_second_ticket_is_refused() {
+    let (address, _server, _seen) = start(Duration::from_secs(10), 4096);
+    let mut session = Session::plain(address).await;
+    session.ask_ticket().await;
+    // An 8 KB answer overflows the server's 4 KiB buffer.
+    session
+        .request(
+            &Echo {
+                payload: Bytes::from(vec![1u8; 8 * 1024]),
+            },
+            1,
+        )
+        .await;
+    assert_eq!(session.recv_app().await.header.request_id, 1);
+    session
+        .send_frame(Header::new(system::RESUME_TICKET, Flags::NONE, 2), &[])
+        .await;
+    let answer = session.recv_app().await;
+    assert_eq!(answer.header.request_id, 2);
+    assert!(answer.header.flags.is_error());
+    let error = ErrorBody::parse(&answer.body).unwrap();
+    assert_eq!(error.code, ErrorCode::HandshakeFailed);
+    assert!(
+        error.message.contains("can no longer be resumed"),
+        "{}",
+        error.message
+    );
 }
 
 #[tokio::test]

@@ -114,7 +114,8 @@ pub(crate) struct Engine {
     expires: Option<Instant>,
     /// The connection's place among the server's connections (admission):
     /// it goes with the session, so a session that waits for its client
-    /// still holds it, whichever task keeps the session.
+    /// still holds it, whichever task keeps the session; a resumed session
+    /// takes its new link's place (its address's) and gives the old one back.
     _place: Permit,
     /// The counted frames received and when to acknowledge them: from the
     /// ticket on, and still once resumability ended (docs/PROTOCOL.md

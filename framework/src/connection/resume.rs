@@ -76,6 +76,16 @@ impl Engine {
             );
             return AfterFrame::Continue;
         }
+        if self.resume.is_none() && self.acks.is_some() {
+            // Counting goes on and cannot start again: this session's
+            // frames are no longer all kept, so it cannot be resumed.
+            self.error(
+                header,
+                ErrorCode::HandshakeFailed,
+                &"this session can no longer be resumed (its replay buffer overflowed)",
+            );
+            return AfterFrame::Continue;
+        }
         if self.resume.is_none() {
             let (ticket, takeover) = self.register_ticket();
             self.resume = Some(Box::new(Resumption {
@@ -375,7 +385,12 @@ impl Engine {
         // The answer's fields, which message 2 carries encrypted.
         let ticket = Ticket::generate();
         let ttl_ms = millis(server.config.resume_ttl.unwrap_or_default());
-        let count = self.acks.as_ref().expect("a resumable session").count();
+        // The answer acknowledges every frame received so far: the `ACK`
+        // schedule starts again from it (its timer was off while the
+        // session waited).
+        let acks = self.acks.as_mut().expect("a resumable session");
+        let count = acks.count();
+        acks.acked();
         let mut message = Vec::new();
         if let Some(handshake) = handshake {
             let (reply, mut channel) = handshake
@@ -495,6 +510,9 @@ pub(crate) async fn resume(engine: &mut Engine) {
         return refuse(engine, header, &why);
     }
     std::mem::swap(engine, &mut session);
+    // The link keeps its own place among the connections (its address's),
+    // and the old link's goes with the unused session.
+    std::mem::swap(&mut engine._place, &mut session._place);
     // `session` is now this link's own, unused: it ends here.
     let own = Arc::clone(&session.connection);
     drop(session);
