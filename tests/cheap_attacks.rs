@@ -110,6 +110,35 @@ async fn an_unfinished_websocket_message_kept_alive_by_pings_is_closed() {
     assert_eq!(reason, Some(DisconnectReason::IdleTimeout));
 }
 
+/// The same, with the first fragment in the same write as a whole message
+/// before it: the server reads both at once, returns the whole one, and
+/// must still see the unfinished one. (Before, the bytes of the read that
+/// completed a message all counted as settled: the fragment escaped the
+/// frame timeout, held until the idle timeout.)
+#[tokio::test]
+async fn an_unfinished_websocket_message_behind_a_whole_one_is_closed() {
+    let (_, ws_address, _server) = start_server_with_ws(|b| {
+        b.frame_timeout(FRAME_TIMEOUT)
+            .idle_timeout(Some(Duration::from_secs(60)))
+    });
+    let mut ws = websocket(ws_address).await;
+    let first = WsFrame::message(
+        Bytes::from_static(&[1, 0, 0]),
+        OpCode::Data(Data::Binary),
+        false,
+    );
+    let echo = Echo {
+        payload: Bytes::from_static(b"whole"),
+    };
+    ws.feed(ws_request(&echo, 1)).await.unwrap();
+    ws.feed(Message::Frame(first)).await.unwrap();
+    ws.flush().await.unwrap();
+    let reason = ping_until_closed(&mut ws)
+        .await
+        .unwrap_or_else(|after| panic!("still open after {after:?}"));
+    assert_eq!(reason, Some(DisconnectReason::IdleTimeout));
+}
+
 #[tokio::test]
 async fn websocket_pings_alone_do_not_keep_a_connection_open() {
     let (_, ws_address, _server) = start_server_with_ws(|b| {

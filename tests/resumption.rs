@@ -1130,6 +1130,17 @@ async fn after_an_overflow_a_second_ticket_is_refused() {
         "{}",
         error.message
     );
+    // Nor does the session's kind change: a handshake is refused too.
+    let body = Initiator::new(None).unwrap().request_body().unwrap();
+    session
+        .send_frame(Header::new(system::HANDSHAKE, Flags::NONE, 3), &body)
+        .await;
+    let answer = session.recv_app().await;
+    assert_eq!(answer.header.request_id, 3);
+    assert_eq!(
+        ErrorBody::parse(&answer.body).unwrap().code,
+        ErrorCode::HandshakeFailed
+    );
 }
 
 #[tokio::test]

@@ -142,8 +142,9 @@ impl Engine {
     /// the first, is error 9.
     pub(super) fn handshake(&mut self, frame: Frame) -> AfterFrame {
         let header = frame.header;
-        if self.resume.is_some() {
-            // A session's kind is fixed once counting started (section 4.2).
+        if self.acks.is_some() {
+            // A session's kind is fixed once counting started (section 4.2),
+            // also once its replay buffer overflowed (counting goes on).
             self.error(
                 header,
                 ErrorCode::HandshakeFailed,

@@ -38,7 +38,7 @@ use crate::close::CloseNotice;
 use crate::connection::{self, AfterFrame, Engine};
 use crate::ids::Transport;
 use crate::shared::ServerShared;
-use crate::transport::ws_buffers::{CountingStream, payload_len, wire_len};
+use crate::transport::ws_buffers::{CountingStream, payload_len};
 use crate::transport::{Accept, Admitted, Exit, Io, accept_loop, in_span, shutdown_and_drain};
 
 /// A WebSocket over a stream that counts what it reads.
@@ -198,11 +198,6 @@ struct WsConnection<S> {
     close_received: bool,
     /// What `ws` returned and carried: whether it may be made anew.
     renewal: Renewal,
-    /// Bytes read that belong to whole messages, for the frame timeout:
-    /// set to all bytes read when a data message is whole, moved on by the
-    /// exact size of each control frame. More bytes read than this means a
-    /// message (or its fragments) is unfinished.
-    settled: u64,
 }
 
 /// Why the connection's loop stopped.
@@ -271,7 +266,6 @@ pub(crate) async fn serve<S: Io>(
         close_code: None,
         close_received: false,
         renewal: Renewal::new(),
-        settled: 0,
     };
     let span = tracing::info_span!("connection", id = id.0, %peer, transport = "websocket");
     in_span(span, async move {
@@ -409,30 +403,16 @@ impl<S: Io> WsConnection<S> {
     /// pong, close) is not, and does not extend an unfinished message's
     /// deadline either.
     fn note_message(&mut self, message: &Message) {
-        match message {
-            Message::Binary(_) | Message::Text(_) => self.note_message_bytes(true),
-            // Control frames are never fragmented and their payload is at
-            // most 125 bytes: their size on the wire is exact.
-            other => {
-                self.settled += wire_len(other);
-                self.note_message_bytes(false);
-            }
-        }
+        let data = matches!(message, Message::Binary(_) | Message::Text(_));
+        self.note_message_bytes(data);
     }
 
-    /// Whether bytes of an unfinished message wait, after a read that
-    /// completed a data message (`completed`) or not.
+    /// Tells the engine whether a data message was completed (`completed`)
+    /// and whether the peer left one unfinished: part of a frame, or the
+    /// first fragments of a message (the socket knows both).
     fn note_message_bytes(&mut self, completed: bool) {
-        let socket = self.ws.get_ref();
-        let read = socket.read_after_request().unwrap_or(0);
-        // (Part of the next frame may have come in the same read: it waits
-        // in the socket, not in tungstenite.)
-        let held = socket.holds_partial_frame();
-        if completed {
-            self.settled = read;
-        }
-        self.engine
-            .note_frames(completed, read > self.settled || held);
+        let unfinished = self.ws.get_ref().holds_unfinished();
+        self.engine.note_frames(completed, unfinished);
     }
 
     fn on_message(&mut self, message: Message) -> AfterFrame {

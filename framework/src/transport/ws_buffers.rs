@@ -12,10 +12,13 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use ternio_protocol::buffers::{MAX_KEPT_CAPACITY, READ_CHUNK};
-use ternio_protocol::websocket::{ReadCount, frame_extent, min_frame_len};
+use ternio_protocol::websocket::{ReadCount, frame_extent};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::io::poll_read_buf;
+
+/// The most a control frame (ping, pong, close) carries (RFC 6455 section 5.5).
+const MAX_CONTROL_PAYLOAD: usize = 125;
 
 /// A socket that counts the bytes read from it after the upgrade request,
 /// and gives the frames after it to its reader only once each is whole.
@@ -40,6 +43,9 @@ pub(crate) struct CountingStream<S> {
     /// The payload announced so far by the frames of an unfinished
     /// (fragmented) message.
     message: u64,
+    /// Whether the reader has the first fragments of a message whose last
+    /// has not come.
+    unfinished: bool,
     /// The frame that announced more than `limit`: the read failed.
     refused: Option<(u64, usize)>,
 }
@@ -54,6 +60,7 @@ impl<S> CountingStream<S> {
             ready: 0,
             limit: usize::MAX,
             message: 0,
+            unfinished: false,
             refused: None,
         }
     }
@@ -76,27 +83,31 @@ impl<S> CountingStream<S> {
         self.refused
     }
 
-    /// Whether part of a frame waits here for the rest of it.
-    pub(crate) fn holds_partial_frame(&self) -> bool {
-        self.held.len() > self.ready
+    /// Whether the peer left something unfinished: part of a frame waits
+    /// here, or the reader has the first fragments of a message and not
+    /// its last. (Whole frames go to the reader at once and it returns
+    /// them, so nothing else can wait.)
+    pub(crate) fn holds_unfinished(&self) -> bool {
+        self.unfinished || self.held.len() > self.ready
     }
 
     /// Makes the whole frames in `held` past `ready` ready; stops at a
-    /// frame whose message announces more than the limit (which the next
-    /// read, once what is ready is taken, fails with).
+    /// frame whose message announces more than the limit, or a control
+    /// frame of more than 125 bytes (which the next read, once what is
+    /// ready is taken, fails with).
     fn release_whole_frames(&mut self) {
         while let Some((header, payload)) = frame_extent(&self.held[self.ready..]) {
             let first = self.held[self.ready];
             // Control frames (opcode 8 and up) stand alone, even between
-            // the fragments of a message.
+            // the fragments of a message, and carry at most 125 bytes.
             let data = first & 0x08 == 0;
-            let message = if data {
-                self.message.saturating_add(payload)
+            let (announced, limit) = if data {
+                (self.message.saturating_add(payload), self.limit)
             } else {
-                payload
+                (payload, MAX_CONTROL_PAYLOAD)
             };
-            if message > self.limit as u64 {
-                self.refused = Some((message, self.limit));
+            if announced > limit as u64 {
+                self.refused = Some((announced, limit));
                 return;
             }
             let whole = header + payload as usize;
@@ -106,18 +117,15 @@ impl<S> CountingStream<S> {
             self.ready += whole;
             if data {
                 // FIN ends the message.
-                self.message = if first & 0x80 != 0 { 0 } else { message };
+                let fin = first & 0x80 != 0;
+                self.message = if fin { 0 } else { announced };
+                self.unfinished = !fin;
             }
         }
     }
 
     pub(crate) fn get_mut(&mut self) -> &mut S {
         &mut self.inner
-    }
-
-    /// Bytes read after the upgrade request (`None`: its end was not seen).
-    pub(crate) fn read_after_request(&self) -> Option<u64> {
-        self.count.after_head()
     }
 
     /// The count of what was read, for [`Renewal`](ternio_protocol::websocket::Renewal).
@@ -132,11 +140,6 @@ pub(crate) fn payload_len(message: &Message) -> usize {
         Message::Close(Some(close)) => 2 + close.reason.len(),
         other => other.len(),
     }
-}
-
-/// The fewest bytes `message` can have taken on the wire from a client.
-pub(crate) fn wire_len(message: &Message) -> u64 {
-    min_frame_len(payload_len(message), true)
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {
@@ -276,7 +279,7 @@ mod tests {
         let head = b"\r\n\r\nGET /ws HTTP/1.1\r\nHost: x\r\n\r\n";
         peer.write_all(head).await.unwrap();
         assert_eq!(available(&mut stream).await, head.to_vec());
-        assert_eq!(stream.read_after_request(), None);
+        assert_eq!(stream.read_count().after_head(), None);
         stream.upgraded();
         let first = frame(5, 1);
         let second = frame(70_000, 2);
@@ -294,7 +297,7 @@ mod tests {
         peer.write_all(&second[20..]).await.unwrap();
         assert_eq!(available(&mut stream).await, second, "whole, it goes");
         assert_eq!(
-            stream.read_after_request(),
+            stream.read_count().after_head(),
             Some((first.len() + second.len()) as u64)
         );
         // The end: what was held goes, then the end.
@@ -319,22 +322,6 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         assert_eq!(stream.refused(), Some((4097, 4096)));
     }
-    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-
-    #[test]
-    fn wire_lengths_are_those_of_masked_frames() {
-        let binary = |len: usize| Message::Binary(vec![0; len].into());
-        assert_eq!(wire_len(&binary(125)), 131);
-        assert_eq!(wire_len(&binary(70_000)), 70_014);
-        assert_eq!(wire_len(&Message::Ping(vec![1, 2].into())), 8);
-        assert_eq!(wire_len(&Message::Close(None)), 6);
-        let close = CloseFrame {
-            code: CloseCode::Normal,
-            reason: "bye".into(),
-        };
-        assert_eq!(wire_len(&Message::Close(Some(close))), 11);
-    }
 
     #[tokio::test]
     async fn the_fragments_of_a_message_count_together_control_frames_alone() {
@@ -358,5 +345,44 @@ mod tests {
         let error = stream.read(&mut [0u8; 64]).await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         assert_eq!(stream.refused(), Some((4097, 4096)));
+    }
+
+    #[tokio::test]
+    async fn an_unfinished_message_or_frame_is_told() {
+        let (mut peer, socket) = tokio::io::duplex(1 << 16);
+        let mut stream = CountingStream::new(socket);
+        stream.set_frame_limit(4096);
+        stream.upgraded();
+        // A whole message, then the first fragment of another: both go to
+        // the reader, and the second is unfinished.
+        let mut bytes = frame(10, 1);
+        bytes.extend_from_slice(&frame_with(0x02, 10, 2));
+        peer.write_all(&bytes).await.unwrap();
+        assert_eq!(available(&mut stream).await, bytes);
+        assert!(stream.holds_unfinished());
+        // A ping between fragments changes nothing; the last fragment ends it.
+        let mut rest = frame_with(0x89, 2, 0);
+        rest.extend_from_slice(&frame_with(0x80, 10, 3));
+        peer.write_all(&rest).await.unwrap();
+        assert_eq!(available(&mut stream).await, rest);
+        assert!(!stream.holds_unfinished());
+        // Part of a frame held here is unfinished too.
+        peer.write_all(&frame(10, 4)[..5]).await.unwrap();
+        assert!(available(&mut stream).await.is_empty());
+        assert!(stream.holds_unfinished());
+    }
+
+    #[tokio::test]
+    async fn a_control_frame_of_more_than_125_bytes_fails_at_its_header() {
+        let (mut peer, socket) = tokio::io::duplex(1 << 16);
+        let mut stream = CountingStream::new(socket);
+        stream.set_frame_limit(1 << 20);
+        stream.upgraded();
+        peer.write_all(&frame_with(0x89, 126, 0)[..8])
+            .await
+            .unwrap();
+        let error = stream.read(&mut [0u8; 64]).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(stream.refused(), Some((126, 125)));
     }
 }
