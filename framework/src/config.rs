@@ -281,6 +281,19 @@ pub struct ServerConfig {
     pub compression: Option<usize>,
 }
 
+impl ServerConfig {
+    /// The largest frame a peer may send before a secure session is up:
+    /// smaller when the server requires encryption.
+    pub(crate) fn frame_limit_before_handshake(&self) -> usize {
+        if self.require_encryption {
+            self.max_frame_size
+                .min(self.max_frame_size_before_handshake)
+        } else {
+            self.max_frame_size
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {

@@ -42,7 +42,6 @@ use self::requests::Pending;
 use self::resume::Resumption;
 pub(crate) use self::resume::{end_link, resume};
 use self::security::Security;
-pub(crate) use self::security::frame_limit_before_handshake;
 use self::streams::Streams;
 use self::timers::{Due, Timers};
 use crate::admission::Permit;

@@ -9,7 +9,6 @@ use ternio_protocol::{BytesMut, DisconnectReason, ErrorCode, Frame};
 
 use super::{AfterFrame, Engine};
 use crate::close::CloseNotice;
-use crate::config::ServerConfig;
 
 /// Where the connection's secure session stands (section 5).
 pub(super) enum Security {
@@ -33,25 +32,13 @@ impl Security {
     }
 }
 
-/// The largest frame a peer may send before a secure session is up:
-/// smaller when the server requires encryption.
-pub(crate) fn frame_limit_before_handshake(config: &ServerConfig) -> usize {
-    if config.require_encryption {
-        config
-            .max_frame_size
-            .min(config.max_frame_size_before_handshake)
-    } else {
-        config.max_frame_size
-    }
-}
-
 impl Engine {
     /// The largest frame the peer may send now: smaller until the
     /// handshake completed when the server requires encryption.
     pub(crate) fn frame_limit(&self) -> usize {
         match self.security {
             Security::Secure(_) => self.server.config.max_frame_size,
-            _ => frame_limit_before_handshake(&self.server.config),
+            _ => self.server.config.frame_limit_before_handshake(),
         }
     }
 

@@ -237,7 +237,7 @@ pub(crate) async fn serve<S: Io>(
     let mut stream = CountingStream::new(stream);
     // The first frames are held to the limit before any handshake; the
     // engine's limit applies from its first read on.
-    stream.set_frame_limit(connection::frame_limit_before_handshake(&server.config));
+    stream.set_frame_limit(server.config.frame_limit_before_handshake());
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
     let mut ws = match tokio::time::timeout(server.config.websocket_upgrade_timeout, upgrade).await
     {
