@@ -317,9 +317,10 @@ impl<S: Io> WsConnection<S> {
                             CloseNotice::new(DisconnectReason::FrameTooLarge, error.to_string());
                         self.engine.close_now(&notice);
                     }
-                    Poll::Ready(Some(Err(WsError::Io(_))))
-                        if let Some((announced, limit)) = self.ws.get_ref().refused() =>
-                    {
+                    Poll::Ready(Some(Err(WsError::Io(error)))) => {
+                        let Some((announced, limit)) = self.ws.get_ref().refused() else {
+                            return Poll::Ready(Stop::Done(Exit::Io(error)));
+                        };
                         // Refused at its header, before its payload came.
                         progress = true;
                         self.reading = false;
