@@ -76,17 +76,17 @@ impl Engine {
             );
             return AfterFrame::Continue;
         }
-        if self.resume.is_none() && self.acks.is_some() {
-            // Counting goes on and cannot start again: this session's
-            // frames are no longer all kept, so it cannot be resumed.
-            self.error(
-                header,
-                ErrorCode::HandshakeFailed,
-                &"this session can no longer be resumed (its replay buffer overflowed)",
-            );
-            return AfterFrame::Continue;
-        }
         if self.resume.is_none() {
+            if self.acks.is_some() {
+                // Counting goes on and cannot start again: this session's
+                // frames are no longer all kept, so it cannot be resumed.
+                self.error(
+                    header,
+                    ErrorCode::HandshakeFailed,
+                    &"this session can no longer be resumed (its replay buffer overflowed)",
+                );
+                return AfterFrame::Continue;
+            }
             let (ticket, takeover) = self.register_ticket();
             self.resume = Some(Box::new(Resumption {
                 ticket,

@@ -34,8 +34,7 @@ pub(crate) struct CountingStream<S> {
     /// What was read from the socket and not given to the reader yet: it
     /// grows with what arrives, never with what a header announces.
     held: BytesMut,
-    /// Bytes at the front of `held` the reader may have now: the upgrade
-    /// head, then whole frames.
+    /// Bytes at the front of `held` the reader may have now: whole frames.
     ready: usize,
     /// The largest payload a frame, or the frames of one message, may
     /// announce (the engine's frame limit).
