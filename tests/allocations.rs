@@ -23,12 +23,34 @@ use ternio_tests::{Echo, Note, PushMe};
 struct CountingAllocator;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Allocations (and reallocations) of more than 64 KiB made on threads
+/// that [`count_large_here`] marked.
+static LARGE_ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Whether this thread's large allocations count.
+    static COUNTS_LARGE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts this thread's allocations past 64 KiB from now on.
+fn count_large_here() {
+    COUNTS_LARGE.with(|counts| counts.set(true));
+}
+
+fn note_size(size: usize) {
+    if size > LARGE && COUNTS_LARGE.with(std::cell::Cell::get) {
+        LARGE_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+/// What [`LARGE_ALLOCATIONS`] counts from.
+const LARGE: usize = 64 * 1024;
 
 // SAFETY: defers to the system allocator and only counts calls.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        note_size(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
@@ -38,6 +60,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        note_size(new_size);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -66,6 +89,17 @@ impl ternio::StreamRequest for Nums {
 #[packet(opcode = 0x0911)]
 struct Num(u32);
 
+/// 0x0912: answered by `len` bytes as a byte stream (64 KiB chunks).
+#[derive(Debug, Clone, ternio::Packet)]
+#[packet(opcode = 0x0912, response = ())]
+struct Download {
+    len: u32,
+}
+
+impl ternio::StreamRequest for Download {
+    type Item = ternio::protocol::Chunk;
+}
+
 #[derive(Default)]
 struct EchoOnly;
 
@@ -73,6 +107,10 @@ struct EchoOnly;
 impl EchoOnly {
     fn echo(request: Echo) -> Echo {
         request
+    }
+
+    fn download(request: Download) -> ternio::StreamReply<ternio::protocol::Chunk> {
+        ternio::StreamReply::from_bytes(Bytes::from(vec![7u8; request.len as usize]))
     }
 
     fn nums(request: Nums) -> ternio::StreamReply<Num> {
@@ -584,5 +622,63 @@ fn the_client_allocates_nothing_per_request() {
                 );
             }
         }
+    });
+}
+
+/// A client reading a byte stream of 64 KiB chunks, while the application
+/// holds the last few, reads them into as many allocations as it has
+/// chunks in flight, reused, not one per chunk: each fresh one costs
+/// zero-filled pages faulted in by the kernel once the allocator has
+/// handed the last one back.
+#[test]
+fn a_client_download_reads_large_chunks_into_reused_allocations() {
+    const CHUNKS: usize = 400;
+    const HELD: usize = 4;
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let address = start();
+    // The client's threads count (its reader runs on a worker), not the
+    // server's.
+    count_large_here();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(count_large_here)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use futures_util::StreamExt;
+        let client = ternio_client::Client::connect_tcp(address).await.unwrap();
+        let len = (CHUNKS * ternio::protocol::stream::CHUNK_SIZE) as u32;
+        // The server's own buffers for such frames are made here.
+        let mut warm = client
+            .request_stream(&Download { len: len / 8 })
+            .await
+            .unwrap();
+        while let Some(chunk) = warm.next().await {
+            chunk.unwrap();
+        }
+        let before = LARGE_ALLOCATIONS.load(Ordering::SeqCst);
+        let mut chunks = client.request_stream(&Download { len }).await.unwrap();
+        let mut held = std::collections::VecDeque::new();
+        let mut received = 0;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.unwrap();
+            received += chunk.data.len();
+            held.push_back(chunk);
+            if held.len() > HELD {
+                held.pop_front();
+            }
+        }
+        let large = LARGE_ALLOCATIONS.load(Ordering::SeqCst) - before;
+        assert_eq!(received, len as usize);
+        println!("client download: {large} allocations past 64 KiB for {CHUNKS} chunks");
+        // At most one per chunk in flight (the window: 32) or held, and
+        // a few besides; one per chunk before they were reused.
+        assert!(
+            large <= 40,
+            "{large} allocations past 64 KiB for {CHUNKS} chunks of 64 KiB"
+        );
     });
 }

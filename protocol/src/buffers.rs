@@ -5,6 +5,8 @@
 //! [`MAX_KEPT_CAPACITY`] is given back as soon as it holds nothing, so no
 //! buffer stays at the largest frame's size for a connection's life.
 
+use std::collections::VecDeque;
+
 use bytes::BytesMut;
 
 use crate::frame::FrameDecoder;
@@ -46,6 +48,151 @@ pub fn copy_to_open(reused: &mut BytesMut, body: &[u8]) -> BytesMut {
     } else {
         reused.extend_from_slice(body);
         reused.split()
+    }
+}
+
+/// The largest allocation [`Spares`] keeps.
+pub const MAX_SPARE_CAPACITY: usize = 256 * 1024;
+
+/// The most [`Spares`] keeps in all: twice what a download of 64 KiB
+/// chunks has in flight at its widest (32 items), so that the frames an
+/// application holds a while besides do not make every read allocate.
+pub const MAX_SPARE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Large allocations (past [`MAX_KEPT_CAPACITY`]) are made in steps of
+/// this (a page), so that a kept one fits frames of about the same size.
+const SPARE_STEP: usize = 4 * 1024;
+
+/// Allocations of a read buffer kept to be read into again once every
+/// frame read into them is dropped: for a peer that streams frames larger
+/// than [`MAX_KEPT_CAPACITY`] (a client downloading a byte stream in
+/// 64 KiB chunks).
+///
+/// Without them each such frame takes a fresh allocation, which the
+/// application frees once it has read the frame, often on another thread;
+/// the allocator then hands the pages back to the system, and the next
+/// frame's allocation faults fresh, zero-filled pages in: one fault every
+/// 4 KiB of the stream.
+///
+/// Allocations are kept in the order the frames in them were read, which
+/// is the order an application drops them: the oldest is the one reused
+/// next. They hold at most [`MAX_SPARE_BYTES`] in all, each at most
+/// [`MAX_SPARE_CAPACITY`]; [`release`](Self::release) drops them (a reader
+/// calls it once large frames stop coming: [`kept_count`](Self::kept_count)
+/// tells it when they come).
+#[derive(Debug, Default)]
+pub struct Spares {
+    /// Each with the size of its allocation, oldest first.
+    kept: VecDeque<(BytesMut, usize)>,
+    /// The sizes in `kept`, summed.
+    kept_bytes: usize,
+    /// The size of the read buffer's allocation when this made it, else 0.
+    current: usize,
+    /// How many allocations were kept so far.
+    kept_count: u64,
+    /// How many allocations this made.
+    #[cfg(test)]
+    made: usize,
+}
+
+impl Spares {
+    /// No spares yet.
+    pub const fn new() -> Self {
+        Self {
+            kept: VecDeque::new(),
+            kept_bytes: 0,
+            current: 0,
+            kept_count: 0,
+            #[cfg(test)]
+            made: 0,
+        }
+    }
+
+    /// Whether any allocation is kept.
+    pub fn holds(&self) -> bool {
+        !self.kept.is_empty()
+    }
+
+    /// How many allocations were kept so far: when it moves, large frames
+    /// are still coming.
+    pub fn kept_count(&self) -> u64 {
+        self.kept_count
+    }
+
+    /// Drops the kept allocations (each goes once its frames are dropped).
+    pub fn release(&mut self) {
+        self.kept = VecDeque::new();
+        self.kept_bytes = 0;
+    }
+
+    /// Makes room for `additional` more bytes in `buf`: in its own
+    /// allocation when no frame read into it is left, else in the oldest
+    /// kept one if none is left in that, else in a new one. The
+    /// allocation `buf` leaves is kept if it is large (past
+    /// [`MAX_KEPT_CAPACITY`]: the frames that would otherwise take a fresh
+    /// one each) but within [`MAX_SPARE_CAPACITY`].
+    pub fn reserve(&mut self, buf: &mut BytesMut, additional: usize) {
+        if buf.try_reclaim(additional) {
+            return;
+        }
+        let needed = buf.len() + additional;
+        let oldest = self
+            .kept
+            .front_mut()
+            .is_some_and(|(spare, _)| spare.try_reclaim(needed));
+        let (mut next, size) = match oldest.then(|| self.kept.pop_front()).flatten() {
+            Some((spare, size)) => {
+                self.kept_bytes -= size;
+                (spare, size)
+            }
+            None => self.allocate(needed),
+        };
+        // What arrived of the next frame comes along (as a reallocation
+        // would copy it).
+        next.extend_from_slice(buf);
+        let left = std::mem::replace(buf, next);
+        let left_size = std::mem::replace(&mut self.current, size);
+        self.keep(left, left_size);
+    }
+
+    /// A new allocation of at least `needed` bytes, and its size.
+    fn allocate(&mut self, needed: usize) -> (BytesMut, usize) {
+        #[cfg(test)]
+        {
+            self.made += 1;
+        }
+        let size = if needed > MAX_KEPT_CAPACITY {
+            needed.next_multiple_of(SPARE_STEP)
+        } else {
+            needed
+        };
+        let fresh = BytesMut::with_capacity(size);
+        let size = fresh.capacity();
+        (fresh, size)
+    }
+
+    /// Takes `buf`'s allocation (it is empty) to keep, leaving it none.
+    fn take_back(&mut self, buf: &mut BytesMut) {
+        let size = std::mem::take(&mut self.current);
+        self.keep(std::mem::take(buf), size);
+    }
+
+    /// Keeps the allocation `left` is in, if it is worth keeping, dropping
+    /// the oldest kept ones beyond [`MAX_SPARE_BYTES`].
+    fn keep(&mut self, mut left: BytesMut, size: usize) {
+        if size <= MAX_KEPT_CAPACITY || size > MAX_SPARE_CAPACITY {
+            return;
+        }
+        left.clear();
+        self.kept.push_back((left, size));
+        self.kept_bytes += size;
+        self.kept_count += 1;
+        while self.kept_bytes > MAX_SPARE_BYTES {
+            let Some((_, size)) = self.kept.pop_front() else {
+                break;
+            };
+            self.kept_bytes -= size;
+        }
     }
 }
 
@@ -104,6 +251,30 @@ impl ReadSize {
     /// Makes room in `buf` before the next read, by the rule above.
     #[inline]
     pub fn reserve(&mut self, decoder: &FrameDecoder, buf: &mut BytesMut) {
+        if let Some(additional) = self.room_wanted(decoder, buf) {
+            buf.reserve(additional);
+            self.grown |= buf.capacity() > MAX_KEPT_CAPACITY;
+        }
+    }
+
+    /// [`reserve`](Self::reserve), in an allocation of `spares` when the
+    /// buffer's own is still shared with frames read into it.
+    #[inline]
+    pub fn reserve_from(
+        &mut self,
+        decoder: &FrameDecoder,
+        buf: &mut BytesMut,
+        spares: &mut Spares,
+    ) {
+        if let Some(additional) = self.room_wanted(decoder, buf) {
+            spares.reserve(buf, additional);
+            self.grown |= buf.capacity() > MAX_KEPT_CAPACITY;
+        }
+    }
+
+    /// The room to reserve before the next read, if `buf` lacks it.
+    #[inline]
+    fn room_wanted(&self, decoder: &FrameDecoder, buf: &BytesMut) -> Option<usize> {
         let len = buf.len();
         let wanted = match decoder.next_frame_len(buf) {
             Ok(Some(frame_len)) if self.whole => frame_len.saturating_sub(len),
@@ -119,10 +290,7 @@ impl ReadSize {
         } else {
             (READ_CHUNK / 2, READ_CHUNK)
         };
-        if buf.capacity() - len < wanted.max(low) {
-            buf.reserve(wanted.max(chunk));
-            self.grown |= buf.capacity() > MAX_KEPT_CAPACITY;
-        }
+        (buf.capacity() - len < wanted.max(low)).then(|| wanted.max(chunk))
     }
 
     /// Called after a read of `got` bytes into `room` bytes of room: one
@@ -138,6 +306,16 @@ impl ReadSize {
     pub fn give_back(&mut self, buf: &mut BytesMut) {
         if self.grown && buf.is_empty() {
             *buf = BytesMut::new();
+            self.grown = false;
+        }
+    }
+
+    /// [`give_back`](Self::give_back), keeping the allocation in `spares`
+    /// (if it is one of theirs and within [`MAX_SPARE_CAPACITY`]).
+    #[inline]
+    pub fn give_back_to(&mut self, buf: &mut BytesMut, spares: &mut Spares) {
+        if self.grown && buf.is_empty() {
+            spares.take_back(buf);
             self.grown = false;
         }
     }
@@ -269,6 +447,75 @@ mod tests {
         rule.give_back(&mut buf);
         assert_eq!(buf.capacity(), 0);
         assert!(!rule.grown);
+    }
+
+    /// Reads `frames` frames of `len` bytes (4-byte prefix included) as a
+    /// client's reader does, the application holding the last `held`;
+    /// returns how many allocations the reads took.
+    fn allocations_for(
+        frames: usize,
+        len: usize,
+        held: usize,
+        spares: Option<&mut Spares>,
+    ) -> usize {
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::whole_frames();
+        let mut own = Spares::new();
+        let spares = spares.unwrap_or(&mut own);
+        let mut buf = BytesMut::new();
+        let mut app = std::collections::VecDeque::new();
+        for _ in 0..frames {
+            buf.put_u32_le((len - LENGTH_PREFIX_LEN) as u32);
+            buf.put_bytes(0, 8);
+            rule.reserve_from(&decoder, &mut buf, spares);
+            let rest = len - buf.len();
+            buf.put_bytes(1, rest);
+            let frame = buf.split_to(len).freeze();
+            assert!(frame[12..].iter().all(|&byte| byte == 1));
+            app.push_back(frame);
+            if app.len() > held {
+                app.pop_front();
+            }
+            rule.give_back_to(&mut buf, spares);
+        }
+        spares.made
+    }
+
+    #[test]
+    fn large_frames_are_read_into_kept_allocations_once_their_frames_are_gone() {
+        // 64 KiB chunks (past MAX_KEPT_CAPACITY), the application holding
+        // the last four: a handful of allocations for 200 frames.
+        let len = 64 * 1024 + 20;
+        let used = allocations_for(200, len, 4, None);
+        assert!(used <= 6, "{used} allocations for 200 frames");
+        // As many as a widest download has in flight: still reused.
+        let used = allocations_for(200, len, 30, None);
+        assert!(used <= 32, "{used} allocations for 200 frames");
+        // Holding more than the spares cover costs allocations, never a
+        // frame's bytes (each checked as split off).
+        let held = MAX_SPARE_BYTES / len + 10;
+        let used = allocations_for(200, len, held, None);
+        assert!(used > held, "{used} allocations");
+    }
+
+    #[test]
+    fn spares_keep_only_large_frames_allocations_within_their_bound() {
+        // Small frames: nothing kept (an idle client holds one buffer).
+        let mut spares = Spares::new();
+        allocations_for(100, 1000, 4, Some(&mut spares));
+        assert!(!spares.holds());
+        // Past MAX_SPARE_CAPACITY: nothing kept either.
+        let mut spares = Spares::new();
+        allocations_for(10, MAX_SPARE_CAPACITY + 100, 2, Some(&mut spares));
+        assert!(!spares.holds());
+        // Large frames: kept, at most MAX_SPARE_BYTES, until released.
+        let mut spares = Spares::new();
+        allocations_for(100, 100 * 1024, 40, Some(&mut spares));
+        assert!(spares.holds());
+        let kept: usize = spares.kept.iter().map(|(_, size)| size).sum();
+        assert!(kept == spares.kept_bytes && kept <= MAX_SPARE_BYTES);
+        spares.release();
+        assert!(!spares.holds());
     }
 
     #[test]

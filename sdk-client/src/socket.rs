@@ -4,19 +4,25 @@
 //! caller's task when nothing is queued before them. The writer task only
 //! takes over when the socket would block.
 
+use std::future::Future;
 use std::io;
 use std::net::Shutdown;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Buf;
+use ternio_protocol::BytesMut;
 use ternio_protocol::Encode;
-use ternio_protocol::buffers::empty;
+use ternio_protocol::buffers::{ReadSize, Spares, empty};
+use ternio_protocol::frame::FrameDecoder;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::Sealer;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::error::CloseReason;
 use crate::events::LinkEvents;
@@ -207,6 +213,73 @@ pub(crate) fn read_draining(
     }
 }
 
+/// How long a reader keeps its spare read allocations ([`Spares`]) once
+/// large frames stop coming.
+pub(crate) const SPARES_LINGER: Duration = Duration::from_secs(1);
+
+/// A reader's spare read allocations, released once no large frame came
+/// for [`SPARES_LINGER`] (whatever small frames came meanwhile).
+#[derive(Default)]
+pub(crate) struct ReadSpares {
+    spares: Spares,
+    /// The count of kept allocations when last looked at.
+    seen: u64,
+    /// When the spares go, unless a large frame comes first.
+    release_at: Option<Instant>,
+}
+
+impl ReadSpares {
+    /// Makes room in `buf` before a read ([`ReadSize::reserve_from`]).
+    pub(crate) fn reserve(
+        &mut self,
+        rule: &mut ReadSize,
+        decoder: &FrameDecoder,
+        buf: &mut BytesMut,
+    ) {
+        rule.reserve_from(decoder, buf, &mut self.spares);
+        self.note_use();
+    }
+
+    /// Gives `buf` back once a large frame is out of it
+    /// ([`ReadSize::give_back_to`]).
+    pub(crate) fn give_back(&mut self, rule: &mut ReadSize, buf: &mut BytesMut) {
+        rule.give_back_to(buf, &mut self.spares);
+        self.note_use();
+    }
+
+    /// Moves the release on if an allocation was kept since last time.
+    fn note_use(&mut self) {
+        let count = self.spares.kept_count();
+        if count != self.seen {
+            self.seen = count;
+            self.release_at = Some(Instant::now() + SPARES_LINGER);
+        }
+    }
+
+    /// Waits for `ready`; drops the spares when their time comes
+    /// meanwhile (or came already), and waits on.
+    pub(crate) async fn wait<T>(&mut self, ready: impl Future<Output = T>) -> T {
+        let Some(release_at) = self.release_at.filter(|_| self.spares.holds()) else {
+            return ready.await;
+        };
+        let mut ready = pin!(ready);
+        match tokio::time::timeout_at(release_at, ready.as_mut()).await {
+            Ok(value) => value,
+            Err(_) => {
+                self.spares.release();
+                self.release_at = None;
+                ready.await
+            }
+        }
+    }
+
+    /// Whether any allocation is kept.
+    #[cfg(test)]
+    fn holds(&self) -> bool {
+        self.spares.holds()
+    }
+}
+
 /// A link's writing side as its writer task sees it.
 pub(crate) trait Flush: Send + Sync + 'static {
     /// Woken when a caller found the stream not ready and left bytes queued.
@@ -247,6 +320,44 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
+
+    /// A reader keeps its spare allocations while large frames keep
+    /// coming, and drops them once none came for [`SPARES_LINGER`], even
+    /// while small ones do.
+    #[tokio::test(start_paused = true)]
+    async fn spare_read_allocations_go_once_large_frames_stop() {
+        use bytes::BufMut;
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut rule = ReadSize::whole_frames();
+        let mut spares = ReadSpares::default();
+        let mut buf = BytesMut::new();
+        let mut large = |spares: &mut ReadSpares, buf: &mut BytesMut| {
+            buf.put_u32_le(100 * 1024);
+            spares.reserve(&mut rule, &decoder, buf);
+            buf.put_bytes(1, 100 * 1024);
+            let frame = buf.split().freeze();
+            spares.give_back(&mut rule, buf);
+            frame
+        };
+        let _held = large(&mut spares, &mut buf);
+        let _also = large(&mut spares, &mut buf);
+        assert!(spares.holds());
+        let read_in = |after: Duration, value: u32| async move {
+            tokio::time::sleep(after).await;
+            value
+        };
+        // Reads within the linger of a large frame keep them.
+        assert_eq!(spares.wait(read_in(SPARES_LINGER / 2, 1)).await, 1);
+        let _more = large(&mut spares, &mut buf);
+        assert_eq!(spares.wait(read_in(SPARES_LINGER * 3 / 4, 2)).await, 2);
+        assert!(spares.holds(), "released while large frames kept coming");
+        // Small frames only: released once the linger is over, the wait
+        // for the read going on to its end.
+        let started = tokio::time::Instant::now();
+        assert_eq!(spares.wait(read_in(SPARES_LINGER / 2, 3)).await, 3);
+        assert!(!spares.holds(), "kept past the linger");
+        assert!(started.elapsed() >= SPARES_LINGER / 2, "the wait was cut");
+    }
 
     /// A peer that never reads: the socket takes what the kernel buffers
     /// hold, then the queue fills up to its bound and no further.

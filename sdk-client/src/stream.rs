@@ -26,7 +26,7 @@ use crate::error::CloseReason;
 use crate::events::LinkEvents;
 use crate::outbound::{Outbound, Wire};
 use crate::send::{Mode, SendError};
-use crate::socket::{Flush, Reads, io_reason};
+use crate::socket::{Flush, ReadSpares, Reads, io_reason};
 use crate::sync::lock;
 use crate::tcp::hand_over_frames;
 
@@ -321,14 +321,20 @@ async fn read_until_closed(
     let mut decoder = FrameDecoder::new(max_frame_size);
     let mut buf = BytesMut::new();
     let mut read_size = ReadSize::whole_frames();
+    let mut spares = ReadSpares::default();
     loop {
-        read_size.reserve(&decoder, &mut buf);
+        spares.reserve(&mut read_size, &decoder, &mut buf);
         let room = buf.capacity() - buf.len();
-        let got = tokio::select! {
-            biased;
-            // Shut on purpose: as a shut socket reads its end.
-            () = out.closed.notified() => return CloseReason::PeerClosed,
-            got = read.read_buf(&mut buf) => got,
+        let next = async {
+            tokio::select! {
+                biased;
+                () = out.closed.notified() => None,
+                got = read.read_buf(&mut buf) => Some(got),
+            }
+        };
+        // Shut on purpose: as a shut socket reads its end.
+        let Some(got) = spares.wait(next).await else {
+            return CloseReason::PeerClosed;
         };
         match got {
             Ok(0) => return CloseReason::PeerClosed,
@@ -341,6 +347,6 @@ async fn read_until_closed(
         if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
             return reason;
         }
-        read_size.give_back(&mut buf);
+        spares.give_back(&mut read_size, &mut buf);
     }
 }

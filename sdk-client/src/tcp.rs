@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use crate::error::{ClientError, CloseReason};
 use crate::events::LinkEvents;
 use crate::outbound::Wire;
-use crate::socket::{SocketOut, io_reason, read_draining};
+use crate::socket::{ReadSpares, SocketOut, io_reason, read_draining};
 
 /// Connects to the first of `addresses` that answers; the socket's
 /// outbound buffer holds at most `limit` bytes. The caller bounds the time
@@ -47,15 +47,18 @@ async fn read_until_closed(
     let mut decoder = FrameDecoder::new(max_frame_size);
     let mut buf = BytesMut::new();
     // The buffer grows with the bytes that arrive, and is given back once
-    // a large frame that grew it is out of it.
+    // a large frame that grew it is out of it; large frames' allocations
+    // are reused while they keep coming.
     let mut read_size = ReadSize::whole_frames();
+    let mut spares = ReadSpares::default();
     loop {
         // The socket's own read-readiness slot (the reader is its only
         // reader): cheaper than `readable()`, which queues a waiter.
-        if let Err(error) = poll_fn(|cx| out.stream().poll_read_ready(cx)).await {
+        let ready = poll_fn(|cx| out.stream().poll_read_ready(cx));
+        if let Err(error) = spares.wait(ready).await {
             return io_reason(&error);
         }
-        read_size.reserve(&decoder, &mut buf);
+        spares.reserve(&mut read_size, &decoder, &mut buf);
         let room = buf.capacity() - buf.len();
         match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
@@ -69,7 +72,7 @@ async fn read_until_closed(
         if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
             return reason;
         }
-        read_size.give_back(&mut buf);
+        spares.give_back(&mut read_size, &mut buf);
     }
 }
 
