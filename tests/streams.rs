@@ -165,6 +165,74 @@ impl StreamRequest for Mixed {
     type Item = Chunk;
 }
 
+/// 0x090F: bytes read from a [`Trickle`] (byte `i` is `i % 251`); `end`
+/// says how the reader ends: 0 at its end, 1 with an error, 2 with a panic.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x090F, response = ())]
+struct Trickled {
+    end: u8,
+}
+
+impl StreamRequest for Trickled {
+    type Item = Chunk;
+}
+
+/// The sizes of a [`Trickle`]'s reads, in turn: each length a chunk's
+/// varint can take (one to three bytes), and one past a chunk (cut to 64 KiB).
+const TRICKLE_READS: [usize; 8] = [1, 127, 128, 200, 16_383, 16_384, 40_000, 70_000];
+
+/// A reader that gives [`TRICKLE_READS`] twice over, pending (and waking
+/// itself) before every other read, then ends as [`Trickled`] asks.
+struct Trickle {
+    offset: u64,
+    /// Reads whole so far.
+    reads: usize,
+    /// What is left of the read under way.
+    left: usize,
+    pending: bool,
+    end: u8,
+}
+
+impl Trickle {
+    /// All it gives before its end.
+    fn len() -> u64 {
+        2 * TRICKLE_READS.iter().sum::<usize>() as u64
+    }
+}
+
+impl tokio::io::AsyncRead for Trickle {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.pending = !self.pending;
+        if self.pending {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        if self.reads == 2 * TRICKLE_READS.len() {
+            return match self.end {
+                0 => std::task::Poll::Ready(Ok(())),
+                1 => std::task::Poll::Ready(Err(std::io::Error::other("the disk went away"))),
+                _ => panic!("the reader panics"),
+            };
+        }
+        if self.left == 0 {
+            self.left = TRICKLE_READS[self.reads % TRICKLE_READS.len()];
+        }
+        // What the read cannot take comes in the next one.
+        let n = self.left.min(buf.remaining());
+        buf.put_slice(&pattern(self.offset, n));
+        self.offset += n as u64;
+        self.left -= n;
+        if self.left == 0 {
+            self.reads += 1;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 fn mixed_chunks() -> Vec<Chunk> {
     (0..41u64)
         .map(|i| Chunk {
@@ -370,6 +438,16 @@ impl Streams {
             assert!(n < 3, "the stream panics at item {n}");
             Number(n)
         }))
+    }
+
+    fn trickled(request: Trickled) -> StreamReply<Chunk> {
+        StreamReply::bytes(Trickle {
+            offset: 0,
+            reads: 0,
+            left: 0,
+            pending: false,
+            end: request.end,
+        })
     }
 
     fn mixed(_request: Mixed) -> StreamReply<Chunk> {
@@ -782,6 +860,43 @@ async fn byte_streams_both_ways_on_every_link() {
             .unwrap();
         assert_eq!(sent, len);
         assert_eq!(upload.finish().await.unwrap(), Total(len));
+    }
+}
+
+/// A reader that gives uneven reads (1 byte to more than a chunk, so
+/// each length a chunk's varint can take) and is pending before every
+/// other one: every byte arrives, in order, on every link; a read error
+/// ends the stream with `INTERNAL` after the bytes read before it, and so
+/// does a panic, the connection staying up. (On a plain link each read
+/// goes straight into its frame; on a sealed one through a buffer.)
+#[tokio::test]
+async fn uneven_and_pending_reads_arrive_whole_and_a_failing_reader_ends_the_stream() {
+    let started = start();
+    for (link, secure) in LINKS {
+        let client = connect(&started, link, secure).await;
+        for end in [0, 1, 2] {
+            let stream = client.request_stream(&Trickled { end }).await.unwrap();
+            let (chunks, error) = collect(stream).await;
+            let mut received = Vec::new();
+            for chunk in &chunks {
+                assert!(!chunk.data.is_empty() && chunk.data.len() <= 64 * 1024);
+                received.extend_from_slice(&chunk.data);
+            }
+            let what = format!("{link:?}, sealed {secure}, end {end}");
+            assert_eq!(received.len() as u64, Trickle::len(), "{what}");
+            assert!(
+                received == pattern(0, received.len()),
+                "{what}: bytes differ"
+            );
+            match (end, error) {
+                (0, None) => {}
+                (1 | 2, Some(ClientError::Remote { code, .. })) => {
+                    assert_eq!(code, ErrorCode::Internal, "{what}");
+                }
+                (_, other) => panic!("{what}: ended with {other:?}"),
+            }
+            assert_echoed(&client, Bytes::from_static(b"still up")).await;
+        }
     }
 }
 

@@ -39,9 +39,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context as TaskContext, Poll};
 
+use bytes::BufMut;
 use futures_util::{Stream, StreamExt};
 use ternio_protocol::schema::{SchemaBuilder, TypeRef};
-use ternio_protocol::stream::{BatchPoll, CHUNK_SIZE, ItemSource, WriteItem, put_batch_item};
+use ternio_protocol::stream::{
+    BatchPoll, CHUNK_SIZE, ItemSource, WriteItem, put_batch_item, put_chunk_with,
+};
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
 };
@@ -116,12 +119,15 @@ impl StreamReply<Chunk> {
     /// goes out without ever being held whole. A read error ends the
     /// stream with `INTERNAL`.
     pub fn bytes(reader: impl AsyncRead + Send + 'static) -> Self {
-        let reads = tokio_util::io::ReaderStream::with_capacity(reader, CHUNK_SIZE).map(|read| {
-            read.map_err(|error| {
-                HandlerError::new(ErrorCode::Internal, format!("read failed: {error}"))
-            })
-        });
-        Self::cut(Box::pin(reads))
+        Self {
+            source: Box::new(ReadSource {
+                reader: Box::pin(reader),
+                buf: BytesMut::new(),
+                limit: CHUNK_SIZE,
+                done: false,
+            }),
+            _item: PhantomData,
+        }
     }
 
     /// A byte stream of `data`, cut into chunks of up to 64 KiB (smaller on
@@ -167,6 +173,95 @@ impl Stream for Cut {
                 None => return Poll::Ready(None),
             }
         }
+    }
+}
+
+/// A byte stream read from a reader ([`StreamReply::bytes`]). On a plain
+/// session that is not resumable each read goes straight into its frame
+/// ([`ItemSource::poll_read_chunk`]), as a raw socket's read goes into the
+/// buffer it writes from; otherwise into a buffer of its own, reused, and
+/// from there into the frame (sealed, or kept for replay).
+struct ReadSource<R> {
+    reader: Pin<Box<R>>,
+    /// The last read, on the path through a buffer.
+    buf: BytesMut,
+    /// The most bytes a chunk carries ([`CHUNK_SIZE`], less on a resumable
+    /// session).
+    limit: usize,
+    /// The end, an error or a panic ends the stream: nothing is read after.
+    done: bool,
+}
+
+impl<R: AsyncRead + Send> ReadSource<R> {
+    /// One read of at most `max` bytes (and the chunk limit) into `out`:
+    /// `Ready(Some(Ok(())))` when bytes came, anything else ends or holds
+    /// the stream.
+    fn poll_read_into(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        out: &mut BytesMut,
+        max: usize,
+    ) -> Poll<Option<Result<(), HandlerError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let max = max.min(self.limit).max(1);
+        out.reserve(max);
+        let reader = self.reader.as_mut();
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            tokio_util::io::poll_read_buf(reader, cx, &mut out.limit(max))
+        }));
+        let polled = match read {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(0))) => Poll::Ready(None),
+            Ok(Poll::Ready(Ok(_))) => return Poll::Ready(Some(Ok(()))),
+            Ok(Poll::Ready(Err(error))) => Poll::Ready(Some(Err(HandlerError::new(
+                ErrorCode::Internal,
+                format!("read failed: {error}"),
+            )))),
+            Err(panic) => panicked(&*panic),
+        };
+        self.done = true;
+        polled
+    }
+}
+
+impl<R: AsyncRead + Send> ItemSource for ReadSource<R> {
+    fn poll_item(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        write: WriteItem<'_>,
+    ) -> Poll<Option<Result<(), HandlerError>>> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let polled = self.poll_read_into(cx, &mut buf, CHUNK_SIZE);
+        if let Poll::Ready(Some(Ok(()))) = polled {
+            write(&|out: &mut BytesMut| {
+                put_chunk_with(out, |out| out.extend_from_slice(&buf));
+            });
+        }
+        self.buf = buf;
+        polled
+    }
+
+    fn reads_bytes(&self) -> bool {
+        true
+    }
+
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        out: &mut BytesMut,
+        max: usize,
+    ) -> Option<Poll<Option<Result<(), HandlerError>>>> {
+        let mut polled = Poll::Pending;
+        put_chunk_with(out, |out| polled = self.poll_read_into(cx, out, max));
+        Some(polled)
+    }
+
+    fn limit_item_bytes(&mut self, bytes: usize) {
+        // The chunk's data: the body less its length varint.
+        self.limit = bytes.saturating_sub(8).max(1);
     }
 }
 

@@ -142,6 +142,45 @@ pub fn put_batch_item(out: &mut BytesMut, encode: impl FnOnce(&mut BytesMut)) {
     }
 }
 
+/// The room a [`Chunk`]'s length is given before its bytes
+/// ([`put_chunk_with`]): three varint bytes, enough for 2 MiB - 1.
+pub const CHUNK_LEN_ROOM: usize = 3;
+
+/// Appends a [`Chunk`]'s body whose bytes `fill` appends to `out`
+/// (at most 2 MiB - 1 of them): room for its length is kept before them
+/// and filled in after, and the bytes move down only when their length
+/// takes fewer than [`CHUNK_LEN_ROOM`] bytes (under 16 KiB). Returns how
+/// many bytes `fill` appended; when none, `out` is as it was.
+///
+/// # Panics
+///
+/// When `fill` appends 2 MiB or more.
+pub fn put_chunk_with(out: &mut BytesMut, fill: impl FnOnce(&mut BytesMut)) -> usize {
+    let start = out.len();
+    out.put_bytes(0, CHUNK_LEN_ROOM);
+    fill(out);
+    let len = out.len() - start - CHUNK_LEN_ROOM;
+    assert!(
+        len < 1 << 21,
+        "a chunk of {len} bytes past its length's room"
+    );
+    if len == 0 {
+        out.truncate(start);
+        return 0;
+    }
+    let prefix = crate::codec::len_varint_len(len);
+    if prefix < CHUNK_LEN_ROOM {
+        out.copy_within(start + CHUNK_LEN_ROOM.., start + prefix);
+        out.truncate(out.len() - (CHUNK_LEN_ROOM - prefix));
+    }
+    let mut value = len;
+    for byte in &mut out[start..start + prefix] {
+        *byte = (value as u8 & 0x7F) | if value >= 0x80 { 0x80 } else { 0 };
+        value >>= 7;
+    }
+    len
+}
+
 /// Checks a `STREAM_ITEMS` body (one or more items, each a varint length
 /// then that many bytes, filling the body exactly) and counts its items.
 pub fn batch_len(body: &Bytes) -> Result<u32, DecodeError> {
@@ -354,6 +393,28 @@ pub trait ItemSource: Send {
         batch
     }
 
+    /// Whether this is a byte stream that can read its next chunk
+    /// straight into the frame ([`poll_read_chunk`](Self::poll_read_chunk)).
+    fn reads_bytes(&self) -> bool {
+        false
+    }
+
+    /// For a byte stream read from a reader ([`reads_bytes`](Self::reads_bytes)):
+    /// reads the next chunk, of at most `max` bytes, straight into `out`
+    /// as a [`Chunk`]'s body (its length, then the bytes: no copy from a
+    /// buffer of the source's own). On anything but `Ready(Some(Ok(())))`
+    /// the caller takes the frame back out of `out`. `None` for other
+    /// sources (the default).
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut BytesMut,
+        max: usize,
+    ) -> Option<Poll<Option<Result<(), HandlerError>>>> {
+        let _ = (cx, out, max);
+        None
+    }
+
     /// Asks the source to keep each item's body within `bytes` from now on
     /// where it can: a byte stream cuts its chunks to that size (a
     /// resumable session's server keeps every item it sends until the
@@ -379,6 +440,26 @@ pub struct BatchPoll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_filled_in_place_decodes_as_one_encoded_whole() {
+        for len in [1usize, 127, 128, 16_383, 16_384, 65_536, (1 << 21) - 1] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut out = BytesMut::from(&b"before"[..]);
+            let filled = put_chunk_with(&mut out, |out| out.extend_from_slice(&data));
+            assert_eq!(filled, len);
+            let mut encoded = BytesMut::from(&b"before"[..]);
+            Chunk {
+                data: Bytes::from(data),
+            }
+            .encode(&mut encoded);
+            assert_eq!(out, encoded, "{len} bytes");
+        }
+        // Nothing filled: nothing appended.
+        let mut out = BytesMut::from(&b"before"[..]);
+        assert_eq!(put_chunk_with(&mut out, |_| {}), 0);
+        assert_eq!(&out[..], b"before");
+    }
 
     #[test]
     fn bodies_match_the_vectors() {

@@ -15,8 +15,8 @@ use ternio_protocol::FrameError;
 use ternio_protocol::frame::{Flags, HEADER_LEN, Header};
 use ternio_protocol::secure::{COUNTER_LEN, TAG_LEN};
 use ternio_protocol::stream::{
-    INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM, STREAM_ITEMS, StreamCredit,
-    StreamEnd, put_batch_item,
+    CHUNK_LEN_ROOM, INITIAL_CREDIT, ItemSource, STREAM_CREDIT, STREAM_END, STREAM_ITEM,
+    STREAM_ITEMS, StreamCredit, StreamEnd, put_batch_item,
 };
 use ternio_protocol::{
     Bytes, BytesMut, Decode, DisconnectReason, Encode, ErrorCode, HandlerError, ReplySink,
@@ -290,6 +290,10 @@ impl Engine {
     /// Returns what the poll gave (an item not sent shows as an error) and
     /// how many items were sent.
     fn send_item(&mut self, download: &mut Download, cx: &mut TaskContext<'_>) -> (Polled, u32) {
+        if download.items.reads_bytes() && self.security.sealer().is_none() && self.resume.is_none()
+        {
+            return self.send_read_chunk(download, cx);
+        }
         let id = download.header.request_id;
         let mut written = Ok(0);
         let polled = download.items.poll_item(cx, &mut |encode| {
@@ -303,6 +307,52 @@ impl Engine {
                 (Poll::Ready(Some(Ok(()))), 1)
             }
             (polled, _) => (polled, 0),
+        }
+    }
+
+    /// Reads a byte stream's next chunk straight into its `STREAM_ITEM`
+    /// frame ([`ItemSource::poll_read_chunk`]). Only on a plain session
+    /// that is not resumable: there a frame begun for a read that brought
+    /// nothing is taken back out of `out` as if never written (nothing was
+    /// sealed, counted or kept for replay).
+    fn send_read_chunk(
+        &mut self,
+        download: &mut Download,
+        cx: &mut TaskContext<'_>,
+    ) -> (Polled, u32) {
+        let header = Header::new(STREAM_ITEM, Flags::NONE, download.header.request_id);
+        let max = self
+            .server
+            .config
+            .max_frame_size
+            .saturating_sub(HEADER_LEN + CHUNK_LEN_ROOM);
+        let start = self.out.len();
+        let mut polled = None;
+        let written = self.write_stream_frame(header, |out| {
+            polled = download.items.poll_read_chunk(cx, out, max);
+        });
+        match (polled, written) {
+            (Some(Poll::Ready(Some(Ok(())))), Ok(len)) => {
+                download.large = len >= BATCHED_ITEM;
+                (Poll::Ready(Some(Ok(()))), 1)
+            }
+            (Some(Poll::Ready(Some(Ok(())))), Err(error)) => {
+                (Poll::Ready(Some(Err(not_sent(error)))), 0)
+            }
+            (Some(polled), _) => {
+                self.out.truncate(start);
+                (polled, 0)
+            }
+            (None, _) => {
+                self.out.truncate(start);
+                (
+                    Poll::Ready(Some(Err(HandlerError::new(
+                        ErrorCode::Internal,
+                        "a byte stream that cannot read into its frame",
+                    )))),
+                    0,
+                )
+            }
         }
     }
 
