@@ -41,9 +41,10 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::BufMut;
 use futures_util::{Stream, StreamExt};
+use ternio_protocol::codec::put_len;
 use ternio_protocol::schema::{SchemaBuilder, TypeRef};
 use ternio_protocol::stream::{
-    BatchPoll, CHUNK_SIZE, ItemSource, WriteItem, put_batch_item, put_chunk_with,
+    BatchPoll, CHUNK_LEN_ROOM, CHUNK_SIZE, ItemSource, WriteItem, put_batch_item, put_chunk_with,
 };
 use ternio_protocol::{
     AppError, Bytes, BytesMut, Chunk, ErrorCode, HandlerError, IntoReply, Packet, ReplySink,
@@ -177,10 +178,12 @@ impl Stream for Cut {
 }
 
 /// A byte stream read from a reader ([`StreamReply::bytes`]). On a plain
-/// session that is not resumable each read goes straight into its frame
+/// session that is not resumable a read that follows a large chunk (the
+/// steady state of a download) goes straight into its frame
 /// ([`ItemSource::poll_read_chunk`]), as a raw socket's read goes into the
-/// buffer it writes from; otherwise into a buffer of its own, reused, and
-/// from there into the frame (sealed, or kept for replay).
+/// buffer it writes from; otherwise it goes into a buffer of its own,
+/// reused, and from there into the frame (sealed, kept for replay, or
+/// batched with other small chunks).
 struct ReadSource<R> {
     reader: Pin<Box<R>>,
     /// The last read, on the path through a buffer.
@@ -237,7 +240,9 @@ impl<R: AsyncRead + Send> ItemSource for ReadSource<R> {
         let polled = self.poll_read_into(cx, &mut buf, CHUNK_SIZE);
         if let Poll::Ready(Some(Ok(()))) = polled {
             write(&|out: &mut BytesMut| {
-                put_chunk_with(out, |out| out.extend_from_slice(&buf));
+                out.reserve(CHUNK_LEN_ROOM + buf.len());
+                put_len(out, buf.len());
+                out.extend_from_slice(&buf);
             });
         }
         self.buf = buf;

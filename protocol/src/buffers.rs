@@ -131,28 +131,49 @@ impl Spares {
     /// allocation `buf` leaves is kept if it is large (past
     /// [`MAX_KEPT_CAPACITY`]: the frames that would otherwise take a fresh
     /// one each) but within [`MAX_SPARE_CAPACITY`].
+    ///
+    /// Room for a small frame (within [`MAX_KEPT_CAPACITY`]) is never
+    /// taken from the kept allocations: they are for large frames, and a
+    /// small one taking them would keep them in use (and
+    /// [`kept_count`](Self::kept_count) moving) while only small frames
+    /// come. A kept allocation too small for the room asked is dropped.
     pub fn reserve(&mut self, buf: &mut BytesMut, additional: usize) {
         if buf.try_reclaim(additional) {
             return;
         }
         let needed = buf.len() + additional;
-        let oldest = self
-            .kept
-            .front_mut()
-            .is_some_and(|(spare, _)| spare.try_reclaim(needed));
-        let (mut next, size) = match oldest.then(|| self.kept.pop_front()).flatten() {
-            Some((spare, size)) => {
-                self.kept_bytes -= size;
-                (spare, size)
-            }
-            None => self.allocate(needed),
+        let spare = if needed > MAX_KEPT_CAPACITY {
+            self.take_oldest(needed)
+        } else {
+            None
         };
+        let (mut next, size) = spare.unwrap_or_else(|| self.allocate(needed));
         // What arrived of the next frame comes along (as a reallocation
         // would copy it).
         next.extend_from_slice(buf);
         let left = std::mem::replace(buf, next);
         let left_size = std::mem::replace(&mut self.current, size);
         self.keep(left, left_size);
+    }
+
+    /// The oldest kept allocation, with its size, if it holds `needed`
+    /// bytes and no frame is left in it; kept ones smaller than `needed`
+    /// are dropped on the way (they would block the reuse of the others).
+    fn take_oldest(&mut self, needed: usize) -> Option<(BytesMut, usize)> {
+        while let Some((spare, size)) = self.kept.front_mut() {
+            if *size < needed {
+                self.kept_bytes -= *size;
+                self.kept.pop_front();
+                continue;
+            }
+            if !spare.try_reclaim(needed) {
+                return None;
+            }
+            let (spare, size) = self.kept.pop_front()?;
+            self.kept_bytes -= size;
+            return Some((spare, size));
+        }
+        None
     }
 
     /// A new allocation of at least `needed` bytes, and its size.
@@ -516,6 +537,32 @@ mod tests {
         assert!(kept == spares.kept_bytes && kept <= MAX_SPARE_BYTES);
         spares.release();
         assert!(!spares.holds());
+    }
+
+    #[test]
+    fn small_frames_leave_the_spares_alone() {
+        let mut spares = Spares::new();
+        allocations_for(50, 100 * 1024, 4, Some(&mut spares));
+        let (count, kept) = (spares.kept_count(), spares.kept.len());
+        assert!(kept > 0);
+        // Small frames after large ones neither take the spares (and keep
+        // them again) nor make them move.
+        allocations_for(200, 1000, 4, Some(&mut spares));
+        assert_eq!(spares.kept_count(), count, "small frames kept allocations");
+        assert_eq!(spares.kept.len(), kept);
+    }
+
+    #[test]
+    fn spares_too_small_for_larger_frames_make_way() {
+        let mut spares = Spares::new();
+        allocations_for(50, 70 * 1024, 4, Some(&mut spares));
+        let before = spares.made;
+        // Frames that grew: the 72 KiB spares go rather than block the
+        // reuse of the larger ones behind them.
+        allocations_for(100, 200 * 1024, 4, Some(&mut spares));
+        let used = spares.made - before;
+        assert!(used <= 8, "{used} allocations for 100 frames");
+        assert!(spares.kept.iter().all(|(_, size)| *size >= 200 * 1024));
     }
 
     #[test]

@@ -400,7 +400,8 @@ pub trait ItemSource: Send {
     }
 
     /// For a byte stream read from a reader ([`reads_bytes`](Self::reads_bytes)):
-    /// reads the next chunk, of at most `max` bytes, straight into `out`
+    /// reads the next chunk, of at most `max` bytes (one if `max` is 0:
+    /// an empty read would say the end), straight into `out`
     /// as a [`Chunk`]'s body (its length, then the bytes: no copy from a
     /// buffer of the source's own). On anything but `Ready(Some(Ok(())))`
     /// the caller takes the frame back out of `out`. `None` for other

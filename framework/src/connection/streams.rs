@@ -311,10 +311,11 @@ impl Engine {
     }
 
     /// Reads a byte stream's next chunk straight into its `STREAM_ITEM`
-    /// frame ([`ItemSource::poll_read_chunk`]). Only on a plain session
-    /// that is not resumable: there a frame begun for a read that brought
-    /// nothing is taken back out of `out` as if never written (nothing was
-    /// sealed, counted or kept for replay).
+    /// frame ([`ItemSource::poll_read_chunk`]): the chunk after a large one
+    /// (after a small one the next goes into a batch, [`Self::send_batch`]).
+    /// Only on a plain session that is not resumable: there a frame begun
+    /// for a read that brought nothing is taken back out of `out` as if
+    /// never written (nothing was sealed, counted or kept for replay).
     fn send_read_chunk(
         &mut self,
         download: &mut Download,
