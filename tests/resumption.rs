@@ -12,15 +12,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use ternio::protocol::frame::{Flags, Frame, Header};
+use futures_util::{SinkExt, StreamExt};
+use ternio::protocol::frame::{self, Flags, Frame, Framing, Header};
 use ternio::protocol::resume::ResumeInitiator;
 use ternio::protocol::secure::Initiator;
 use ternio::protocol::system::{
     self, Ack, Disconnect, ErrorBody, Resume, ResumeTicket, Resumed, Ticket, is_counted,
 };
 use ternio::protocol::{Bytes, Decode, DisconnectReason, Encode, ErrorCode, Packet};
-use ternio::{CloseCause, ServerBuilder, ServerHandle};
+use ternio::{CloseCause, ServerBuilder, ServerHandle, Transport};
 use ternio_tests::*;
+use tokio_tungstenite::tungstenite::Message;
 
 /// A client of the resumption protocol, from the document alone: its link
 /// (which it dereferences to), and what it counted.
@@ -228,6 +230,8 @@ async fn connect_from(source: [u8; 4], address: SocketAddr) -> tokio::net::TcpSt
 struct Seen {
     suspended: AtomicU32,
     resumed: AtomicU32,
+    /// The address and transport each resumed session had in its hook.
+    resumed_on: std::sync::Mutex<Vec<(SocketAddr, Transport)>>,
     disconnects: std::sync::Mutex<Vec<CloseCause>>,
 }
 
@@ -241,28 +245,36 @@ fn start_with(
     configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> (SocketAddr, ServerHandle, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
-    let (on_suspend, on_resume, on_disconnect) =
-        (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
+    let hooks = Arc::clone(&seen);
     let (address, server) = start_server(move |builder| {
-        configure(
-            builder
-                .resumable(ttl, replay_bytes)
-                .on_suspend(move |_| {
-                    on_suspend.suspended.fetch_add(1, Ordering::SeqCst);
-                })
-                .on_resume(move |_| {
-                    on_resume.resumed.fetch_add(1, Ordering::SeqCst);
-                })
-                .on_disconnect(move |_, cause| {
-                    on_disconnect
-                        .disconnects
-                        .lock()
-                        .unwrap()
-                        .push(cause.clone());
-                }),
-        )
+        configure(with_hooks(builder.resumable(ttl, replay_bytes), &hooks))
     });
     (address, server, seen)
+}
+
+/// `builder` with hooks that tell `seen`.
+fn with_hooks(builder: ServerBuilder, seen: &Arc<Seen>) -> ServerBuilder {
+    let (on_suspend, on_resume, on_disconnect) =
+        (Arc::clone(seen), Arc::clone(seen), Arc::clone(seen));
+    builder
+        .on_suspend(move |_| {
+            on_suspend.suspended.fetch_add(1, Ordering::SeqCst);
+        })
+        .on_resume(move |connection| {
+            on_resume
+                .resumed_on
+                .lock()
+                .unwrap()
+                .push((connection.peer_addr(), connection.transport()));
+            on_resume.resumed.fetch_add(1, Ordering::SeqCst);
+        })
+        .on_disconnect(move |_, cause| {
+            on_disconnect
+                .disconnects
+                .lock()
+                .unwrap()
+                .push(cause.clone());
+        })
 }
 
 async fn suspended(seen: &Seen, count: u32) {
@@ -1061,6 +1073,90 @@ async fn a_session_resumed_from_another_address_counts_there() {
     second
         .expect_disconnect(ternio::DisconnectReason::TooManyConnections)
         .await;
+}
+
+/// A resumed session takes its new link's address and transport: the
+/// application sees where its client is now, not where it was (a phone
+/// that changed networks, then a client that moved to WebSocket).
+#[tokio::test]
+async fn a_resumed_session_takes_its_new_links_address_and_transport() {
+    let seen = Arc::new(Seen::default());
+    let hooks = Arc::clone(&seen);
+    let (tcp, ws, _server) = start_server_with_ws(move |builder| {
+        with_hooks(
+            builder.resumable(Duration::from_secs(10), 64 * 1024),
+            &hooks,
+        )
+    });
+    let mut session = Session::plain_from([127, 0, 6, 1], tcp).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // Resumed over TCP from 127.0.6.2.
+    let stream = connect_from([127, 0, 6, 2], tcp).await;
+    let from = stream.local_addr().unwrap();
+    let ticket = session.ticket.clone().unwrap();
+    let (mut resumed, _) = resume_on(
+        RawConnection::over(stream),
+        ticket,
+        session.received,
+        None,
+        |_| {},
+    )
+    .await
+    .expect("resumed");
+    assert_eq!(
+        seen.resumed_on.lock().unwrap().last(),
+        Some(&(from, Transport::Tcp))
+    );
+    resumed.request(&Add { a: 1, b: 2 }, 2).await;
+    assert_eq!(resumed.recv_app().await.header.request_id, 2);
+    // Then over WebSocket from 127.0.6.3.
+    resumed.cut().await;
+    suspended(&seen, 2).await;
+    let stream = connect_from([127, 0, 6, 3], ws).await;
+    let from = stream.local_addr().unwrap();
+    let (mut socket, _) = tokio_tungstenite::client_async(format!("ws://{ws}/ws"), stream)
+        .await
+        .expect("the upgrade");
+    let request = Resume {
+        ticket: resumed.ticket.clone().unwrap(),
+        received: resumed.received,
+        pattern: 0,
+        message: Bytes::new(),
+    };
+    let mut message = BytesMut::new();
+    frame::write_frame(
+        &mut message,
+        Framing::Message,
+        Header::new(system::RESUME, Flags::NONE, 3),
+        &request,
+        usize::MAX,
+    )
+    .unwrap();
+    socket
+        .send(Message::Binary(message.freeze()))
+        .await
+        .unwrap();
+    let answer = loop {
+        match tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .expect("an answer to RESUME")
+            .expect("the socket open")
+            .unwrap()
+        {
+            Message::Binary(bytes) => break Frame::parse(bytes, usize::MAX).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("expected the answer, got {other:?}"),
+        }
+    };
+    assert_eq!(answer.header.opcode, system::RESUME);
+    assert!(!answer.header.flags.is_error(), "{answer:?}");
+    assert_eq!(
+        seen.resumed_on.lock().unwrap().last(),
+        Some(&(from, Transport::WebSocket))
+    );
+    assert_eq!(seen.resumed.load(Ordering::SeqCst), 2);
 }
 
 /// The `ACK` schedule starts again from a resumption's answer, which

@@ -45,14 +45,16 @@ impl ConnectionHandle {
         self.connection.id
     }
 
-    /// The peer's address.
+    /// The peer's address: its current link's (a session resumed from
+    /// another address takes the new one).
     pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer
+        self.connection.peer()
     }
 
-    /// The transport the connection arrived on.
+    /// The transport of the connection's current link (a session resumed
+    /// on another transport takes the new one).
     pub fn transport(&self) -> Transport {
-        self.connection.transport
+        self.connection.transport()
     }
 
     /// Pushes `packet` to the connection (a frame with request id 0).

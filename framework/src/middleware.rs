@@ -98,14 +98,15 @@ impl RequestInfo<'_> {
         self.connection.id
     }
 
-    /// The connection's peer address.
+    /// The connection's peer address: its current link's (a session
+    /// resumed from another address takes the new one).
     pub fn peer_addr(&self) -> std::net::SocketAddr {
-        self.connection.peer
+        self.connection.peer()
     }
 
-    /// The connection's transport.
+    /// The transport of the connection's current link.
     pub fn transport(&self) -> Transport {
-        self.connection.transport
+        self.connection.transport()
     }
 
     /// The connection's permission level.

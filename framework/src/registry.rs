@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use governor::DefaultDirectRateLimiter;
@@ -35,8 +35,8 @@ pub(crate) type RateLimiters = HashMap<u16, DefaultDirectRateLimiter>;
 /// What every request of one connection shares.
 pub(crate) struct ConnectionShared {
     pub(crate) id: ConnectionId,
-    pub(crate) peer: SocketAddr,
-    pub(crate) transport: Transport,
+    /// The peer's address and transport, which a resumption moves.
+    pub(crate) link: LinkAddress,
     pub(crate) outbox: Outbox,
     pub(crate) state: Arc<AppState>,
     pub(crate) hub: Arc<HubShared>,
@@ -54,7 +54,56 @@ pub(crate) struct ConnectionShared {
     pub(crate) datagrams: DatagramSlot,
 }
 
+/// Where a connection's session runs: its peer's address and its link's
+/// transport. A session resumed on another link (a phone that changed
+/// networks, a client that moved from TCP to WebSocket) takes the new
+/// link's.
+pub(crate) struct LinkAddress {
+    peer: Mutex<SocketAddr>,
+    websocket: AtomicBool,
+}
+
+impl LinkAddress {
+    pub(crate) fn new(peer: SocketAddr, transport: Transport) -> Self {
+        Self {
+            peer: Mutex::new(peer),
+            websocket: AtomicBool::new(transport == Transport::WebSocket),
+        }
+    }
+
+    /// The peer's address.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        *lock(&self.peer)
+    }
+
+    /// The link's transport.
+    pub(crate) fn transport(&self) -> Transport {
+        if self.websocket.load(Ordering::Relaxed) {
+            Transport::WebSocket
+        } else {
+            Transport::Tcp
+        }
+    }
+
+    /// Takes `other`'s address and transport.
+    pub(crate) fn take(&self, other: &LinkAddress) {
+        *lock(&self.peer) = other.peer();
+        self.websocket
+            .store(other.transport() == Transport::WebSocket, Ordering::Relaxed);
+    }
+}
+
 impl ConnectionShared {
+    /// The peer's address (its link's, since the last resumption).
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.link.peer()
+    }
+
+    /// The link's transport (since the last resumption).
+    pub(crate) fn transport(&self) -> Transport {
+        self.link.transport()
+    }
+
     pub(crate) fn permission(&self) -> u32 {
         self.permission.load(Ordering::Acquire)
     }
@@ -135,8 +184,7 @@ impl ConnectionShared {
 pub(crate) fn test_connection() -> Arc<ConnectionShared> {
     Arc::new(ConnectionShared {
         id: ConnectionId(1),
-        peer: SocketAddr::from(([127, 0, 0, 1], 0)),
-        transport: Transport::Tcp,
+        link: LinkAddress::new(SocketAddr::from(([127, 0, 0, 1], 0)), Transport::Tcp),
         outbox: Outbox::new(1 << 20, Default::default()),
         state: Arc::default(),
         hub: HubShared::new(1 << 16, None, None, None),

@@ -24,7 +24,7 @@ use crate::ids::{ConnectionId, Transport};
 use crate::metrics::Metrics;
 use crate::middleware::Middleware;
 use crate::outbox::Outbox;
-use crate::registry::{ConnectionShared, HubShared};
+use crate::registry::{ConnectionShared, HubShared, LinkAddress};
 use crate::sessions::Sessions;
 use crate::store::{AppState, ConnectionStore};
 use crate::udp::Datagrams;
@@ -113,8 +113,7 @@ impl ServerShared {
         let outbox = Outbox::new(self.config.max_outbox_bytes, self.config.slow_consumer);
         let connection = Arc::new(ConnectionShared {
             id: ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed)),
-            peer,
-            transport,
+            link: LinkAddress::new(peer, transport),
             outbox,
             state: Arc::clone(&self.state),
             hub: Arc::clone(&self.hub),
@@ -143,6 +142,20 @@ impl ServerShared {
         connection
     }
 
+    /// Moves the session `connection` onto the link `link` (that link's
+    /// own session, never used) arrived on: its peer's address, its
+    /// transport, and its count among that transport's connections.
+    pub(crate) fn move_session(&self, connection: &ConnectionShared, link: &ConnectionShared) {
+        let (from, to) = (connection.transport(), link.transport());
+        connection.link.take(&link.link);
+        if from != to
+            && let Some(metrics) = &self.metrics
+        {
+            metrics.transport(from).connections.decrement(1.0);
+            metrics.transport(to).connections.increment(1.0);
+        }
+    }
+
     /// Forgets a closed connection (it leaves its groups), then tells the
     /// disconnect hooks.
     pub(crate) fn close_connection(&self, connection: &Arc<ConnectionShared>, cause: CloseCause) {
@@ -153,7 +166,7 @@ impl ServerShared {
         tracing::debug!(connection = %connection.id, ?cause, "connection closed");
         if let Some(metrics) = &self.metrics {
             metrics
-                .transport(connection.transport)
+                .transport(connection.transport())
                 .connections
                 .decrement(1.0);
             metrics.disconnect(&cause);

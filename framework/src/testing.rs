@@ -107,7 +107,7 @@ use crate::hub::{ConnectionHandle, Hub};
 use crate::ids::{ConnectionId, Transport};
 use crate::middleware::Rejection;
 use crate::outbox::Outbox;
-use crate::registry::{ConnectionShared, HubShared};
+use crate::registry::{ConnectionShared, HubShared, LinkAddress};
 use crate::store::{AppState, ConnectionStore};
 
 /// What the handlers of a test share: state, and a hub of the test's
@@ -157,8 +157,10 @@ impl TestServer {
         let id = ConnectionId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let shared = Arc::new(ConnectionShared {
             id,
-            peer: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-            transport: Transport::Tcp,
+            link: LinkAddress::new(
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+                Transport::Tcp,
+            ),
             outbox: Outbox::new(self.config.max_outbox_bytes, self.config.slow_consumer),
             state: Arc::clone(&self.state),
             hub: Arc::clone(&self.hub),

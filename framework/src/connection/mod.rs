@@ -310,7 +310,7 @@ impl Engine {
         let sealer = self.security.sealer();
         let metrics = self.server.metrics.as_ref().map(|server| ReplyMetrics {
             server,
-            transport: self.connection.transport,
+            transport: self.connection.transport(),
         });
         let replay = self.resume.as_mut().map(|resume| &mut resume.replay);
         FrameReply::new(

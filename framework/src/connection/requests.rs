@@ -153,7 +153,7 @@ impl Engine {
         self.server
             .metrics
             .as_ref()
-            .map(|metrics| metrics.transport(self.connection.transport))
+            .map(|metrics| metrics.transport(self.connection.transport()))
     }
 
     /// Runs the `after` hooks of the first `through` middleware, innermost

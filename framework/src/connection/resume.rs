@@ -513,9 +513,11 @@ pub(crate) async fn resume(engine: &mut Engine) {
     // The link keeps its own place among the connections (its address's),
     // and the old link's goes with the unused session.
     std::mem::swap(&mut engine._place, &mut session._place);
-    // `session` is now this link's own, unused: it ends here.
+    // `session` is now this link's own, unused: it ends here, and the
+    // resumed session takes its link's address and transport.
     let own = Arc::clone(&session.connection);
     drop(session);
+    server.move_session(&engine.connection, &own);
     server.close_connection(&own, CloseCause::Resumed);
     match engine.rebind(header, request.received, handshake) {
         Ok(()) => {
