@@ -1075,6 +1075,117 @@ async fn a_session_resumed_from_another_address_counts_there() {
         .await;
 }
 
+/// An address at its limit of connections can still resume its waiting
+/// session: a session that waits holds its place, so before this its
+/// client, reconnecting from the same address, was refused until the TTL
+/// ran out. The connection let past the limit may do nothing but resume a
+/// session of its address, within the handshake timeout: a request, a
+/// `RESUME` with a wrong ticket or one for another address's session
+/// closes it with `TOO_MANY_CONNECTIONS`, silence with
+/// `HANDSHAKE_TIMEOUT`.
+#[tokio::test]
+async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() {
+    let (address, _server, seen) = start_with(Duration::from_secs(10), 64 * 1024, |builder| {
+        builder
+            .max_connections_per_ip(1)
+            .handshake_timeout(Duration::from_millis(300))
+    });
+    let from = [127, 0, 7, 1];
+    let mut session = Session::plain_from(from, address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    let mut other = Session::plain_from([127, 0, 7, 2], address).await;
+    other.ask_ticket().await;
+    other.cut().await;
+    suspended(&seen, 2).await;
+    // Silent past the limit: closed at the handshake timeout.
+    let mut past = RawConnection::over(connect_from(from, address).await);
+    past.expect_disconnect(DisconnectReason::HandshakeTimeout)
+        .await;
+    drop(past);
+    // A request past the limit (tried again while the door refuses it,
+    // the silent connection's place not given back yet).
+    let mut closed = None;
+    for _ in 0..100 {
+        let mut past = RawConnection::over(connect_from(from, address).await);
+        past.request(&Add { a: 1, b: 2 }, 1).await;
+        let disconnect = past
+            .expect_disconnect(DisconnectReason::TooManyConnections)
+            .await;
+        if disconnect.message.contains("may only resume") {
+            closed = Some(disconnect);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(closed.is_some(), "never let past the limit");
+    // A RESUME with a ticket that is no session's: refused, then closed.
+    let (mut past, answer) = resume_past_limit(from, address, Ticket::generate(), 0).await;
+    assert!(answer.header.flags.is_error(), "{answer:?}");
+    past.expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    drop(past);
+    // The session of 127.0.7.2 from 127.0.7.1, past its limit: refused,
+    // closed, and that session still waits for its own client.
+    let other_ticket = other.ticket.clone().unwrap();
+    let (mut past, answer) =
+        resume_past_limit(from, address, other_ticket.clone(), other.received).await;
+    assert!(answer.header.flags.is_error(), "{answer:?}");
+    past.expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    drop(past);
+    // Its own session: resumed, and then the address is at its limit.
+    let ticket = session.ticket.clone().unwrap();
+    let (mut resumed, answer) = resume_past_limit(from, address, ticket, session.received).await;
+    assert!(!answer.header.flags.is_error(), "{answer:?}");
+    resumed.request(&Add { a: 1, b: 2 }, 2).await;
+    let reply = loop {
+        let frame = resumed.recv().await.expect("the answer");
+        if !frame.header.is_system() {
+            break frame;
+        }
+    };
+    assert_eq!(reply.header.request_id, 2);
+    let mut past = RawConnection::over(connect_from(from, address).await);
+    past.expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    // The other address's session, resumed by its own client.
+    let raw = RawConnection::over(connect_from([127, 0, 7, 2], address).await);
+    resume_on(raw, other_ticket, other.received, None, |_| {})
+        .await
+        .expect("resumed by its own address");
+    assert_eq!(seen.resumed.load(Ordering::SeqCst), 2);
+}
+
+/// A plain `RESUME` of `ticket` from `from`, an address at its limit, and
+/// the first frame that answers it. A refusal at the door (a `DISCONNECT`
+/// before any answer: the connection before, closed by the test, has not
+/// given its place back yet) is tried again.
+async fn resume_past_limit(
+    from: [u8; 4],
+    address: SocketAddr,
+    ticket: Ticket,
+    received: u64,
+) -> (RawConnection, Frame) {
+    let request = Resume {
+        ticket,
+        received,
+        pattern: 0,
+        message: Bytes::new(),
+    };
+    for _ in 0..100 {
+        let mut raw = RawConnection::over(connect_from(from, address).await);
+        raw.send(Header::new(system::RESUME, Flags::NONE, 5), &request)
+            .await;
+        let frame = raw.recv().await.expect("an answer");
+        if frame.header.opcode != system::DISCONNECT {
+            return (raw, frame);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never let past the limit");
+}
+
 /// A resumed session takes its new link's address and transport: the
 /// application sees where its client is now, not where it was (a phone
 /// that changed networks, then a client that moved to WebSocket).

@@ -65,10 +65,22 @@ pub(crate) fn normalize_addr(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(normalize(addr.ip()), addr.port())
 }
 
+/// One key's places.
+#[derive(Debug, Default)]
+struct Places {
+    /// Connections open, sessions that wait for their client included.
+    open: usize,
+    /// Sessions among them that wait for their client to resume them.
+    waiting: usize,
+    /// Connections among them admitted past the limit to resume one of
+    /// those ([`Permit::on_probation`]).
+    probation: usize,
+}
+
 /// One shard of the per-IP state.
 struct Shard {
-    /// Open connections per key; a key leaves when its count falls to 0.
-    open: Mutex<HashMap<IpAddr, usize>>,
+    /// Places per key; a key leaves when its count of open falls to 0.
+    open: Mutex<HashMap<IpAddr, Places>>,
     /// Accept rate per key; `None` when the rate is not limited.
     rate: Option<KeyedLimiter>,
 }
@@ -134,9 +146,65 @@ impl std::fmt::Display for Refusal {
 }
 
 /// One admitted connection; dropping it gives its place back.
+///
+/// A session that waits for its client keeps its place (it holds memory
+/// and may be resumed), so an address at its limit could not reconnect to
+/// resume it. Such an address may open one connection past its limit per
+/// waiting session, on probation: its first frame must be a `RESUME` of a
+/// session of the same address, which then takes the new place and gives
+/// the old one back; anything else closes it.
 pub(crate) struct Permit {
     admission: Arc<Admission>,
     key: Option<IpAddr>,
+    /// Admitted past the limit, to resume a waiting session.
+    probation: bool,
+    /// Held by a session that waits for its client.
+    waiting: bool,
+}
+
+impl Permit {
+    /// Whether this connection was admitted past its address's limit, to
+    /// resume a session of that address and nothing else.
+    pub(crate) fn on_probation(&self) -> bool {
+        self.probation
+    }
+
+    /// Whether `other` counts against the same address (or network).
+    pub(crate) fn same_key(&self, other: &Permit) -> bool {
+        self.key == other.key
+    }
+
+    /// Counts the place as a waiting session's (or no longer).
+    pub(crate) fn set_waiting(&mut self, waiting: bool) {
+        if self.waiting != waiting {
+            self.waiting = waiting;
+            self.update(|places| {
+                if waiting {
+                    places.waiting += 1;
+                } else {
+                    places.waiting -= 1;
+                }
+            });
+        }
+    }
+
+    /// Ends the probation: the connection resumed a session, whose old
+    /// place is given back.
+    pub(crate) fn confirm(&mut self) {
+        if self.probation {
+            self.probation = false;
+            self.update(|places| places.probation -= 1);
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Places)) {
+        if let Some(key) = self.key {
+            let mut open = lock(&self.admission.shard(key).open);
+            if let Some(places) = open.get_mut(&key) {
+                change(places);
+            }
+        }
+    }
 }
 
 impl Drop for Permit {
@@ -144,9 +212,11 @@ impl Drop for Permit {
         self.admission.total.fetch_sub(1, Ordering::AcqRel);
         if let Some(key) = self.key {
             let mut open = lock(&self.admission.shard(key).open);
-            if let Some(count) = open.get_mut(&key) {
-                *count -= 1;
-                if *count == 0 {
+            if let Some(places) = open.get_mut(&key) {
+                places.open -= 1;
+                places.waiting -= usize::from(self.waiting);
+                places.probation -= usize::from(self.probation);
+                if places.open == 0 {
                     open.remove(&key);
                 }
             }
@@ -234,6 +304,8 @@ impl Admission {
         let mut permit = Permit {
             admission: Arc::clone(self),
             key: None,
+            probation: false,
+            waiting: false,
         };
         if self.exempt_loopback && ip.is_loopback() {
             return Ok(permit);
@@ -241,7 +313,13 @@ impl Admission {
         let key = ip_key(ip, self.v6_prefix_len);
         let shard = self.shard(key);
         let mut open = lock(&shard.open);
-        if open.get(&key).copied().unwrap_or(0) >= self.max_per_ip {
+        let (count, spare) = open.get(&key).map_or((0, 0), |places| {
+            (places.open, places.waiting.saturating_sub(places.probation))
+        });
+        // At the limit, a place for each waiting session not yet being
+        // resumed by a connection on probation.
+        let probation = count >= self.max_per_ip;
+        if probation && spare == 0 {
             return Err(Refusal::PerIp(self.max_per_ip));
         }
         match &shard.rate {
@@ -252,8 +330,11 @@ impl Admission {
             None if self.accepts_per_ip == 0 => return Err(Refusal::Rate(0)),
             None => {}
         }
-        *open.entry(key).or_insert(0) += 1;
+        let places = open.entry(key).or_default();
+        places.open += 1;
+        places.probation += usize::from(probation);
         permit.key = Some(key);
+        permit.probation = probation;
         Ok(permit)
     }
 
@@ -382,6 +463,34 @@ mod tests {
         let _held = (0..5)
             .map(|_| exempt.admit(ip("::ffff:127.0.0.1")).unwrap())
             .collect::<Vec<_>>();
+    }
+
+    #[test]
+    fn a_waiting_session_lets_one_connection_of_its_address_past_the_limit() {
+        let admission = admission(|config| config.max_connections_per_ip = 1);
+        let address = ip("192.0.2.1");
+        let mut session = admission.admit(address).unwrap();
+        assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
+        session.set_waiting(true);
+        // One past the limit, on probation; not two.
+        let first = admission.admit(address).unwrap();
+        assert!(first.on_probation() && first.same_key(&session));
+        assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
+        // It failed: the next may try.
+        drop(first);
+        let mut second = admission.admit(address).unwrap();
+        assert!(second.on_probation());
+        // It resumed: the session's old place goes, the new one stays.
+        second.confirm();
+        drop(session);
+        assert!(!second.on_probation());
+        assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
+        // Another address's waiting session lets nothing past here.
+        let mut elsewhere = admission.admit(ip("192.0.2.2")).unwrap();
+        elsewhere.set_waiting(true);
+        assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
+        drop((second, elsewhere));
+        assert_eq!(admission.open_keys(), 0, "counts leave at 0");
     }
 
     #[test]

@@ -115,7 +115,9 @@ pub(crate) struct Engine {
     /// it goes with the session, so a session that waits for its client
     /// still holds it, whichever task keeps the session; a resumed session
     /// takes its new link's place (its address's) and gives the old one back.
-    _place: Permit,
+    /// A session that waits lets a connection of its address past the
+    /// limit, to resume it ([`Permit`]).
+    place: Permit,
     /// The counted frames received and when to acknowledge them: from the
     /// ticket on, and still once resumability ended (docs/PROTOCOL.md
     /// section 4.2: counting goes on).
@@ -137,7 +139,13 @@ impl Engine {
         server: Arc<ServerShared>,
         place: Permit,
     ) -> Self {
-        let timers = Timers::new(&server.config, Instant::now());
+        let now = Instant::now();
+        let mut timers = Timers::new(&server.config, now);
+        if place.on_probation() {
+            // Let past its address's limit to resume a session: it does so
+            // within the handshake timeout, or holds no place longer.
+            timers.require_handshake(now, &server.config);
+        }
         let alarm = Alarm::new(timers.next_deadline());
         Self {
             connection,
@@ -155,7 +163,7 @@ impl Engine {
             went_quiet: false,
             resume: None,
             expires: None,
-            _place: place,
+            place,
             acks: None,
             resume_request: None,
             frames_seen: 0,
@@ -333,6 +341,15 @@ impl Engine {
         self.reply_to(request).error(code.to_u16(), message)
     }
 
+    /// Closes a connection admitted past its address's limit to resume a
+    /// session that did anything else (`Permit::on_probation`).
+    pub(crate) fn close_past_limit(&mut self) -> AfterFrame {
+        let why = "your address holds its maximum of connections: \
+                   past it, a connection may only resume a session of that address";
+        let notice = CloseNotice::new(DisconnectReason::TooManyConnections, why);
+        self.close_now(&notice)
+    }
+
     /// Writes the `DISCONNECT` of `notice` and stops the engine. It is
     /// sealed on a secure session, except `DECRYPT_FAILED` (section 5.1).
     pub(crate) fn close_now(&mut self, notice: &CloseNotice) -> AfterFrame {
@@ -367,6 +384,9 @@ impl Engine {
 
     /// Handles one frame from the peer, writing any reply into `out`.
     pub(crate) fn on_frame(&mut self, frame: Frame) -> AfterFrame {
+        if self.place.on_probation() && frame.header.opcode != system::RESUME {
+            return self.close_past_limit();
+        }
         if frame.header.flags.is_encrypted() {
             let body = buffers::copy_to_open(&mut self.open_buf, &frame.body);
             return self.on_sealed_frame(frame.header, body);

@@ -294,6 +294,9 @@ impl Engine {
         // are counted, and replayed once the client resumes it; they are
         // not polled meanwhile (nothing can be written).
         self.connection.datagrams.suspend();
+        // Its place lets a connection of its address past the limit, to
+        // resume it (`Permit`).
+        self.place.set_waiting(true);
         self.out = BytesMut::new();
         self.open_buf = BytesMut::new();
         self.timers.set_ack_off();
@@ -442,10 +445,20 @@ impl Engine {
     }
 }
 
-/// Refuses a `RESUME` (error 9); the connection goes on as a new session.
+/// Why a connection admitted past its address's limit may not resume a
+/// session of another address.
+const PAST_LIMIT: &str =
+    "this connection came past its address's limit: it may resume a session of that address only";
+
+/// Refuses a `RESUME` (error 9); the connection goes on as a new session,
+/// unless it came past its address's limit to resume one (then it closes
+/// with `TOO_MANY_CONNECTIONS`).
 fn refuse(engine: &mut Engine, request: Header, why: &str) {
     tracing::debug!(connection = %engine.connection.id, why, "resume refused");
     engine.error(request, ErrorCode::HandshakeFailed, &why);
+    if engine.place.on_probation() {
+        engine.close_past_limit();
+    }
 }
 
 /// Runs the `RESUME` that `engine`, a new link's, received as its first
@@ -503,7 +516,15 @@ pub(crate) async fn resume(engine: &mut Engine) {
         return refuse(engine, header, "the session ended");
     };
     let mut session = *downcast(handoff);
-    if let Err(why) = session.can_resume_from(request.received) {
+    // A link let past its address's limit resumes a session of that
+    // address only: the old place it gives back must be that address's.
+    let elsewhere = engine.place.on_probation() && !engine.place.same_key(&session.place);
+    let resumable_here = if elsewhere {
+        Err(PAST_LIMIT.to_owned())
+    } else {
+        session.can_resume_from(request.received)
+    };
+    if let Err(why) = resumable_here {
         // Nothing changes for the session: it waits for its client again.
         let tracker = server.tasks.clone();
         tracker.spawn(wait_for_client(session, Arc::clone(&server), false));
@@ -512,7 +533,8 @@ pub(crate) async fn resume(engine: &mut Engine) {
     std::mem::swap(engine, &mut session);
     // The link keeps its own place among the connections (its address's),
     // and the old link's goes with the unused session.
-    std::mem::swap(&mut engine._place, &mut session._place);
+    std::mem::swap(&mut engine.place, &mut session.place);
+    engine.place.confirm();
     // `session` is now this link's own, unused: it ends here, and the
     // resumed session takes its link's address and transport.
     let own = Arc::clone(&session.connection);

@@ -319,6 +319,12 @@ impl Timers {
         self.grace = Some(now + self.limits.shutdown_grace);
     }
 
+    /// The connection must run a handshake (here: a `RESUME`) within the
+    /// handshake timeout from `now`, whatever the server requires.
+    pub(crate) fn require_handshake(&mut self, now: Instant, config: &ServerConfig) {
+        self.handshake = Some(now + config.handshake_timeout);
+    }
+
     /// The handshake ran (or failed for good): nothing waits for it.
     pub(crate) fn handshake_done(&mut self) {
         self.handshake = None;
