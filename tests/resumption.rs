@@ -1080,8 +1080,8 @@ async fn a_session_resumed_from_another_address_counts_there() {
 /// client, reconnecting from the same address, was refused until the TTL
 /// ran out. The connection let past the limit may do nothing but resume a
 /// session of its address, within the handshake timeout: a request, a
-/// `RESUME` with a wrong ticket or one for another address's session
-/// closes it with `TOO_MANY_CONNECTIONS`, silence with
+/// malformed `RESUME`, one with a wrong ticket or one for another
+/// address's session closes it with `TOO_MANY_CONNECTIONS`, silence with
 /// `HANDSHAKE_TIMEOUT`.
 #[tokio::test]
 async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() {
@@ -1120,7 +1120,14 @@ async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() 
     }
     assert!(closed.is_some(), "never let past the limit");
     // A RESUME with a ticket that is no session's: refused, then closed.
-    let (mut past, answer) = resume_past_limit(from, address, Ticket::generate(), 0).await;
+    let (mut past, answer) = resume_past_limit(from, address, 5, Ticket::generate(), 0).await;
+    assert!(answer.header.flags.is_error(), "{answer:?}");
+    past.expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    drop(past);
+    // A malformed RESUME (not a request: no id), refused before it runs.
+    let (mut past, answer) =
+        resume_past_limit(from, address, 0, session.ticket.clone().unwrap(), 0).await;
     assert!(answer.header.flags.is_error(), "{answer:?}");
     past.expect_disconnect(DisconnectReason::TooManyConnections)
         .await;
@@ -1129,14 +1136,14 @@ async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() 
     // closed, and that session still waits for its own client.
     let other_ticket = other.ticket.clone().unwrap();
     let (mut past, answer) =
-        resume_past_limit(from, address, other_ticket.clone(), other.received).await;
+        resume_past_limit(from, address, 6, other_ticket.clone(), other.received).await;
     assert!(answer.header.flags.is_error(), "{answer:?}");
     past.expect_disconnect(DisconnectReason::TooManyConnections)
         .await;
     drop(past);
     // Its own session: resumed, and then the address is at its limit.
     let ticket = session.ticket.clone().unwrap();
-    let (mut resumed, answer) = resume_past_limit(from, address, ticket, session.received).await;
+    let (mut resumed, answer) = resume_past_limit(from, address, 7, ticket, session.received).await;
     assert!(!answer.header.flags.is_error(), "{answer:?}");
     resumed.request(&Add { a: 1, b: 2 }, 2).await;
     let reply = loop {
@@ -1164,6 +1171,7 @@ async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() 
 async fn resume_past_limit(
     from: [u8; 4],
     address: SocketAddr,
+    request_id: u32,
     ticket: Ticket,
     received: u64,
 ) -> (RawConnection, Frame) {
@@ -1175,8 +1183,11 @@ async fn resume_past_limit(
     };
     for _ in 0..100 {
         let mut raw = RawConnection::over(connect_from(from, address).await);
-        raw.send(Header::new(system::RESUME, Flags::NONE, 5), &request)
-            .await;
+        raw.send(
+            Header::new(system::RESUME, Flags::NONE, request_id),
+            &request,
+        )
+        .await;
         let frame = raw.recv().await.expect("an answer");
         if frame.header.opcode != system::DISCONNECT {
             return (raw, frame);

@@ -215,7 +215,9 @@ pub struct ServerConfig {
     /// (a plain one gets error 6). Default `false`.
     pub require_encryption: bool,
     /// With `require_encryption`, how long a connection may go without a
-    /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`. Default 10 s.
+    /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`; on any
+    /// server, how long a connection admitted past its address's limit to
+    /// resume a session may take to do so. Default 10 s.
     /// A failed handshake closes the connection at once (none can follow).
     #[cfg_attr(
         feature = "serde",

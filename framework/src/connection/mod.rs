@@ -341,6 +341,22 @@ impl Engine {
         self.reply_to(request).error(code.to_u16(), message)
     }
 
+    /// The first frame of a connection admitted past its address's limit
+    /// (`Permit::on_probation`): a `RESUME` that goes on to [`resume`], or
+    /// the connection closes.
+    fn on_probation_frame(&mut self, frame: Frame) -> AfterFrame {
+        if frame.header.opcode != system::RESUME || frame.header.flags.is_encrypted() {
+            return self.close_past_limit();
+        }
+        let flow = self.handle(frame);
+        if self.resume_request.is_none() && self.closed.is_none() {
+            // A `RESUME` refused before it could run (malformed, or
+            // resumption off).
+            return self.close_past_limit();
+        }
+        flow
+    }
+
     /// Closes a connection admitted past its address's limit to resume a
     /// session that did anything else (`Permit::on_probation`).
     pub(crate) fn close_past_limit(&mut self) -> AfterFrame {
@@ -384,8 +400,8 @@ impl Engine {
 
     /// Handles one frame from the peer, writing any reply into `out`.
     pub(crate) fn on_frame(&mut self, frame: Frame) -> AfterFrame {
-        if self.place.on_probation() && frame.header.opcode != system::RESUME {
-            return self.close_past_limit();
+        if self.place.on_probation() {
+            return self.on_probation_frame(frame);
         }
         if frame.header.flags.is_encrypted() {
             let body = buffers::copy_to_open(&mut self.open_buf, &frame.body);

@@ -486,6 +486,9 @@ pub(crate) async fn resume(engine: &mut Engine) {
                     ErrorCode::Overloaded,
                     &"too many handshakes at once: try again later",
                 );
+                if engine.place.on_probation() {
+                    engine.close_past_limit();
+                }
                 return;
             }
             let identity = server.identity.as_ref().map(|identity| identity.keypair());

@@ -95,7 +95,8 @@ impl Timers {
             frame: None,
             handshake: config
                 .require_encryption
-                .then(|| now + config.handshake_timeout),
+                .then(|| now.checked_add(config.handshake_timeout))
+                .flatten(),
             grace: None,
             stall: None,
             ack: None,
@@ -322,7 +323,8 @@ impl Timers {
     /// The connection must run a handshake (here: a `RESUME`) within the
     /// handshake timeout from `now`, whatever the server requires.
     pub(crate) fn require_handshake(&mut self, now: Instant, config: &ServerConfig) {
-        self.handshake = Some(now + config.handshake_timeout);
+        // (A timeout too large for the clock never comes.)
+        self.handshake = now.checked_add(config.handshake_timeout);
     }
 
     /// The handshake ran (or failed for good): nothing waits for it.
