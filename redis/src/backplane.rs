@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
-    TlsCertificates,
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    ProtocolVersion, RedisError, TlsCertificates,
 };
 use ternio::backplane::{
     Backplane, BackplaneError, BackplaneMessage, BackplaneStats, BoxFuture, LocalHub,
@@ -61,6 +61,9 @@ pub(crate) struct Shared {
     /// Tells this process's node key from another's that claimed the same id.
     pub(crate) token: String,
     pub(crate) client: Client,
+    /// The same server in RESP3, for the subscription: its messages come
+    /// as pushes, through a bounded backlog (`crate::backlog`).
+    pub(crate) subscriber: Client,
     /// The server's local side, once attached.
     pub(crate) hub: OnceLock<LocalHub>,
     pub(crate) queue: mpsc::Sender<BackplaneMessage>,
@@ -190,7 +193,8 @@ impl RedisBackplane {
         if config.node_id == Some(0) {
             return Err(RedisBackplaneError::ReservedNodeId);
         }
-        let client = client(&config)?;
+        let subscriber = client(&config, ProtocolVersion::RESP3)?;
+        let client = client(&config, ProtocolVersion::RESP2)?;
         let keys = Keys::new(&config.prefix);
         let token = token();
         let timeout = config.response_timeout;
@@ -216,6 +220,7 @@ impl RedisBackplane {
             node,
             token,
             client,
+            subscriber,
             hub: OnceLock::new(),
             queue,
             counters: Counters::new(node),
@@ -460,14 +465,17 @@ impl Backplane for RedisBackplane {
     }
 }
 
-/// The Redis client for `config`'s URL, over TLS for `rediss://`.
-fn client(config: &RedisConfig) -> Result<Client, RedisBackplaneError> {
+/// The Redis client for `config`'s URL, over TLS for `rediss://`, speaking
+/// `protocol`.
+fn client(config: &RedisConfig, protocol: ProtocolVersion) -> Result<Client, RedisBackplaneError> {
     // Nagle's algorithm would hold small publishes back: no delay.
     let info = config
         .url
         .as_str()
         .into_connection_info()?
         .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    let settings = info.redis_settings().clone().set_protocol(protocol);
+    let info = info.set_redis_settings(settings);
     if !is_tls(&info) {
         if config.tls_ca_certificate.is_some() {
             return Err(RedisBackplaneError::TlsNeedsRediss);

@@ -135,6 +135,7 @@
 //! it)`. Version 1 (no instance, sequence or MAC) is refused: upgrade every
 //! node of a cluster together.
 
+mod backlog;
 mod backplane;
 mod config;
 mod counters;

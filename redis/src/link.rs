@@ -18,14 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
-use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
+use redis::aio::MultiplexedConnection;
 use redis::{RedisError, Value};
 use ternio::PresenceEvent;
 use ternio::backplane::BackplaneMessage;
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
+use crate::backlog::{BACKLOG_BYTES, Backlog, Incoming, backlog};
 use crate::backplane::{self, Shared, lock};
 use crate::envelope::{self, Message};
 use crate::presence::VERSION_FIELD;
@@ -43,6 +43,10 @@ enum LinkError {
     Timeout,
     #[error("the subscription connection closed")]
     SubscriptionClosed,
+    #[error(
+        "messages from redis came faster than this node delivered them: more than {limit} bytes waited"
+    )]
+    Backlog { limit: usize },
     #[error("unexpected reply: {0}")]
     Reply(String),
 }
@@ -120,8 +124,10 @@ struct LinkState<'a> {
 /// The connections of one link.
 struct Link {
     commands: MultiplexedConnection,
-    sink: PubSubSink,
-    stream: PubSubStream,
+    /// The subscription's connection (RESP3): its commands subscribe and
+    /// unsubscribe; its messages come through `backlog`.
+    subscription: MultiplexedConnection,
+    backlog: Backlog,
 }
 
 async fn connect(shared: &Shared) -> Result<Link, LinkError> {
@@ -132,12 +138,20 @@ async fn connect(shared: &Shared) -> Result<Link, LinkError> {
             .get_multiplexed_async_connection_with_config(&shared.connection_config()),
     )
     .await?;
-    let pubsub = within(shared, shared.client.get_async_pubsub()).await?;
-    let (sink, stream) = pubsub.split();
+    let (pushes, backlog) = backlog(BACKLOG_BYTES);
+    let subscription = within(
+        shared,
+        shared
+            .subscriber
+            .get_multiplexed_async_connection_with_config(
+                &shared.connection_config().set_push_sender(pushes),
+            ),
+    )
+    .await?;
     Ok(Link {
         commands,
-        sink,
-        stream,
+        subscription,
+        backlog,
     })
 }
 
@@ -155,8 +169,8 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
     } = state;
     let Link {
         mut commands,
-        mut sink,
-        stream,
+        mut subscription,
+        backlog,
     } = link;
     let mut subscribed = HashSet::new();
     let setup = async {
@@ -164,12 +178,12 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
             shared.keys.everyone_channel(),
             shared.keys.node_channel(shared.node),
         ];
-        within(shared, sink.subscribe(&fixed)).await?;
+        within(shared, subscription.subscribe(&fixed)).await?;
         shared.mark_all_dirty();
         sync(
             shared,
             &mut commands,
-            &mut sink,
+            &mut subscription,
             &mut subscribed,
             presence_stamper,
         )
@@ -194,14 +208,14 @@ async fn serve(shared: &Arc<Shared>, link: Link, state: LinkState<'_>) -> End {
 
     let control_state = Control {
         commands: commands.clone(),
-        sink: &mut sink,
+        subscription: &mut subscription,
         subscribed: &mut subscribed,
         stamper: presence_stamper,
         connected_at: Instant::now(),
     };
     let result = tokio::select! {
         result = publisher(shared, queue, commands.clone(), stamper) => result,
-        result = subscriber(shared, stream, guard) => result,
+        result = subscriber(shared, backlog, guard) => result,
         result = control(shared, control_state) => result,
         _ = shutdown.changed() => Ok(()),
     };
@@ -386,21 +400,32 @@ impl Run {
 }
 
 /// Delivers what other nodes published to this node's connections: only
-/// authentic envelopes within the size limit, not seen before.
+/// authentic envelopes within the size limit, not seen before. Ends the
+/// link when the subscription's connection closes, or when messages came
+/// faster than it delivered them (`crate::backlog`).
 async fn subscriber(
     shared: &Shared,
-    mut stream: PubSubStream,
+    mut backlog: Backlog,
     guard: &mut ReplayGuard,
 ) -> Result<(), LinkError> {
     let mut refused = 0u64;
-    while let Some(message) = stream.next().await {
-        // A view of the message the Redis client read: the size is checked
-        // before anything is copied, the MAC before anything is parsed.
-        let channel = message.get_channel_name();
-        let payload = message.get_payload_bytes();
+    while let Some(incoming) = backlog.next().await {
+        let (channel, payload) = match incoming {
+            Incoming::Message { channel, payload } => (channel, payload),
+            Incoming::Other => continue,
+            Incoming::Closed => break,
+            Incoming::Overflowed { limit } => {
+                tracing::warn!(
+                    node = shared.node,
+                    limit,
+                    "backplane: messages from redis came faster than they were delivered; reconnecting"
+                );
+                return Err(LinkError::Backlog { limit });
+            }
+        };
         let result = shared
             .key
-            .open(channel.as_bytes(), payload, shared.config.max_envelope_size)
+            .open(&channel, &payload, shared.config.max_envelope_size)
             .map_err(|error| (error.rejection(), error.to_string()))
             .and_then(|envelope| {
                 // This node delivered its own messages already.
@@ -443,7 +468,8 @@ async fn subscriber(
                 shared.counters.rejected(rejection);
                 refused += 1;
                 if refused.is_power_of_two() {
-                    tracing::warn!(node = shared.node, channel, reason = rejection.as_str(), %error, count = refused, "backplane: dropped a message from redis");
+                    let channel = String::from_utf8_lossy(&channel);
+                    tracing::warn!(node = shared.node, %channel, reason = rejection.as_str(), %error, count = refused, "backplane: dropped a message from redis");
                 }
             }
         }
@@ -454,7 +480,7 @@ async fn subscriber(
 /// What the control loop works with, for one link.
 struct Control<'a> {
     commands: MultiplexedConnection,
-    sink: &'a mut PubSubSink,
+    subscription: &'a mut MultiplexedConnection,
     subscribed: &'a mut HashSet<String>,
     stamper: &'a mut Stamper,
     /// When this link came up: dead nodes are only declared a whole node
@@ -468,7 +494,7 @@ struct Control<'a> {
 async fn control(shared: &Shared, state: Control<'_>) -> Result<(), LinkError> {
     let Control {
         mut commands,
-        sink,
+        subscription,
         subscribed,
         stamper,
         connected_at,
@@ -488,7 +514,7 @@ async fn control(shared: &Shared, state: Control<'_>) -> Result<(), LinkError> {
                 }
             }
             () = shared.dirty_signal.notified() => {
-                sync(shared, &mut commands, sink, subscribed, stamper).await?;
+                sync(shared, &mut commands, subscription, subscribed, stamper).await?;
             }
             () = shared.presence_signal.notified() => {
                 refresh_stale(shared, &mut commands).await?;
@@ -767,7 +793,7 @@ async fn heartbeat(
 async fn sync(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
-    sink: &mut PubSubSink,
+    subscription: &mut MultiplexedConnection,
     subscribed: &mut HashSet<String>,
     stamper: &mut Stamper,
 ) -> Result<(), LinkError> {
@@ -795,7 +821,8 @@ async fn sync(
     if dirty.is_empty() {
         return Ok(());
     }
-    let result = write_memberships(shared, commands, sink, subscribed, stamper, &dirty).await;
+    let result =
+        write_memberships(shared, commands, subscription, subscribed, stamper, &dirty).await;
     if result.is_err() {
         // Written again on the next link.
         shared.mark_dirty(dirty);
@@ -830,7 +857,7 @@ async fn write_users(
 async fn write_memberships(
     shared: &Shared,
     commands: &mut MultiplexedConnection,
-    sink: &mut PubSubSink,
+    subscription: &mut MultiplexedConnection,
     subscribed: &mut HashSet<String>,
     stamper: &mut Stamper,
     groups: &[String],
@@ -909,16 +936,16 @@ async fn write_memberships(
         // Both before the membership's transaction, which follows them on
         // the command connection (its notices come after these).
         let mut announcer = commands.clone();
-        let (subscription, announcement) = tokio::join!(
-            within(shared, sink.subscribe(&channels)),
+        let (subscribing, announcement) = tokio::join!(
+            within(shared, subscription.subscribe(&channels)),
             within(shared, announce.exec_async(&mut announcer)),
         );
-        subscription?;
+        subscribing?;
         announcement?;
     }
     within(shared, pipe.exec_async(commands)).await?;
     if !unsubscribe.is_empty() {
-        within(shared, sink.unsubscribe(&unsubscribe)).await?;
+        within(shared, subscription.unsubscribe(&unsubscribe)).await?;
     }
     // Subscribed first, then read: no notice is missed in between.
     for (group, _) in &subscribe {
