@@ -10,7 +10,10 @@
 //! socket read as fast as it can be, cannot stop it. Past
 //! [`BACKLOG_BYTES`] the messages are dropped and the subscriber ends the
 //! link once it has delivered those that fit: the node reconnects and
-//! reads its views again, as after Redis itself dropped it.
+//! reads its views again, as after Redis itself dropped it. A message
+//! larger than any envelope is dropped at once (the subscriber counts it
+//! `oversized`) rather than held: one such message, which anyone who may
+//! publish to Redis can send, must not make the node reconnect.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,9 +29,10 @@ pub(crate) const BACKLOG_BYTES: usize = 32 * 1024 * 1024;
 /// What a message counts for besides its bytes (its allocations).
 const MESSAGE_OVERHEAD: usize = 128;
 
-/// One push from the Redis client, or word that the backlog overflowed.
+/// One push from the Redis client, or word that one was dropped.
 enum Item {
     Push(PushInfo, usize),
+    Oversized,
     Overflowed,
 }
 
@@ -36,6 +40,8 @@ enum Item {
 struct State {
     bytes: AtomicUsize,
     limit: usize,
+    /// The largest payload worth holding (the largest envelope).
+    max_message: usize,
     overflowed: AtomicBool,
 }
 
@@ -59,18 +65,22 @@ pub(crate) enum Incoming {
     Message { channel: Vec<u8>, payload: Vec<u8> },
     /// The subscription's connection closed.
     Closed,
+    /// A message larger than `max_message` was dropped.
+    Oversized,
     /// Messages were dropped: the backlog held `limit` bytes.
     Overflowed { limit: usize },
     /// Anything else (a subscription's confirmation).
     Other,
 }
 
-/// A backlog of at most `limit` bytes.
-pub(crate) fn backlog(limit: usize) -> (BacklogSender, Backlog) {
+/// A backlog of at most `limit` bytes, of messages of at most
+/// `max_message` bytes each.
+pub(crate) fn backlog(limit: usize, max_message: usize) -> (BacklogSender, Backlog) {
     let (sender, receiver) = mpsc::unbounded_channel();
     let state = Arc::new(State {
         bytes: AtomicUsize::new(0),
         limit,
+        max_message,
         overflowed: AtomicBool::new(false),
     });
     (
@@ -103,6 +113,11 @@ impl AsyncPushSender for BacklogSender {
         if self.state.overflowed.load(Ordering::Acquire) {
             return Err(SendError);
         }
+        if info.kind == PushKind::Message
+            && matches!(info.data.get(1), Some(Value::BulkString(payload)) if payload.len() > self.state.max_message)
+        {
+            return self.items.send(Item::Oversized).map_err(|_| SendError);
+        }
         let size = size_of(&info);
         let before = self.state.bytes.fetch_add(size, Ordering::AcqRel);
         if before + size > self.state.limit && info.kind != PushKind::Disconnection {
@@ -126,6 +141,7 @@ impl Backlog {
                 self.state.bytes.fetch_sub(size, Ordering::AcqRel);
                 info
             }
+            Item::Oversized => return Some(Incoming::Oversized),
             Item::Overflowed => {
                 return Some(Incoming::Overflowed {
                     limit: self.state.limit,
@@ -165,7 +181,7 @@ mod tests {
     #[tokio::test]
     async fn messages_past_the_bound_are_dropped_and_the_subscriber_told_after_those_that_fit() {
         let size = size_of(&message(1000));
-        let (sender, mut backlog) = backlog(3 * size);
+        let (sender, mut backlog) = backlog(3 * size, 2000);
         for _ in 0..3 {
             sender.send(message(1000)).unwrap();
         }
@@ -187,8 +203,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_message_larger_than_an_envelope_is_dropped_alone() {
+        let (sender, mut backlog) = backlog(3 * size_of(&message(1000)), 2000);
+        // Larger than the whole backlog: dropped, and nothing else.
+        sender.send(message(1 << 20)).unwrap();
+        sender.send(message(1000)).unwrap();
+        assert_eq!(backlog.next().await, Some(Incoming::Oversized));
+        assert!(matches!(
+            backlog.next().await,
+            Some(Incoming::Message { .. })
+        ));
+        assert_eq!(backlog.state.bytes.load(Ordering::Acquire), 0);
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_connection_passes_a_full_backlog() {
+        let size = size_of(&message(1000));
+        let (sender, mut backlog) = backlog(size, 2000);
+        sender.send(message(1000)).unwrap();
+        let closed = PushInfo {
+            kind: PushKind::Disconnection,
+            data: Vec::new(),
+        };
+        sender.send(closed).unwrap();
+        assert!(matches!(
+            backlog.next().await,
+            Some(Incoming::Message { .. })
+        ));
+        assert_eq!(backlog.next().await, Some(Incoming::Closed));
+    }
+
+    #[tokio::test]
     async fn a_backlog_taken_as_it_comes_never_overflows() {
-        let (sender, mut backlog) = backlog(4 * size_of(&message(1000)));
+        let (sender, mut backlog) = backlog(4 * size_of(&message(1000)), 2000);
         for _ in 0..10_000 {
             sender.send(message(1000)).unwrap();
             assert!(matches!(

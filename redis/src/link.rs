@@ -27,6 +27,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::backlog::{BACKLOG_BYTES, Backlog, Incoming, backlog};
 use crate::backplane::{self, Shared, lock};
+use crate::counters::Rejection;
 use crate::envelope::{self, Message};
 use crate::presence::VERSION_FIELD;
 use crate::replay::{self, MAX_PUBLISHERS, ReplayGuard, Stamper};
@@ -138,7 +139,7 @@ async fn connect(shared: &Shared) -> Result<Link, LinkError> {
             .get_multiplexed_async_connection_with_config(&shared.connection_config()),
     )
     .await?;
-    let (pushes, backlog) = backlog(BACKLOG_BYTES);
+    let (pushes, backlog) = backlog(BACKLOG_BYTES, shared.config.max_envelope_size);
     let subscription = within(
         shared,
         shared
@@ -414,6 +415,18 @@ async fn subscriber(
             Incoming::Message { channel, payload } => (channel, payload),
             Incoming::Other => continue,
             Incoming::Closed => break,
+            Incoming::Oversized => {
+                shared.counters.rejected(Rejection::Oversized);
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        node = shared.node,
+                        count = refused,
+                        "backplane: dropped a message from redis larger than max_envelope_size"
+                    );
+                }
+                continue;
+            }
             Incoming::Overflowed { limit } => {
                 tracing::warn!(
                     node = shared.node,
@@ -509,6 +522,9 @@ async fn control(shared: &Shared, state: Control<'_>) -> Result<(), LinkError> {
                     return Ok(());
                 }
                 heartbeat(shared, &mut commands, subscribed).await?;
+                // Nothing else is sent on the subscription's connection:
+                // a socket gone silently would leave the node deaf.
+                within(shared, redis::cmd("PING").exec_async(subscription)).await?;
                 if connected_at.elapsed() >= shared.config.node_ttl {
                     drop_dead_nodes(shared, &mut commands).await?;
                 }

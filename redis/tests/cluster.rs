@@ -806,6 +806,63 @@ async fn a_node_that_takes_its_first_member_of_a_group_soon_receives_its_broadca
     assert_eq!(bob.next().await, told(ann.id, "after"));
 }
 
+/// The subscription's connection (RESP3) killed alone, the command
+/// connection up: each node notices, reconnects and hears the others
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_subscription_alone_is_killed_reconnects() {
+    // This test kills clients of its Redis, so it always owns one.
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let prefix = prefix("subscription-killed");
+    let one = Node::rooms(&url, &prefix).await;
+    let two = Node::rooms(&url, &prefix).await;
+    let mut ann = Member::connect(&one).await;
+    let bob = Member::connect(&two).await;
+    ann.enter("lobby").await;
+    bob.enter("lobby").await;
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    two.await_members("lobby", &[ann.id, bob.id]).await;
+
+    let admin = redis::Client::open(url.as_str()).unwrap();
+    let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let subscriptions: Vec<&str> = clients
+        .lines()
+        .filter(|line| line.split(' ').any(|field| field == "resp=3"))
+        .filter_map(|line| line.split(' ').find_map(|field| field.strip_prefix("id=")))
+        .collect();
+    assert_eq!(subscriptions.len(), 2, "{clients}");
+    for id in subscriptions {
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    for node in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while node.server.hub().backplane_stats().unwrap().reconnects == 0 {
+            assert!(Instant::now() < deadline, "the loss is noticed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            node.backplane.wait_connected(Duration::from_secs(10)).await,
+            "node {} reconnects",
+            node.backplane.node_id()
+        );
+    }
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    bob.shout("lobby", "heard again").await;
+    assert_eq!(ann.next().await, told(bob.id, "heard again"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_resumes_after_redis_restarts() {
     // This test restarts its Redis, so it always owns one.
