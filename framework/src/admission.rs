@@ -169,9 +169,10 @@ impl Permit {
         self.probation
     }
 
-    /// Whether `other` counts against the same address (or network).
-    pub(crate) fn same_key(&self, other: &Permit) -> bool {
-        self.key == other.key
+    /// The address (or network) the place counts against; `None` when
+    /// exempt (loopback, with `exempt_loopback`).
+    pub(crate) fn key(&self) -> Option<IpAddr> {
+        self.key
     }
 
     /// Counts the place as a waiting session's (or no longer).
@@ -474,7 +475,7 @@ mod tests {
         session.set_waiting(true);
         // One past the limit, on probation; not two.
         let first = admission.admit(address).unwrap();
-        assert!(first.on_probation() && first.same_key(&session));
+        assert!(first.on_probation() && first.key() == session.key());
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
         // It failed: the next may try.
         drop(first);

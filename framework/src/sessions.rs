@@ -38,6 +38,9 @@ pub(crate) struct Entry {
     /// comes from it); `None` for a plain session, whose ticket is all a
     /// client needs.
     pub(crate) binding: Option<Zeroizing<Vec<u8>>>,
+    /// The address (or network) the session's place counts against: a
+    /// connection let past that address's limit may resume only its own.
+    pub(crate) place: Option<std::net::IpAddr>,
 }
 
 impl Entry {

@@ -125,6 +125,7 @@ impl Engine {
                 takeover: sender,
                 connection: Arc::clone(&self.connection),
                 binding: self.binding(),
+                place: self.place.key(),
             },
         );
         takeover
@@ -475,6 +476,11 @@ pub(crate) async fn resume(engine: &mut Engine) {
     let Some(entry) = server.sessions.find(&request.ticket) else {
         return refuse(engine, header, "unknown or expired ticket");
     };
+    // A link let past its address's limit resumes a session of that
+    // address only: the old place it gives back must be that address's.
+    if engine.place.on_probation() && entry.place != engine.place.key() {
+        return refuse(engine, header, PAST_LIMIT);
+    }
     let handshake = match (&entry.binding, request.pattern) {
         (None, 0) if request.message.is_empty() => None,
         (Some(hash), 3 | 4) => {
@@ -519,15 +525,7 @@ pub(crate) async fn resume(engine: &mut Engine) {
         return refuse(engine, header, "the session ended");
     };
     let mut session = *downcast(handoff);
-    // A link let past its address's limit resumes a session of that
-    // address only: the old place it gives back must be that address's.
-    let elsewhere = engine.place.on_probation() && !engine.place.same_key(&session.place);
-    let resumable_here = if elsewhere {
-        Err(PAST_LIMIT.to_owned())
-    } else {
-        session.can_resume_from(request.received)
-    };
-    if let Err(why) = resumable_here {
+    if let Err(why) = session.can_resume_from(request.received) {
         // Nothing changes for the session: it waits for its client again.
         let tracker = server.tasks.clone();
         tracker.spawn(wait_for_client(session, Arc::clone(&server), false));
