@@ -8,7 +8,8 @@
 //! pile up here for as long as it lasts, where Redis, whose own bound on a
 //! slow subscriber (`client-output-buffer-limit pubsub`) only sees a
 //! socket read as fast as it can be, cannot stop it. Past
-//! [`BACKLOG_BYTES`] the messages are dropped and the subscriber ends the
+//! [`RedisConfig::subscription_backlog`](crate::RedisConfig::subscription_backlog)
+//! the messages are dropped and the subscriber ends the
 //! link once it has delivered those that fit: the node reconnects and
 //! reads its views again, as after Redis itself dropped it. A message
 //! larger than any envelope is dropped at once (the subscriber counts it
@@ -21,10 +22,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use redis::aio::{AsyncPushSender, SendError};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
-
-/// The most bytes of messages waiting for the subscriber (Redis's own
-/// default hard limit for a subscriber).
-pub(crate) const BACKLOG_BYTES: usize = 32 * 1024 * 1024;
 
 /// What a message counts for besides its bytes (its allocations).
 const MESSAGE_OVERHEAD: usize = 128;

@@ -10,6 +10,10 @@ use ternio::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
 use crate::envelope;
 use crate::secret::ClusterSecret;
 
+/// The default [`RedisConfig::subscription_backlog`]: Redis's own
+/// default hard limit for a subscriber.
+pub const DEFAULT_SUBSCRIPTION_BACKLOG: usize = 32 * 1024 * 1024;
+
 /// The default [`RedisConfig::max_envelope_size`]: the largest push frame a
 /// server with the default `max_frame_size` sends (1 MiB), to a group with
 /// the longest name (64 KiB), in its envelope.
@@ -84,6 +88,11 @@ pub struct RedisConfig {
     /// Messages that may wait to be published; one more is dropped (and
     /// counted). Default 65,536.
     pub queue_capacity: usize,
+    /// The most bytes of messages that Redis delivered and this node has
+    /// not delivered yet; past it they are dropped and the node
+    /// reconnects (docs/SCALING.md). At least the largest envelope.
+    /// Default 32 MiB.
+    pub subscription_backlog: usize,
     /// The first wait before reconnecting; it doubles up to
     /// [`max_reconnect_delay`](Self::max_reconnect_delay). Default 100 ms.
     pub reconnect_delay: Duration,
@@ -114,6 +123,7 @@ impl RedisConfig {
             heartbeat_interval: Duration::from_secs(1),
             node_ttl: Duration::from_secs(5),
             queue_capacity: 65_536,
+            subscription_backlog: DEFAULT_SUBSCRIPTION_BACKLOG,
             reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
@@ -167,6 +177,13 @@ impl RedisConfig {
         self
     }
 
+    /// Sets how many bytes of messages from Redis may wait for this node
+    /// (see [`subscription_backlog`](Self::subscription_backlog)).
+    pub fn subscription_backlog(mut self, bytes: usize) -> Self {
+        self.subscription_backlog = bytes;
+        self
+    }
+
     /// Sets the first and the longest wait between reconnection attempts.
     pub fn reconnect_delay(mut self, first: Duration, max: Duration) -> Self {
         self.reconnect_delay = first;
@@ -194,6 +211,11 @@ impl RedisConfig {
         self.heartbeat_interval = self.heartbeat_interval.max(Duration::from_millis(10));
         self.node_ttl = self.node_ttl.max(self.heartbeat_interval * 2);
         self.queue_capacity = self.queue_capacity.max(1);
+        // A backlog must hold the largest envelope, or such a message
+        // would make the node reconnect.
+        self.subscription_backlog = self
+            .subscription_backlog
+            .max(self.max_envelope_size.saturating_add(1024));
         self.reconnect_delay = self.reconnect_delay.max(Duration::from_millis(1));
         self.max_reconnect_delay = self.max_reconnect_delay.max(self.reconnect_delay);
         self.response_timeout = self.response_timeout.max(Duration::from_millis(10));
@@ -221,6 +243,7 @@ impl fmt::Debug for RedisConfig {
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("node_ttl", &self.node_ttl)
             .field("queue_capacity", &self.queue_capacity)
+            .field("subscription_backlog", &self.subscription_backlog)
             .field("reconnect_delay", &self.reconnect_delay)
             .field("max_reconnect_delay", &self.max_reconnect_delay)
             .field("response_timeout", &self.response_timeout)

@@ -149,7 +149,7 @@ mod secret;
 mod settings;
 
 pub use backplane::{RedisBackplane, RedisBackplaneError};
-pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
+pub use config::{DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_SUBSCRIPTION_BACKLOG, RedisConfig};
 pub use counters::Rejected;
 #[doc(hidden)]
 pub use envelope::fuzzing;

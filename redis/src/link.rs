@@ -25,7 +25,7 @@ use ternio::backplane::BackplaneMessage;
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
-use crate::backlog::{BACKLOG_BYTES, Backlog, Incoming, backlog};
+use crate::backlog::{Backlog, Incoming, backlog};
 use crate::backplane::{self, Shared, lock};
 use crate::counters::Rejection;
 use crate::envelope::{self, Message};
@@ -139,7 +139,10 @@ async fn connect(shared: &Shared) -> Result<Link, LinkError> {
             .get_multiplexed_async_connection_with_config(&shared.connection_config()),
     )
     .await?;
-    let (pushes, backlog) = backlog(BACKLOG_BYTES, shared.config.max_envelope_size);
+    let (pushes, backlog) = backlog(
+        shared.config.subscription_backlog,
+        shared.config.max_envelope_size,
+    );
     let subscription = within(
         shared,
         shared

@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{DEFAULT_MAX_ENVELOPE_SIZE, RedisConfig};
+use crate::config::{DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_SUBSCRIPTION_BACKLOG, RedisConfig};
 use crate::secret::ClusterSecret;
 
 /// The settings of a [`RedisBackplane`](crate::RedisBackplane) as a
@@ -69,6 +69,8 @@ pub struct RedisSettings {
     pub node_ttl: Duration,
     /// [`RedisConfig::queue_capacity`].
     pub queue_capacity: usize,
+    /// [`RedisConfig::subscription_backlog`].
+    pub subscription_backlog: usize,
     /// [`RedisConfig::reconnect_delay`].
     #[serde(with = "ternio::protocol::config_format::duration")]
     pub reconnect_delay: Duration,
@@ -99,6 +101,7 @@ impl Default for RedisSettings {
             heartbeat_interval: Duration::from_secs(1),
             node_ttl: Duration::from_secs(5),
             queue_capacity: 65_536,
+            subscription_backlog: DEFAULT_SUBSCRIPTION_BACKLOG,
             reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
@@ -147,6 +150,7 @@ impl RedisSettings {
             heartbeat_interval: self.heartbeat_interval,
             node_ttl: self.node_ttl,
             queue_capacity: self.queue_capacity,
+            subscription_backlog: self.subscription_backlog,
             reconnect_delay: self.reconnect_delay,
             max_reconnect_delay: self.max_reconnect_delay,
             response_timeout: self.response_timeout,

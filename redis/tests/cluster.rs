@@ -24,7 +24,7 @@ use ternio_client::{Client, ErrorCode, Subscription};
 use ternio_examples::chat::{
     self, ChatMessage, JoinRoom, RoomInfo, Say, SetNick, UserJoined, UserLeft,
 };
-use ternio_redis::{RedisBackplane, RedisBackplaneError};
+use ternio_redis::{RedisBackplane, RedisBackplaneError, RedisConfig};
 use ternio_testkit::redis_server::RedisServer;
 
 mod common;
@@ -160,7 +160,17 @@ impl Node {
         prefix: &str,
         service: impl FnOnce(ServerBuilder) -> ServerBuilder,
     ) -> Self {
-        let backplane = RedisBackplane::connect(config(url, prefix))
+        Self::start_with(url, prefix, |config| config, service).await
+    }
+
+    /// [`start`](Self::start), its backplane's settings changed by `change`.
+    async fn start_with(
+        url: &str,
+        prefix: &str,
+        change: impl FnOnce(RedisConfig) -> RedisConfig,
+        service: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Self {
+        let backplane = RedisBackplane::connect(change(config(url, prefix)))
             .await
             .expect("the backplane connects");
         let server = service(Server::builder().discover_controllers(false))
@@ -804,6 +814,49 @@ async fn a_node_that_takes_its_first_member_of_a_group_soon_receives_its_broadca
     }
     ann.shout("lobby", "after").await;
     assert_eq!(bob.next().await, told(ann.id, "after"));
+}
+
+/// A flood from Redis faster than a node takes it, past the node's
+/// `subscription_backlog`: dropped, and the node reconnects (before, the
+/// Redis client held it all, without bound), then hears the others again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_past_the_subscription_backlog_makes_the_node_reconnect() {
+    let redis = redis();
+    let prefix = prefix("flood");
+    let small = |config: RedisConfig| config.max_envelope_size(4096).subscription_backlog(8192);
+    let one = Node::start_with(&redis.url, &prefix, small, |builder| {
+        builder.controller(RoomController)
+    })
+    .await;
+    let two = Node::rooms(&redis.url, &prefix).await;
+    let mut ann = Member::connect(&one).await;
+    let bob = Member::connect(&two).await;
+    ann.enter("lobby").await;
+    bob.enter("lobby").await;
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    // 400 messages of 3 KB to every node in one write: forged (Redis
+    // takes anyone's), so each is refused once read, but they arrive
+    // faster than that.
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut publisher = client.get_multiplexed_async_connection().await.unwrap();
+    let mut flood = redis::pipe();
+    for _ in 0..400 {
+        flood
+            .cmd("PUBLISH")
+            .arg(format!("{prefix}:everyone"))
+            .arg(vec![7u8; 3000])
+            .ignore();
+    }
+    let _: () = flood.query_async(&mut publisher).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while one.server.hub().backplane_stats().unwrap().reconnects == 0 {
+        assert!(Instant::now() < deadline, "no reconnection after the flood");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(one.backplane.wait_connected(Duration::from_secs(10)).await);
+    one.await_members("lobby", &[ann.id, bob.id]).await;
+    bob.shout("lobby", "after the flood").await;
+    assert_eq!(ann.next().await, told(bob.id, "after the flood"));
 }
 
 /// The subscription's connection (RESP3) killed alone, the command
