@@ -1035,14 +1035,16 @@ async fn a_session_put_back_to_wait_keeps_its_place_among_the_connections() {
         .expect("refused");
     assert_eq!(refused.code, ErrorCode::HandshakeFailed);
     // The waiting session holds one of the two places: one more
-    // connection fits, a second does not.
+    // connection fits; a second may only resume (it came past the limit).
     let mut first = RawConnection::connect(address).await;
     first.request(&Add { a: 1, b: 2 }, 1).await;
     assert_eq!(first.recv().await.expect("answered").header.request_id, 1);
     let mut second = RawConnection::connect(address).await;
-    second
+    second.request(&Add { a: 1, b: 2 }, 2).await;
+    let refused = second
         .expect_disconnect(ternio::DisconnectReason::TooManyConnections)
         .await;
+    assert!(refused.message.contains("may only resume"), "{refused:?}");
 }
 
 /// A session resumed from another address takes its new link's place
@@ -1203,6 +1205,53 @@ async fn resume_past_limit(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("never let past the limit");
+}
+
+/// A server at its limit of connections can still take a waiting
+/// session's client back: one connection past the limit per waiting
+/// session, from any address, that may do nothing but resume.
+#[tokio::test]
+async fn a_server_at_its_limit_resumes_a_waiting_session_and_nothing_else() {
+    let (address, _server, seen) = start_with(Duration::from_secs(10), 64 * 1024, |builder| {
+        builder.max_connections(1)
+    });
+    let mut session = Session::plain_from([127, 0, 8, 1], address).await;
+    session.ask_ticket().await;
+    session.cut().await;
+    suspended(&seen, 1).await;
+    // A request past the limit, from another address.
+    let mut past = RawConnection::over(connect_from([127, 0, 8, 2], address).await);
+    past.request(&Add { a: 1, b: 2 }, 1).await;
+    let disconnect = past
+        .expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    assert!(
+        disconnect.message.contains("may only resume"),
+        "{disconnect:?}"
+    );
+    drop(past);
+    // The session, from a third address.
+    let ticket = session.ticket.clone().unwrap();
+    let (mut resumed, answer) =
+        resume_past_limit([127, 0, 8, 3], address, 7, ticket, session.received).await;
+    assert!(!answer.header.flags.is_error(), "{answer:?}");
+    resumed.request(&Add { a: 1, b: 2 }, 2).await;
+    let reply = loop {
+        let frame = resumed.recv().await.expect("the answer");
+        if !frame.header.is_system() {
+            break frame;
+        }
+    };
+    assert_eq!(reply.header.request_id, 2);
+    // The server is at its limit again, with no one waiting.
+    let mut past = RawConnection::over(connect_from([127, 0, 8, 2], address).await);
+    let disconnect = past
+        .expect_disconnect(DisconnectReason::TooManyConnections)
+        .await;
+    assert!(
+        disconnect.message.contains("maximum of 1"),
+        "{disconnect:?}"
+    );
 }
 
 /// A resumed session takes its new link's address and transport: the

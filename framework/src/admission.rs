@@ -88,6 +88,11 @@ struct Shard {
 /// The server's admission control.
 pub(crate) struct Admission {
     total: AtomicUsize,
+    /// Sessions among `total` that wait for their client.
+    waiting: AtomicUsize,
+    /// Connections among `total` admitted past `max_total` to resume one of
+    /// those.
+    probation: AtomicUsize,
     pending: AtomicUsize,
     shards: Box<[Shard]>,
     /// Where the next prune happens, and when (ms since `started`).
@@ -148,25 +153,35 @@ impl std::fmt::Display for Refusal {
 /// One admitted connection; dropping it gives its place back.
 ///
 /// A session that waits for its client keeps its place (it holds memory
-/// and may be resumed), so an address at its limit could not reconnect to
-/// resume it. Such an address may open one connection past its limit per
-/// waiting session, on probation: its first frame must be a `RESUME` of a
-/// session of the same address, which then takes the new place and gives
+/// and may be resumed), so a client could not reconnect to resume it from
+/// an address at its limit, or to a server at its limit. Each waiting
+/// session lets one connection past those limits, on probation: its first
+/// frame must be a `RESUME` (of a session of its own address, when it came
+/// past its address's limit), which then takes the new place and gives
 /// the old one back; anything else closes it.
 pub(crate) struct Permit {
     admission: Arc<Admission>,
     key: Option<IpAddr>,
-    /// Admitted past the limit, to resume a waiting session.
-    probation: bool,
+    /// Admitted past its address's limit, to resume a waiting session of
+    /// that address.
+    past_address: bool,
+    /// Admitted past the server's limit, to resume a waiting session.
+    past_total: bool,
     /// Held by a session that waits for its client.
     waiting: bool,
 }
 
 impl Permit {
-    /// Whether this connection was admitted past its address's limit, to
-    /// resume a session of that address and nothing else.
+    /// Whether this connection was admitted past a limit, to resume a
+    /// session and nothing else.
     pub(crate) fn on_probation(&self) -> bool {
-        self.probation
+        self.past_address || self.past_total
+    }
+
+    /// Whether this connection was admitted past its address's limit: it
+    /// may resume a session of that address only.
+    pub(crate) fn past_address_limit(&self) -> bool {
+        self.past_address
     }
 
     /// The address (or network) the place counts against; `None` when
@@ -179,6 +194,11 @@ impl Permit {
     pub(crate) fn set_waiting(&mut self, waiting: bool) {
         if self.waiting != waiting {
             self.waiting = waiting;
+            if waiting {
+                self.admission.waiting.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.admission.waiting.fetch_sub(1, Ordering::AcqRel);
+            }
             self.update(|places| {
                 if waiting {
                     places.waiting += 1;
@@ -192,8 +212,12 @@ impl Permit {
     /// Ends the probation: the connection resumed a session, whose old
     /// place is given back.
     pub(crate) fn confirm(&mut self) {
-        if self.probation {
-            self.probation = false;
+        if self.past_total {
+            self.past_total = false;
+            self.admission.probation.fetch_sub(1, Ordering::AcqRel);
+        }
+        if self.past_address {
+            self.past_address = false;
             self.update(|places| places.probation -= 1);
         }
     }
@@ -211,12 +235,18 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         self.admission.total.fetch_sub(1, Ordering::AcqRel);
+        if self.waiting {
+            self.admission.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        if self.past_total {
+            self.admission.probation.fetch_sub(1, Ordering::AcqRel);
+        }
         if let Some(key) = self.key {
             let mut open = lock(&self.admission.shard(key).open);
             if let Some(places) = open.get_mut(&key) {
                 places.open -= 1;
                 places.waiting -= usize::from(self.waiting);
-                places.probation -= usize::from(self.probation);
+                places.probation -= usize::from(self.past_address);
                 if places.open == 0 {
                     open.remove(&key);
                 }
@@ -256,6 +286,8 @@ impl Admission {
             .collect();
         Self {
             total: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            probation: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             shards,
             prune_cursor: AtomicUsize::new(0),
@@ -292,20 +324,29 @@ impl Admission {
         self.prune_some();
         let ip = normalize(ip);
         let max_total = self.max_total;
-        if self
+        let past_total = self
             .total
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
                 (total < max_total).then_some(total + 1)
             })
-            .is_err()
-        {
-            return Err(Refusal::Total(max_total));
+            .is_err();
+        if past_total {
+            // At the limit, a place for each waiting session not yet being
+            // resumed by a connection on probation.
+            let waiting = self.waiting.load(Ordering::Acquire);
+            self.probation
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |probation| {
+                    (probation < waiting).then_some(probation + 1)
+                })
+                .map_err(|_| Refusal::Total(max_total))?;
+            self.total.fetch_add(1, Ordering::AcqRel);
         }
         // From here on, dropping the permit gives the place back.
         let mut permit = Permit {
             admission: Arc::clone(self),
             key: None,
-            probation: false,
+            past_address: false,
+            past_total,
             waiting: false,
         };
         if self.exempt_loopback && ip.is_loopback() {
@@ -319,8 +360,8 @@ impl Admission {
         });
         // At the limit, a place for each waiting session not yet being
         // resumed by a connection on probation.
-        let probation = count >= self.max_per_ip;
-        if probation && spare == 0 {
+        let past_address = count >= self.max_per_ip;
+        if past_address && spare == 0 {
             return Err(Refusal::PerIp(self.max_per_ip));
         }
         match &shard.rate {
@@ -333,9 +374,9 @@ impl Admission {
         }
         let places = open.entry(key).or_default();
         places.open += 1;
-        places.probation += usize::from(probation);
+        places.probation += usize::from(past_address);
         permit.key = Some(key);
-        permit.probation = probation;
+        permit.past_address = past_address;
         Ok(permit)
     }
 
@@ -475,7 +516,7 @@ mod tests {
         session.set_waiting(true);
         // One past the limit, on probation; not two.
         let first = admission.admit(address).unwrap();
-        assert!(first.on_probation() && first.key() == session.key());
+        assert!(first.past_address_limit() && first.key() == session.key());
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
         // It failed: the next may try.
         drop(first);
@@ -492,6 +533,41 @@ mod tests {
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
         drop((second, elsewhere));
         assert_eq!(admission.open_keys(), 0, "counts leave at 0");
+    }
+
+    #[test]
+    fn a_waiting_session_lets_one_connection_past_the_servers_limit() {
+        let admission = admission(|config| config.max_connections = 1);
+        let mut session = admission.admit(ip("192.0.2.1")).unwrap();
+        assert_eq!(
+            admission.admit(ip("192.0.2.2")).err(),
+            Some(Refusal::Total(1))
+        );
+        session.set_waiting(true);
+        // One past the limit, from any address, on probation; not two.
+        let mut first = admission.admit(ip("192.0.2.2")).unwrap();
+        assert!(first.on_probation() && !first.past_address_limit());
+        assert_eq!(
+            admission.admit(ip("192.0.2.3")).err(),
+            Some(Refusal::Total(1))
+        );
+        // It resumed: the session's old place goes, the new one stays.
+        first.confirm();
+        drop(session);
+        assert!(!first.on_probation());
+        assert_eq!(
+            admission.admit(ip("192.0.2.3")).err(),
+            Some(Refusal::Total(1))
+        );
+        drop(first);
+        assert_eq!(admission.total.load(Ordering::Acquire), 0);
+        assert_eq!(admission.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(admission.probation.load(Ordering::Acquire), 0);
+        // A probation that failed gives its slot back.
+        let mut session = admission.admit(ip("192.0.2.1")).unwrap();
+        session.set_waiting(true);
+        drop(admission.admit(ip("192.0.2.2")).unwrap());
+        assert!(admission.admit(ip("192.0.2.2")).unwrap().on_probation());
     }
 
     #[test]

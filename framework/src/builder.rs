@@ -585,7 +585,7 @@ impl ServerBuilder {
     }
 
     /// How long a connection may take to complete its handshake when
-    /// encryption is required, and one admitted past its address's limit
+    /// encryption is required, and one admitted past a connection limit
     /// to resume a session may take to do so (default 10 s).
     pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
         self.config.handshake_timeout = timeout;

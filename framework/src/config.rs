@@ -216,7 +216,7 @@ pub struct ServerConfig {
     pub require_encryption: bool,
     /// With `require_encryption`, how long a connection may go without a
     /// completed handshake before `DISCONNECT HANDSHAKE_TIMEOUT`; on any
-    /// server, how long a connection admitted past its address's limit to
+    /// server, how long a connection admitted past a connection limit to
     /// resume a session may take to do so. Default 10 s.
     /// A failed handshake closes the connection at once (none can follow).
     #[cfg_attr(

@@ -142,7 +142,7 @@ impl Engine {
         let now = Instant::now();
         let mut timers = Timers::new(&server.config, now);
         if place.on_probation() {
-            // Let past its address's limit to resume a session: it does so
+            // Let past a connection limit to resume a session: it does so
             // within the handshake timeout, or holds no place longer.
             timers.require_handshake(now, &server.config);
         }
@@ -341,7 +341,7 @@ impl Engine {
         self.reply_to(request).error(code.to_u16(), message)
     }
 
-    /// The first frame of a connection admitted past its address's limit
+    /// The first frame of a connection admitted past a connection limit
     /// (`Permit::on_probation`): a `RESUME` that goes on to [`resume`], or
     /// the connection closes.
     fn on_probation_frame(&mut self, frame: Frame) -> AfterFrame {
@@ -357,11 +357,11 @@ impl Engine {
         flow
     }
 
-    /// Closes a connection admitted past its address's limit to resume a
+    /// Closes a connection admitted past a connection limit to resume a
     /// session that did anything else (`Permit::on_probation`).
     pub(crate) fn close_past_limit(&mut self) -> AfterFrame {
-        let why = "your address holds its maximum of connections: \
-                   past it, a connection may only resume a session of that address";
+        let why = "the server or your address holds its maximum of connections: \
+                   past it, a connection may only resume a waiting session";
         let notice = CloseNotice::new(DisconnectReason::TooManyConnections, why);
         self.close_now(&notice)
     }

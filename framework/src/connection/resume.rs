@@ -452,7 +452,7 @@ const PAST_LIMIT: &str =
     "this connection came past its address's limit: it may resume a session of that address only";
 
 /// Refuses a `RESUME` (error 9); the connection goes on as a new session,
-/// unless it came past its address's limit to resume one (then it closes
+/// unless it came past a connection limit to resume one (then it closes
 /// with `TOO_MANY_CONNECTIONS`).
 fn refuse(engine: &mut Engine, request: Header, why: &str) {
     tracing::debug!(connection = %engine.connection.id, why, "resume refused");
@@ -478,7 +478,7 @@ pub(crate) async fn resume(engine: &mut Engine) {
     };
     // A link let past its address's limit resumes a session of that
     // address only: the old place it gives back must be that address's.
-    if engine.place.on_probation() && entry.place != engine.place.key() {
+    if engine.place.past_address_limit() && entry.place != engine.place.key() {
         return refuse(engine, header, PAST_LIMIT);
     }
     let handshake = match (&entry.binding, request.pattern) {
