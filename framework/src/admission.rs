@@ -319,17 +319,21 @@ impl Admission {
         !self.trusted_proxies.is_empty() && self.trusted_proxies.contains(&normalize(ip))
     }
 
+    /// Takes one of the `max_total` places, if one is free.
+    fn take_place(&self, max_total: usize) -> bool {
+        self.total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
+                (total < max_total).then_some(total + 1)
+            })
+            .is_ok()
+    }
+
     /// Admits a connection from `ip`, or says why not.
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Permit, Refusal> {
         self.prune_some();
         let ip = normalize(ip);
         let max_total = self.max_total;
-        let past_total = self
-            .total
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
-                (total < max_total).then_some(total + 1)
-            })
-            .is_err();
+        let past_total = !self.take_place(max_total);
         if past_total {
             // At the limit, a place for each waiting session not yet being
             // resumed by a connection on probation.
@@ -339,8 +343,17 @@ impl Admission {
                     (probation < waiting).then_some(probation + 1)
                 })
                 .map_err(|_| Refusal::Total(max_total))?;
-            self.total.fetch_add(1, Ordering::AcqRel);
         }
+        // A place may have come free meanwhile: then it is taken instead.
+        let past_total = past_total && {
+            let freed = self.take_place(max_total);
+            if freed {
+                self.probation.fetch_sub(1, Ordering::AcqRel);
+            } else {
+                self.total.fetch_add(1, Ordering::AcqRel);
+            }
+            !freed
+        };
         // From here on, dropping the permit gives the place back.
         let mut permit = Permit {
             admission: Arc::clone(self),
@@ -567,6 +580,51 @@ mod tests {
         let mut session = admission.admit(ip("192.0.2.1")).unwrap();
         session.set_waiting(true);
         drop(admission.admit(ip("192.0.2.2")).unwrap());
+        assert!(admission.admit(ip("192.0.2.2")).unwrap().on_probation());
+    }
+
+    #[test]
+    fn a_connection_past_both_limits_is_counted_past_both_until_it_resumes() {
+        let admission = admission(|config| {
+            config.max_connections = 1;
+            config.max_connections_per_ip = 1;
+        });
+        let address = ip("192.0.2.1");
+        let mut session = admission.admit(address).unwrap();
+        session.set_waiting(true);
+        let mut past = admission.admit(address).unwrap();
+        assert!(past.past_address_limit() && past.past_total);
+        // No second one past the total.
+        assert_eq!(
+            admission.admit(ip("192.0.2.2")).err(),
+            Some(Refusal::Total(1))
+        );
+        past.confirm();
+        drop(session);
+        assert!(!past.on_probation());
+        assert_eq!(admission.admit(address).err(), Some(Refusal::Total(1)));
+        drop(past);
+        assert_eq!(admission.total.load(Ordering::Acquire), 0);
+        assert_eq!(admission.probation.load(Ordering::Acquire), 0);
+        assert_eq!(admission.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(admission.open_keys(), 0);
+    }
+
+    #[test]
+    fn a_connection_past_the_total_refused_at_its_addresss_door_gives_its_slot_back() {
+        let admission = admission(|config| {
+            config.max_connections = 1;
+            config.accepts_per_ip = 1;
+        });
+        let mut session = admission.admit(ip("192.0.2.1")).unwrap();
+        session.set_waiting(true);
+        // The address's second accept in the window: refused by its rate.
+        assert_eq!(
+            admission.admit(ip("192.0.2.1")).err(),
+            Some(Refusal::Rate(1))
+        );
+        assert_eq!(admission.probation.load(Ordering::Acquire), 0);
+        // So another may come past the limit.
         assert!(admission.admit(ip("192.0.2.2")).unwrap().on_probation());
     }
 

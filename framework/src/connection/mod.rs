@@ -361,7 +361,7 @@ impl Engine {
     /// session that did anything else (`Permit::on_probation`).
     pub(crate) fn close_past_limit(&mut self) -> AfterFrame {
         let why = "the server or your address holds its maximum of connections: \
-                   past it, a connection may only resume a waiting session";
+                   past it, a connection may only resume a session";
         let notice = CloseNotice::new(DisconnectReason::TooManyConnections, why);
         self.close_now(&notice)
     }
