@@ -1166,14 +1166,7 @@ async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() 
     let ticket = session.ticket.clone().unwrap();
     let (mut resumed, answer) = resume_past_limit(from, address, 7, ticket, session.received).await;
     assert!(!answer.header.flags.is_error(), "{answer:?}");
-    resumed.request(&Add { a: 1, b: 2 }, 2).await;
-    let reply = loop {
-        let frame = resumed.recv().await.expect("the answer");
-        if !frame.header.is_system() {
-            break frame;
-        }
-    };
-    assert_eq!(reply.header.request_id, 2);
+    answers(&mut resumed, 2).await;
     let mut past = RawConnection::over(connect_from(from, address).await);
     past.expect_disconnect(DisconnectReason::TooManyConnections)
         .await;
@@ -1183,6 +1176,19 @@ async fn an_address_at_its_limit_resumes_its_waiting_session_and_nothing_else() 
         .await
         .expect("resumed by its own address");
     assert_eq!(seen.resumed.load(Ordering::SeqCst), 2);
+}
+
+/// Sends `Add` as request `request_id` on `raw` and waits for its answer
+/// (system frames skipped).
+async fn answers(raw: &mut RawConnection, request_id: u32) {
+    raw.request(&Add { a: 1, b: 2 }, request_id).await;
+    let reply = loop {
+        let frame = raw.recv().await.expect("the answer");
+        if !frame.header.is_system() {
+            break frame;
+        }
+    };
+    assert_eq!(reply.header.request_id, request_id);
 }
 
 /// A plain `RESUME` of `ticket` from `from`, an address at its limit, and
@@ -1246,14 +1252,7 @@ async fn a_server_at_its_limit_resumes_a_waiting_session_and_nothing_else() {
     let (mut resumed, answer) =
         resume_past_limit([127, 0, 8, 3], address, 7, ticket, session.received).await;
     assert!(!answer.header.flags.is_error(), "{answer:?}");
-    resumed.request(&Add { a: 1, b: 2 }, 2).await;
-    let reply = loop {
-        let frame = resumed.recv().await.expect("the answer");
-        if !frame.header.is_system() {
-            break frame;
-        }
-    };
-    assert_eq!(reply.header.request_id, 2);
+    answers(&mut resumed, 2).await;
     // The server is at its limit again, with no one waiting.
     let mut past = RawConnection::over(connect_from([127, 0, 8, 2], address).await);
     let disconnect = past
