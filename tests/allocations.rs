@@ -674,10 +674,12 @@ fn a_client_download_reads_large_chunks_into_reused_allocations() {
         let large = LARGE_ALLOCATIONS.load(Ordering::SeqCst) - before;
         assert_eq!(received, len as usize);
         println!("client download: {large} allocations past 64 KiB for {CHUNKS} chunks");
-        // At most one per chunk in flight (the window: 32) or held, and
-        // a few besides; one per chunk before they were reused.
+        // About one per chunk in flight (the window: 32) or held while the
+        // spares grow to cover them (7 to 31 here unloaded, more with the
+        // host busy); one per chunk (400) before they were reused, and 65
+        // to 74 while spares of the exact size were dropped and made anew.
         assert!(
-            large <= 40,
+            large <= 60,
             "{large} allocations past 64 KiB for {CHUNKS} chunks of 64 KiB"
         );
     });
