@@ -190,22 +190,13 @@ impl Permit {
         self.key
     }
 
-    /// Counts the place as a waiting session's (or no longer).
-    pub(crate) fn set_waiting(&mut self, waiting: bool) {
-        if self.waiting != waiting {
-            self.waiting = waiting;
-            if waiting {
-                self.admission.waiting.fetch_add(1, Ordering::AcqRel);
-            } else {
-                self.admission.waiting.fetch_sub(1, Ordering::AcqRel);
-            }
-            self.update(|places| {
-                if waiting {
-                    places.waiting += 1;
-                } else {
-                    places.waiting -= 1;
-                }
-            });
+    /// Counts the place as a waiting session's (it stays one until it
+    /// is dropped: a resumed session takes its new link's place).
+    pub(crate) fn mark_waiting(&mut self) {
+        if !self.waiting {
+            self.waiting = true;
+            self.admission.waiting.fetch_add(1, Ordering::AcqRel);
+            self.update(|places| places.waiting += 1);
         }
     }
 
@@ -526,7 +517,7 @@ mod tests {
         let address = ip("192.0.2.1");
         let mut session = admission.admit(address).unwrap();
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
-        session.set_waiting(true);
+        session.mark_waiting();
         // One past the limit, on probation; not two.
         let first = admission.admit(address).unwrap();
         assert!(first.past_address_limit() && first.key() == session.key());
@@ -542,7 +533,7 @@ mod tests {
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
         // Another address's waiting session lets nothing past here.
         let mut elsewhere = admission.admit(ip("192.0.2.2")).unwrap();
-        elsewhere.set_waiting(true);
+        elsewhere.mark_waiting();
         assert_eq!(admission.admit(address).err(), Some(Refusal::PerIp(1)));
         drop((second, elsewhere));
         assert_eq!(admission.open_keys(), 0, "counts leave at 0");
@@ -556,7 +547,7 @@ mod tests {
             admission.admit(ip("192.0.2.2")).err(),
             Some(Refusal::Total(1))
         );
-        session.set_waiting(true);
+        session.mark_waiting();
         // One past the limit, from any address, on probation; not two.
         let mut first = admission.admit(ip("192.0.2.2")).unwrap();
         assert!(first.on_probation() && !first.past_address_limit());
@@ -578,7 +569,7 @@ mod tests {
         assert_eq!(admission.probation.load(Ordering::Acquire), 0);
         // A probation that failed gives its slot back.
         let mut session = admission.admit(ip("192.0.2.1")).unwrap();
-        session.set_waiting(true);
+        session.mark_waiting();
         drop(admission.admit(ip("192.0.2.2")).unwrap());
         assert!(admission.admit(ip("192.0.2.2")).unwrap().on_probation());
     }
@@ -591,7 +582,7 @@ mod tests {
         });
         let address = ip("192.0.2.1");
         let mut session = admission.admit(address).unwrap();
-        session.set_waiting(true);
+        session.mark_waiting();
         let mut past = admission.admit(address).unwrap();
         assert!(past.past_address_limit() && past.past_total);
         // No second one past the total.
@@ -617,7 +608,7 @@ mod tests {
             config.accepts_per_ip = 1;
         });
         let mut session = admission.admit(ip("192.0.2.1")).unwrap();
-        session.set_waiting(true);
+        session.mark_waiting();
         // The address's second accept in the window: refused by its rate.
         assert_eq!(
             admission.admit(ip("192.0.2.1")).err(),

@@ -265,9 +265,14 @@ impl<R: AsyncRead + Send> ItemSource for ReadSource<R> {
     }
 
     fn limit_item_bytes(&mut self, bytes: usize) {
-        // The chunk's data: the body less its length varint.
-        self.limit = bytes.saturating_sub(8).max(1);
+        self.limit = chunk_data_limit(bytes);
     }
+}
+
+/// The most data a chunk whose body is kept within `bytes` carries: the
+/// body less its length varint.
+fn chunk_data_limit(bytes: usize) -> usize {
+    bytes.saturating_sub(8).max(1)
 }
 
 /// A [`StreamReply`] as the connection polls it: each item encoded straight
@@ -380,8 +385,7 @@ where
 
     fn limit_item_bytes(&mut self, bytes: usize) {
         if let Some(limit) = &self.chunk_limit {
-            // The chunk's data: the body less its length varint.
-            limit.store(bytes.saturating_sub(8).max(1), Ordering::Relaxed);
+            limit.store(chunk_data_limit(bytes), Ordering::Relaxed);
         }
     }
 }

@@ -292,7 +292,14 @@ pub const fn varint_len(value: u32) -> usize {
 }
 
 /// Appends `value` as a varint.
-pub fn put_varint(out: &mut BytesMut, mut value: u32) {
+pub fn put_varint(out: &mut BytesMut, value: u32) {
+    write_varint(out, value);
+}
+
+/// Writes `value` as a varint into `out` (a buffer, or a slice that has
+/// room for it).
+#[inline]
+pub(crate) fn write_varint(out: &mut impl BufMut, mut value: u32) {
     while value >= 0x80 {
         out.put_u8((value as u8) | 0x80);
         value >>= 7;

@@ -173,11 +173,8 @@ pub fn put_chunk_with(out: &mut BytesMut, fill: impl FnOnce(&mut BytesMut)) -> u
         out.copy_within(start + CHUNK_LEN_ROOM.., start + prefix);
         out.truncate(out.len() - (CHUNK_LEN_ROOM - prefix));
     }
-    let mut value = len;
-    for byte in &mut out[start..start + prefix] {
-        *byte = (value as u8 & 0x7F) | if value >= 0x80 { 0x80 } else { 0 };
-        value >>= 7;
-    }
+    // Within 2 MiB: the cast is exact.
+    crate::codec::write_varint(&mut &mut out[start..start + prefix], len as u32);
     len
 }
 

@@ -297,7 +297,7 @@ impl Engine {
         self.connection.datagrams.suspend();
         // Its place lets a connection of its address past the limit, to
         // resume it (`Permit`).
-        self.place.set_waiting(true);
+        self.place.mark_waiting();
         self.out = BytesMut::new();
         self.open_buf = BytesMut::new();
         self.timers.set_ack_off();
@@ -451,15 +451,11 @@ impl Engine {
 const PAST_LIMIT: &str =
     "this connection came past its address's limit: it may resume a session of that address only";
 
-/// Refuses a `RESUME` (error 9); the connection goes on as a new session,
-/// unless it came past a connection limit to resume one (then it closes
-/// with `TOO_MANY_CONNECTIONS`).
+/// Refuses a `RESUME` (error 9); the connection goes on as a new session
+/// (unless it came past a connection limit: see [`resume`]).
 fn refuse(engine: &mut Engine, request: Header, why: &str) {
     tracing::debug!(connection = %engine.connection.id, why, "resume refused");
     engine.error(request, ErrorCode::HandshakeFailed, &why);
-    if engine.place.on_probation() {
-        engine.close_past_limit();
-    }
 }
 
 /// Runs the `RESUME` that `engine`, a new link's, received as its first
@@ -467,8 +463,20 @@ fn refuse(engine: &mut Engine, request: Header, why: &str) {
 /// resumption handshake bound to it), takes the session over from the
 /// task that holds it, and puts it in `engine`'s place on this link. The
 /// link's own session, never used, ends. Refused, the link goes on with
-/// its own session.
+/// its own session, unless it came past a connection limit to resume one:
+/// then it closes with `TOO_MANY_CONNECTIONS`.
 pub(crate) async fn resume(engine: &mut Engine) {
+    take_over(engine).await;
+    // A link let past a connection limit that did not resume (its place
+    // is still on probation) has nothing else to do: it closes.
+    if engine.place.on_probation() && engine.closed().is_none() {
+        engine.close_past_limit();
+    }
+}
+
+/// [`resume`]'s work: the session taken over and set on this link, or the
+/// `RESUME` refused.
+async fn take_over(engine: &mut Engine) {
     let Some((header, request)) = engine.resume_request.take() else {
         return;
     };
@@ -492,9 +500,6 @@ pub(crate) async fn resume(engine: &mut Engine) {
                     ErrorCode::Overloaded,
                     &"too many handshakes at once: try again later",
                 );
-                if engine.place.on_probation() {
-                    engine.close_past_limit();
-                }
                 return;
             }
             let identity = server.identity.as_ref().map(|identity| identity.keypair());
