@@ -184,11 +184,24 @@ pub fn batch_len(body: &Bytes) -> Result<u32, DecodeError> {
     if body.is_empty() {
         return Err(DecodeError::UnexpectedEnd { needed: 1 });
     }
-    let mut reader = Reader::new(body);
+    let mut pos = 0usize;
     let mut count = 0u32;
-    while reader.remaining() > 0 {
-        let len = reader.read_varint()? as usize;
-        reader.read_slice(len)?;
+    while let Some(&first) = body.get(pos) {
+        // Items under 128 bytes (one length byte) walk without a reader.
+        let len = if first < 0x80 {
+            pos += 1;
+            usize::from(first)
+        } else {
+            let mut reader = Reader::within(body, pos..body.len(), 0);
+            let len = reader.read_varint()? as usize;
+            pos = body.len() - reader.remaining();
+            len
+        };
+        let remaining = body.len() - pos;
+        if len > remaining {
+            return Err(DecodeError::LengthTooLarge { len, remaining });
+        }
+        pos += len;
         count = count.saturating_add(1);
     }
     Ok(count)
@@ -513,6 +526,55 @@ mod tests {
         assert_eq!(&body[5..205], long);
         // An empty item is an item.
         assert_eq!(batch_len(&Bytes::from_static(&[0, 0])), Ok(2));
+    }
+
+    /// The walk of [`batch_len`] as the codec's reader does it, item by item.
+    fn batch_len_by_reader(body: &Bytes) -> Option<u32> {
+        let mut reader = Reader::new(body);
+        let mut count = 0;
+        while reader.remaining() > 0 {
+            let len = reader.read_varint().ok()? as usize;
+            reader.read_slice(len).ok()?;
+            count += 1;
+        }
+        (count > 0).then_some(count)
+    }
+
+    #[test]
+    fn batch_len_agrees_with_the_reader_on_every_short_body() {
+        // Every body of up to four bytes over lengths of one byte and the
+        // bytes that begin, continue or overflow a longer varint.
+        let alphabet = [0u8, 1, 2, 3, 0x7F, 0x80, 0x81, 0xFF];
+        let mut bodies = vec![Vec::new()];
+        for _ in 0..4 {
+            let longer: Vec<Vec<u8>> = bodies
+                .iter()
+                .filter(|body| body.len() < 4)
+                .flat_map(|body| {
+                    alphabet.iter().map(move |&byte| {
+                        let mut body = body.clone();
+                        body.push(byte);
+                        body
+                    })
+                })
+                .collect();
+            bodies.extend(longer);
+        }
+        // And items with lengths of two and five varint bytes.
+        let mut two = vec![0x80, 0x01];
+        two.extend([9; 128]);
+        bodies.push(two.clone());
+        two.push(0);
+        bodies.push(two);
+        bodies.push(vec![0x80, 0x80, 0x80, 0x80, 0x10]);
+        for body in bodies {
+            let body = Bytes::from(body);
+            assert_eq!(
+                batch_len(&body).ok(),
+                batch_len_by_reader(&body),
+                "{body:?}"
+            );
+        }
     }
 
     #[test]
