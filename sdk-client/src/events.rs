@@ -20,6 +20,11 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// across messages, so its room is reused.
     fn on_frame(&self, frame: Frame, open_buf: &mut BytesMut) -> Option<CloseReason>;
 
+    /// Called once the reader handed over every whole frame of what it
+    /// read (and after the last frame it hands over): what those frames
+    /// gave to waiting tasks is announced to them here, once per read.
+    fn frames_handed(&self);
+
     /// Declares the link lost for `reason` (only the first reason counts).
     fn lost(&self, reason: CloseReason);
 

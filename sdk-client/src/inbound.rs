@@ -51,6 +51,10 @@ impl LinkEvents for Inbound {
         self.handle(frame.header, frame.body, false)
     }
 
+    fn frames_handed(&self) {
+        self.shared.links().streams().wake_handles();
+    }
+
     fn lost(&self, reason: CloseReason) {
         self.shared.lose(&self.link, reason);
     }

@@ -8,7 +8,7 @@
 //! ends with its request, which fails (`ClientError::Closed`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
 use ternio_protocol::frame::Header;
@@ -39,14 +39,6 @@ pub(crate) struct StreamState {
     pub(crate) waker: Option<Waker>,
 }
 
-impl StreamState {
-    pub(crate) fn wake(&mut self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
-}
-
 /// One stream's state.
 pub(crate) type Slot = Arc<Mutex<StreamState>>;
 
@@ -54,6 +46,10 @@ pub(crate) type Slot = Arc<Mutex<StreamState>>;
 #[derive(Default)]
 pub(crate) struct Streams {
     open: Mutex<HashMap<u32, Slot>>,
+    /// The handles that frames of the read under way gave items or credit
+    /// to, woken once the reader handed over all of that read's frames
+    /// ([`wake_handles`](Self::wake_handles)).
+    to_wake: Mutex<Vec<Waker>>,
 }
 
 impl Streams {
@@ -77,7 +73,35 @@ impl Streams {
     pub(crate) fn wake_all(&self) {
         let slots: Vec<Slot> = lock(&self.open).values().cloned().collect();
         for slot in slots {
-            lock(&slot).wake();
+            let waker = lock(&slot).waker.take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Notes that a frame gave `state`'s handle something; it is woken by
+    /// [`wake_handles`](Self::wake_handles), after the state's lock is let
+    /// go. Woken at once, a handle that empties its queue faster than the
+    /// reader fills it would sleep again after each frame, and its
+    /// wake-up would preempt the reader in the middle of a read (a context
+    /// switch per frame of a download); woken once per read, it finds
+    /// every frame of the read.
+    fn wake_later(&self, mut state: MutexGuard<'_, StreamState>) {
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            lock(&self.to_wake).push(waker);
+        }
+    }
+
+    /// Wakes the handles that frames handed over since the last call gave
+    /// something to: the reader calls it once it handed over every whole
+    /// frame of a read (whatever became of the link).
+    pub(crate) fn wake_handles(&self) {
+        let mut to_wake = lock(&self.to_wake);
+        for waker in to_wake.drain(..) {
+            waker.wake();
         }
     }
 
@@ -97,7 +121,7 @@ impl Streams {
                 }
                 state.granted -= 1;
                 state.items.push_back(Arrived::One(body));
-                state.wake();
+                self.wake_later(state);
             }
             STREAM_ITEMS => {
                 let count = batch_len(&body)
@@ -109,7 +133,7 @@ impl Streams {
                 }
                 state.granted -= count;
                 state.items.push_back(Arrived::Batch(BatchItems::new(body)));
-                state.wake();
+                self.wake_later(state);
             }
             STREAM_CREDIT => {
                 let credit = StreamCredit::decode_body(&body)
@@ -117,7 +141,7 @@ impl Streams {
                 if let Some(slot) = slot {
                     let mut state = lock(&slot);
                     state.credit = state.credit.saturating_add(credit.items);
-                    state.wake();
+                    self.wake_later(state);
                 }
             }
             // The server ends a download with its answer, never STREAM_END.

@@ -76,22 +76,24 @@ async fn read_until_closed(
     }
 }
 
-/// Hands every whole frame in `buf` to `events`; returns why to stop
-/// reading, if it must.
+/// Hands every whole frame in `buf` to `events`, then tells it they were
+/// handed over; returns why to stop reading, if it must.
 pub(crate) fn hand_over_frames(
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,
     events: &impl LinkEvents,
 ) -> Option<CloseReason> {
-    loop {
+    let reason = loop {
         match decoder.decode_mut(buf) {
             Ok(Some((header, body))) => {
                 if let Some(reason) = events.on_frame_mut(header, body) {
-                    return Some(reason);
+                    break Some(reason);
                 }
             }
-            Ok(None) => return None,
-            Err(error) => return Some(CloseReason::Protocol(error.to_string())),
+            Ok(None) => break None,
+            Err(error) => break Some(CloseReason::Protocol(error.to_string())),
         }
-    }
+    };
+    events.frames_handed();
+    reason
 }

@@ -486,7 +486,7 @@ impl Reader {
             self.note(&message);
             let refusal = match message {
                 Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                    Ok(frame) => match events.on_frame(frame, &mut open_buf) {
+                    Ok(frame) => match hand_over(events, frame, &mut open_buf) {
                         // The server's own choice for this case (docs/PROTOCOL.md).
                         Some(reason @ CloseReason::DecryptFailed(_)) => {
                             (CloseCode::Policy, "decrypt failed", reason)
@@ -525,4 +525,16 @@ impl Reader {
         };
         (reason, self.ws)
     }
+}
+
+/// Hands one message's frame to `events`, then tells it the frame was
+/// handed over (a message is what one read of the WebSocket gives).
+fn hand_over(
+    events: &impl LinkEvents,
+    frame: Frame,
+    open_buf: &mut BytesMut,
+) -> Option<CloseReason> {
+    let handled = events.on_frame(frame, open_buf);
+    events.frames_handed();
+    handled
 }
