@@ -29,7 +29,9 @@ pub use process::{exit_within, terminate};
 pub use proxy::CuttingProxy;
 pub use sealed::SealedConnection;
 pub use tamper::{Rewrite, TamperingProxy};
-pub use wait::{PATIENCE, eventually, eventually_async, eventually_within, spawn_started};
+pub use wait::{
+    Lateness, PATIENCE, eventually, eventually_async, eventually_within, spawn_started,
+};
 
 /// 0x0001: echoed back.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]

@@ -2,6 +2,8 @@
 //! cannot break.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -60,5 +62,52 @@ where
     match first {
         Poll::Ready(output) => tokio::spawn(async move { output }),
         Poll::Pending => tokio::spawn(future),
+    }
+}
+
+/// How late the test's runtime runs its timers, measured while the test
+/// runs: a task sleeps 1 ms over and over and keeps its worst overshoot.
+/// A bound on a delay that the machine adds to (a conditioner's 50 ms,
+/// say) allows [`slack`](Self::slack) on top, so that a loaded machine
+/// widens it and a quiet one keeps it tight. Stops when dropped.
+pub struct Lateness {
+    worst_us: Arc<AtomicU64>,
+    probe: JoinHandle<()>,
+}
+
+impl Lateness {
+    /// Starts measuring, on the caller's runtime (the one whose tasks the
+    /// bounds are about).
+    pub fn probe() -> Self {
+        let worst_us = Arc::new(AtomicU64::new(0));
+        let worst = Arc::clone(&worst_us);
+        let probe = tokio::spawn(async move {
+            loop {
+                let asked = Duration::from_millis(1);
+                let began = Instant::now();
+                tokio::time::sleep(asked).await;
+                let late = began.elapsed().saturating_sub(asked);
+                worst.fetch_max(late.as_micros() as u64, Ordering::Relaxed);
+            }
+        });
+        Self { worst_us, probe }
+    }
+
+    /// The worst lateness seen so far.
+    pub fn worst(&self) -> Duration {
+        Duration::from_micros(self.worst_us.load(Ordering::Relaxed))
+    }
+
+    /// What a bound allows for the machine on a path of `hops` timer or
+    /// wake-up waits: `quiet` (what a quiet machine needs), or `hops` times
+    /// the worst lateness seen, whichever is more.
+    pub fn slack(&self, quiet: Duration, hops: u32) -> Duration {
+        quiet.max(self.worst() * hops)
+    }
+}
+
+impl Drop for Lateness {
+    fn drop(&mut self) {
+        self.probe.abort();
     }
 }
