@@ -258,10 +258,10 @@ impl<R: AsyncRead + Send> ItemSource for ReadSource<R> {
         cx: &mut TaskContext<'_>,
         out: &mut BytesMut,
         max: usize,
-    ) -> Option<Poll<Option<Result<(), HandlerError>>>> {
+    ) -> Poll<Option<Result<(), HandlerError>>> {
         let mut polled = Poll::Pending;
         put_chunk_with(out, |out| polled = self.poll_read_into(cx, out, max));
-        Some(polled)
+        polled
     }
 
     fn limit_item_bytes(&mut self, bytes: usize) {

@@ -414,16 +414,19 @@ pub trait ItemSource: Send {
     /// an empty read would say the end), straight into `out`
     /// as a [`Chunk`]'s body (its length, then the bytes: no copy from a
     /// buffer of the source's own). On anything but `Ready(Some(Ok(())))`
-    /// the caller takes the frame back out of `out`. `None` for other
-    /// sources (the default).
+    /// the caller takes the frame back out of `out`. Other sources are
+    /// never asked; the default ends the stream with `INTERNAL`.
     fn poll_read_chunk(
         &mut self,
         cx: &mut Context<'_>,
         out: &mut BytesMut,
         max: usize,
-    ) -> Option<Poll<Option<Result<(), HandlerError>>>> {
+    ) -> Poll<Option<Result<(), HandlerError>>> {
         let _ = (cx, out, max);
-        None
+        Poll::Ready(Some(Err(HandlerError::new(
+            crate::ErrorCode::Internal,
+            "a stream that is not a byte stream read into its frame",
+        ))))
     }
 
     /// Asks the source to keep each item's body within `bytes` from now on

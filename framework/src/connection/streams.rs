@@ -328,31 +328,19 @@ impl Engine {
             .max_frame_size
             .saturating_sub(HEADER_LEN + CHUNK_LEN_ROOM);
         let start = self.out.len();
-        let mut polled = None;
+        let mut polled = Poll::Pending;
         let written = self.write_stream_frame(header, |out| {
             polled = download.items.poll_read_chunk(cx, out, max);
         });
         match (polled, written) {
-            (Some(Poll::Ready(Some(Ok(())))), Ok(len)) => {
+            (Poll::Ready(Some(Ok(()))), Ok(len)) => {
                 download.large = len >= BATCHED_ITEM;
                 (Poll::Ready(Some(Ok(()))), 1)
             }
-            (Some(Poll::Ready(Some(Ok(())))), Err(error)) => {
-                (Poll::Ready(Some(Err(not_sent(error)))), 0)
-            }
-            (Some(polled), _) => {
+            (Poll::Ready(Some(Ok(()))), Err(error)) => (Poll::Ready(Some(Err(not_sent(error)))), 0),
+            (polled, _) => {
                 self.out.truncate(start);
                 (polled, 0)
-            }
-            (None, _) => {
-                self.out.truncate(start);
-                (
-                    Poll::Ready(Some(Err(HandlerError::new(
-                        ErrorCode::Internal,
-                        "a byte stream that cannot read into its frame",
-                    )))),
-                    0,
-                )
             }
         }
     }
