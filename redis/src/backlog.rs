@@ -29,7 +29,7 @@ const MESSAGE_OVERHEAD: usize = 128;
 /// One push from the Redis client, or word that one was dropped.
 enum Item {
     Push(PushInfo, usize),
-    Oversized,
+    Oversized { channel: Vec<u8>, len: usize },
     Overflowed,
 }
 
@@ -62,8 +62,9 @@ pub(crate) enum Incoming {
     Message { channel: Vec<u8>, payload: Vec<u8> },
     /// The subscription's connection closed.
     Closed,
-    /// A message larger than `max_message` was dropped.
-    Oversized,
+    /// A message of `len` bytes on `channel`, larger than `max_message`,
+    /// was dropped.
+    Oversized { channel: Vec<u8>, len: usize },
     /// Messages were dropped: the backlog held `limit` bytes.
     Overflowed { limit: usize },
     /// Anything else (a subscription's confirmation).
@@ -111,9 +112,14 @@ impl AsyncPushSender for BacklogSender {
             return Err(SendError);
         }
         if info.kind == PushKind::Message
-            && matches!(info.data.get(1), Some(Value::BulkString(payload)) if payload.len() > self.state.max_message)
+            && let [Value::BulkString(channel), Value::BulkString(payload), ..] = &info.data[..]
+            && payload.len() > self.state.max_message
         {
-            return self.items.send(Item::Oversized).map_err(|_| SendError);
+            let oversized = Item::Oversized {
+                channel: channel.clone(),
+                len: payload.len(),
+            };
+            return self.items.send(oversized).map_err(|_| SendError);
         }
         let size = size_of(&info);
         let before = self.state.bytes.fetch_add(size, Ordering::AcqRel);
@@ -138,7 +144,7 @@ impl Backlog {
                 self.state.bytes.fetch_sub(size, Ordering::AcqRel);
                 info
             }
-            Item::Oversized => return Some(Incoming::Oversized),
+            Item::Oversized { channel, len } => return Some(Incoming::Oversized { channel, len }),
             Item::Overflowed => {
                 return Some(Incoming::Overflowed {
                     limit: self.state.limit,
@@ -205,7 +211,13 @@ mod tests {
         // Larger than the whole backlog: dropped, and nothing else.
         sender.send(message(1 << 20)).unwrap();
         sender.send(message(1000)).unwrap();
-        assert_eq!(backlog.next().await, Some(Incoming::Oversized));
+        assert_eq!(
+            backlog.next().await,
+            Some(Incoming::Oversized {
+                channel: b"channel".to_vec(),
+                len: 1 << 20
+            })
+        );
         assert!(matches!(
             backlog.next().await,
             Some(Incoming::Message { .. })

@@ -28,7 +28,7 @@ use tokio::time::MissedTickBehavior;
 use crate::backlog::{Backlog, Incoming, backlog};
 use crate::backplane::{self, Shared, lock};
 use crate::counters::Rejection;
-use crate::envelope::{self, Message};
+use crate::envelope::{self, Envelope, Message};
 use crate::presence::VERSION_FIELD;
 use crate::replay::{self, MAX_PUBLISHERS, ReplayGuard, Stamper};
 
@@ -414,22 +414,18 @@ async fn subscriber(
 ) -> Result<(), LinkError> {
     let mut refused = 0u64;
     while let Some(incoming) = backlog.next().await {
-        let (channel, payload) = match incoming {
-            Incoming::Message { channel, payload } => (channel, payload),
+        let (channel, result) = match incoming {
+            Incoming::Message { channel, payload } => {
+                let result = open(shared, guard, &channel, &payload);
+                (channel, result)
+            }
+            Incoming::Oversized { channel, len } => {
+                let max = shared.config.max_envelope_size;
+                let error = format!("{len} bytes, larger than max_envelope_size ({max})");
+                (channel, Err((Rejection::Oversized, error)))
+            }
             Incoming::Other => continue,
             Incoming::Closed => break,
-            Incoming::Oversized => {
-                shared.counters.rejected(Rejection::Oversized);
-                refused += 1;
-                if refused.is_power_of_two() {
-                    tracing::warn!(
-                        node = shared.node,
-                        count = refused,
-                        "backplane: dropped a message from redis larger than max_envelope_size"
-                    );
-                }
-                continue;
-            }
             Incoming::Overflowed { limit } => {
                 tracing::warn!(
                     node = shared.node,
@@ -439,20 +435,6 @@ async fn subscriber(
                 return Err(LinkError::Backlog { limit });
             }
         };
-        let result = shared
-            .key
-            .open(&channel, &payload, shared.config.max_envelope_size)
-            .map_err(|error| (error.rejection(), error.to_string()))
-            .and_then(|envelope| {
-                // This node delivered its own messages already.
-                if envelope.stamp.origin == shared.node {
-                    return Ok(None);
-                }
-                guard
-                    .check(envelope.stamp, replay::now_micros())
-                    .map(|()| Some(envelope))
-                    .map_err(|rejection| (rejection, rejection.as_str().to_owned()))
-            });
         match result {
             Ok(None) => {}
             Ok(Some(envelope)) => match envelope.message {
@@ -491,6 +473,28 @@ async fn subscriber(
         }
     }
     Err(LinkError::SubscriptionClosed)
+}
+
+/// Opens a message from Redis: its envelope, unless it is this node's own
+/// (`None`) or refused (forged, replayed, stale...).
+fn open(
+    shared: &Shared,
+    guard: &mut ReplayGuard,
+    channel: &[u8],
+    payload: &[u8],
+) -> Result<Option<Envelope>, (Rejection, String)> {
+    let envelope = shared
+        .key
+        .open(channel, payload, shared.config.max_envelope_size)
+        .map_err(|error| (error.rejection(), error.to_string()))?;
+    // This node delivered its own messages already.
+    if envelope.stamp.origin == shared.node {
+        return Ok(None);
+    }
+    guard
+        .check(envelope.stamp, replay::now_micros())
+        .map(|()| Some(envelope))
+        .map_err(|rejection| (rejection, rejection.as_str().to_owned()))
 }
 
 /// What the control loop works with, for one link.
