@@ -8,6 +8,7 @@
 //! ends with its request, which fails (`ClientError::Closed`).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -50,6 +51,9 @@ pub(crate) struct Streams {
     /// to, woken once the reader handed over all of that read's frames
     /// ([`wake_handles`](Self::wake_handles)).
     to_wake: Mutex<Vec<Waker>>,
+    /// Whether `to_wake` may hold a waker: most reads (answers, pushes)
+    /// give no stream anything, and look at this flag only.
+    may_wake: AtomicBool,
 }
 
 impl Streams {
@@ -92,6 +96,7 @@ impl Streams {
         drop(state);
         if let Some(waker) = waker {
             lock(&self.to_wake).push(waker);
+            self.may_wake.store(true, Ordering::Release);
         }
     }
 
@@ -99,6 +104,11 @@ impl Streams {
     /// something to: the reader calls it once it handed over every whole
     /// frame of a read (whatever became of the link).
     pub(crate) fn wake_handles(&self) {
+        // A plain load first, as nearly always it is false: the reader that
+        // set it calls this next, and sees its own store.
+        if !self.may_wake.load(Ordering::Relaxed) || !self.may_wake.swap(false, Ordering::Acquire) {
+            return;
+        }
         let mut to_wake = lock(&self.to_wake);
         for waker in to_wake.drain(..) {
             waker.wake();
