@@ -125,6 +125,7 @@ impl Decode for StreamCredit {
 /// Appends one item to a `STREAM_ITEMS` body: its varint length, then the
 /// body `encode` writes. The length is written after the item (the item is
 /// moved when its length takes more than one byte).
+#[inline]
 pub fn put_batch_item(out: &mut BytesMut, encode: impl FnOnce(&mut BytesMut)) {
     let start = out.len();
     out.put_u8(0);
