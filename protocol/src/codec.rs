@@ -187,11 +187,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Bytes not yet read.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.end - self.pos
     }
 
     /// Succeeds when every byte was read; otherwise [`DecodeError::TrailingBytes`].
+    #[inline]
     pub fn finish(&self) -> Result<(), DecodeError> {
         match self.remaining() {
             0 => Ok(()),

@@ -231,6 +231,7 @@ impl BatchItems {
 impl Iterator for BatchItems {
     type Item = std::ops::Range<usize>;
 
+    #[inline]
     fn next(&mut self) -> Option<std::ops::Range<usize>> {
         let mut len = 0usize;
         let mut shift = 0;
