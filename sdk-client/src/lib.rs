@@ -183,6 +183,8 @@ mod tcp;
 mod time_sync;
 #[cfg(feature = "tls")]
 mod tls;
+#[cfg(test)]
+mod wake_count;
 mod ws;
 
 pub use ternio_protocol as protocol;

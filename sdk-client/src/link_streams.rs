@@ -163,30 +163,20 @@ impl Streams {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
-
     use ternio_protocol::frame::Flags;
 
     use super::*;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::wake_count::counting_waker;
 
     #[test]
     fn a_handle_is_woken_once_per_read_after_its_frames() {
         let streams = Streams::default();
         let slot = streams.insert(7);
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let (count, waker) = counting_waker();
         {
             let mut state = lock(&slot);
             state.granted = 10;
-            state.waker = Some(Waker::from(Arc::clone(&count)));
+            state.waker = Some(waker);
         }
         let item = |n: u8| {
             let header = Header::new(STREAM_ITEM, Flags::NONE, 7);
@@ -197,16 +187,16 @@ mod tests {
         item(2);
         item(3);
         assert_eq!(lock(&slot).items.len(), 3);
-        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        assert_eq!(count.get(), 0);
         // The read is handed over: one wake-up, and nothing more to wake.
         streams.wake_handles();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.get(), 1);
         streams.wake_handles();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.get(), 1);
         // A handle that did not wait again is not woken by the next read.
         item(4);
         streams.wake_handles();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.get(), 1);
         assert_eq!(lock(&slot).items.len(), 4);
     }
 }

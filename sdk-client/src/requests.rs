@@ -239,24 +239,8 @@ const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
     use super::*;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn waker() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        (Arc::clone(&count), Waker::from(count))
-    }
+    use crate::wake_count::counting_waker;
 
     fn frame(id: u32) -> Frame {
         Frame {
@@ -275,7 +259,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         requests.insert(1, false, deadline);
         requests.insert(2, true, deadline);
-        let (count, waker) = waker();
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(requests.poll(1, &mut cx).is_pending());
 
@@ -283,7 +267,7 @@ mod tests {
             panic!("request 1 waits, and polled");
         };
         woken.wake();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.get(), 1);
         assert!(matches!(
             requests.answer(1, frame(1), false),
             Answer::NotWaiting
@@ -311,7 +295,7 @@ mod tests {
         assert!(requests.insert(1, false, start + Duration::from_secs(1)));
         assert!(!requests.insert(2, false, start + Duration::from_secs(5)));
         assert!(requests.insert(3, false, start + Duration::from_millis(500)));
-        let (count, waker) = waker();
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(requests.poll(1, &mut cx).is_pending());
 
@@ -329,7 +313,7 @@ mod tests {
         let wakers = requests.on_timeout(start + Duration::from_secs(1));
         assert_eq!(wakers.len(), 1, "request 1 had polled, request 3 had not");
         wakers.into_iter().for_each(Waker::wake);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.get(), 1);
         assert_eq!(
             requests.next_deadline(),
             Some(start + Duration::from_secs(5))
@@ -371,7 +355,7 @@ mod tests {
             requests.answer(7, frame(7), true),
             Answer::NotWaiting
         ));
-        let (_, waker) = waker();
+        let (_, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(matches!(
             requests.poll(7, &mut cx),
