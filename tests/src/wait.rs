@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -65,32 +65,39 @@ where
     }
 }
 
-/// How late the test's runtime runs its timers, measured while the test
-/// runs: a task sleeps 1 ms over and over and keeps its worst overshoot.
-/// A bound on a delay that the machine adds to (a conditioner's 50 ms,
-/// say) allows [`slack`](Self::slack) on top, so that a loaded machine
-/// widens it and a quiet one keeps it tight. Stops when dropped.
+/// How late this machine wakes a sleeping thread, measured while a test
+/// runs: a thread of its own sleeps 1 ms over and over and keeps its worst
+/// overshoot. A bound on a delay that the machine adds to (a conditioner's
+/// 50 ms, say) allows [`slack`](Self::slack) on top, so that a loaded
+/// machine widens it and a quiet one keeps it tight. Its own thread, not a
+/// task: code under test that blocked the test's runtime would otherwise
+/// be measured as the machine's lateness, and excused. Stops when dropped.
 pub struct Lateness {
     worst_us: Arc<AtomicU64>,
-    probe: JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+    probe: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Lateness {
-    /// Starts measuring, on the caller's runtime (the one whose tasks the
-    /// bounds are about).
+    /// Starts measuring.
     pub fn probe() -> Self {
         let worst_us = Arc::new(AtomicU64::new(0));
-        let worst = Arc::clone(&worst_us);
-        let probe = tokio::spawn(async move {
-            loop {
-                let asked = Duration::from_millis(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (worst, stopped) = (Arc::clone(&worst_us), Arc::clone(&stop));
+        let probe = std::thread::spawn(move || {
+            let asked = Duration::from_millis(1);
+            while !stopped.load(Ordering::Relaxed) {
                 let began = Instant::now();
-                tokio::time::sleep(asked).await;
+                std::thread::sleep(asked);
                 let late = began.elapsed().saturating_sub(asked);
                 worst.fetch_max(late.as_micros() as u64, Ordering::Relaxed);
             }
         });
-        Self { worst_us, probe }
+        Self {
+            worst_us,
+            stop,
+            probe: Some(probe),
+        }
     }
 
     /// The worst lateness seen so far.
@@ -108,6 +115,9 @@ impl Lateness {
 
 impl Drop for Lateness {
     fn drop(&mut self) {
-        self.probe.abort();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(probe) = self.probe.take() {
+            let _ = probe.join();
+        }
     }
 }

@@ -328,9 +328,17 @@ impl Engine {
             .max_frame_size
             .saturating_sub(HEADER_LEN + CHUNK_LEN_ROOM);
         let start = self.out.len();
-        let mut polled = Poll::Pending;
+        let mut polled = None;
         let written = self.write_stream_frame(header, |out| {
-            polled = download.items.poll_read_chunk(cx, out, max);
+            polled = Some(download.items.poll_read_chunk(cx, out, max));
+        });
+        // Never `None` on a plain frame (its body is always written); if it
+        // were, the stream ends rather than waits with no waker registered.
+        let polled = polled.unwrap_or_else(|| {
+            Poll::Ready(Some(Err(HandlerError::new(
+                ErrorCode::Internal,
+                "a byte stream's chunk was not read into its frame",
+            ))))
         });
         match (polled, written) {
             (Poll::Ready(Some(Ok(()))), Ok(len)) => {
