@@ -551,10 +551,11 @@ mod tests {
         // bytes that begin, continue or overflow a longer varint.
         let alphabet = [0u8, 1, 2, 3, 0x7F, 0x80, 0x81, 0xFF];
         let mut bodies = vec![Vec::new()];
+        let mut shorter = bodies.clone();
         for _ in 0..4 {
-            let longer: Vec<Vec<u8>> = bodies
+            // Each length once: the bodies one byte longer than the last.
+            shorter = shorter
                 .iter()
-                .filter(|body| body.len() < 4)
                 .flat_map(|body| {
                     alphabet.iter().map(move |&byte| {
                         let mut body = body.clone();
@@ -563,8 +564,9 @@ mod tests {
                     })
                 })
                 .collect();
-            bodies.extend(longer);
+            bodies.extend_from_slice(&shorter);
         }
+        assert_eq!(bodies.len(), 1 + 8 + 64 + 512 + 4096);
         // And items with lengths of two and five varint bytes.
         let mut two = vec![0x80, 0x01];
         two.extend([9; 128]);
