@@ -270,6 +270,43 @@ async fn a_burst_of_pushes_larger_than_the_replay_buffer_keeps_the_session_resum
     assert_eq!(client.request_async(&Next).await.unwrap(), Count(1));
 }
 
+/// Pushes 300 chunks of about 1 KiB from a server whose replay buffer is
+/// 16 KiB (it holds pushes at 12 KiB unacknowledged) to `client`; how long
+/// they took, checked in order.
+async fn held_burst(client: Client) -> Duration {
+    let mut chunks = client.subscribe::<Chunk>();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        client.request_async(&Burst { count: 300 }).await.unwrap(),
+        Count(300)
+    );
+    for seq in 1..=300 {
+        assert_eq!(next_chunk(&mut chunks).await.seq, seq);
+    }
+    started.elapsed()
+}
+
+/// A client that keeps up acknowledges the pushes it read as soon as it
+/// has read what the server had (8 KiB or more), rather than at its byte
+/// limit (32 KiB, more than this server may hold) or 200 ms later. Before,
+/// each 12 KiB the server held waited for the 200 ms delay: this burst
+/// took 25 windows, at least 4.8 s.
+#[tokio::test]
+async fn pushes_held_for_acks_do_not_wait_for_the_ack_delay() {
+    let (tcp, ws, _server) =
+        server(|builder| builder.resumable(Duration::from_secs(30), 16 * 1024));
+    let client = Client::connect_tcp_with(tcp, config(None)).await.unwrap();
+    let over_tcp = held_burst(client).await;
+    let url = format!("ws://{ws}/ws");
+    let client = Client::connect_ws_with(&url, config(None)).await.unwrap();
+    let over_ws = held_burst(client).await;
+    let delays = ternio::protocol::replay::ACK_DELAY * 10;
+    assert!(
+        over_tcp < delays && over_ws < delays,
+        "TCP {over_tcp:?}, WebSocket {over_ws:?}: the pushes waited for the ACK delay"
+    );
+}
+
 #[tokio::test]
 async fn a_client_whose_replay_buffer_overflowed_keeps_its_connection_and_reports_the_loss() {
     let (tcp, _, _server) = server(|builder| builder);

@@ -464,8 +464,9 @@ impl ServerBuilder {
     /// section 4.5): a download is polled only while the buffer has room,
     /// as pushes wait, and a byte stream's chunks take at most an eighth of
     /// `replay_bytes`. Off by default; 64 KiB is a good bound on a
-    /// local network, and at least 32 KiB (what a Ternio client receives
-    /// before it acknowledges) keeps pushes from waiting for the `ACK` delay.
+    /// local network. Ternio's clients acknowledge 8 KiB of pushes as soon
+    /// as they have read what came, so a bound of at least 16 KiB keeps
+    /// pushes from waiting for the `ACK` delay.
     pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {
         self.config.resume_ttl = Some(ttl);
         self.config.resume_replay_bytes = replay_bytes;

@@ -23,7 +23,10 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// Called once the reader handed over every whole frame of what it
     /// read (and after the last frame it hands over): what those frames
     /// gave to waiting tasks is announced to them here, once per read.
-    fn frames_handed(&self);
+    /// `drained`: the read took all the socket had (it filled less than
+    /// its room), so the reader keeps up with the server. Returns why to
+    /// stop reading, if it must.
+    fn frames_handed(&self, drained: bool) -> Option<CloseReason>;
 
     /// Declares the link lost for `reason` (only the first reason counts).
     fn lost(&self, reason: CloseReason);

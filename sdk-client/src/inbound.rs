@@ -51,8 +51,16 @@ impl LinkEvents for Inbound {
         self.handle(frame.header, frame.body, false)
     }
 
-    fn frames_handed(&self) {
+    /// Wakes the stream handles the frames gave something to; a reader
+    /// that keeps up acknowledges pushes early (docs/PROTOCOL.md section
+    /// 4.2: the server may be holding more until an `ACK` makes room).
+    fn frames_handed(&self, drained: bool) -> Option<CloseReason> {
         self.shared.links().streams().wake_handles();
+        let ack_now = drained
+            && self.shared.wants_resume()
+            && self.shared.session().ack_when_drained()
+            && self.shared.links().accepts(&self.link);
+        self.ack_if(ack_now)
     }
 
     fn lost(&self, reason: CloseReason) {
@@ -118,7 +126,7 @@ impl Inbound {
             // A push (or an error about a send), or a stream frame: counted
             // and taken only from the link the session is on.
             let len = HEADER_LEN + body.len();
-            let due = self.shared.session().received(self.link.tag(), len)?;
+            let due = self.shared.session().received(self.link.tag(), len, true)?;
             // Taken first: a link lost as the ACK goes out loses nothing
             // taken.
             let lost = if is_stream_opcode(header.opcode) && !header.flags.is_response() {
@@ -220,7 +228,7 @@ impl Inbound {
             self.shared
                 .links()
                 .answer(&self.link, Frame { header, body }, sealed, || {
-                    counted && session.received(self.link.tag(), len) == Some(true)
+                    counted && session.received(self.link.tag(), len, false) == Some(true)
                 });
         match answer {
             Answer::Taken(Some(waker)) => waker.wake(),
@@ -237,7 +245,8 @@ impl Inbound {
     }
 
     /// Sends the session's `ACK` when one is `due` (every 1,024 frames or 32
-    /// KiB received); returns why the link is lost, if sending showed it.
+    /// KiB received, or 8 KiB of pushes once the socket is drained); returns
+    /// why the link is lost, if sending showed it.
     fn ack_if(&self, due: bool) -> Option<CloseReason> {
         if !due {
             return None;

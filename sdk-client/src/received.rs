@@ -23,6 +23,9 @@ const COUNTING: u64 = 1 << 63;
 /// the reader sends an `ACK` itself; see [`ternio_protocol::replay`].
 const EVERY_FRAMES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_FRAMES;
 const EVERY_BYTES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_BYTES as u64;
+/// Bytes of pushes and stream frames at which a reader that drained its
+/// socket acknowledges; see [`ternio_protocol::replay`].
+const IDLE_BYTES: u64 = ternio_protocol::replay::CLIENT_IDLE_ACK_BYTES as u64;
 
 /// A link's tag: what [`Received`] knows it by (never 0, which accepts no
 /// link; tags repeat after 2^23 links).
@@ -66,6 +69,9 @@ pub(crate) struct Received {
     /// Bytes taken since the reader last asked for an `ACK` (written by the
     /// reader alone, reset by any `ACK`).
     bytes: AtomicU64,
+    /// Of those, the bytes of pushes and stream frames: what the server
+    /// may hold until an `ACK` makes room (the same writers).
+    held_back: AtomicU64,
 }
 
 impl Received {
@@ -92,6 +98,7 @@ impl Received {
             });
         self.acked.store(0, Ordering::SeqCst);
         self.bytes.store(0, Ordering::SeqCst);
+        self.held_back.store(0, Ordering::SeqCst);
     }
 
     /// Frames counted so far.
@@ -100,8 +107,10 @@ impl Received {
     }
 
     /// Takes a frame of `bytes` (header and plain body) that came on the
-    /// link tagged `tag`; counted when the session counts.
-    pub(crate) fn take(&self, tag: u64, bytes: usize) -> Taken {
+    /// link tagged `tag`; counted when the session counts. `held_back`: a
+    /// push or a stream frame, which the server may hold for room in its
+    /// replay buffer (not an answer).
+    pub(crate) fn take(&self, tag: u64, bytes: usize, held_back: bool) -> Taken {
         let tag_bits = (tag & TAG_MASK) << COUNT_BITS;
         let mut word = self.word.load(Ordering::SeqCst);
         loop {
@@ -122,6 +131,10 @@ impl Received {
             }
         }
         let before = word & COUNT_MASK;
+        if held_back {
+            let held = self.held_back.load(Ordering::Relaxed);
+            self.held_back.store(held + bytes as u64, Ordering::Relaxed);
+        }
         let acked = self.acked.load(Ordering::SeqCst);
         let unacked_bytes = self.bytes.load(Ordering::Relaxed) + bytes as u64;
         if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= EVERY_BYTES {
@@ -141,7 +154,15 @@ impl Received {
         let count = self.count();
         let acked = self.acked.fetch_max(count, Ordering::SeqCst);
         self.bytes.store(0, Ordering::Relaxed);
+        self.held_back.store(0, Ordering::Relaxed);
         (acked < count).then_some(count)
+    }
+
+    /// Whether a reader that drained its socket acknowledges now: the
+    /// pushes and stream frames taken since the last `ACK` reach
+    /// [`IDLE_BYTES`]. (Read on the reader's thread, which writes them.)
+    pub(crate) fn ack_when_drained(&self) -> bool {
+        self.held_back.load(Ordering::Relaxed) >= IDLE_BYTES
     }
 
     /// Whether frames were taken since the last `ACK`: the acknowledging
@@ -159,27 +180,27 @@ mod tests {
     #[test]
     fn only_the_accepted_link_is_taken_and_only_counted_frames_count() {
         let received = Received::default();
-        assert_eq!(received.take(5, 10), Taken::Refused);
+        assert_eq!(received.take(5, 10, true), Taken::Refused);
         received.accept(5);
-        assert_eq!(received.take(5, 10), Taken::Quiet);
+        assert_eq!(received.take(5, 10, true), Taken::Quiet);
         assert_eq!(received.count(), 0, "not counting before a ticket");
         received.start();
-        assert_eq!(received.take(5, 10), Taken::First);
-        assert_eq!(received.take(5, 10), Taken::Quiet);
-        assert_eq!(received.take(6, 10), Taken::Refused);
+        assert_eq!(received.take(5, 10, true), Taken::First);
+        assert_eq!(received.take(5, 10, true), Taken::Quiet);
+        assert_eq!(received.take(6, 10, true), Taken::Refused);
         assert_eq!(received.count(), 2);
         received.accept(6);
-        assert_eq!(received.take(5, 10), Taken::Refused);
-        assert_eq!(received.take(6, 10), Taken::Quiet);
+        assert_eq!(received.take(5, 10, true), Taken::Refused);
+        assert_eq!(received.take(6, 10, true), Taken::Quiet);
         assert_eq!(received.count(), 3, "the count goes on across links");
         assert_eq!(received.take_ack(), Some(3));
         assert_eq!(received.take_ack(), None, "nothing new to acknowledge");
         assert!(!received.has_unacked());
-        assert_eq!(received.take(6, 10), Taken::First);
+        assert_eq!(received.take(6, 10, true), Taken::First);
         assert!(received.has_unacked());
         received.reset();
         assert_eq!(received.count(), 0);
-        assert_eq!(received.take(6, 10), Taken::Quiet, "not counting");
+        assert_eq!(received.take(6, 10, true), Taken::Quiet, "not counting");
     }
 
     #[test]
@@ -187,12 +208,35 @@ mod tests {
         let received = Received::default();
         received.accept(1);
         received.start();
-        assert_eq!(received.take(1, 1), Taken::First);
+        assert_eq!(received.take(1, 1, false), Taken::First);
         for _ in 2..EVERY_FRAMES {
-            assert_eq!(received.take(1, 1), Taken::Quiet);
+            assert_eq!(received.take(1, 1, false), Taken::Quiet);
         }
-        assert_eq!(received.take(1, 1), Taken::AckNow);
+        assert_eq!(received.take(1, 1, false), Taken::AckNow);
         assert_eq!(received.take_ack(), Some(EVERY_FRAMES));
-        assert_eq!(received.take(1, EVERY_BYTES as usize), Taken::AckNow);
+        assert_eq!(received.take(1, EVERY_BYTES as usize, false), Taken::AckNow);
+    }
+
+    #[test]
+    fn a_drained_reader_acknowledges_pushes_early_but_not_answers() {
+        let received = Received::default();
+        received.accept(1);
+        received.start();
+        let half = IDLE_BYTES as usize / 2;
+        received.take(1, half, false);
+        received.take(1, half, false);
+        assert!(
+            !received.ack_when_drained(),
+            "answers never wait at the server"
+        );
+        received.take(1, half, true);
+        assert!(!received.ack_when_drained());
+        assert_eq!(received.take(1, half, true), Taken::Quiet);
+        assert!(received.ack_when_drained());
+        assert_eq!(received.take_ack(), Some(4));
+        assert!(
+            !received.ack_when_drained(),
+            "an ACK starts the count again"
+        );
     }
 }

@@ -255,8 +255,10 @@ impl Session {
     /// counting it when the session counts. `None`: the link is not the one
     /// whose frames are taken, drop the frame; `Some(true)`: an `ACK` is due
     /// now. The first frame since an `ACK` wakes the acknowledging task.
-    pub(crate) fn received(&self, tag: u64, bytes: usize) -> Option<bool> {
-        match self.received.take(tag, bytes) {
+    /// `held_back`: a push or stream frame, not an answer
+    /// ([`Received::take`]).
+    pub(crate) fn received(&self, tag: u64, bytes: usize, held_back: bool) -> Option<bool> {
+        match self.received.take(tag, bytes, held_back) {
             Taken::Refused => None,
             Taken::Quiet => Some(false),
             Taken::First => {
@@ -265,6 +267,12 @@ impl Session {
             }
             Taken::AckNow => Some(true),
         }
+    }
+
+    /// Whether a reader that drained its socket acknowledges now
+    /// ([`Received::ack_when_drained`]).
+    pub(crate) fn ack_when_drained(&self) -> bool {
+        self.received.ack_when_drained()
     }
 
     /// Whether frames came since the last `ACK`.

@@ -336,15 +336,14 @@ async fn read_until_closed(
         let Some(got) = spares.wait(next).await else {
             return CloseReason::PeerClosed;
         };
-        match got {
+        let got = match got {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(got) => {
-                read_size.read(got, room);
-                out.reads.note();
-            }
+            Ok(got) => got,
             Err(error) => return io_reason(&error),
-        }
-        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
+        };
+        read_size.read(got, room);
+        out.reads.note();
+        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events, got < room) {
             return reason;
         }
         spares.give_back(&mut read_size, &mut buf);

@@ -60,16 +60,15 @@ async fn read_until_closed(
         }
         spares.reserve(&mut read_size, &decoder, &mut buf);
         let room = buf.capacity() - buf.len();
-        match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
+        let got = match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(got) => {
-                read_size.read(got, room);
-                out.note_received();
-            }
+            Ok(got) => got,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
             Err(error) => return io_reason(&error),
-        }
-        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
+        };
+        read_size.read(got, room);
+        out.note_received();
+        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events, got < room) {
             return reason;
         }
         spares.give_back(&mut read_size, &mut buf);
@@ -77,11 +76,13 @@ async fn read_until_closed(
 }
 
 /// Hands every whole frame in `buf` to `events`, then tells it they were
-/// handed over; returns why to stop reading, if it must.
+/// handed over, and whether the read `drained` the socket; returns why to
+/// stop reading, if it must.
 pub(crate) fn hand_over_frames(
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,
     events: &impl LinkEvents,
+    drained: bool,
 ) -> Option<CloseReason> {
     let reason = loop {
         match decoder.decode_mut(buf) {
@@ -94,6 +95,6 @@ pub(crate) fn hand_over_frames(
             Err(error) => break Some(CloseReason::Protocol(error.to_string())),
         }
     };
-    events.frames_handed();
-    reason
+    let after = events.frames_handed(drained);
+    reason.or(after)
 }

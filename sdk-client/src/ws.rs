@@ -254,6 +254,10 @@ impl WsOut {
 pub(crate) struct WsSocket {
     io: WsIo,
     count: ReadCount,
+    /// Whether the last read took all the socket had (it filled less than
+    /// its room): the messages tungstenite returns from it find the reader
+    /// keeping up ([`LinkEvents::frames_handed`]).
+    drained: bool,
 }
 
 /// What a [`WsSocket`] reads from and writes to.
@@ -272,6 +276,7 @@ impl WsSocket {
         Self {
             io,
             count: ReadCount::new(),
+            drained: false,
         }
     }
 }
@@ -287,11 +292,13 @@ impl AsyncRead for WsSocket {
             WsIo::Socket(out) => out,
             WsIo::Stream { out, read } => {
                 let before = buf.filled().len();
+                let room = buf.remaining();
                 ready!(Pin::new(read).poll_read(cx, buf))?;
                 let got = &buf.filled()[before..];
                 if !got.is_empty() {
                     out.note_received();
                 }
+                this.drained = got.len() < room;
                 this.count.count(got);
                 return Poll::Ready(Ok(()));
             }
@@ -307,6 +314,7 @@ impl AsyncRead for WsSocket {
                         out.note_received();
                     }
                     this.count.count(&unfilled[..n]);
+                    this.drained = n < room;
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
@@ -431,6 +439,12 @@ impl Reader {
         self.pinged |= matches!(message, Message::Ping(_));
     }
 
+    /// Whether the socket read the last message came from took all the
+    /// socket had.
+    fn drained(&self) -> bool {
+        self.ws.get_ref().drained
+    }
+
     /// Whether a large message went by and tungstenite now holds no byte
     /// it read and did not return (nor a pong to send).
     fn may_give_buffers_back(&self) -> bool {
@@ -486,7 +500,7 @@ impl Reader {
             self.note(&message);
             let refusal = match message {
                 Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                    Ok(frame) => match hand_over(events, frame, &mut open_buf) {
+                    Ok(frame) => match hand_over(events, frame, &mut open_buf, self.drained()) {
                         // The server's own choice for this case (docs/PROTOCOL.md).
                         Some(reason @ CloseReason::DecryptFailed(_)) => {
                             (CloseCode::Policy, "decrypt failed", reason)
@@ -528,13 +542,15 @@ impl Reader {
 }
 
 /// Hands one message's frame to `events`, then tells it the frame was
-/// handed over (a message is what one read of the WebSocket gives).
+/// handed over (a message is what one read of the WebSocket gives), and
+/// whether the socket read it came from was `drained`.
 fn hand_over(
     events: &impl LinkEvents,
     frame: Frame,
     open_buf: &mut BytesMut,
+    drained: bool,
 ) -> Option<CloseReason> {
     let handled = events.on_frame(frame, open_buf);
-    events.frames_handed();
-    handled
+    let after = events.frames_handed(drained);
+    handled.or(after)
 }
