@@ -110,6 +110,8 @@ export class Client {
     #timers = {
         connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null, handshake: null,
     };
+    /** Whether the `ack` timer is the 0 ms one (`AckSchedule.dueSoon`), not the delay. */
+    #ackSoon = false;
     /** Resumption's state (section 4.2); null when the client does not resume sessions. */
     #session = null;
     /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
@@ -951,19 +953,28 @@ export class Client {
         const acks = this.#session?.acks;
         if (!acks || this.#resuming)
             return false;
-        const due = acks.received(HEADER_LEN + frame.body.length);
-        if (!due && !this.#timers.ack) {
+        const answer = (frame.flags & Flags.RESPONSE) !== 0 && frame.requestId !== 0;
+        const due = acks.received(HEADER_LEN + frame.body.length, !answer);
+        if (due)
+            return true;
+        // Enough pushes that the server may be holding more: the ACK goes on
+        // the next turn of the event loop, after what already came in.
+        const soon = acks.dueSoon;
+        if (!this.#timers.ack || (soon && !this.#ackSoon)) {
+            clearTimeout(this.#timers.ack ?? undefined);
+            this.#ackSoon = soon;
             this.#timers.ack = unref(setTimeout(() => {
                 this.#timers.ack = null;
                 this.#sendAck();
-            }, ACK_DELAY));
+            }, soon ? 0 : ACK_DELAY));
         }
-        return due;
+        return false;
     }
     /** Sends `ACK` with the count of frames received, when some are unacknowledged. */
     #sendAck() {
         clearTimeout(this.#timers.ack ?? undefined);
         this.#timers.ack = null;
+        this.#ackSoon = false;
         const acks = this.#session?.acks;
         if (!acks?.hasUnacked || !this.isOpen)
             return;
@@ -998,6 +1009,7 @@ export class Client {
         for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume', 'handshake'])
             clearTimeout(this.#timers[key] ?? undefined);
         this.#timers.ack = null;
+        this.#ackSoon = false;
         this.#resuming?.pending?.abandon();
         this.#resuming = null;
         if (this.#keepalive)

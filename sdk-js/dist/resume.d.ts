@@ -17,6 +17,14 @@ export declare const ACK_EVERY_BYTES: number;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export declare const ACK_DELAY = 200;
 /**
+ * Once this many bytes of pushes and stream frames (what a server holds
+ * while its replay buffer is full; answers do not count) are
+ * unacknowledged, the ACK goes as soon as the client has handled what came
+ * in (a 0 ms timer), not at a byte limit or the delay: a server waiting
+ * for room gets it at once.
+ */
+export declare const ACK_HELD_BACK_BYTES: number;
+/**
  * Whether frames with this opcode are counted, acknowledged and replayed:
  * the application's (`0x0000..=0xFEFF`) and, since 2026-12, the stream
  * frames (`STREAM_ITEM`, `STREAM_CREDIT`, `STREAM_END`, `STREAM_ITEMS`: `0xFF0D..=0xFF10`),
@@ -85,15 +93,21 @@ export declare class AckSchedule {
     acked: number;
     /** Bytes received since the last acknowledgement. */
     unackedBytes: number;
+    /** Of those, the bytes of pushes and stream frames (not answers). */
+    heldBackBytes: number;
     constructor({ frames, bytes }?: {
         frames?: number;
         bytes?: number;
     });
     /**
-     * Counts a frame received of `size` bytes (header and plain body).
+     * Counts a frame received of `size` bytes (header and plain body);
+     * `heldBack`: a push or stream frame, which a server may hold until an
+     * ACK makes room (not an answer).
      * @returns Whether an ACK is due now.
      */
-    received(size: number): boolean;
+    received(size: number, heldBack?: boolean): boolean;
+    /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+    get dueSoon(): boolean;
     /** Whether frames were received since the last acknowledgement. */
     get hasUnacked(): boolean;
     /** Marks everything received acknowledged; returns the count to send. */

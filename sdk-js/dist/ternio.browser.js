@@ -646,6 +646,7 @@ var DEFAULT_REPLAY_BYTES = 64 * 1024;
 var ACK_EVERY_FRAMES = 1024;
 var ACK_EVERY_BYTES = 32 * 1024;
 var ACK_DELAY = 200;
+var ACK_HELD_BACK_BYTES = 8 * 1024;
 var TICKET_LEN = 32;
 var PLAIN_PATTERN = 0;
 var isCounted = (opcode) => opcode <= 65279 || opcode >= 65293 && opcode <= 65296;
@@ -735,18 +736,27 @@ var AckSchedule = class {
   acked = 0;
   /** Bytes received since the last acknowledgement. */
   unackedBytes = 0;
+  /** Of those, the bytes of pushes and stream frames (not answers). */
+  heldBackBytes = 0;
   constructor({ frames = ACK_EVERY_FRAMES, bytes: bytes2 = ACK_EVERY_BYTES } = {}) {
     this.everyFrames = frames;
     this.everyBytes = bytes2;
   }
   /**
-   * Counts a frame received of `size` bytes (header and plain body).
+   * Counts a frame received of `size` bytes (header and plain body);
+   * `heldBack`: a push or stream frame, which a server may hold until an
+   * ACK makes room (not an answer).
    * @returns Whether an ACK is due now.
    */
-  received(size) {
+  received(size, heldBack = false) {
     this.count++;
     this.unackedBytes += size;
+    if (heldBack) this.heldBackBytes += size;
     return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+  }
+  /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+  get dueSoon() {
+    return this.heldBackBytes >= ACK_HELD_BACK_BYTES;
   }
   /** Whether frames were received since the last acknowledgement. */
   get hasUnacked() {
@@ -756,6 +766,7 @@ var AckSchedule = class {
   take() {
     this.acked = this.count;
     this.unackedBytes = 0;
+    this.heldBackBytes = 0;
     return this.count;
   }
 };
@@ -4706,6 +4717,8 @@ var Client = class _Client {
     resume: null,
     handshake: null
   };
+  /** Whether the `ack` timer is the 0 ms one (`AckSchedule.dueSoon`), not the delay. */
+  #ackSoon = false;
   /** Resumption's state (section 4.2); null when the client does not resume sessions. */
   #session = null;
   /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
@@ -5478,19 +5491,25 @@ var Client = class _Client {
   #countReceived(frame) {
     const acks = this.#session?.acks;
     if (!acks || this.#resuming) return false;
-    const due = acks.received(HEADER_LEN + frame.body.length);
-    if (!due && !this.#timers.ack) {
+    const answer = (frame.flags & Flags.RESPONSE) !== 0 && frame.requestId !== 0;
+    const due = acks.received(HEADER_LEN + frame.body.length, !answer);
+    if (due) return true;
+    const soon = acks.dueSoon;
+    if (!this.#timers.ack || soon && !this.#ackSoon) {
+      clearTimeout(this.#timers.ack ?? void 0);
+      this.#ackSoon = soon;
       this.#timers.ack = unref(setTimeout(() => {
         this.#timers.ack = null;
         this.#sendAck();
-      }, ACK_DELAY));
+      }, soon ? 0 : ACK_DELAY));
     }
-    return due;
+    return false;
   }
   /** Sends `ACK` with the count of frames received, when some are unacknowledged. */
   #sendAck() {
     clearTimeout(this.#timers.ack ?? void 0);
     this.#timers.ack = null;
+    this.#ackSoon = false;
     const acks = this.#session?.acks;
     if (!acks?.hasUnacked || !this.isOpen) return;
     this.#write(encodeFrame({ opcode: SystemOpcode.ACK, body: u64.encode(BigInt(acks.take())) }));
@@ -5519,6 +5538,7 @@ var Client = class _Client {
   #stopLinkTimers() {
     for (const key of ["connect", "keepalive", "healthy", "ack", "resume", "handshake"]) clearTimeout(this.#timers[key] ?? void 0);
     this.#timers.ack = null;
+    this.#ackSoon = false;
     this.#resuming?.pending?.abandon();
     this.#resuming = null;
     if (this.#keepalive) clearTimeout(this.#keepalive.timer ?? void 0);
@@ -5946,6 +5966,7 @@ export {
   ACK_DELAY,
   ACK_EVERY_BYTES,
   ACK_EVERY_FRAMES,
+  ACK_HELD_BACK_BYTES,
   AckSchedule,
   Client,
   DEFAULT_MAX_FRAME_SIZE,

@@ -19,6 +19,14 @@ export const ACK_EVERY_FRAMES = 1024;
 export const ACK_EVERY_BYTES = 32 * 1024;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export const ACK_DELAY = 200;
+/**
+ * Once this many bytes of pushes and stream frames (what a server holds
+ * while its replay buffer is full; answers do not count) are
+ * unacknowledged, the ACK goes as soon as the client has handled what came
+ * in (a 0 ms timer), not at a byte limit or the delay: a server waiting
+ * for room gets it at once.
+ */
+export const ACK_HELD_BACK_BYTES = 8 * 1024;
 
 const TICKET_LEN = 32;
 /** RESUME's pattern for a plain session: no Noise handshake. */
@@ -136,6 +144,8 @@ export class AckSchedule {
   acked = 0;
   /** Bytes received since the last acknowledgement. */
   unackedBytes = 0;
+  /** Of those, the bytes of pushes and stream frames (not answers). */
+  heldBackBytes = 0;
 
   constructor({ frames = ACK_EVERY_FRAMES, bytes = ACK_EVERY_BYTES }: { frames?: number; bytes?: number } = {}) {
     this.everyFrames = frames;
@@ -143,13 +153,21 @@ export class AckSchedule {
   }
 
   /**
-   * Counts a frame received of `size` bytes (header and plain body).
+   * Counts a frame received of `size` bytes (header and plain body);
+   * `heldBack`: a push or stream frame, which a server may hold until an
+   * ACK makes room (not an answer).
    * @returns Whether an ACK is due now.
    */
-  received(size: number): boolean {
+  received(size: number, heldBack = false): boolean {
     this.count++;
     this.unackedBytes += size;
+    if (heldBack) this.heldBackBytes += size;
     return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+  }
+
+  /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+  get dueSoon(): boolean {
+    return this.heldBackBytes >= ACK_HELD_BACK_BYTES;
   }
 
   /** Whether frames were received since the last acknowledgement. */
@@ -161,6 +179,7 @@ export class AckSchedule {
   take(): number {
     this.acked = this.count;
     this.unackedBytes = 0;
+    this.heldBackBytes = 0;
     return this.count;
   }
 }

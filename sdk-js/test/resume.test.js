@@ -205,6 +205,33 @@ test('ACK schedule: every 1,024 frames, at 32 KiB, 200 ms after the first unackn
   await client.close();
 });
 
+test('8 KiB of pushes or stream frames are acknowledged once what came in is handled; answers wait for the delay', async (t) => {
+  const { client } = await setup(t);
+  const socket = FakeSocket.last;
+  const acks = () => sentWith(socket, SystemOpcode.ACK).map(ackCount);
+  grant(socket);
+  // Answers (a server never holds them): 8 KiB of them wait for the delay.
+  const answers = [1, 2].map(() => client.request(Echo, { payload: new Uint8Array(4096) }));
+  for (const frame of sentWith(socket, Echo.opcode)) echoReply(socket, frame);
+  await Promise.all(answers);
+  await advance(t, 0);
+  assert.deepEqual(acks(), [], 'answers alone: no early ACK');
+  await advance(t, 200);
+  assert.deepEqual(acks(), [2]);
+  // Pushes: under 8 KiB, the delay; at 8 KiB, the next turn of the event loop.
+  const note = (n) => encodeFrame({ opcode: 0x0070, body: new Uint8Array(n) });
+  socket.receive(note(4089)); // 4,096 bytes with its header
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2]);
+  socket.receive(note(4089));
+  assert.deepEqual(acks(), [2], 'not within the turn that brought it');
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2, 4], 'once what came in was handled');
+  await advance(t, 1000);
+  assert.deepEqual(acks(), [2, 4], 'nothing more while everything is acknowledged');
+  await client.close();
+});
+
 test('the replay buffer: trimmed by the server\'s ACKs; an overflow ends resumability, not the connection', async (t) => {
   // Each request below is 28 bytes kept (7 of header, 21 of body).
   const { client, events, sessions } = await setup(t, { resume: { replayBytes: 100 } });
