@@ -296,6 +296,50 @@ async fn a_secure_session_runs_inside_tls() {
     assert!(matches!(error, ClientError::KeyRejected(_)), "{error:?}");
 }
 
+/// Resumption inside TLS: a client that has read all the server sent
+/// acknowledges the pushes it holds at once (docs/PROTOCOL.md section
+/// 4.2). With a 14 KiB replay buffer the server holds 11-byte pushes at
+/// 10.5 KiB (977 of them), under the client's 1,024-frame and 32 KiB
+/// limits: before, each window waited for the 200 ms `ACK` delay, and
+/// these 20,000 pushes took at least 20 of them (4 s).
+#[tokio::test]
+async fn pushes_held_for_acks_inside_tls_do_not_wait_for_the_ack_delay() {
+    let (ca, _dir, tls) = certificates();
+    let (tcp, ws, _server) = tls_server(&tls, |b| b.resumable(Duration::from_secs(30), 14 * 1024));
+    let mut config = ClientConfig::default();
+    config.reconnect = Some(quick_reconnect());
+    let url = format!("wss://127.0.0.1:{}/ws", ws.port());
+    let clients = [
+        Client::connect_tls_with(&tcp.to_string(), &ca.trust(), config.clone())
+            .await
+            .unwrap(),
+        Client::connect_wss_with(&url, &ca.trust(), config)
+            .await
+            .unwrap(),
+    ];
+    for client in clients {
+        // Room for them all: the subscription does not slow the reader.
+        let mut notes = client.subscribe_with_buffer::<Note>(20_000);
+        let started = Instant::now();
+        client
+            .request_async(&PushMe { count: 20_000 })
+            .await
+            .unwrap();
+        for seq in 0..20_000 {
+            let note = tokio::time::timeout(Duration::from_secs(10), notes.next())
+                .await
+                .expect("a push within 10 s")
+                .expect("a push");
+            assert_eq!(note.seq, seq);
+        }
+        let took = started.elapsed();
+        assert!(
+            took < ternio::protocol::replay::ACK_DELAY * 5,
+            "{took:?}: the pushes waited for the ACK delay"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_reload_gives_new_connections_the_new_certificate_and_keeps_open_ones() {
     let (old_ca, dir, tls) = certificates();

@@ -464,9 +464,11 @@ impl ServerBuilder {
     /// section 4.5): a download is polled only while the buffer has room,
     /// as pushes wait, and a byte stream's chunks take at most an eighth of
     /// `replay_bytes`. Off by default; 64 KiB is a good bound on a
-    /// local network. Ternio's clients acknowledge 8 KiB of pushes as soon
-    /// as they have read what came, so a bound of at least 16 KiB keeps
-    /// pushes from waiting for the `ACK` delay.
+    /// local network. Ternio's clients acknowledge as soon as they have
+    /// read what came once 8 KiB with pushes among them are unacknowledged,
+    /// so pushes never wait for the `ACK` delay while three quarters of
+    /// `replay_bytes`, less the push held, come to 8 KiB or more (16 KiB
+    /// keeps pushes of up to 4 KiB moving; 64 KiB, up to 40 KiB).
     pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {
         self.config.resume_ttl = Some(ttl);
         self.config.resume_replay_bytes = replay_bytes;

@@ -2,6 +2,9 @@
 //! arrive and that the link ended. The transports know this trait only, not
 //! what implements it (the client's inbound side), so they sit below it.
 
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+
 use bytes::BytesMut;
 use ternio_protocol::Frame;
 use ternio_protocol::frame::Header;
@@ -23,10 +26,13 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// Called once the reader handed over every whole frame of what it
     /// read (and after the last frame it hands over): what those frames
     /// gave to waiting tasks is announced to them here, once per read.
-    /// `drained`: the read took all the socket had (it filled less than
-    /// its room), so the reader keeps up with the server. Returns why to
-    /// stop reading, if it must.
-    fn frames_handed(&self, drained: bool) -> Option<CloseReason>;
+    fn frames_handed(&self);
+
+    /// Called when the reader, having handed over all it read, finds
+    /// nothing more to read: it waits for the server. A link found lost
+    /// here is declared so ([`lost`](Self::lost)), and the reader learns it
+    /// from its socket.
+    fn idle(&self);
 
     /// Declares the link lost for `reason` (only the first reason counts).
     fn lost(&self, reason: CloseReason);
@@ -36,4 +42,20 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
 
     /// Called by the reader task as it ends.
     fn reader_done(&self);
+}
+
+/// Awaits `read`, telling `events` it is [idle](LinkEvents::idle) if the
+/// read is not ready at once (after the first poll, so that what the idle
+/// step makes the server send wakes the read).
+pub(crate) async fn read_or_idle<F: Future>(events: &impl LinkEvents, read: F) -> F::Output {
+    let mut read = pin!(read);
+    let mut idle = true;
+    poll_fn(|cx| {
+        let poll = read.as_mut().poll(cx);
+        if poll.is_pending() && std::mem::take(&mut idle) {
+            events.idle();
+        }
+        poll
+    })
+    .await
 }

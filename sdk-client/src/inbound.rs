@@ -51,16 +51,21 @@ impl LinkEvents for Inbound {
         self.handle(frame.header, frame.body, false)
     }
 
-    /// Wakes the stream handles the frames gave something to; a reader
-    /// that keeps up acknowledges pushes early (docs/PROTOCOL.md section
-    /// 4.2: the server may be holding more until an `ACK` makes room).
-    fn frames_handed(&self, drained: bool) -> Option<CloseReason> {
+    fn frames_handed(&self) {
         self.shared.links().streams().wake_handles();
-        let ack_now = drained
-            && self.shared.wants_resume()
-            && self.shared.session().ack_when_drained()
-            && self.shared.links().accepts(&self.link);
-        self.ack_if(ack_now)
+    }
+
+    /// A reader that has read all the server sent acknowledges pushes
+    /// early (docs/PROTOCOL.md section 4.2): the server may be holding
+    /// more until an `ACK` makes room.
+    fn idle(&self) {
+        if self.shared.wants_resume()
+            && self.shared.session().ack_when_idle()
+            && self.shared.links().accepts(&self.link)
+            && let Some(reason) = self.ack_if(true)
+        {
+            self.lost(reason);
+        }
     }
 
     fn lost(&self, reason: CloseReason) {
@@ -245,14 +250,18 @@ impl Inbound {
     }
 
     /// Sends the session's `ACK` when one is `due` (every 1,024 frames or 32
-    /// KiB received, or 8 KiB of pushes once the socket is drained); returns
-    /// why the link is lost, if sending showed it.
+    /// KiB received, or 8 KiB with pushes among them once the reader is
+    /// idle); returns why the link is lost, if sending showed it.
     fn ack_if(&self, due: bool) -> Option<CloseReason> {
         if !due {
             return None;
         }
-        let ack = self.shared.session().take_ack()?;
-        match resuming::send_ack(&self.link, &ack, self.max_frame_size()) {
+        let max = self.max_frame_size();
+        let sent = self
+            .shared
+            .session()
+            .send_ack(|ack| resuming::send_ack(&self.link, &ack, max));
+        match sent {
             Err(SendError::Lost(reason)) => Some(reason),
             _ => None,
         }

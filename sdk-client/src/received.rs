@@ -8,7 +8,7 @@
 //! that link is counted or delivered, and the count a `RESUME` reports is
 //! the number of frames the application got.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Bits of the frame count.
 const COUNT_BITS: u32 = 40;
@@ -23,8 +23,8 @@ const COUNTING: u64 = 1 << 63;
 /// the reader sends an `ACK` itself; see [`ternio_protocol::replay`].
 const EVERY_FRAMES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_FRAMES;
 const EVERY_BYTES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_BYTES as u64;
-/// Bytes of pushes and stream frames at which a reader that drained its
-/// socket acknowledges; see [`ternio_protocol::replay`].
+/// Bytes at which an idle reader acknowledges, if pushes or stream frames
+/// are among them; see [`ternio_protocol::replay`].
 const IDLE_BYTES: u64 = ternio_protocol::replay::CLIENT_IDLE_ACK_BYTES as u64;
 
 /// A link's tag: what [`Received`] knows it by (never 0, which accepts no
@@ -69,14 +69,18 @@ pub(crate) struct Received {
     /// Bytes taken since the reader last asked for an `ACK` (written by the
     /// reader alone, reset by any `ACK`).
     bytes: AtomicU64,
-    /// Of those, the bytes of pushes and stream frames: what the server
-    /// may hold until an `ACK` makes room (the same writers).
-    held_back: AtomicU64,
+    /// Whether pushes or stream frames are among them: what the server may
+    /// hold until an `ACK` makes room (set by the reader, cleared by any
+    /// `ACK` and by a change of link).
+    held_back: AtomicBool,
 }
 
 impl Received {
     /// Accepts the frames of the link tagged `tag` from now on (0: none).
+    /// What the last link brought waits for no early `ACK`: a `RESUME`
+    /// reports it, or the link's acknowledging task does.
     pub(crate) fn accept(&self, tag: u64) {
+        self.held_back.store(false, Ordering::Relaxed);
         let _ = self
             .word
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
@@ -98,7 +102,7 @@ impl Received {
             });
         self.acked.store(0, Ordering::SeqCst);
         self.bytes.store(0, Ordering::SeqCst);
-        self.held_back.store(0, Ordering::SeqCst);
+        self.held_back.store(false, Ordering::SeqCst);
     }
 
     /// Frames counted so far.
@@ -132,8 +136,7 @@ impl Received {
         }
         let before = word & COUNT_MASK;
         if held_back {
-            let held = self.held_back.load(Ordering::Relaxed);
-            self.held_back.store(held + bytes as u64, Ordering::Relaxed);
+            self.held_back.store(true, Ordering::Relaxed);
         }
         let acked = self.acked.load(Ordering::SeqCst);
         let unacked_bytes = self.bytes.load(Ordering::Relaxed) + bytes as u64;
@@ -154,15 +157,16 @@ impl Received {
         let count = self.count();
         let acked = self.acked.fetch_max(count, Ordering::SeqCst);
         self.bytes.store(0, Ordering::Relaxed);
-        self.held_back.store(0, Ordering::Relaxed);
+        self.held_back.store(false, Ordering::Relaxed);
         (acked < count).then_some(count)
     }
 
-    /// Whether a reader that drained its socket acknowledges now: the
-    /// pushes and stream frames taken since the last `ACK` reach
-    /// [`IDLE_BYTES`]. (Read on the reader's thread, which writes them.)
-    pub(crate) fn ack_when_drained(&self) -> bool {
-        self.held_back.load(Ordering::Relaxed) >= IDLE_BYTES
+    /// Whether a reader that has read all the server sent acknowledges
+    /// now: [`IDLE_BYTES`] are unacknowledged, pushes or stream frames
+    /// among them (a server never holds answers, so answers alone wait).
+    /// Read on the reader's thread, which writes both.
+    pub(crate) fn ack_when_idle(&self) -> bool {
+        self.held_back.load(Ordering::Relaxed) && self.bytes.load(Ordering::Relaxed) >= IDLE_BYTES
     }
 
     /// Whether frames were taken since the last `ACK`: the acknowledging
@@ -218,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn a_drained_reader_acknowledges_pushes_early_but_not_answers() {
+    fn an_idle_reader_acknowledges_early_when_pushes_wait_but_not_for_answers() {
         let received = Received::default();
         received.accept(1);
         received.start();
@@ -226,17 +230,21 @@ mod tests {
         received.take(1, half, false);
         received.take(1, half, false);
         assert!(
-            !received.ack_when_drained(),
+            !received.ack_when_idle(),
             "answers never wait at the server"
         );
+        received.take(1, 1, true);
+        assert!(received.ack_when_idle(), "a push among them");
+        assert_eq!(received.take_ack(), Some(3));
+        assert!(!received.ack_when_idle(), "an ACK starts again");
         received.take(1, half, true);
-        assert!(!received.ack_when_drained());
+        assert!(!received.ack_when_idle());
         assert_eq!(received.take(1, half, true), Taken::Quiet);
-        assert!(received.ack_when_drained());
-        assert_eq!(received.take_ack(), Some(4));
+        assert!(received.ack_when_idle());
+        received.accept(2);
         assert!(
-            !received.ack_when_drained(),
-            "an ACK starts the count again"
+            !received.ack_when_idle(),
+            "nothing early for another link's frames"
         );
     }
 }

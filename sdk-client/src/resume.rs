@@ -32,6 +32,11 @@ pub(crate) struct Session {
     state: Mutex<State>,
     /// The frames received, and from which link they are taken.
     received: Received,
+    /// Held while an `ACK`'s count is taken and the `ACK` queued, so that
+    /// `ACK`s leave in the order of their counts (the server refuses one
+    /// lower than an earlier one), whether the reader or the acknowledging
+    /// task sends them.
+    ack_order: Mutex<()>,
     /// Wakes the acknowledging task at the first frame since an `ACK`.
     pub(crate) ack_due: Notify,
     /// Wakes the uploads waiting for room in the replay buffer: an `ACK`
@@ -88,6 +93,7 @@ impl Session {
         Self {
             state: Mutex::new(State::default()),
             received: Received::default(),
+            ack_order: Mutex::new(()),
             ack_due: Notify::new(),
             room: Notify::new(),
         }
@@ -269,10 +275,9 @@ impl Session {
         }
     }
 
-    /// Whether a reader that drained its socket acknowledges now
-    /// ([`Received::ack_when_drained`]).
-    pub(crate) fn ack_when_drained(&self) -> bool {
-        self.received.ack_when_drained()
+    /// Whether an idle reader acknowledges now ([`Received::ack_when_idle`]).
+    pub(crate) fn ack_when_idle(&self) -> bool {
+        self.received.ack_when_idle()
     }
 
     /// Whether frames came since the last `ACK`.
@@ -280,9 +285,18 @@ impl Session {
         self.received.has_unacked()
     }
 
-    /// The `ACK` to send now, if anything came since the last one.
-    pub(crate) fn take_ack(&self) -> Option<Ack> {
-        self.received.take_ack().map(|received| Ack { received })
+    /// Sends the `ACK` of what came since the last one with `send`, if
+    /// anything did; the count is taken and the `ACK` queued under one
+    /// lock, so that `ACK`s leave in the order of their counts.
+    pub(crate) fn send_ack(
+        &self,
+        send: impl FnOnce(Ack) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        let _order = lock(&self.ack_order);
+        match self.received.take_ack() {
+            Some(received) => send(Ack { received }),
+            None => Ok(()),
+        }
     }
 
     /// Takes the server's `ACK`: the frames it acknowledges are dropped.

@@ -125,8 +125,9 @@ pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_fram
         if link.lost_reason().is_some() {
             return;
         }
-        if let Some(ack) = session.take_ack()
-            && send_ack(&link, &ack, max_frame_size).is_err()
+        if session
+            .send_ack(|ack| send_ack(&link, &ack, max_frame_size))
+            .is_err()
         {
             return;
         }

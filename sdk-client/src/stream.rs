@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 use crate::error::CloseReason;
-use crate::events::LinkEvents;
+use crate::events::{LinkEvents, read_or_idle};
 use crate::outbound::{Outbound, Wire};
 use crate::send::{Mode, SendError};
 use crate::socket::{Flush, ReadSpares, Reads, io_reason};
@@ -333,17 +333,18 @@ async fn read_until_closed(
             }
         };
         // Shut on purpose: as a shut socket reads its end.
-        let Some(got) = spares.wait(next).await else {
+        let Some(got) = read_or_idle(events, spares.wait(next)).await else {
             return CloseReason::PeerClosed;
         };
-        let got = match got {
+        match got {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(got) => got,
+            Ok(got) => {
+                read_size.read(got, room);
+                out.reads.note();
+            }
             Err(error) => return io_reason(&error),
-        };
-        read_size.read(got, room);
-        out.reads.note();
-        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events, got < room) {
+        }
+        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
             return reason;
         }
         spares.give_back(&mut read_size, &mut buf);

@@ -14,7 +14,7 @@ use ternio_protocol::frame::FrameDecoder;
 use tokio::net::TcpStream;
 
 use crate::error::{ClientError, CloseReason};
-use crate::events::LinkEvents;
+use crate::events::{LinkEvents, read_or_idle};
 use crate::outbound::Wire;
 use crate::socket::{ReadSpares, SocketOut, io_reason, read_draining};
 
@@ -55,20 +55,21 @@ async fn read_until_closed(
         // The socket's own read-readiness slot (the reader is its only
         // reader): cheaper than `readable()`, which queues a waiter.
         let ready = poll_fn(|cx| out.stream().poll_read_ready(cx));
-        if let Err(error) = spares.wait(ready).await {
+        if let Err(error) = read_or_idle(events, spares.wait(ready)).await {
             return io_reason(&error);
         }
         spares.reserve(&mut read_size, &decoder, &mut buf);
         let room = buf.capacity() - buf.len();
-        let got = match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
+        match read_draining(out.stream(), room, || out.stream().try_read_buf(&mut buf)) {
             Ok(0) => return CloseReason::PeerClosed,
-            Ok(got) => got,
+            Ok(got) => {
+                read_size.read(got, room);
+                out.note_received();
+            }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
             Err(error) => return io_reason(&error),
-        };
-        read_size.read(got, room);
-        out.note_received();
-        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events, got < room) {
+        }
+        if let Some(reason) = hand_over_frames(&mut decoder, &mut buf, events) {
             return reason;
         }
         spares.give_back(&mut read_size, &mut buf);
@@ -76,13 +77,11 @@ async fn read_until_closed(
 }
 
 /// Hands every whole frame in `buf` to `events`, then tells it they were
-/// handed over, and whether the read `drained` the socket; returns why to
-/// stop reading, if it must.
+/// handed over; returns why to stop reading, if it must.
 pub(crate) fn hand_over_frames(
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,
     events: &impl LinkEvents,
-    drained: bool,
 ) -> Option<CloseReason> {
     let reason = loop {
         match decoder.decode_mut(buf) {
@@ -95,6 +94,6 @@ pub(crate) fn hand_over_frames(
             Err(error) => break Some(CloseReason::Protocol(error.to_string())),
         }
     };
-    let after = events.frames_handed(drained);
-    reason.or(after)
+    events.frames_handed();
+    reason
 }

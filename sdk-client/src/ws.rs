@@ -38,7 +38,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::error::{ClientError, CloseReason};
-use crate::events::LinkEvents;
+use crate::events::{LinkEvents, read_or_idle};
 use crate::outbound::Wire;
 use crate::socket::{SocketOut, read_draining};
 use crate::stream::{BoxStream, StreamOut};
@@ -254,10 +254,6 @@ impl WsOut {
 pub(crate) struct WsSocket {
     io: WsIo,
     count: ReadCount,
-    /// Whether the last read took all the socket had (it filled less than
-    /// its room): the messages tungstenite returns from it find the reader
-    /// keeping up ([`LinkEvents::frames_handed`]).
-    drained: bool,
 }
 
 /// What a [`WsSocket`] reads from and writes to.
@@ -276,7 +272,6 @@ impl WsSocket {
         Self {
             io,
             count: ReadCount::new(),
-            drained: false,
         }
     }
 }
@@ -292,13 +287,11 @@ impl AsyncRead for WsSocket {
             WsIo::Socket(out) => out,
             WsIo::Stream { out, read } => {
                 let before = buf.filled().len();
-                let room = buf.remaining();
                 ready!(Pin::new(read).poll_read(cx, buf))?;
                 let got = &buf.filled()[before..];
                 if !got.is_empty() {
                     out.note_received();
                 }
-                this.drained = got.len() < room;
                 this.count.count(got);
                 return Poll::Ready(Ok(()));
             }
@@ -314,7 +307,6 @@ impl AsyncRead for WsSocket {
                         out.note_received();
                     }
                     this.count.count(&unfilled[..n]);
-                    this.drained = n < room;
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
@@ -439,12 +431,6 @@ impl Reader {
         self.pinged |= matches!(message, Message::Ping(_));
     }
 
-    /// Whether the socket read the last message came from took all the
-    /// socket had.
-    fn drained(&self) -> bool {
-        self.ws.get_ref().drained
-    }
-
     /// Whether a large message went by and tungstenite now holds no byte
     /// it read and did not return (nor a pong to send).
     fn may_give_buffers_back(&self) -> bool {
@@ -478,7 +464,7 @@ impl Reader {
             let message = match close_request.as_mut() {
                 Some(request) => tokio::select! {
                     biased;
-                    message = self.ws.next() => message,
+                    message = read_or_idle(events, self.ws.next()) => message,
                     frame = request => {
                         close_request = None;
                         if let Ok(frame) = frame {
@@ -488,7 +474,7 @@ impl Reader {
                         continue;
                     }
                 },
-                None => self.ws.next().await,
+                None => read_or_idle(events, self.ws.next()).await,
             };
             let Some(message) = message else {
                 break CloseReason::PeerClosed;
@@ -500,7 +486,7 @@ impl Reader {
             self.note(&message);
             let refusal = match message {
                 Message::Binary(bytes) => match Frame::parse(bytes, max) {
-                    Ok(frame) => match hand_over(events, frame, &mut open_buf, self.drained()) {
+                    Ok(frame) => match hand_over(events, frame, &mut open_buf) {
                         // The server's own choice for this case (docs/PROTOCOL.md).
                         Some(reason @ CloseReason::DecryptFailed(_)) => {
                             (CloseCode::Policy, "decrypt failed", reason)
@@ -542,15 +528,13 @@ impl Reader {
 }
 
 /// Hands one message's frame to `events`, then tells it the frame was
-/// handed over (a message is what one read of the WebSocket gives), and
-/// whether the socket read it came from was `drained`.
+/// handed over (a message is what one read of the WebSocket gives).
 fn hand_over(
     events: &impl LinkEvents,
     frame: Frame,
     open_buf: &mut BytesMut,
-    drained: bool,
 ) -> Option<CloseReason> {
     let handled = events.on_frame(frame, open_buf);
-    let after = events.frames_handed(drained);
-    handled.or(after)
+    events.frames_handed();
+    handled
 }
