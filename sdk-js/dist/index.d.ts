@@ -33,7 +33,7 @@ export { TernioError, type Disconnect, type ErrorKind, type ErrorDetails } from 
 export { Writer, Reader, u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, bool, unit, varint, string, bytes, vec, option, array, struct, enumType, packet, lazy, opaque, type Type, type ValueOf, type Fields, type StructValue, type PacketType, type PacketOptions, type SelfResponse, } from './codec.js';
 export { lz4CompressBlock, lz4DecompressBlock, compressBody, decompressBody, maybeCompress, type FrameFields, } from './lz4.js';
 export { encodeFrame, decodeFrame, type Frame, type FrameInit } from './frame.js';
-export { DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_HELD_BACK_BYTES, ReplayBuffer, AckSchedule, resumeBody, type ResumeOptions, } from './resume.js';
+export { DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_IDLE_BYTES, ReplayBuffer, AckSchedule, resumeBody, type ResumeOptions, } from './resume.js';
 export type { ReconnectOptions } from './reconnect.js';
 export type { CloseInfo, StateEvent, SessionEvent } from './events.js';
 export type { Upload } from './streams.js';

@@ -33,5 +33,5 @@ export { TernioError } from './errors.js';
 export { Writer, Reader, u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, bool, unit, varint, string, bytes, vec, option, array, struct, enumType, packet, lazy, opaque, } from './codec.js';
 export { lz4CompressBlock, lz4DecompressBlock, compressBody, decompressBody, maybeCompress, } from './lz4.js';
 export { encodeFrame, decodeFrame } from './frame.js';
-export { DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_HELD_BACK_BYTES, ReplayBuffer, AckSchedule, resumeBody, } from './resume.js';
+export { DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_IDLE_BYTES, ReplayBuffer, AckSchedule, resumeBody, } from './resume.js';
 export { Client, } from './client.js';

@@ -17,13 +17,13 @@ export declare const ACK_EVERY_BYTES: number;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export declare const ACK_DELAY = 200;
 /**
- * Once this many bytes of pushes and stream frames (what a server holds
- * while its replay buffer is full; answers do not count) are
- * unacknowledged, the ACK goes as soon as the client has handled what came
- * in (a 0 ms timer), not at a byte limit or the delay: a server waiting
- * for room gets it at once.
+ * Once this many bytes are unacknowledged with pushes or stream frames
+ * among them (what a server holds while its replay buffer is full; answers
+ * alone do not count), the ACK goes as soon as the client has handled what
+ * came in (a 0 ms timer), not at a byte limit or the delay: a server
+ * waiting for room gets it at once.
  */
-export declare const ACK_HELD_BACK_BYTES: number;
+export declare const ACK_IDLE_BYTES: number;
 /**
  * Whether frames with this opcode are counted, acknowledged and replayed:
  * the application's (`0x0000..=0xFEFF`) and, since 2026-12, the stream
@@ -93,8 +93,8 @@ export declare class AckSchedule {
     acked: number;
     /** Bytes received since the last acknowledgement. */
     unackedBytes: number;
-    /** Of those, the bytes of pushes and stream frames (not answers). */
-    heldBackBytes: number;
+    /** Whether pushes or stream frames (not answers) are among them. */
+    heldBack: boolean;
     constructor({ frames, bytes }?: {
         frames?: number;
         bytes?: number;
@@ -106,7 +106,7 @@ export declare class AckSchedule {
      * @returns Whether an ACK is due now.
      */
     received(size: number, heldBack?: boolean): boolean;
-    /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+    /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
     get dueSoon(): boolean;
     /** Whether frames were received since the last acknowledgement. */
     get hasUnacked(): boolean;

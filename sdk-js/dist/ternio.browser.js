@@ -646,7 +646,7 @@ var DEFAULT_REPLAY_BYTES = 64 * 1024;
 var ACK_EVERY_FRAMES = 1024;
 var ACK_EVERY_BYTES = 32 * 1024;
 var ACK_DELAY = 200;
-var ACK_HELD_BACK_BYTES = 8 * 1024;
+var ACK_IDLE_BYTES = 8 * 1024;
 var TICKET_LEN = 32;
 var PLAIN_PATTERN = 0;
 var isCounted = (opcode) => opcode <= 65279 || opcode >= 65293 && opcode <= 65296;
@@ -736,8 +736,8 @@ var AckSchedule = class {
   acked = 0;
   /** Bytes received since the last acknowledgement. */
   unackedBytes = 0;
-  /** Of those, the bytes of pushes and stream frames (not answers). */
-  heldBackBytes = 0;
+  /** Whether pushes or stream frames (not answers) are among them. */
+  heldBack = false;
   constructor({ frames = ACK_EVERY_FRAMES, bytes: bytes2 = ACK_EVERY_BYTES } = {}) {
     this.everyFrames = frames;
     this.everyBytes = bytes2;
@@ -751,12 +751,12 @@ var AckSchedule = class {
   received(size, heldBack = false) {
     this.count++;
     this.unackedBytes += size;
-    if (heldBack) this.heldBackBytes += size;
+    if (heldBack) this.heldBack = true;
     return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
   }
-  /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+  /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
   get dueSoon() {
-    return this.heldBackBytes >= ACK_HELD_BACK_BYTES;
+    return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
   }
   /** Whether frames were received since the last acknowledgement. */
   get hasUnacked() {
@@ -766,7 +766,7 @@ var AckSchedule = class {
   take() {
     this.acked = this.count;
     this.unackedBytes = 0;
-    this.heldBackBytes = 0;
+    this.heldBack = false;
     return this.count;
   }
 };
@@ -5966,7 +5966,7 @@ export {
   ACK_DELAY,
   ACK_EVERY_BYTES,
   ACK_EVERY_FRAMES,
-  ACK_HELD_BACK_BYTES,
+  ACK_IDLE_BYTES,
   AckSchedule,
   Client,
   DEFAULT_MAX_FRAME_SIZE,

@@ -43,7 +43,7 @@ export {
 } from './lz4.js';
 export { encodeFrame, decodeFrame, type Frame, type FrameInit } from './frame.js';
 export {
-  DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_HELD_BACK_BYTES, ReplayBuffer, AckSchedule, resumeBody,
+  DEFAULT_REPLAY_BYTES, ACK_EVERY_FRAMES, ACK_EVERY_BYTES, ACK_DELAY, ACK_IDLE_BYTES, ReplayBuffer, AckSchedule, resumeBody,
   type ResumeOptions,
 } from './resume.js';
 export type { ReconnectOptions } from './reconnect.js';

@@ -20,13 +20,13 @@ export const ACK_EVERY_BYTES = 32 * 1024;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export const ACK_DELAY = 200;
 /**
- * Once this many bytes of pushes and stream frames (what a server holds
- * while its replay buffer is full; answers do not count) are
- * unacknowledged, the ACK goes as soon as the client has handled what came
- * in (a 0 ms timer), not at a byte limit or the delay: a server waiting
- * for room gets it at once.
+ * Once this many bytes are unacknowledged with pushes or stream frames
+ * among them (what a server holds while its replay buffer is full; answers
+ * alone do not count), the ACK goes as soon as the client has handled what
+ * came in (a 0 ms timer), not at a byte limit or the delay: a server
+ * waiting for room gets it at once.
  */
-export const ACK_HELD_BACK_BYTES = 8 * 1024;
+export const ACK_IDLE_BYTES = 8 * 1024;
 
 const TICKET_LEN = 32;
 /** RESUME's pattern for a plain session: no Noise handshake. */
@@ -144,8 +144,8 @@ export class AckSchedule {
   acked = 0;
   /** Bytes received since the last acknowledgement. */
   unackedBytes = 0;
-  /** Of those, the bytes of pushes and stream frames (not answers). */
-  heldBackBytes = 0;
+  /** Whether pushes or stream frames (not answers) are among them. */
+  heldBack = false;
 
   constructor({ frames = ACK_EVERY_FRAMES, bytes = ACK_EVERY_BYTES }: { frames?: number; bytes?: number } = {}) {
     this.everyFrames = frames;
@@ -161,13 +161,13 @@ export class AckSchedule {
   received(size: number, heldBack = false): boolean {
     this.count++;
     this.unackedBytes += size;
-    if (heldBack) this.heldBackBytes += size;
+    if (heldBack) this.heldBack = true;
     return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
   }
 
-  /** Whether enough pushes and stream frames wait for an ACK that it goes once what came in is handled. */
+  /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
   get dueSoon(): boolean {
-    return this.heldBackBytes >= ACK_HELD_BACK_BYTES;
+    return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
   }
 
   /** Whether frames were received since the last acknowledgement. */
@@ -179,7 +179,7 @@ export class AckSchedule {
   take(): number {
     this.acked = this.count;
     this.unackedBytes = 0;
-    this.heldBackBytes = 0;
+    this.heldBack = false;
     return this.count;
   }
 }

@@ -205,7 +205,7 @@ test('ACK schedule: every 1,024 frames, at 32 KiB, 200 ms after the first unackn
   await client.close();
 });
 
-test('8 KiB of pushes or stream frames are acknowledged once what came in is handled; answers wait for the delay', async (t) => {
+test('8 KiB with pushes or stream frames among them are acknowledged once what came in is handled; answers alone wait for the delay', async (t) => {
   const { client } = await setup(t);
   const socket = FakeSocket.last;
   const acks = () => sentWith(socket, SystemOpcode.ACK).map(ackCount);
@@ -229,6 +229,13 @@ test('8 KiB of pushes or stream frames are acknowledged once what came in is han
   assert.deepEqual(acks(), [2, 4], 'once what came in was handled');
   await advance(t, 1000);
   assert.deepEqual(acks(), [2, 4], 'nothing more while everything is acknowledged');
+  // Answers count toward the 8 KiB once a push is among them.
+  const more = [1, 2].map(() => client.request(Echo, { payload: new Uint8Array(4096) }));
+  for (const frame of sentWith(socket, Echo.opcode).slice(2)) echoReply(socket, frame);
+  await Promise.all(more);
+  socket.receive(note(1));
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2, 4, 7]);
   await client.close();
 });
 
