@@ -443,17 +443,3 @@ async fn refusals_are_counted_by_reason() {
     )
     .await;
 }
-
-/// The text the Prometheus endpoint serves (empty while it is not up).
-async fn scrape(address: SocketAddr) -> String {
-    let Ok(mut stream) = TcpStream::connect(address).await else {
-        return String::new();
-    };
-    let request = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    if stream.write_all(request).await.is_err() {
-        return String::new();
-    }
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text).await;
-    text
-}

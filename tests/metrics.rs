@@ -15,27 +15,6 @@ use ternio::metrics::REQUEST_DURATION_BUCKETS;
 use ternio::protocol::ErrorCode;
 use ternio_client::Client;
 use ternio_tests::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// The text the endpoint serves.
-async fn scrape(address: std::net::SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    text
-}
-
-/// The value of the sample whose line starts with `series`.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-}
 
 /// One sample line of the exposition format.
 #[derive(Debug)]

@@ -1266,16 +1266,23 @@ async fn a_server_at_its_limit_resumes_a_waiting_session_and_nothing_else() {
 
 /// A resumed session takes its new link's address and transport: the
 /// application sees where its client is now, not where it was (a phone
-/// that changed networks, then a client that moved to WebSocket).
+/// that changed networks, then a client that moved to WebSocket), and so
+/// do the connection gauges. (The only test of this binary with a metrics
+/// endpoint: the gauges count this server's connections alone.)
 #[tokio::test]
 async fn a_resumed_session_takes_its_new_links_address_and_transport() {
     let seen = Arc::new(Seen::default());
     let hooks = Arc::clone(&seen);
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let (tcp, ws, _server) = start_server_with_ws(move |builder| {
         with_hooks(
             builder.resumable(Duration::from_secs(10), 64 * 1024),
             &hooks,
         )
+        .prometheus(metrics)
     });
     let mut session = Session::plain_from([127, 0, 6, 1], tcp).await;
     session.ask_ticket().await;
@@ -1346,6 +1353,14 @@ async fn a_resumed_session_takes_its_new_links_address_and_transport() {
         Some(&(from, Transport::WebSocket))
     );
     assert_eq!(seen.resumed.load(Ordering::SeqCst), 2);
+    // One connection, the session's, now a WebSocket one (the links that
+    // resumed it counted while they were their own, then handed over).
+    let gauge = |transport: &str| format!("ternio_connections{{transport=\"{transport}\"}}");
+    eventually_async(PATIENCE, "the gauges moved with the session", async || {
+        let text = scrape(metrics).await;
+        sample(&text, &gauge("tcp")) == Some(0.0) && sample(&text, &gauge("websocket")) == Some(1.0)
+    })
+    .await;
 }
 
 /// The `ACK` schedule starts again from a resumption's answer, which

@@ -20,6 +20,7 @@ mod conditioner;
 mod delay;
 mod process;
 mod proxy;
+mod scrape;
 mod sealed;
 mod tamper;
 mod wait;
@@ -27,6 +28,7 @@ pub use conditioner::{Fate, Impairment, LinkStats, Rng, UdpConditioner, seed};
 pub use delay::{DelayProxy, StreamLink};
 pub use process::{exit_within, terminate};
 pub use proxy::CuttingProxy;
+pub use scrape::{sample, scrape};
 pub use sealed::SealedConnection;
 pub use tamper::{Rewrite, TamperingProxy};
 pub use wait::{
