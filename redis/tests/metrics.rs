@@ -10,35 +10,13 @@ use std::time::{Duration, Instant};
 
 use ternio::{Packet, Server};
 use ternio_redis::{ClusterSecret, RedisBackplane, RedisConfig};
+use ternio_testkit::prometheus::{sample, scrape};
 use ternio_testkit::redis_server::RedisServer;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// 0x0600, broadcast to every node.
 #[derive(Debug, Clone, PartialEq, Eq, Packet)]
 #[packet(opcode = 0x0600)]
 struct Note(u32);
-
-/// The text the endpoint serves (empty while it is not up).
-async fn scrape(address: std::net::SocketAddr) -> String {
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return String::new();
-    };
-    let request = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    if stream.write_all(request).await.is_err() {
-        return String::new();
-    }
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text).await;
-    text
-}
-
-/// The value of the sample whose line starts with `series`.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-}
 
 #[tokio::test]
 async fn the_backplane_metrics_reach_the_servers_prometheus_endpoint() {

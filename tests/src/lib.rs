@@ -20,7 +20,6 @@ mod conditioner;
 mod delay;
 mod process;
 mod proxy;
-mod scrape;
 mod sealed;
 mod tamper;
 mod wait;
@@ -28,9 +27,9 @@ pub use conditioner::{Fate, Impairment, LinkStats, Rng, UdpConditioner, seed};
 pub use delay::{DelayProxy, StreamLink};
 pub use process::{exit_within, terminate};
 pub use proxy::CuttingProxy;
-pub use scrape::{sample, scrape};
 pub use sealed::SealedConnection;
 pub use tamper::{Rewrite, TamperingProxy};
+pub use ternio_testkit::prometheus::{sample, scrape};
 pub use wait::{
     Lateness, PATIENCE, eventually, eventually_async, eventually_within, spawn_started,
 };
