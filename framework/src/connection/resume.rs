@@ -521,12 +521,15 @@ async fn take_over(engine: &mut Engine) {
             );
         }
     };
-    // The client proved itself: ask the task that holds the session.
+    // The client proved itself: ask the task that holds the session. Both
+    // steps within the timeout: asking waits too while an earlier request
+    // fills the holder's channel.
     let (reply, handoff) = oneshot::channel();
-    if entry.take_over(reply).await.is_err() {
-        return refuse(engine, header, "the session ended");
-    }
-    let Ok(Ok(handoff)) = tokio::time::timeout(HANDOVER_TIMEOUT, handoff).await else {
+    let handed = tokio::time::timeout(HANDOVER_TIMEOUT, async {
+        entry.take_over(reply).await?;
+        handoff.await.map_err(drop)
+    });
+    let Ok(Ok(handoff)) = handed.await else {
         return refuse(engine, header, "the session ended");
     };
     let mut session = *downcast(handoff);
