@@ -1,6 +1,7 @@
 //! The echo path and the push path allocate nothing per frame in steady
 //! state: over TCP and WebSocket, plain and sealed, one request at a time
-//! and pipelined; nor does the Rust client per request.
+//! and pipelined; nor does the Rust client per request, nor a resumable
+//! session on either side (which keeps a copy of each frame).
 //!
 //! A counting global allocator watches the whole process while a blocking
 //! client thread (which itself allocates nothing in its loop) sends
@@ -621,6 +622,63 @@ fn the_client_allocates_nothing_per_request() {
                     "the client ({link}, {size} B) allocated {allocations} times in 10,000 requests"
                 );
             }
+        }
+    });
+}
+
+/// Resumption keeps a copy of every frame until the peer acknowledges it,
+/// on both sides: in steady state that copy goes into buffers already
+/// there, and an echo allocates nothing on the server or the client.
+#[test]
+fn a_resumable_session_allocates_nothing_per_request() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let server = Server::builder()
+        .discover_controllers(false)
+        .controller(EchoOnly)
+        .map_tcp("127.0.0.1:0")
+        .resumable(std::time::Duration::from_secs(30), 64 * 1024)
+        .build()
+        .unwrap();
+    let address = server.tcp_addrs()[0];
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(server.run()).unwrap();
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut config = ternio_client::ClientConfig::default();
+        config.reconnect = Some(ternio_client::ReconnectPolicy::default());
+        // It asks for its ticket first: the server answers that before
+        // the first echo, so every echo below is counted and kept.
+        let client = ternio_client::Client::connect_tcp_with(address, config)
+            .await
+            .unwrap();
+        for size in [32usize, 1024] {
+            let echo = Echo {
+                payload: Bytes::from(vec![0x5A; size]),
+            };
+            for _ in 0..2_000 {
+                client.request_async(&echo).await.unwrap();
+            }
+            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            for _ in 0..10_000 {
+                client.request_async(&echo).await.unwrap();
+            }
+            let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+            println!("resumable, {size} B echo: {allocations} allocations in 10,000 requests");
+            assert_eq!(
+                allocations, 0,
+                "a resumable session's {size} B echo allocated {allocations} times in 10,000 requests"
+            );
         }
     });
 }

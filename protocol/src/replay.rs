@@ -14,8 +14,6 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
-
 use crate::frame::{HEADER_LEN, Header};
 
 /// The clock [`AckSchedule`] takes: `std::time::Instant`, or `web_time`'s
@@ -95,9 +93,11 @@ struct Kept {
 ///
 /// Bodies sit one after the other in one buffer, headers in a ring beside
 /// it; an acknowledgement moves the buffer's start, and later frames reuse
-/// the room (the buffer moves its bytes down rather than grow when it can).
-/// Once both have grown to the traffic's high-water mark, recording a frame
-/// allocates nothing.
+/// the room: a frame that does not fit after the last moves the bodies not
+/// yet acknowledged down to the front first, and the buffer grows only
+/// when they and the frame do not fit in it together. So it grows to the
+/// most it holds at once (at most the bound and a frame), and once it has,
+/// recording a frame allocates nothing.
 ///
 /// When a frame would take it past its bound, it drops everything and stays
 /// *overflowed*: this side can no longer replay, so the session is no longer
@@ -105,7 +105,10 @@ struct Kept {
 /// [`sent`](Self::sent) keeps counting.
 pub struct ReplayBuffer {
     limit: usize,
-    bodies: BytesMut,
+    bodies: Vec<u8>,
+    /// Where the first body not acknowledged starts in `bodies` (those
+    /// before it are acknowledged, their room not yet reused).
+    start: usize,
     frames: VecDeque<Kept>,
     /// Body offset (over every body byte ever kept) of `bodies[0]`.
     base: u64,
@@ -145,7 +148,8 @@ impl ReplayBuffer {
     pub fn new(limit_bytes: usize) -> Self {
         Self {
             limit: limit_bytes,
-            bodies: BytesMut::new(),
+            bodies: Vec::new(),
+            start: 0,
             frames: VecDeque::new(),
             base: 0,
             bytes: 0,
@@ -171,6 +175,12 @@ impl ReplayBuffer {
             self.overflow();
             return false;
         }
+        if self.bodies.capacity() - self.bodies.len() < body.len() && self.start > 0 {
+            // Reuse the room of what was acknowledged before growing.
+            self.bodies.drain(..self.start);
+            self.base += self.start as u64;
+            self.start = 0;
+        }
         let start = self.base + self.bodies.len() as u64;
         self.bodies.extend_from_slice(body);
         self.frames.push_back(Kept {
@@ -185,7 +195,8 @@ impl ReplayBuffer {
     fn overflow(&mut self) {
         self.overflowed = true;
         // Give the memory back: nothing will be kept again.
-        self.bodies = BytesMut::new();
+        self.bodies = Vec::new();
+        self.start = 0;
         self.frames = VecDeque::new();
         self.bytes = 0;
     }
@@ -227,10 +238,15 @@ impl ReplayBuffer {
                 .frames
                 .pop_front()
                 .expect("frames below `sent` are kept");
-            self.bodies.advance(kept.len);
-            self.base += kept.len as u64;
+            self.start += kept.len;
             self.bytes -= HEADER_LEN + kept.len;
             self.first += 1;
+        }
+        if self.start == self.bodies.len() {
+            // All acknowledged: the next frame starts at the front.
+            self.base += self.start as u64;
+            self.bodies.clear();
+            self.start = 0;
         }
         Ok(())
     }
@@ -554,6 +570,40 @@ mod tests {
         let mut small = ReplayBuffer::new(10);
         assert!(!small.record(header(0), &[0; 4]));
         assert!(small.is_overflowed());
+    }
+
+    #[test]
+    fn frames_always_in_flight_reuse_the_buffer_without_growing_past_the_bound() {
+        // Twenty frames of 100 bytes always unacknowledged, ten recorded
+        // and ten acknowledged at a time (at most 3,210 bytes of a
+        // 4,096-byte bound kept).
+        let mut buffer = ReplayBuffer::new(4096);
+        let mut capacities = Vec::new();
+        for round in 0..1_000u64 {
+            for id in 0..10 {
+                assert!(buffer.record(header(id), &[round as u8; 100]));
+            }
+            if buffer.sent() > 20 {
+                buffer.acknowledge(buffer.sent() - 20).unwrap();
+            }
+            capacities.push(buffer.bodies.capacity());
+        }
+        assert!(
+            buffer.bodies.capacity() <= 4096,
+            "{}",
+            buffer.bodies.capacity()
+        );
+        assert!(
+            capacities[10..].windows(2).all(|pair| pair[0] == pair[1]),
+            "it grew after the first rounds: {capacities:?}"
+        );
+        // What is kept is still what was sent, in order.
+        let kept: Vec<u8> = buffer
+            .replay_from(buffer.sent() - 20)
+            .unwrap()
+            .map(|(_, body)| body[0])
+            .collect();
+        assert_eq!(kept, [[998u64 as u8; 10], [999u64 as u8; 10]].concat());
     }
 
     #[test]
