@@ -62,7 +62,7 @@ impl LinkEvents for Inbound {
         if self.shared.wants_resume()
             && self.shared.session().ack_when_idle()
             && self.shared.links().accepts(&self.link)
-            && let Some(reason) = self.ack_if(true)
+            && let Some(reason) = self.send_ack()
         {
             self.lost(reason);
         }
@@ -250,12 +250,14 @@ impl Inbound {
     }
 
     /// Sends the session's `ACK` when one is `due` (every 1,024 frames or 32
-    /// KiB received, or 8 KiB with pushes among them once the reader is
-    /// idle); returns why the link is lost, if sending showed it.
+    /// KiB received); returns why the link is lost, if sending showed it.
     fn ack_if(&self, due: bool) -> Option<CloseReason> {
-        if !due {
-            return None;
-        }
+        due.then(|| self.send_ack()).flatten()
+    }
+
+    /// Sends the session's `ACK` of what came since the last one, if
+    /// anything did; returns why the link is lost, if sending showed it.
+    fn send_ack(&self) -> Option<CloseReason> {
         let max = self.max_frame_size();
         let sent = self
             .shared
