@@ -4717,8 +4717,6 @@ var Client = class _Client {
     resume: null,
     handshake: null
   };
-  /** Whether the `ack` timer is the 0 ms one (`AckSchedule.dueSoon`), not the delay. */
-  #ackSoon = false;
   /** Resumption's state (section 4.2); null when the client does not resume sessions. */
   #session = null;
   /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
@@ -5492,12 +5490,12 @@ var Client = class _Client {
     const acks = this.#session?.acks;
     if (!acks || this.#resuming) return false;
     const answer = (frame.flags & Flags.RESPONSE) !== 0 && frame.requestId !== 0;
+    const wasSoon = acks.dueSoon;
     const due = acks.received(HEADER_LEN + frame.body.length, !answer);
     if (due) return true;
     const soon = acks.dueSoon;
-    if (!this.#timers.ack || soon && !this.#ackSoon) {
+    if (!this.#timers.ack || soon && !wasSoon) {
       clearTimeout(this.#timers.ack ?? void 0);
-      this.#ackSoon = soon;
       this.#timers.ack = unref(setTimeout(() => {
         this.#timers.ack = null;
         this.#sendAck();
@@ -5509,7 +5507,6 @@ var Client = class _Client {
   #sendAck() {
     clearTimeout(this.#timers.ack ?? void 0);
     this.#timers.ack = null;
-    this.#ackSoon = false;
     const acks = this.#session?.acks;
     if (!acks?.hasUnacked || !this.isOpen) return;
     this.#write(encodeFrame({ opcode: SystemOpcode.ACK, body: u64.encode(BigInt(acks.take())) }));
@@ -5538,7 +5535,6 @@ var Client = class _Client {
   #stopLinkTimers() {
     for (const key of ["connect", "keepalive", "healthy", "ack", "resume", "handshake"]) clearTimeout(this.#timers[key] ?? void 0);
     this.#timers.ack = null;
-    this.#ackSoon = false;
     this.#resuming?.pending?.abandon();
     this.#resuming = null;
     if (this.#keepalive) clearTimeout(this.#keepalive.timer ?? void 0);

@@ -293,8 +293,6 @@ export class Client {
   #timers: Record<'connect' | 'keepalive' | 'healthy' | 'retry' | 'ack' | 'resume' | 'handshake', Timer> = {
     connect: null, keepalive: null, healthy: null, retry: null, ack: null, resume: null, handshake: null,
   };
-  /** Whether the `ack` timer is the 0 ms one (`AckSchedule.dueSoon`), not the delay. */
-  #ackSoon = false;
   /** Resumption's state (section 4.2); null when the client does not resume sessions. */
   #session: Session | null = null;
   /** The `RESUME` waiting for its answer on the current connection (`pending`: a secure session's). */
@@ -1163,14 +1161,16 @@ export class Client {
     const acks = this.#session?.acks;
     if (!acks || this.#resuming) return false;
     const answer = (frame.flags & Flags.RESPONSE) !== 0 && frame.requestId !== 0;
+    // `dueSoon` only turns true between ACKs, and the timer is set to 0 ms
+    // when it does: a timer set while it was true already is that one.
+    const wasSoon = acks.dueSoon;
     const due = acks.received(HEADER_LEN + frame.body.length, !answer);
     if (due) return true;
     // Enough pushes that the server may be holding more: the ACK goes on
     // the next turn of the event loop, after what already came in.
     const soon = acks.dueSoon;
-    if (!this.#timers.ack || (soon && !this.#ackSoon)) {
+    if (!this.#timers.ack || (soon && !wasSoon)) {
       clearTimeout(this.#timers.ack ?? undefined);
-      this.#ackSoon = soon;
       this.#timers.ack = unref(setTimeout(() => {
         this.#timers.ack = null;
         this.#sendAck();
@@ -1183,7 +1183,6 @@ export class Client {
   #sendAck(): void {
     clearTimeout(this.#timers.ack ?? undefined);
     this.#timers.ack = null;
-    this.#ackSoon = false;
     const acks = this.#session?.acks;
     if (!acks?.hasUnacked || !this.isOpen) return;
     this.#write(encodeFrame({ opcode: SystemOpcode.ACK, body: u64.encode(BigInt(acks.take())) }));
@@ -1215,7 +1214,6 @@ export class Client {
   #stopLinkTimers(): void {
     for (const key of ['connect', 'keepalive', 'healthy', 'ack', 'resume', 'handshake'] as const) clearTimeout(this.#timers[key] ?? undefined);
     this.#timers.ack = null;
-    this.#ackSoon = false;
     this.#resuming?.pending?.abandon();
     this.#resuming = null;
     if (this.#keepalive) clearTimeout(this.#keepalive.timer ?? undefined);
