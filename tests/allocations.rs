@@ -168,6 +168,15 @@ fn serve_on_own_thread(server: ternio::Server) {
     });
 }
 
+/// The runtime the client tests run their clients on: two workers.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The allocations of the whole process while `client` makes 10,000
 /// echoes of `size` bytes, after 2,000 to warm up.
 async fn client_echo_allocations(client: &ternio_client::Client, size: usize) -> u64 {
@@ -610,11 +619,7 @@ fn the_client_allocates_nothing_per_request() {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (tcp, ws) = start_both();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = client_runtime();
     runtime.block_on(async {
         let over_tcp = ternio_client::Client::connect_tcp(tcp).await.unwrap();
         let over_ws = ternio_client::Client::connect_ws(&format!("ws://{ws}/ws"))
@@ -654,11 +659,7 @@ fn a_resumable_session_allocates_nothing_per_request() {
         .unwrap();
     let address = server.tcp_addrs()[0];
     serve_on_own_thread(server);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = client_runtime();
     runtime.block_on(async {
         let mut config = ternio_client::ClientConfig::default();
         config.reconnect = Some(ternio_client::ReconnectPolicy::default());
