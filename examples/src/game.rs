@@ -294,11 +294,14 @@ impl Game {
 
     /// What the rooms measured so far, all rooms together.
     pub fn stats(&self) -> GameStats {
+        // Under the rooms' lock, which a closing room holds until its
+        // figures are in `closed`: a room is counted once, never missed.
+        let rooms = lock(&self.shared.rooms);
         let mut total = GameStats {
             bytes: *lock(&self.shared.bytes),
             ..*lock(&self.shared.closed)
         };
-        for room in lock(&self.shared.rooms).values() {
+        for room in rooms.values() {
             total.add(&room.stats());
         }
         total
@@ -404,7 +407,10 @@ impl Game {
         if seats.values().any(|seat| seat.room.name() == name) {
             return;
         }
-        if let Some(room) = lock(&self.shared.rooms).remove(name) {
+        // The room leaves the map and its figures enter `closed` under one
+        // hold of the rooms' lock, which `stats` takes too.
+        let mut rooms = lock(&self.shared.rooms);
+        if let Some(room) = rooms.remove(name) {
             room.stop();
             lock(&self.shared.closed).add(&room.stats());
         }
