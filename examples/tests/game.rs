@@ -104,7 +104,14 @@ async fn bots_get_snapshots_in_tick_order_and_their_inputs_move_them() {
     }
 
     let stats = game.stats();
-    assert!(stats.ticks >= 45, "only {} ticks in over 2 s", stats.ticks);
+    // 60 ticks in 2 s at 30 Hz; a loaded machine may skip some, which the
+    // room counts.
+    assert!(
+        stats.ticks + stats.skipped >= 45,
+        "only {} ticks and {} skipped in over 2 s",
+        stats.ticks,
+        stats.skipped
+    );
     assert_eq!(stats.dropped, 0);
     // Two bots of three bound a datagram channel: about two thirds of the
     // snapshots went by datagram (the first ones after a join may take the
@@ -118,13 +125,24 @@ async fn bots_get_snapshots_in_tick_order_and_their_inputs_move_them() {
     // A bot that closed before its connection left the room may miss the
     // last tick's snapshot ("failed": the connection was closing).
     assert!(stats.failed <= BOTS as u64, "{} failed", stats.failed);
-    assert!(stats.queued >= 3 * 45 - 6);
+    // Every snapshot a bot got was queued.
+    let received: u64 = reports.iter().map(|report| report.snapshots).sum();
+    assert!(stats.queued >= received, "{} < {received}", stats.queued);
     assert!(stats.bytes > 0);
     // Three bots' inputs at one a tick never fill a queue of 64.
     assert_eq!(stats.inputs_refused, 0);
     // The bots closed: the disconnect hook took their seats, and the room
-    // its members.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // its members. The hook runs on the server after a bot's close
+    // returned, and notes the departure last.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while game.departures().len() < BOTS {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            game.departures()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(game.players().is_empty(), "{:?}", game.players());
     assert!(handle.hub().members("arena").is_empty());
     // Its last player gone, the room stopped and went (no room ticks for
