@@ -719,7 +719,13 @@ async fn a_closed_connections_binding_is_gone_and_a_new_bind_replaces_the_old() 
     ran(&started.inputs, &[2]).await;
 
     drop(client);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The binding goes right after the connection leaves the hub, in the
+    // same call on the server.
+    eventually("the connection closed", || {
+        started._server.connection_count() == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     new.input(3).await;
     ran(&started.inputs, &[2]).await;
 }

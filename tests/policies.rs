@@ -466,8 +466,17 @@ async fn connect_and_disconnect_hooks_see_every_connection_and_cause() {
         .await
         .unwrap();
     polite.close().await;
+    // The hooks run on the server after the client saw its link close:
+    // each departure is awaited, so that the causes come in this order
+    // and the one connection left is the one to kick.
+    let events_reach = |count| {
+        let events = Arc::clone(&events);
+        move || events.lock().unwrap().len() == count
+    };
+    eventually("the polite client's disconnect event", events_reach(2)).await;
     let rude = RawConnection::connect(address).await;
     drop(rude);
+    eventually("the rude client's disconnect event", events_reach(4)).await;
     let kicked = Client::connect_tcp(address).await.unwrap();
     let Nick(_) = kicked.request_async(&WhoAmI).await.unwrap();
     let hub = server.hub();

@@ -492,6 +492,12 @@ async fn other_reasons_and_a_silent_close_reconnect() {
         let result = client.ping().await;
         assert!(matches!(result, Err(ClientError::Closed(_))), "{result:?}");
         wait_for_state(&client, ConnectionState::is_connected).await;
+        // Connected once the kernel accepted: the server's task counts it
+        // in its own time.
+        eventually("the server accepted the new connection", || {
+            accepted.load(Ordering::SeqCst) >= 2
+        })
+        .await;
         assert_eq!(
             accepted.load(Ordering::SeqCst),
             2,

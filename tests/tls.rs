@@ -204,7 +204,9 @@ async fn frames_and_websocket_travel_inside_tls_to_a_client_trusting_only_the_ca
         .unwrap();
     assert_echoed(&wss, Bytes::from_static(b"client over wss")).await;
     assert_echoed(&wss, Bytes::from(vec![9u8; 300_000])).await;
-    assert_eq!(server.connection_count(), 3);
+    // wss_echo dropped its stream without a close: the server sees it go
+    // in its own time.
+    eventually("three connections open", || server.connection_count() == 3).await;
     wss.close().await;
     eventually("the wss client's connection closed", || {
         server.connection_count() == 2
@@ -334,7 +336,7 @@ async fn pushes_held_for_acks_inside_tls_do_not_wait_for_the_ack_delay() {
         }
         let took = started.elapsed();
         assert!(
-            took < ternio::protocol::replay::ACK_DELAY * 5,
+            took < ternio::protocol::replay::ACK_DELAY * 10,
             "{took:?}: the pushes waited for the ACK delay"
         );
     }
