@@ -300,7 +300,7 @@ async fn pushes_held_for_acks_do_not_wait_for_the_ack_delay() {
     let url = format!("ws://{ws}/ws");
     let client = Client::connect_ws_with(&url, config(None)).await.unwrap();
     let over_ws = held_burst(client).await;
-    let delays = ternio::protocol::replay::ACK_DELAY * 5;
+    let delays = ternio::protocol::replay::ACK_DELAY * 10;
     assert!(
         over_tcp < delays && over_ws < delays,
         "TCP {over_tcp:?}, WebSocket {over_ws:?}: the pushes waited for the ACK delay"

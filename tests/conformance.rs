@@ -21,8 +21,8 @@ use ternio_examples::conformance::{
     self, BurstDone, Crash, Echo, Fail, Guarded, Held, Hold, Kick, Limited, Notice, PushBurst,
     Release, Released, SecureEcho, Slow,
 };
-use ternio_tests::RawConnection;
 use ternio_tests::SealedConnection;
+use ternio_tests::{RawConnection, spawn_started};
 
 /// The idle timeout of the server under test: it pings after 1 s of silence.
 const IDLE: Duration = Duration::from_secs(2);
@@ -130,15 +130,16 @@ async fn echo_check(kit: &Kit, transport: Transport, session: Session) {
 async fn out_of_order_check(kit: &Kit, transport: Transport, session: Session) {
     let client = Arc::new(client(kit, transport, session).await);
     let order = Arc::new(AtomicUsize::new(0));
-    let hold = tokio::spawn({
+    // Polled once before it is spawned: the Hold is on the wire before
+    // the Release.
+    let hold = spawn_started({
         let (client, order) = (Arc::clone(&client), Arc::clone(&order));
         async move {
             let held = client.request_async(&Hold { tag: 7 }).await;
             (held, order.fetch_add(1, Ordering::SeqCst))
         }
-    });
-    // The Hold is on the wire before the Release.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
     let released = client.request_async(&Release { tag: 7 }).await;
     let released_at = order.fetch_add(1, Ordering::SeqCst);
     let (held, held_at) = hold.await.unwrap();

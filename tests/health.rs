@@ -77,7 +77,7 @@ async fn healthz_and_readyz_answer_200_then_readyz_503_while_draining() {
 
     // A request in flight holds the drain open.
     let mut raw = RawConnection::connect(tcp).await;
-    raw.request(&Sleep { ms: 600, tag: 1 }, 1).await;
+    raw.request(&Sleep { ms: 2000, tag: 1 }, 1).await;
     raw.request(&Add { a: 1, b: 2 }, 2).await;
     assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
     handle.shutdown();
@@ -282,7 +282,7 @@ async fn the_prometheus_endpoint_on_the_health_address_shares_its_listener() {
     assert!(head.ends_with("\r\n\r\n"), "{head:?}");
 
     // Through the drain, the one listener still answers all three.
-    raw.request(&Sleep { ms: 600, tag: 2 }, 2).await;
+    raw.request(&Sleep { ms: 2000, tag: 2 }, 2).await;
     raw.request(&Add { a: 1, b: 2 }, 3).await;
     assert_eq!(raw.recv().await.unwrap().header.request_id, 3);
     handle.shutdown();

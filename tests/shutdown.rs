@@ -143,7 +143,8 @@ async fn an_awaited_shutdown_resolves_once_the_running_request_is_answered() {
 async fn drained_does_not_resolve_before_the_connections_close() {
     let (address, handle) = start_server(|b| b);
     let mut raw = RawConnection::connect(address).await;
-    raw.request(&Sleep { ms: 500, tag: 1 }, 1).await;
+    // Long enough to outlast the two waits below on a loaded machine.
+    raw.request(&Sleep { ms: 2000, tag: 1 }, 1).await;
     raw.request(&Add { a: 1, b: 2 }, 2).await;
     assert_eq!(raw.recv().await.unwrap().header.request_id, 2);
 

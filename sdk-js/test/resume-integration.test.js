@@ -252,7 +252,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     assert.equal((await download.next()).value.value, 0);
     proxy.setOpen(false);
     proxy.cutAll();
-    await sleep(1200);
+    await sleep(2500);
     proxy.setOpen(true);
     let error = null;
     for (;;) {
@@ -279,7 +279,7 @@ if (typeof globalThis.WebSocket !== 'function') {
     // The network is down for longer than the server keeps the session.
     proxy.setOpen(false);
     proxy.cutAll();
-    await sleep(1300);
+    await sleep(2500);
     proxy.setOpen(true);
     assert.deepEqual(await client.request(Echo, { payload: text('after') }), { payload: text('after') });
     assert.equal(sessions.length, 1);
