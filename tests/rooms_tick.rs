@@ -445,11 +445,23 @@ async fn a_member_whose_connection_closes_leaves() {
     assert!(started.room.is_empty());
     // A join and a leave between two ticks cancel: the simulation hears
     // of neither.
-    let before = log.lock().unwrap().joins.len();
-    let _ = started.room.join(staying) && started.room.leave(staying);
-    let ticks = started.room.stats().ticks;
-    eventually("two more ticks", || started.room.stats().ticks >= ticks + 2).await;
-    assert_eq!(log.lock().unwrap().joins.len(), before);
+    // A machine that preempts the test between the two calls lets a tick
+    // fall between them (the simulation then hears of both): a few tries.
+    let mut tries = 0;
+    loop {
+        let before = log.lock().unwrap().joins.len();
+        let _ = started.room.join(staying) && started.room.leave(staying);
+        let ticks = started.room.stats().ticks;
+        eventually("two more ticks", || started.room.stats().ticks >= ticks + 2).await;
+        if log.lock().unwrap().joins.len() == before {
+            break;
+        }
+        tries += 1;
+        assert!(
+            tries < 5,
+            "the simulation heard of a join cancelled by a leave"
+        );
+    }
     started.handle.shutdown();
 }
 
