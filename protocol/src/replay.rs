@@ -78,25 +78,17 @@ pub enum AckError {
     },
 }
 
-/// One kept frame: its header and where its body is.
-#[derive(Debug, Clone, Copy)]
-struct Kept {
-    header: Header,
-    /// Offset of the body, counted over every body byte ever kept.
-    start: u64,
-    len: usize,
-}
-
 /// The counted frames one side sent and the peer has not acknowledged, as
 /// plain frames (header with `ENCRYPTED` clear, plain body), bounded in
 /// bytes.
 ///
-/// Bodies sit one after the other in one buffer, headers in a ring beside
-/// it; an acknowledgement moves the buffer's start, and later frames reuse
-/// the room: a frame that does not fit after the last moves the bodies not
-/// yet acknowledged down to the front first, and the buffer grows only
-/// when they and the frame do not fit in it together. So it grows to the
-/// most it holds at once (at most the bound and a frame), and once it has,
+/// Frames sit one after the other in one buffer, each its 7 bytes of
+/// header then its body, with their body lengths in a ring beside it; an
+/// acknowledgement moves the buffer's start, and later frames reuse the
+/// room: a frame that does not fit after the last moves the frames not yet
+/// acknowledged down to the front first, and the buffer grows only when
+/// they and the frame do not fit in it together. So it grows to the most
+/// it holds at once (at most the bound and a frame), and once it has,
 /// recording a frame allocates nothing.
 ///
 /// When a frame would take it past its bound, it drops everything and stays
@@ -105,15 +97,13 @@ struct Kept {
 /// [`sent`](Self::sent) keeps counting.
 pub struct ReplayBuffer {
     limit: usize,
-    bodies: Vec<u8>,
-    /// Where the first body not acknowledged starts in `bodies` (those
+    /// The kept frames: header, then body, one frame after another.
+    frames: Vec<u8>,
+    /// Where the first frame not acknowledged starts in `frames` (those
     /// before it are acknowledged, their room not yet reused).
     start: usize,
-    frames: VecDeque<Kept>,
-    /// Body offset (over every body byte ever kept) of `bodies[0]`.
-    base: u64,
-    /// Bytes kept: headers and bodies.
-    bytes: usize,
+    /// The body length of each kept frame, oldest first.
+    lens: VecDeque<u32>,
     /// Number of the oldest frame kept (the acknowledgement, while not overflowed).
     first: u64,
     sent: u64,
@@ -126,8 +116,8 @@ impl fmt::Debug for ReplayBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplayBuffer")
             .field("limit", &self.limit)
-            .field("bytes", &self.bytes)
-            .field("kept", &self.frames.len())
+            .field("bytes", &self.bytes())
+            .field("kept", &self.lens.len())
             .field("sent", &self.sent)
             .field("acknowledged", &self.acknowledged)
             .field("overflowed", &self.overflowed)
@@ -148,11 +138,9 @@ impl ReplayBuffer {
     pub fn new(limit_bytes: usize) -> Self {
         Self {
             limit: limit_bytes,
-            bodies: Vec::new(),
+            frames: Vec::new(),
             start: 0,
-            frames: VecDeque::new(),
-            base: 0,
-            bytes: 0,
+            lens: VecDeque::new(),
             first: 0,
             sent: 0,
             acknowledged: 0,
@@ -165,40 +153,39 @@ impl ReplayBuffer {
     /// `false` when it is not kept: this frame took the buffer past its
     /// bound (everything is dropped, the buffer is overflowed) or the buffer
     /// already was.
+    #[inline]
     pub fn record(&mut self, header: Header, body: &[u8]) -> bool {
         self.sent += 1;
         if self.overflowed {
             return false;
         }
         let size = HEADER_LEN + body.len();
-        if self.bytes + size > self.limit {
-            self.overflow();
-            return false;
-        }
-        if self.bodies.capacity() - self.bodies.len() < body.len() && self.start > 0 {
+        let len = match u32::try_from(body.len()) {
+            Ok(len) if self.bytes() + size <= self.limit => len,
+            _ => {
+                self.overflow();
+                return false;
+            }
+        };
+        if self.frames.capacity() - self.frames.len() < size && self.start > 0 {
             // Reuse the room of what was acknowledged before growing.
-            self.bodies.drain(..self.start);
-            self.base += self.start as u64;
+            self.frames.drain(..self.start);
             self.start = 0;
         }
-        let start = self.base + self.bodies.len() as u64;
-        self.bodies.extend_from_slice(body);
-        self.frames.push_back(Kept {
-            header: header.without_encryption(),
-            start,
-            len: body.len(),
-        });
-        self.bytes += size;
+        self.frames
+            .extend_from_slice(&header.without_encryption().to_bytes());
+        self.frames.extend_from_slice(body);
+        self.lens.push_back(len);
         true
     }
 
+    #[cold]
     fn overflow(&mut self) {
         self.overflowed = true;
         // Give the memory back: nothing will be kept again.
-        self.bodies = Vec::new();
+        self.frames = Vec::new();
         self.start = 0;
-        self.frames = VecDeque::new();
-        self.bytes = 0;
+        self.lens = VecDeque::new();
     }
 
     /// Counted frames sent in total over the session: the number the next
@@ -207,7 +194,7 @@ impl ReplayBuffer {
         self.sent
     }
 
-    /// The highest acknowledgement so far.
+    /// The highest count the peer acknowledged.
     pub fn acknowledged(&self) -> u64 {
         self.acknowledged
     }
@@ -233,19 +220,13 @@ impl ReplayBuffer {
         if self.overflowed {
             return Ok(());
         }
-        while self.first < received {
-            let kept = self
-                .frames
-                .pop_front()
-                .expect("frames below `sent` are kept");
-            self.start += kept.len;
-            self.bytes -= HEADER_LEN + kept.len;
-            self.first += 1;
-        }
-        if self.start == self.bodies.len() {
+        let count = usize::try_from(received - self.first).expect("frames below `sent` are kept");
+        let dropped: usize = self.lens.drain(..count).map(|len| len as usize).sum();
+        self.start += HEADER_LEN * count + dropped;
+        self.first = received;
+        if self.start == self.frames.len() {
             // All acknowledged: the next frame starts at the front.
-            self.base += self.start as u64;
-            self.bodies.clear();
+            self.frames.clear();
             self.start = 0;
         }
         Ok(())
@@ -263,10 +244,18 @@ impl ReplayBuffer {
             return None;
         }
         let skip = usize::try_from(received - self.first).ok()?;
-        Some(self.frames.iter().skip(skip).map(move |kept| {
-            let at = (kept.start - self.base) as usize;
-            (kept.header, &self.bodies[at..at + kept.len])
-        }))
+        let mut at = self.start;
+        Some(
+            self.lens
+                .iter()
+                .enumerate()
+                .filter_map(move |(index, &len)| {
+                    let frame = &self.frames[at..at + HEADER_LEN + len as usize];
+                    at += frame.len();
+                    let header = Header::parse(frame).expect("a kept header parses");
+                    (index >= skip).then(|| (header, &frame[HEADER_LEN..]))
+                }),
+        )
     }
 
     /// Whether to record a frame of `frame_bytes` (7 of header plus the
@@ -276,10 +265,11 @@ impl ReplayBuffer {
     /// before writing it. A frame that could never fit goes into an empty
     /// buffer (and overflows it: waiting would not make room); after an
     /// overflow everything goes.
+    #[inline]
     pub fn fits(&self, frame_bytes: usize, keep_free: usize) -> bool {
         self.overflowed
-            || self.frames.is_empty()
-            || self.bytes + frame_bytes + keep_free <= self.limit
+            || self.lens.is_empty()
+            || self.bytes() + frame_bytes + keep_free <= self.limit
     }
 
     /// Whether a frame took the buffer past its bound: it keeps nothing
@@ -289,21 +279,23 @@ impl ReplayBuffer {
     }
 
     /// Bytes kept: 7 per frame plus the plain bodies.
+    #[inline]
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.frames.len() - self.start
     }
 
     /// Frames kept.
     pub fn len(&self) -> usize {
-        self.frames.len()
+        self.lens.len()
     }
 
     /// Whether no frame is kept.
     pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.lens.is_empty()
     }
 
     /// The bound, in bytes.
+    #[inline]
     pub fn limit(&self) -> usize {
         self.limit
     }
@@ -586,12 +578,12 @@ mod tests {
             if buffer.sent() > 20 {
                 buffer.acknowledge(buffer.sent() - 20).unwrap();
             }
-            capacities.push(buffer.bodies.capacity());
+            capacities.push(buffer.frames.capacity());
         }
         assert!(
-            buffer.bodies.capacity() <= 4096,
+            buffer.frames.capacity() <= 4096,
             "{}",
-            buffer.bodies.capacity()
+            buffer.frames.capacity()
         );
         assert!(
             capacities[10..].windows(2).all(|pair| pair[0] == pair[1]),
@@ -615,7 +607,7 @@ mod tests {
             }
             buffer.acknowledge(buffer.sent()).unwrap();
         }
-        assert!(buffer.bodies.capacity() < 4096);
+        assert!(buffer.frames.capacity() < 4096);
         assert_eq!(buffer.sent(), 800);
         let shown = format!("{buffer:?}");
         assert!(
