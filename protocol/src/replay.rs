@@ -151,8 +151,8 @@ impl ReplayBuffer {
     /// Counts a counted frame sent, and keeps a plain copy of it (its
     /// header with `ENCRYPTED` cleared, and `body`, the plain body). Returns
     /// `false` when it is not kept: this frame took the buffer past its
-    /// bound (everything is dropped, the buffer is overflowed) or the buffer
-    /// already was.
+    /// bound, or its body is over `u32::MAX` bytes (everything is dropped,
+    /// the buffer is overflowed), or the buffer already was.
     #[inline]
     pub fn record(&mut self, header: Header, body: &[u8]) -> bool {
         self.sent += 1;
@@ -220,7 +220,7 @@ impl ReplayBuffer {
         if self.overflowed {
             return Ok(());
         }
-        let count = usize::try_from(received - self.first).expect("frames below `sent` are kept");
+        let count = usize::try_from(received - self.first).expect("ACK counts within what is kept");
         let dropped: usize = self.lens.drain(..count).map(|len| len as usize).sum();
         self.start += HEADER_LEN * count + dropped;
         self.first = received;
@@ -244,18 +244,14 @@ impl ReplayBuffer {
             return None;
         }
         let skip = usize::try_from(received - self.first).ok()?;
-        let mut at = self.start;
-        Some(
-            self.lens
-                .iter()
-                .enumerate()
-                .filter_map(move |(index, &len)| {
-                    let frame = &self.frames[at..at + HEADER_LEN + len as usize];
-                    at += frame.len();
-                    let header = Header::parse(frame).expect("a kept header parses");
-                    (index >= skip).then(|| (header, &frame[HEADER_LEN..]))
-                }),
-        )
+        let skipped: usize = self.lens.iter().take(skip).map(|&len| len as usize).sum();
+        let mut at = self.start + HEADER_LEN * skip + skipped;
+        Some(self.lens.iter().skip(skip).map(move |&len| {
+            let frame = &self.frames[at..at + HEADER_LEN + len as usize];
+            at += frame.len();
+            let header = Header::parse(frame).expect("a kept header parses");
+            (header, &frame[HEADER_LEN..])
+        }))
     }
 
     /// Whether to record a frame of `frame_bytes` (7 of header plus the
