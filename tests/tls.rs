@@ -393,12 +393,27 @@ async fn a_peer_that_never_finishes_its_tls_handshake_is_closed_at_the_timeout()
     });
     for address in [tcp, ws] {
         for stall in STALLS {
-            let started = Instant::now();
-            let mut attacker = TcpStream::connect(address).await.unwrap();
-            attacker.write_all(stall).await.unwrap();
+            // The last client's place comes free just after its connection
+            // count went (when its task ends): an attacker that came before
+            // is refused at once, and tries again.
+            let deadline = Instant::now() + PATIENCE;
+            let (started, mut attacker) = loop {
+                let started = Instant::now();
+                let mut attacker = TcpStream::connect(address).await.unwrap();
+                let _ = attacker.write_all(stall).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let mut byte = [0u8; 1];
+                match tokio::time::timeout(Duration::from_millis(1), attacker.read(&mut byte)).await
+                {
+                    Err(_) => break (started, attacker),
+                    Ok(read) => {
+                        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+                        assert!(Instant::now() < deadline, "the place never came free");
+                    }
+                }
+            };
             // While it stalls it holds the one connection place: an honest
             // client is refused (closed without a handshake).
-            tokio::time::sleep(Duration::from_millis(50)).await;
             assert!(tls_stream(tcp, &ca).await.is_err(), "the place is held");
             // At the timeout the server closes it.
             let mut scratch = [0u8; 64];
@@ -425,8 +440,6 @@ async fn a_peer_that_never_finishes_its_tls_handshake_is_closed_at_the_timeout()
                 server.connection_count() == 0
             })
             .await;
-            // (Its admission place goes just after the count.)
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 }
