@@ -104,9 +104,9 @@ pub struct ReplayBuffer {
     start: usize,
     /// The body length of each kept frame, oldest first.
     lens: VecDeque<u32>,
-    /// Number of the oldest frame kept (the acknowledgement, while not overflowed).
-    first: u64,
     sent: u64,
+    /// The highest acknowledgement, which (while not overflowed) is the
+    /// number of the oldest frame kept.
     acknowledged: u64,
     overflowed: bool,
 }
@@ -141,7 +141,6 @@ impl ReplayBuffer {
             frames: Vec::new(),
             start: 0,
             lens: VecDeque::new(),
-            first: 0,
             sent: 0,
             acknowledged: 0,
             overflowed: false,
@@ -216,14 +215,14 @@ impl ReplayBuffer {
                 acknowledged: self.acknowledged,
             });
         }
+        let count = received - self.acknowledged;
         self.acknowledged = received;
         if self.overflowed {
             return Ok(());
         }
-        let count = usize::try_from(received - self.first).expect("ACK counts within what is kept");
+        let count = usize::try_from(count).expect("ACK counts within what is kept");
         let dropped: usize = self.lens.drain(..count).map(|len| len as usize).sum();
         self.start += HEADER_LEN * count + dropped;
-        self.first = received;
         if self.start == self.frames.len() {
             // All acknowledged: the next frame starts at the front.
             self.frames.clear();
@@ -240,10 +239,10 @@ impl ReplayBuffer {
     /// (and counted) until acknowledged: do not [`record`](Self::record)
     /// them again.
     pub fn replay_from(&self, received: u64) -> Option<impl Iterator<Item = (Header, &[u8])>> {
-        if self.overflowed || received < self.first || received > self.sent {
+        if self.overflowed || received < self.acknowledged || received > self.sent {
             return None;
         }
-        let skip = usize::try_from(received - self.first).ok()?;
+        let skip = usize::try_from(received - self.acknowledged).ok()?;
         let skipped: usize = self.lens.iter().take(skip).map(|&len| len as usize).sum();
         let mut at = self.start + HEADER_LEN * skip + skipped;
         Some(self.lens.iter().skip(skip).map(move |&len| {
