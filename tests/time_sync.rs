@@ -257,15 +257,12 @@ const EACH_WAY: Delays = Delays {
     claimed_extra_hold: Duration::ZERO,
 };
 
-/// What this host added to a round trip through the fake server's
-/// `EACH_WAY` (timers that fire late on a loaded machine), halved: split
+/// What this host added to a round trip beyond the `delays` each way put
+/// into it (timers that fire late on a loaded machine), halved: split
 /// between the two ways in a way nobody knows, it moves the offset by at
 /// most that much.
-fn host_slack(estimate: &ClockEstimate) -> Duration {
-    estimate
-        .round_trip
-        .saturating_sub(EACH_WAY.up + EACH_WAY.down)
-        / 2
+fn host_slack(estimate: &ClockEstimate, delays: Duration) -> Duration {
+    estimate.round_trip.saturating_sub(delays) / 2
 }
 
 /// `server_time` is within `slack` of the real clock plus `ahead`.
@@ -297,7 +294,7 @@ async fn the_client_estimates_a_clock_5_s_ahead_behind_a_40_ms_round_trip() {
     assert_eq!(client.clock_estimate(), Some(estimate));
     // The true offset is 5 s; symmetric delays make the estimate exact but
     // for the timers' granularity and what the host added.
-    let slack = Duration::from_millis(5) + host_slack(&estimate);
+    let slack = Duration::from_millis(5) + host_slack(&estimate, EACH_WAY.up + EACH_WAY.down);
     let offset = offset_ms(&estimate);
     assert!(
         (offset - 5_000.0).abs() <= slack.as_secs_f64() * 1000.0,
@@ -344,7 +341,7 @@ async fn one_way_delayed_samples_do_not_move_the_estimate() {
         estimate.round_trip < EACH_WAY.up + EACH_WAY.down + late,
         "{estimate:?}"
     );
-    let slack = Duration::from_millis(5) + host_slack(&estimate);
+    let slack = Duration::from_millis(5) + host_slack(&estimate, EACH_WAY.up + EACH_WAY.down);
     let offset = offset_ms(&estimate);
     assert!(
         (offset - 5_000.0).abs() <= slack.as_secs_f64() * 1000.0,
@@ -410,19 +407,18 @@ async fn through_an_asymmetric_path_the_offset_is_off_by_half_the_difference() {
         estimate.round_trip
     );
     // What the host adds beyond the proxy's delays (scheduling, a loaded
-    // machine) is `extra` in all, split between the ways in a way nobody
-    // knows: it moves the offset by at most half of it, both ways.
-    let extra = (estimate.round_trip - up - down).as_secs_f64() * 1000.0;
+    // machine) moves the offset by at most half of it, both ways.
+    let slack = host_slack(&estimate, up + down);
     let offset = offset_ms(&estimate);
     assert!(
-        (offset - 10.0).abs() <= extra / 2.0 + 0.5,
-        "offset {offset} ms, {extra} ms beyond the proxy's delays"
+        (offset - 10.0).abs() <= slack.as_secs_f64() * 1000.0 + 0.5,
+        "offset {offset} ms, slack {slack:?} beyond the proxy's delays"
     );
     assert!(estimate.offset().1 <= estimate.round_trip / 2);
     assert_server_time(
         &client,
         Duration::from_millis(10),
-        Duration::from_micros(5_000 + (extra * 500.0) as u64),
+        Duration::from_millis(5) + slack,
     );
 }
 
@@ -470,7 +466,7 @@ async fn clock_sync_runs_in_the_background() {
     assert_server_time(
         &client,
         AHEAD,
-        Duration::from_millis(5) + host_slack(&estimate),
+        Duration::from_millis(5) + host_slack(&estimate, EACH_WAY.up + EACH_WAY.down),
     );
 }
 
@@ -530,6 +526,6 @@ async fn clock_sync_syncs_again_after_a_reconnection() {
     assert_server_time(
         &client,
         AHEAD,
-        Duration::from_millis(5) + host_slack(&estimate),
+        Duration::from_millis(5) + host_slack(&estimate, EACH_WAY.up + EACH_WAY.down),
     );
 }
