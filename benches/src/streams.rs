@@ -45,7 +45,15 @@ pub struct StreamsArgs {
     /// Runs per cell (the best is kept).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Fail (exit non-zero) when a Ternio row makes less than
+    /// [`TARGET`] × its raw row's rate.
+    #[arg(long)]
+    check: bool,
 }
+
+/// Issue 30's target: a Ternio stream makes at least this share of the raw
+/// socket's rate doing the same (a sealed row against the raw sealed row).
+pub const TARGET: f64 = 0.8;
 
 /// 0x0B01: `len` bytes, as a byte stream.
 #[derive(Debug, Clone, Packet)]
@@ -462,7 +470,37 @@ pub fn run(args: StreamsArgs) -> Result<()> {
     })?;
     drop(servers);
     let report = report(&rows, len, count, runs);
-    crate::output::save_report(&args.out, "streams.md", &report)
+    crate::output::save_report(&args.out, "streams.md", &report)?;
+    let short = below_target(&rows);
+    if args.check && !short.is_empty() {
+        bail!("below {TARGET} × raw: {}", short.join(", "));
+    }
+    Ok(())
+}
+
+/// Each Ternio row's rate as a share of the raw row before it.
+fn ratios(rows: &[Row]) -> Vec<(&Row, f64)> {
+    let mut raw = None;
+    let mut out = Vec::new();
+    for row in rows {
+        if row.participant.starts_with("raw TCP") {
+            raw = Some(row.best);
+        } else if let Some(raw) = raw {
+            // Same amount moved: the rate ratio is the inverse time ratio.
+            out.push((row, raw.as_secs_f64() / row.best.as_secs_f64()));
+        }
+    }
+    out
+}
+
+/// The Ternio rows below [`TARGET`] × raw, as `"<transfer>, <participant>:
+/// <ratio>"`.
+fn below_target(rows: &[Row]) -> Vec<String> {
+    ratios(rows)
+        .into_iter()
+        .filter(|&(_, ratio)| ratio < TARGET)
+        .map(|(row, ratio)| format!("{}, {}: {ratio:.2}", row.what, row.participant))
+        .collect()
 }
 
 fn report(rows: &[Row], len: u64, count: u64, runs: usize) -> String {
@@ -500,4 +538,37 @@ fn report(rows: &[Row], len: u64, count: u64, runs: usize) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(participant: &'static str, millis: u64) -> Row {
+        Row {
+            what: "64 B items",
+            participant,
+            best: Duration::from_millis(millis),
+            amount: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn each_ternio_row_is_held_to_the_raw_row_before_it() {
+        let rows = [
+            row("raw TCP", 40),
+            row("ternio stream", 49),
+            row("raw TCP, sealed", 80),
+            row("ternio stream, sealed", 101),
+        ];
+        // 40/49 = 0.82 passes; 80/101 = 0.79 fails, though it would pass
+        // against the plain raw row.
+        assert_eq!(
+            below_target(&rows),
+            ["64 B items, ternio stream, sealed: 0.79"]
+        );
+        let ratios: Vec<f64> = ratios(&rows).into_iter().map(|(_, r)| r).collect();
+        assert_eq!(ratios.len(), 2);
+        assert!((ratios[0] - 40.0 / 49.0).abs() < 1e-9);
+    }
 }
