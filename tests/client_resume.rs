@@ -6,6 +6,10 @@
 
 use std::time::Duration;
 
+use bytes::BytesMut;
+use ternio::protocol::frame::{Flags, Header};
+use ternio::protocol::system::{self, Ack, ErrorBody, ResumeTicket, Ticket, TicketRequest};
+use ternio::protocol::{Decode, ErrorCode};
 use ternio::{Context, Identity, Packet, ServerBuilder, packet_controller};
 use ternio_client::{Client, ClientConfig, SecureConfig, SessionEvent};
 use ternio_tests::*;
@@ -286,11 +290,12 @@ async fn held_burst(client: Client) -> Duration {
     started.elapsed()
 }
 
-/// A client that keeps up acknowledges the pushes it read as soon as it
-/// has read what the server had (8 KiB or more), rather than at its byte
-/// limit (32 KiB, more than this server may hold) or 200 ms later. Before,
-/// each 12 KiB the server held waited for the 200 ms delay: this burst
-/// took 25 windows, at least 4.8 s.
+/// A client acknowledges the pushes it read before the server has to hold
+/// any: by the bound the server said (at 8 KiB, half of its 16 KiB),
+/// rather than at its own byte limit (32 KiB, more than this server may
+/// hold) or 200 ms later. Before the early acknowledgements, each 12 KiB
+/// the server held waited for the 200 ms delay: this burst took 25
+/// windows, at least 4.8 s.
 #[tokio::test]
 async fn pushes_held_for_acks_do_not_wait_for_the_ack_delay() {
     let (tcp, ws, _server) =
@@ -305,6 +310,198 @@ async fn pushes_held_for_acks_do_not_wait_for_the_ack_delay() {
         over_tcp < delays && over_ws < delays,
         "TCP {over_tcp:?}, WebSocket {over_ws:?}: the pushes waited for the ACK delay"
     );
+}
+
+/// 0x0A03: the server pushes `rounds` times 29 chunks of 1 KiB and one of
+/// 36 KiB, then answers with the number of chunks.
+#[derive(Debug, Clone, PartialEq, Eq, Packet)]
+#[packet(opcode = 0x0A03, response = Count)]
+struct Mixed {
+    rounds: u32,
+}
+
+#[derive(Default)]
+struct MixedPusher;
+
+#[packet_controller(explicit)]
+impl MixedPusher {
+    fn mixed(request: Mixed, ctx: &Context) -> Count {
+        let mut seq = 0;
+        for _ in 0..request.rounds {
+            for size in std::iter::repeat_n(1024, 29).chain([36 * 1024]) {
+                seq += 1;
+                ctx.push(&Chunk {
+                    seq,
+                    data: vec![seq as u8; size],
+                })
+                .expect("room in the outbox");
+            }
+        }
+        Count(u64::from(seq))
+    }
+}
+
+/// Pushes larger than half the server's bound (36 KiB of 64 KiB) after
+/// 29 KiB of small ones: the server holds each large one, and the client,
+/// which acknowledges by count only at half the bound, acknowledges when
+/// it has read the small ones because the largest push it has seen would
+/// not fit. Only the first large push, larger than any before it, may wait
+/// for the 200 ms delay; without the early acknowledgement each of the ten
+/// would (2 s at least).
+#[tokio::test]
+async fn pushes_larger_than_half_the_bound_wait_for_the_ack_delay_once_at_most() {
+    let (tcp, ws, _server) = server(|builder| builder.controller(MixedPusher));
+    for over_ws in [false, true] {
+        let client = if over_ws {
+            Client::connect_ws_with(&format!("ws://{ws}/ws"), config(None)).await
+        } else {
+            Client::connect_tcp_with(tcp, config(None)).await
+        }
+        .unwrap();
+        let mut chunks = client.subscribe::<Chunk>();
+        let started = std::time::Instant::now();
+        assert_eq!(
+            client.request_async(&Mixed { rounds: 10 }).await.unwrap(),
+            Count(300)
+        );
+        for seq in 1..=300 {
+            let chunk = next_chunk(&mut chunks).await;
+            assert_eq!(chunk.seq, seq);
+            let size = if seq % 30 == 0 { 36 * 1024 } else { 1024 };
+            assert_eq!(chunk.data.len(), size);
+        }
+        let took = started.elapsed();
+        assert!(
+            took < ternio::protocol::replay::ACK_DELAY * 5,
+            "WebSocket {over_ws}: {took:?}: the large pushes waited for the ACK delay"
+        );
+    }
+}
+
+/// A server written here, from docs/PROTOCOL.md: it takes one client's
+/// connection and answers its `RESUME_TICKET`s with `answer` (`Err`: with
+/// that error), until one is answered with a ticket.
+struct TicketServer {
+    raw: RawConnection,
+    /// The bodies of the `RESUME_TICKET` requests, in order.
+    requests: Vec<Vec<u8>>,
+}
+
+impl TicketServer {
+    async fn accept(
+        listener: &tokio::net::TcpListener,
+        mut answer: impl FnMut(&[u8]) -> Result<Option<u32>, ErrorCode>,
+    ) -> Self {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut raw = RawConnection::over(stream);
+        let mut requests = Vec::new();
+        loop {
+            let frame = raw.recv().await.expect("the client's requests");
+            if frame.header.opcode != system::RESUME_TICKET {
+                continue;
+            }
+            requests.push(frame.body.to_vec());
+            let id = frame.header.request_id;
+            match answer(&frame.body) {
+                Ok(replay_bytes) => {
+                    let ticket = ResumeTicket {
+                        ticket: Ticket::generate(),
+                        ttl_ms: 30_000,
+                        replay_bytes,
+                    };
+                    let header = Header::new(system::RESUME_TICKET, Flags::RESPONSE, id);
+                    raw.send(header, &ticket).await;
+                    return Self { raw, requests };
+                }
+                Err(code) => {
+                    let mut body = BytesMut::new();
+                    ErrorBody::write(&mut body, code.to_u16(), &"refused here");
+                    let header = Header::new(system::RESUME_TICKET, Flags::RESPONSE_ERROR, id);
+                    raw.send_body(header, &body).await;
+                }
+            }
+        }
+    }
+
+    /// Pushes `count` chunks of 1 KiB (1,037 bytes as the replay bound
+    /// counts them), numbered from `first`.
+    async fn push_chunks(&mut self, first: u32, count: u32) {
+        for seq in first..first + count {
+            let chunk = Chunk {
+                seq,
+                data: vec![0; 1024],
+            };
+            self.raw
+                .send(Header::new(Chunk::OPCODE, Flags::NONE, 0), &chunk)
+                .await;
+        }
+    }
+
+    /// The `received` of the client's next `ACK`.
+    async fn next_ack(&mut self) -> u64 {
+        loop {
+            let frame = self.raw.recv().await.expect("an ACK");
+            if frame.header.opcode == system::ACK {
+                return Ack::decode_body(&frame.body).unwrap().received;
+            }
+        }
+    }
+}
+
+/// A client asks for the server's replay bound with its ticket and
+/// acknowledges by it: with 64 KiB, once 32 KiB are unacknowledged, and
+/// not each time it has read what came (as it did at 8 KiB before, and
+/// still does when the server does not say its bound).
+#[tokio::test]
+async fn a_client_acknowledges_by_the_bound_its_server_said() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let client = tokio::spawn(async move {
+        let client = Client::connect_tcp_with(address, config(None))
+            .await
+            .unwrap();
+        std::future::pending::<()>().await;
+        drop(client);
+    });
+    let mut server = TicketServer::accept(&listener, |_| Ok(Some(64 * 1024))).await;
+    assert_eq!(server.requests, [vec![TicketRequest::ASK_BOUND]]);
+    // Three bursts of 10 KiB with pauses the client reads all in, then 5
+    // more: 1,037 bytes each, the 32nd takes it past 32 KiB.
+    for burst in 0..3 {
+        server.push_chunks(1 + burst * 10, 10).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.push_chunks(31, 5).await;
+    assert_eq!(server.next_ack().await, 32, "the first ACK, at 32 KiB");
+    client.abort();
+}
+
+/// A server older than the request for its bound answers it with
+/// `MALFORMED`: the client asks again with an empty body, and acknowledges
+/// as it did before, once it has read 8 KiB or more.
+#[tokio::test]
+async fn a_client_asks_an_older_server_for_its_ticket_the_older_way() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let client = tokio::spawn(async move {
+        let client = Client::connect_tcp_with(address, config(None))
+            .await
+            .unwrap();
+        std::future::pending::<()>().await;
+        drop(client);
+    });
+    let mut server = TicketServer::accept(&listener, |body| {
+        if body.is_empty() {
+            Ok(None)
+        } else {
+            Err(ErrorCode::Malformed)
+        }
+    })
+    .await;
+    assert_eq!(server.requests, [vec![TicketRequest::ASK_BOUND], vec![]]);
+    server.push_chunks(1, 9).await;
+    assert_eq!(server.next_ack().await, 9, "counted from the second answer");
+    client.abort();
 }
 
 #[tokio::test]

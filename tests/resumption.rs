@@ -620,6 +620,43 @@ async fn a_session_whose_client_does_not_come_back_ends_at_its_ttl() {
     assert!(refused.message.contains("ticket"), "{}", refused.message);
 }
 
+/// A ticket request may ask for the server's replay bound (its body the
+/// byte 1): the answer then carries it after `ttl_ms`; an empty body gets
+/// the answer without it; any other body is malformed and starts nothing.
+#[tokio::test]
+async fn a_ticket_request_may_ask_for_the_replay_bound_and_nothing_else() {
+    let (address, _server, _seen) = start(Duration::from_secs(10), 20_000);
+    for bad in [&[2u8][..], &[1, 0], &[0]] {
+        let mut session = Session::plain(address).await;
+        session
+            .send_frame(Header::new(system::RESUME_TICKET, Flags::NONE, 3), bad)
+            .await;
+        let answer = session.recv_app().await;
+        let error = ErrorBody::parse(&answer.body).unwrap();
+        assert_eq!(error.code, ErrorCode::Malformed, "{bad:?}");
+        // Nothing started: the request that follows is answered as usual.
+        assert!(session.ask_ticket().await.replay_bytes.is_none());
+    }
+    let mut session = Session::plain(address).await;
+    session
+        .send_frame(Header::new(system::RESUME_TICKET, Flags::NONE, 3), &[1])
+        .await;
+    let answer = session.recv_app().await;
+    assert_eq!(
+        answer.body.len(),
+        40,
+        "{:?}",
+        ErrorBody::parse(&answer.body)
+    );
+    let ticket = ResumeTicket::decode_body(&answer.body).unwrap();
+    assert_eq!(ticket.ttl_ms, 10_000);
+    assert_eq!(ticket.replay_bytes, Some(20_000));
+    // Asked again without it: the same ticket, without the bound.
+    let again = session.ask_ticket().await;
+    assert_eq!(again.ticket, ticket.ticket);
+    assert_eq!(again.replay_bytes, None);
+}
+
 #[tokio::test]
 async fn an_overflowing_replay_buffer_ends_resumability_not_the_connection() {
     let (address, _server, seen) = start(Duration::from_secs(10), 2048);

@@ -464,9 +464,12 @@ impl ServerBuilder {
     /// section 4.5): a download is polled only while the buffer has room,
     /// as pushes wait, and a byte stream's chunks take at most an eighth of
     /// `replay_bytes`. Off by default; 64 KiB is a good bound on a
-    /// local network. Ternio's clients acknowledge as soon as they have
-    /// read what came once 8 KiB with pushes among them are unacknowledged,
-    /// so pushes never wait for the `ACK` delay while three quarters of
+    /// local network. The Rust client asks for `replay_bytes` with its
+    /// ticket and acknowledges at half of it (at most every 32 KiB), so
+    /// pushes of up to half the bound never wait for the `ACK` delay, and
+    /// a larger one only the first time the client sees its size. sdk-js
+    /// acknowledges once it has read what came with 8 KiB or more
+    /// unacknowledged: pushes wait there unless three quarters of
     /// `replay_bytes`, less the push held, come to 8 KiB or more (16 KiB
     /// keeps pushes of up to 4 KiB moving; 64 KiB, up to 40 KiB).
     pub fn resumable(mut self, ttl: Duration, replay_bytes: usize) -> Self {

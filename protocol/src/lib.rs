@@ -69,4 +69,4 @@ pub use replay::{AckDue, AckError, AckSchedule, ReplayBuffer};
 pub use reply::{AppError, HandlerError, IntoReply, ReplySink, Request, Response, ResponseError};
 pub use resume::{ResumeInitiator, ResumePattern, ResumeResponder, resume_psk};
 pub use stream::{Chunk, ItemSource, StreamRequest, UploadRequest};
-pub use system::{Ack, Resume, ResumeTicket, Resumed, Ticket};
+pub use system::{Ack, Resume, ResumeTicket, Resumed, Ticket, TicketRequest};

@@ -45,13 +45,15 @@ pub const CLIENT_ACK_EVERY_FRAMES: u64 = 1024;
 /// Ternio's default for clients: an `ACK` once unacknowledged counted
 /// frames reach this many bytes (half of [`DEFAULT_REPLAY_LIMIT`]).
 pub const CLIENT_ACK_EVERY_BYTES: usize = 32 * 1024;
-/// Ternio's default for clients: a client that has read all the server
-/// sent acknowledges at once when this many bytes are unacknowledged with
-/// a push or stream frame among them. Those are what a server holds while
-/// its replay buffer is full: a server waiting for room gets its `ACK` as
-/// soon as the client has read what it has, not a byte limit or a delay
-/// later. Answers alone never bring it (a server never holds them), so a
-/// request-and-answer session acknowledges no more often.
+/// Ternio's default for clients that do not know the server's replay
+/// bound (sdk-js; the Rust client when the server's ticket did not say
+/// it): a client that has read all the server sent acknowledges at once
+/// when this many bytes are unacknowledged with a push or stream frame
+/// among them. Those are what a server holds while its replay buffer is
+/// full: a server waiting for room gets its `ACK` as soon as the client
+/// has read what it has, not a byte limit or a delay later. Answers alone
+/// never bring it (a server never holds them), so a request-and-answer
+/// session acknowledges no more often.
 pub const CLIENT_IDLE_ACK_BYTES: usize = 8 * 1024;
 /// Ternio's default: an `ACK` at the latest this long after the first
 /// unacknowledged counted frame.

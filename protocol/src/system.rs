@@ -241,9 +241,55 @@ impl Decode for Ticket {
     }
 }
 
+/// `RESUME_TICKET`'s request: empty, or (Ternio's clients since 2026-12)
+/// the one byte [`TicketRequest::ASK_BOUND`], which asks the server to say
+/// its replay buffer's bound in the answer ([`ResumeTicket::replay_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TicketRequest {
+    /// Whether the answer is to carry the server's replay bound.
+    pub ask_bound: bool,
+}
+
+impl TicketRequest {
+    /// The request body's one byte that asks for the replay bound.
+    pub const ASK_BOUND: u8 = 1;
+}
+
+impl Encode for TicketRequest {
+    fn encode(&self, out: &mut BytesMut) {
+        if self.ask_bound {
+            out.put_u8(Self::ASK_BOUND);
+        }
+    }
+    fn encoded_len(&self) -> usize {
+        usize::from(self.ask_bound)
+    }
+}
+
+impl Decode for TicketRequest {
+    const MIN_LEN: usize = 0;
+    fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        if reader.remaining() == 0 {
+            return Ok(Self { ask_bound: false });
+        }
+        match u8::decode(reader)? {
+            Self::ASK_BOUND => Ok(Self { ask_bound: true }),
+            _ => Err(DecodeError::Invalid(
+                "a RESUME_TICKET request body is empty or the byte 1",
+            )),
+        }
+    }
+}
+
+impl Packet for TicketRequest {
+    const OPCODE: u16 = RESUME_TICKET;
+    const NAME: &'static str = "RESUME_TICKET";
+}
+
 /// `RESUME_TICKET`'s response: the ticket that resumes this session, and
-/// how long the server keeps the session once the connection is lost. The
-/// request has an empty body (use `()`).
+/// how long the server keeps the session once the connection is lost; and,
+/// when the request asked ([`TicketRequest`]), the bound of the server's
+/// replay buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeTicket {
     /// The ticket to send in `RESUME`.
@@ -251,24 +297,38 @@ pub struct ResumeTicket {
     /// How long, in milliseconds, the server keeps the session after it
     /// loses the connection.
     pub ttl_ms: u32,
+    /// The bound of the server's replay buffer, in bytes (7 of header plus
+    /// the plain body per frame): only in the answer to a request that
+    /// asked for it. A client that knows it acknowledges by it.
+    pub replay_bytes: Option<u32>,
 }
 
 impl Encode for ResumeTicket {
     fn encode(&self, out: &mut BytesMut) {
         self.ticket.encode(out);
         self.ttl_ms.encode(out);
+        if let Some(bound) = self.replay_bytes {
+            bound.encode(out);
+        }
     }
     fn encoded_len(&self) -> usize {
-        TICKET_LEN + 4
+        TICKET_LEN + 4 + if self.replay_bytes.is_some() { 4 } else { 0 }
     }
 }
 
 impl Decode for ResumeTicket {
     const MIN_LEN: usize = TICKET_LEN + 4;
     fn decode(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let ticket = Ticket::decode(reader)?;
+        let ttl_ms = u32::decode(reader)?;
+        let replay_bytes = match reader.remaining() {
+            0 => None,
+            _ => Some(u32::decode(reader)?),
+        };
         Ok(Self {
-            ticket: Ticket::decode(reader)?,
-            ttl_ms: u32::decode(reader)?,
+            ticket,
+            ttl_ms,
+            replay_bytes,
         })
     }
 }
@@ -694,11 +754,27 @@ mod tests {
         let answer = ResumeTicket {
             ticket: ticket.clone(),
             ttl_ms: 30_000,
+            replay_bytes: None,
         };
         let body = encoded(&answer);
         assert_eq!(body.len(), 36);
         assert_eq!(&body[32..], 30_000u32.to_le_bytes());
         assert_eq!(ResumeTicket::decode_body(&body), Ok(answer));
+        // Asked for, the bound follows.
+        let answer = ResumeTicket {
+            ticket: ticket.clone(),
+            ttl_ms: 30_000,
+            replay_bytes: Some(65_536),
+        };
+        let body = encoded(&answer);
+        assert_eq!(&body[32..], [0x30, 0x75, 0, 0, 0, 0, 1, 0]);
+        assert_eq!(ResumeTicket::decode_body(&body), Ok(answer));
+        for ask_bound in [false, true] {
+            let request = TicketRequest { ask_bound };
+            let body = encoded(&request);
+            assert_eq!(&body[..], if ask_bound { &[1][..] } else { &[] });
+            assert_eq!(TicketRequest::decode_body(&body), Ok(request));
+        }
         let ack = Ack { received: 7 };
         assert_eq!(Ack::decode_body(&encoded(&ack)), Ok(ack));
         for message in [Bytes::new(), Bytes::from_static(&[9; 48])] {
@@ -733,11 +809,20 @@ mod tests {
         let body = encoded(&ResumeTicket {
             ticket: Ticket([1; 32]),
             ttl_ms: 5,
+            replay_bytes: Some(1024),
         });
         assert!(ResumeTicket::decode_body(&body.slice(..35)).is_err());
+        // Between the short answer and the long one: neither.
+        for len in 37..40 {
+            assert!(ResumeTicket::decode_body(&body.slice(..len)).is_err());
+        }
         let mut long = BytesMut::from(&body[..]);
         long.put_u8(0);
         assert!(ResumeTicket::decode_body(&long.freeze()).is_err());
+        for bad in [&[0u8][..], &[2], &[1, 0]] {
+            let body = Bytes::copy_from_slice(bad);
+            assert!(TicketRequest::decode_body(&body).is_err(), "{bad:?}");
+        }
         assert!(Ack::decode_body(&Bytes::from_static(&[1; 7])).is_err());
         assert!(Ack::decode_body(&Bytes::from_static(&[1; 9])).is_err());
         // Resume and Resumed take the rest as the message, but not less than

@@ -697,7 +697,7 @@ mod resume_vectors {
     use super::*;
     use ternio_protocol::resume::{ResumeInitiator, ResumeResponder, resume_psk};
     use ternio_protocol::secure::{KEY_LEN, PROLOGUE, Sealer};
-    use ternio_protocol::system::{Ack, Resume, ResumeTicket, Resumed, Ticket};
+    use ternio_protocol::system::{Ack, Resume, ResumeTicket, Resumed, Ticket, TicketRequest};
 
     fn sequence(start: u8) -> [u8; KEY_LEN] {
         std::array::from_fn(|i| start + i as u8)
@@ -812,6 +812,25 @@ mod resume_vectors {
                 &ResumeTicket {
                     ticket: ticket(),
                     ttl_ms: 30_000,
+                    replay_bytes: None,
+                },
+            ),
+        );
+        vectors.insert(
+            "resume-ticket-request-bound".into(),
+            tcp(
+                Header::new(system::RESUME_TICKET, Flags::NONE, 4),
+                &TicketRequest { ask_bound: true },
+            ),
+        );
+        vectors.insert(
+            "resume-ticket-response-bound".into(),
+            tcp(
+                Header::new(system::RESUME_TICKET, Flags::RESPONSE, 4),
+                &ResumeTicket {
+                    ticket: ticket(),
+                    ttl_ms: 30_000,
+                    replay_bytes: Some(64 * 1024),
                 },
             ),
         );

@@ -214,7 +214,9 @@ impl Inbound {
         }
         if header.opcode == system::RESUME_TICKET {
             // Counting starts before the next frame is read.
-            self.shared.session().on_ticket(header, &body);
+            if self.shared.session().on_ticket(header, &body) {
+                self.shared.ask_ticket(&self.link);
+            }
             return None;
         }
         if header.request_id == 0 {

@@ -24,7 +24,8 @@ const COUNTING: u64 = 1 << 63;
 const EVERY_FRAMES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_FRAMES;
 const EVERY_BYTES: u64 = ternio_protocol::replay::CLIENT_ACK_EVERY_BYTES as u64;
 /// Bytes at which an idle reader acknowledges, if pushes or stream frames
-/// are among them; see [`ternio_protocol::replay`].
+/// are among them, when the server did not say its replay bound; see
+/// [`ternio_protocol::replay`].
 const IDLE_BYTES: u64 = ternio_protocol::replay::CLIENT_IDLE_ACK_BYTES as u64;
 
 /// A link's tag: what [`Received`] knows it by (never 0, which accepts no
@@ -73,6 +74,15 @@ pub(crate) struct Received {
     /// hold until an `ACK` makes room (set by the reader, cleared by any
     /// `ACK` and by a change of link).
     held_back: AtomicBool,
+    /// The server's replay bound, when its ticket said it (0: not said).
+    bound: AtomicU64,
+    /// Bytes at which the reader sends an `ACK` itself: [`EVERY_BYTES`],
+    /// or half the server's bound if that is less (0 until set: the
+    /// default).
+    every_bytes: AtomicU64,
+    /// The largest counted frame taken on the session (written by the
+    /// reader): what a server that said its bound may be holding.
+    largest: AtomicU64,
 }
 
 impl Received {
@@ -103,6 +113,24 @@ impl Received {
         self.acked.store(0, Ordering::SeqCst);
         self.bytes.store(0, Ordering::SeqCst);
         self.held_back.store(false, Ordering::SeqCst);
+        self.set_bound(None);
+        self.largest.store(0, Ordering::Relaxed);
+    }
+
+    /// Takes the server's replay bound from its ticket (`None`: it did not
+    /// say): with it, the reader acknowledges once half the bound is
+    /// unacknowledged (at most every [`EVERY_BYTES`]), and an idle reader
+    /// only when the server may be holding a frame as large as the largest
+    /// taken ([`ack_when_idle`](Self::ack_when_idle)).
+    pub(crate) fn set_bound(&self, bound: Option<u32>) {
+        let bound = bound.map_or(0, |bound| u64::from(bound).max(1));
+        let every = if bound == 0 {
+            0
+        } else {
+            (bound / 2).clamp(1, EVERY_BYTES)
+        };
+        self.bound.store(bound, Ordering::Relaxed);
+        self.every_bytes.store(every, Ordering::Relaxed);
     }
 
     /// Frames counted so far.
@@ -138,9 +166,16 @@ impl Received {
         if held_back {
             self.held_back.store(true, Ordering::Relaxed);
         }
+        if bytes as u64 > self.largest.load(Ordering::Relaxed) {
+            self.largest.store(bytes as u64, Ordering::Relaxed);
+        }
         let acked = self.acked.load(Ordering::SeqCst);
         let unacked_bytes = self.bytes.load(Ordering::Relaxed) + bytes as u64;
-        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= EVERY_BYTES {
+        let every_bytes = match self.every_bytes.load(Ordering::Relaxed) {
+            0 => EVERY_BYTES,
+            every => every,
+        };
+        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= every_bytes {
             self.bytes.store(0, Ordering::Relaxed);
             return Taken::AckNow;
         }
@@ -162,11 +197,21 @@ impl Received {
     }
 
     /// Whether a reader that has read all the server sent acknowledges
-    /// now: [`IDLE_BYTES`] are unacknowledged, pushes or stream frames
-    /// among them (a server never holds answers, so answers alone wait).
-    /// Read on the reader's thread, which writes both.
+    /// now, with pushes or stream frames among what is unacknowledged (a
+    /// server never holds answers, so answers alone wait): when the server
+    /// said its bound, if what is unacknowledged and the largest frame
+    /// taken so far come to more than the bound (the server may be holding
+    /// such a frame for room); otherwise once [`IDLE_BYTES`] are. Read on
+    /// the reader's thread, which writes what it reads.
     pub(crate) fn ack_when_idle(&self) -> bool {
-        self.held_back.load(Ordering::Relaxed) && self.bytes.load(Ordering::Relaxed) >= IDLE_BYTES
+        if !self.held_back.load(Ordering::Relaxed) {
+            return false;
+        }
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        match self.bound.load(Ordering::Relaxed) {
+            0 => bytes >= IDLE_BYTES,
+            bound => bytes > 0 && bytes + self.largest.load(Ordering::Relaxed) > bound,
+        }
     }
 
     /// Whether frames were taken since the last `ACK`: the acknowledging
@@ -246,5 +291,43 @@ mod tests {
             !received.ack_when_idle(),
             "nothing early for another link's frames"
         );
+    }
+
+    #[test]
+    fn a_bound_the_server_said_sets_when_to_acknowledge() {
+        let received = Received::default();
+        received.accept(1);
+        received.start();
+        received.set_bound(Some(16 * 1024));
+        // Half the bound, by bytes.
+        assert_eq!(received.take(1, 8 * 1024 - 1, true), Taken::First);
+        assert_eq!(received.take(1, 1, true), Taken::AckNow);
+        received.take_ack();
+        assert!(!received.ack_when_idle(), "nothing unacknowledged");
+        // Idle: only when the largest frame taken would not fit beside what
+        // is unacknowledged. Below half the bound, it always fits.
+        received.take(1, 4 * 1024, true);
+        assert!(!received.ack_when_idle(), "4 KiB + 8 KiB fit in 16 KiB");
+        assert_eq!(received.take(1, 9 * 1024, true), Taken::AckNow);
+        received.take_ack();
+        received.take(1, 7 * 1024, true);
+        assert!(!received.ack_when_idle(), "7 KiB + 9 KiB fit");
+        received.take(1, 1, true);
+        assert!(received.ack_when_idle(), "7 KiB + 1 + 9 KiB do not");
+        received.take_ack();
+        assert!(!received.ack_when_idle(), "nothing unacknowledged");
+        // A large bound: every 32 KiB at most.
+        received.set_bound(Some(1 << 20));
+        assert_eq!(
+            received.take(1, EVERY_BYTES as usize - 1, true),
+            Taken::First
+        );
+        assert!(!received.ack_when_idle());
+        assert_eq!(received.take(1, 1, true), Taken::AckNow);
+        // A new session forgets the bound: 8 KiB idle again.
+        received.reset();
+        received.start();
+        received.take(1, IDLE_BYTES as usize, true);
+        assert!(received.ack_when_idle());
     }
 }

@@ -12,14 +12,15 @@
 //! frame is read.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ternio_protocol::frame::Header;
 use ternio_protocol::replay::ReplayBuffer;
 use ternio_protocol::resume::ResumeInitiator;
-use ternio_protocol::system::{self, Ack, ResumeTicket, Resumed, Ticket};
-use ternio_protocol::{Decode, Encode};
+use ternio_protocol::system::{self, Ack, ErrorBody, ResumeTicket, Resumed, Ticket};
+use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::{ClientError, CloseReason};
@@ -42,6 +43,9 @@ pub(crate) struct Session {
     /// Wakes the uploads waiting for room in the replay buffer: an `ACK`
     /// came, or the session changed.
     room: Notify,
+    /// Set once a server refused a `RESUME_TICKET` that asked for its
+    /// replay bound (a server from before 2026-12): ask with an empty body.
+    plain_ticket: AtomicBool,
 }
 
 #[derive(Default)]
@@ -96,6 +100,7 @@ impl Session {
             ack_order: Mutex::new(()),
             ack_due: Notify::new(),
             room: Notify::new(),
+            plain_ticket: AtomicBool::new(false),
         }
     }
 
@@ -337,10 +342,21 @@ impl Session {
         self.room.notified()
     }
 
+    /// Whether `RESUME_TICKET` asks for the server's replay bound: unless
+    /// a server refused such a request.
+    pub(crate) fn asks_bound(&self) -> bool {
+        !self.plain_ticket.load(Ordering::Relaxed)
+    }
+
     /// Takes the answer to `RESUME_TICKET`: counting starts with the next
     /// frame. An error (a server that does not resume sessions) stops the
-    /// recording.
-    pub(crate) fn on_ticket(&self, header: Header, body: &Bytes) {
+    /// recording. Returns whether to ask again with an empty body: the
+    /// server refused the request that asked for its bound as malformed
+    /// (it is older than that request), the first time.
+    pub(crate) fn on_ticket(&self, header: Header, body: &Bytes) -> bool {
+        let refused_form = header.flags.is_error()
+            && ErrorBody::parse(body).is_ok_and(|error| error.code == ErrorCode::Malformed)
+            && !self.plain_ticket.swap(true, Ordering::Relaxed);
         let mut state = lock(&self.state);
         let ticket = (!header.flags.is_error())
             .then(|| ResumeTicket::decode_body(body).ok())
@@ -349,6 +365,7 @@ impl Session {
             Some(answer) => {
                 state.ticket = Some(answer.ticket);
                 state.ttl = Duration::from_millis(u64::from(answer.ttl_ms));
+                self.received.set_bound(answer.replay_bytes);
                 self.received.start();
             }
             None => {
@@ -362,6 +379,7 @@ impl Session {
                 self.room.notify_waiters();
             }
         }
+        refused_form
     }
 
     /// The ticket and the count of frames received, for a `RESUME`.

@@ -9,7 +9,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use ternio_protocol::frame::{Flags, Header};
-use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping};
+use ternio_protocol::system::{self, Cancel, Deadline, Disconnect, Ping, TicketRequest};
 use ternio_protocol::{DisconnectReason, Encode, Frame};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -98,8 +98,12 @@ impl Shared {
         }
         let id = self.links.with_requests(|requests| requests.free_id());
         let header = Header::new(system::RESUME_TICKET, Flags::NONE, id);
+        // The server's replay bound tells when to acknowledge (section 4.2).
+        let request = TicketRequest {
+            ask_bound: self.session.asks_bound(),
+        };
         // A failure shows as the link's loss.
-        let _ = link.send(header, &(), self.config.max_frame_size, false);
+        let _ = link.send(header, &request, self.config.max_frame_size, false);
     }
 
     /// Resumes the session on `link`, a reconnection not installed yet.

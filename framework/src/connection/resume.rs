@@ -14,7 +14,7 @@ use std::time::Duration;
 use ternio_protocol::frame::{self, Flags, Framing, Header};
 use ternio_protocol::replay::{AckDue, AckSchedule, ReplayBuffer};
 use ternio_protocol::resume::ResumeResponder;
-use ternio_protocol::system::{self, Ack, Resume, ResumeTicket, Resumed, Ticket};
+use ternio_protocol::system::{self, Ack, Resume, ResumeTicket, Resumed, Ticket, TicketRequest};
 use ternio_protocol::{Bytes, BytesMut, Decode, ErrorCode, Frame, ReplySink};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -68,14 +68,17 @@ impl Engine {
             );
             return AfterFrame::Continue;
         }
-        if header.request_id == 0 || !body.is_empty() {
-            self.error(
-                header,
-                ErrorCode::Malformed,
-                &"RESUME_TICKET is a request with an empty body",
-            );
-            return AfterFrame::Continue;
-        }
+        let request = match TicketRequest::decode_body(body) {
+            Ok(request) if header.request_id != 0 => request,
+            _ => {
+                self.error(
+                    header,
+                    ErrorCode::Malformed,
+                    &"RESUME_TICKET is a request whose body is empty or the byte 1",
+                );
+                return AfterFrame::Continue;
+            }
+        };
         if self.resume.is_none() {
             if self.acks.is_some() {
                 // Counting goes on and cannot start again: this session's
@@ -99,9 +102,13 @@ impl Engine {
             self.acks = Some(AckSchedule::new());
         }
         let ticket = self.resume.as_ref().expect("resumable").ticket.clone();
+        let bound = self.server.config.resume_replay_bytes;
         let answer = ResumeTicket {
             ticket,
             ttl_ms: millis(ttl),
+            replay_bytes: request
+                .ask_bound
+                .then(|| u32::try_from(bound).unwrap_or(u32::MAX)),
         };
         self.reply_to(header).packet(&answer);
         AfterFrame::Continue

@@ -401,6 +401,20 @@ pub(crate) fn entries() -> Vec<Entry> {
             json!({ "opcode": "0xFF08", "request_id": 4, "flags": "RESPONSE", "ticket": TICKET, "ttl_ms": 30000 }),
         ),
         entry(
+            "resume-ticket-request-bound",
+            "resumption",
+            "tcp",
+            "RESUME_TICKET as a request, id 4, whose body is the byte 1: the answer is to carry the server's replay bound.",
+            json!({ "opcode": "0xFF08", "request_id": 4, "flags": "none", "body": "01" }),
+        ),
+        entry(
+            "resume-ticket-response-bound",
+            "resumption",
+            "tcp",
+            "Its answer: ticket [u8; 32], ttl_ms u32, replay_bytes u32 (65,536).",
+            json!({ "opcode": "0xFF08", "request_id": 4, "flags": "RESPONSE", "ticket": TICKET, "ttl_ms": 30000, "replay_bytes": 65536 }),
+        ),
+        entry(
             "ack-frame",
             "resumption",
             "tcp",
