@@ -466,8 +466,9 @@ impl ServerBuilder {
     /// `replay_bytes`. Off by default; 64 KiB is a good bound on a
     /// local network. The Rust client asks for `replay_bytes` with its
     /// ticket and acknowledges at half of it (at most every 32 KiB), so
-    /// pushes of up to half the bound never wait for the `ACK` delay, and
-    /// a larger one only the first time the client sees its size. sdk-js
+    /// pushes of up to a quarter of the bound never wait for the `ACK`
+    /// delay, and a larger one only the first time the client sees its
+    /// size. sdk-js
     /// acknowledges once it has read what came with 8 KiB or more
     /// unacknowledged: pushes wait there unless three quarters of
     /// `replay_bytes`, less the push held, come to 8 KiB or more (16 KiB

@@ -119,9 +119,10 @@ impl Received {
 
     /// Takes the server's replay bound from its ticket (`None`: it did not
     /// say): with it, the reader acknowledges once half the bound is
-    /// unacknowledged (at most every [`EVERY_BYTES`]), and an idle reader
-    /// only when the server may be holding a frame as large as the largest
-    /// taken ([`ack_when_idle`](Self::ack_when_idle)).
+    /// unacknowledged (at most every [`EVERY_BYTES`]: a server holds pushes
+    /// at three quarters, so a quarter is still on its way), and an idle
+    /// reader only when the server may be holding a frame as large as the
+    /// largest taken ([`ack_when_idle`](Self::ack_when_idle)).
     pub(crate) fn set_bound(&self, bound: Option<u32>) {
         let bound = bound.map_or(0, |bound| u64::from(bound).max(1));
         let every = if bound == 0 {
@@ -200,8 +201,9 @@ impl Received {
     /// now, with pushes or stream frames among what is unacknowledged (a
     /// server never holds answers, so answers alone wait): when the server
     /// said its bound, if what is unacknowledged and the largest frame
-    /// taken so far come to more than the bound (the server may be holding
-    /// such a frame for room); otherwise once [`IDLE_BYTES`] are. Read on
+    /// taken so far come to more than three quarters of it (a server holds
+    /// a push that would leave less than a quarter free for answers: it may
+    /// be holding such a frame); otherwise once [`IDLE_BYTES`] are. Read on
     /// the reader's thread, which writes what it reads.
     pub(crate) fn ack_when_idle(&self) -> bool {
         if !self.held_back.load(Ordering::Relaxed) {
@@ -210,7 +212,10 @@ impl Received {
         let bytes = self.bytes.load(Ordering::Relaxed);
         match self.bound.load(Ordering::Relaxed) {
             0 => bytes >= IDLE_BYTES,
-            bound => bytes > 0 && bytes + self.largest.load(Ordering::Relaxed) > bound,
+            bound => {
+                let for_pushes = bound - bound / 4;
+                bytes > 0 && bytes + self.largest.load(Ordering::Relaxed) > for_pushes
+            }
         }
     }
 
@@ -305,15 +310,16 @@ mod tests {
         received.take_ack();
         assert!(!received.ack_when_idle(), "nothing unacknowledged");
         // Idle: only when the largest frame taken would not fit beside what
-        // is unacknowledged. Below half the bound, it always fits.
+        // is unacknowledged in the three quarters of the bound (12 KiB)
+        // that pushes may take.
         received.take(1, 4 * 1024, true);
-        assert!(!received.ack_when_idle(), "4 KiB + 8 KiB fit in 16 KiB");
+        assert!(!received.ack_when_idle(), "4 KiB + 8 KiB fit in 12 KiB");
         assert_eq!(received.take(1, 9 * 1024, true), Taken::AckNow);
         received.take_ack();
-        received.take(1, 7 * 1024, true);
-        assert!(!received.ack_when_idle(), "7 KiB + 9 KiB fit");
+        received.take(1, 3 * 1024, true);
+        assert!(!received.ack_when_idle(), "3 KiB + 9 KiB fit");
         received.take(1, 1, true);
-        assert!(received.ack_when_idle(), "7 KiB + 1 + 9 KiB do not");
+        assert!(received.ack_when_idle(), "3 KiB + 1 + 9 KiB do not");
         received.take_ack();
         assert!(!received.ack_when_idle(), "nothing unacknowledged");
         // A large bound: every 32 KiB at most.
