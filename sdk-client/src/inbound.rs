@@ -18,7 +18,9 @@ use crate::error::CloseReason;
 use crate::events::LinkEvents;
 use crate::handshake;
 use crate::link::Link;
+use crate::received::Batch;
 use crate::requests::Answer;
+use crate::resume::Session;
 use crate::resuming;
 use crate::send::{Mode, SendError};
 use crate::shared::Shared;
@@ -28,6 +30,22 @@ use crate::shared::Shared;
 pub(crate) struct Inbound {
     shared: Arc<Shared>,
     link: Arc<Link>,
+    /// The reader's count of what it took in the read under way.
+    batch: Arc<ReadBatch>,
+}
+
+/// The reader's [`Batch`], closed when the link's tasks are gone, should
+/// the reader stop inside a read (a panic): a `RESUME` waits for open
+/// batches.
+struct ReadBatch {
+    session: Arc<Session>,
+    batch: Batch,
+}
+
+impl Drop for ReadBatch {
+    fn drop(&mut self) {
+        self.session.end_read(&self.batch);
+    }
 }
 
 impl LinkEvents for Inbound {
@@ -59,6 +77,9 @@ impl LinkEvents for Inbound {
     /// early (docs/PROTOCOL.md section 4.2): the server may be holding
     /// more until an `ACK` makes room.
     fn idle(&self) {
+        // All that came is handed over: what the reader took goes into the
+        // count (once per wait, not per read).
+        self.shared.session().end_read(&self.batch.batch);
         if self.shared.wants_resume()
             && self.shared.session().ack_when_idle()
             && self.shared.links().accepts(&self.link)
@@ -77,6 +98,7 @@ impl LinkEvents for Inbound {
     }
 
     fn reader_done(&self) {
+        self.shared.session().end_read(&self.batch.batch);
         self.link.set_reader_done();
     }
 }
@@ -86,6 +108,10 @@ impl Inbound {
         Self {
             shared: Arc::clone(shared),
             link: Arc::clone(link),
+            batch: Arc::new(ReadBatch {
+                session: Arc::clone(shared.session()),
+                batch: Batch::default(),
+            }),
         }
     }
 
@@ -131,7 +157,10 @@ impl Inbound {
             // A push (or an error about a send), or a stream frame: counted
             // and taken only from the link the session is on.
             let len = HEADER_LEN + body.len();
-            let due = self.shared.session().received(self.link.tag(), len, true)?;
+            let due =
+                self.shared
+                    .session()
+                    .received(&self.batch.batch, self.link.tag(), len, true)?;
             // Taken first: a link lost as the ACK goes out loses nothing
             // taken.
             let lost = if is_stream_opcode(header.opcode) && !header.flags.is_response() {
@@ -235,7 +264,9 @@ impl Inbound {
             self.shared
                 .links()
                 .answer(&self.link, Frame { header, body }, sealed, || {
-                    counted && session.received(self.link.tag(), len, false) == Some(true)
+                    counted
+                        && session.received(&self.batch.batch, self.link.tag(), len, false)
+                            == Some(true)
                 });
         match answer {
             Answer::Taken(Some(waker)) => waker.wake(),
@@ -261,10 +292,10 @@ impl Inbound {
     /// anything did; returns why the link is lost, if sending showed it.
     fn send_ack(&self) -> Option<CloseReason> {
         let max = self.max_frame_size();
-        let sent = self
-            .shared
-            .session()
-            .send_ack(|ack| resuming::send_ack(&self.link, &ack, max));
+        let session = self.shared.session();
+        // The ACK reports the count: what this read took goes in first.
+        session.publish(&self.batch.batch);
+        let sent = session.send_ack(|ack| resuming::send_ack(&self.link, &ack, max));
         match sent {
             Err(SendError::Lost(reason)) => Some(reason),
             _ => None,

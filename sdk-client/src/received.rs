@@ -1,14 +1,18 @@
 //! The count of frames a resumable session received (docs/PROTOCOL.md
-//! section 4.2), kept without a lock: the reader counts each push and
-//! answer with one compare-and-swap.
+//! section 4.2), kept without a lock: a reader counts the frames of one
+//! read in its [`Batch`] and adds them to the session's count once, at the
+//! end of the read (or before an `ACK`), rather than with a
+//! compare-and-swap per frame.
 //!
-//! Which link's frames count is part of the same word as the count, so that
-//! taking a frame and counting it are one step: once the client stops
-//! accepting a link (it was lost, or another took its place), no frame of
-//! that link is counted or delivered, and the count a `RESUME` reports is
-//! the number of frames the application got.
+//! Which link's frames count is part of the same word as the count, and a
+//! reader looks at that word before it takes each frame: once the client
+//! stops accepting a link (it was lost, or another took its place), no
+//! frame of that link is counted or delivered. A frame taken just before
+//! is still counted: the count a `RESUME` reports is taken only once no
+//! reader is inside a read ([`Received::settled`]), so it is the number of
+//! frames the application got.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Bits of the frame count.
 const COUNT_BITS: u32 = 40;
@@ -54,13 +58,33 @@ pub(crate) enum Taken {
     AckNow,
 }
 
+/// One reader's part of the count: the frames it took since it last added
+/// them to the session's count. Written by that reader alone (relaxed
+/// atomics, so plain loads and stores), between its first counted frame
+/// of a read and [`Received::end`].
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Between [`Received::take`]'s first frame of a read and
+    /// [`Received::end`].
+    open: AtomicBool,
+    /// The session's word as this reader last read or wrote it: another
+    /// value means another task changed it (a link accepted, counting
+    /// started or reset).
+    seen: AtomicU64,
+    /// The session's [`Received::epoch`] when this batch read it: another
+    /// means a reset forgot the count, and the frames taken before it.
+    epoch: AtomicU64,
+    /// Frames taken and counted, not yet in the session's count.
+    pending: AtomicU64,
+}
+
 /// The frames received: the count, which link's frames are taken, and
 /// what has not been acknowledged yet.
 ///
-/// The reader is the only writer of the count (one compare-and-swap per
-/// frame, against a change of link); the count acknowledged moves forward
-/// with `fetch_max` when an `ACK` goes out, from the reader or the
-/// acknowledging task.
+/// The readers are the only writers of the count (one compare-and-swap per
+/// read, against a change of link or a reset); the count acknowledged
+/// moves forward with `fetch_max` when an `ACK` goes out, from the reader
+/// or the acknowledging task.
 #[derive(Debug, Default)]
 pub(crate) struct Received {
     /// [`COUNTING`] | the accepted link's tag << [`COUNT_BITS`] | the count.
@@ -83,6 +107,12 @@ pub(crate) struct Received {
     /// The largest counted frame taken on the session (written by the
     /// reader): what a server that said its bound may be holding.
     largest: AtomicU64,
+    /// Readers inside a read ([`Batch`]es open): their frames may not be
+    /// in the count yet.
+    batches: AtomicU32,
+    /// Moved on by each [`reset`](Self::reset): frames a batch took before
+    /// one are not added to the new session's count.
+    epoch: AtomicU64,
 }
 
 impl Received {
@@ -105,6 +135,9 @@ impl Received {
 
     /// Stops counting and forgets the count: a new session.
     pub(crate) fn reset(&self) {
+        // Before the word changes: a batch that sees the new word sees the
+        // new epoch.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
         let _ = self
             .word
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
@@ -140,30 +173,32 @@ impl Received {
     }
 
     /// Takes a frame of `bytes` (header and plain body) that came on the
-    /// link tagged `tag`; counted when the session counts. `held_back`: a
-    /// push or a stream frame, which the server may hold for room in its
-    /// replay buffer (not an answer).
-    pub(crate) fn take(&self, tag: u64, bytes: usize, held_back: bool) -> Taken {
-        let tag_bits = (tag & TAG_MASK) << COUNT_BITS;
-        let mut word = self.word.load(Ordering::SeqCst);
-        loop {
-            if word & (TAG_MASK << COUNT_BITS) != tag_bits {
-                return Taken::Refused;
-            }
-            if word & COUNTING == 0 {
-                return Taken::Quiet;
-            }
-            match self.word.compare_exchange_weak(
-                word,
-                word + 1,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => break,
-                Err(now) => word = now,
-            }
+    /// link tagged `tag`, for the reader whose batch is `batch`; counted
+    /// when the session counts. `held_back`: a push or a stream frame,
+    /// which the server may hold for room in its replay buffer (not an
+    /// answer). The reader calls [`end`](Self::end) once it has handed over
+    /// all it read and waits for more, or stops; a refused frame ends the
+    /// batch too.
+    pub(crate) fn take(&self, batch: &Batch, tag: u64, bytes: usize, held_back: bool) -> Taken {
+        if !batch.open.load(Ordering::Relaxed) {
+            self.begin(batch);
         }
-        let before = word & COUNT_MASK;
+        let mut word = self.word.load(Ordering::Relaxed);
+        if word != batch.seen.load(Ordering::Relaxed) {
+            word = self.resync(batch);
+        }
+        if word & (TAG_MASK << COUNT_BITS) != (tag & TAG_MASK) << COUNT_BITS {
+            // This link's frames are no longer taken: what it took is
+            // counted now, so that a `RESUME` waiting for it goes on.
+            self.end(batch);
+            return Taken::Refused;
+        }
+        if word & COUNTING == 0 {
+            return Taken::Quiet;
+        }
+        let pending = batch.pending.load(Ordering::Relaxed);
+        batch.pending.store(pending + 1, Ordering::Relaxed);
+        let before = (word & COUNT_MASK) + pending;
         if held_back {
             self.held_back.store(true, Ordering::Relaxed);
         }
@@ -186,6 +221,80 @@ impl Received {
         } else {
             Taken::Quiet
         }
+    }
+
+    /// Opens `batch`: this reader may take frames the count does not show
+    /// yet. Counted among the open batches before the word is read, so
+    /// that a task that changed the link and then finds no batch open
+    /// knows every reader will see the change.
+    fn begin(&self, batch: &Batch) {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        batch
+            .seen
+            .store(self.word.load(Ordering::SeqCst), Ordering::Relaxed);
+        batch
+            .epoch
+            .store(self.epoch.load(Ordering::SeqCst), Ordering::Relaxed);
+        batch.pending.store(0, Ordering::Relaxed);
+        batch.open.store(true, Ordering::Relaxed);
+    }
+
+    /// Another task changed the word: `batch` takes it as it is now, and
+    /// forgets what it took if a reset came in between.
+    fn resync(&self, batch: &Batch) -> u64 {
+        let word = self.word.load(Ordering::SeqCst);
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        if epoch != batch.epoch.load(Ordering::Relaxed) {
+            batch.epoch.store(epoch, Ordering::Relaxed);
+            batch.pending.store(0, Ordering::Relaxed);
+        }
+        batch.seen.store(word, Ordering::Relaxed);
+        word
+    }
+
+    /// Adds what `batch` took to the count (before an `ACK`, which reports
+    /// the count, and at [`end`](Self::end)); the batch stays open. What a
+    /// reset forgot is not added.
+    pub(crate) fn publish(&self, batch: &Batch) {
+        let pending = batch.pending.swap(0, Ordering::Relaxed);
+        if pending == 0 {
+            return;
+        }
+        let mut word = self.word.load(Ordering::SeqCst);
+        loop {
+            if self.epoch.load(Ordering::SeqCst) != batch.epoch.load(Ordering::Relaxed) {
+                return;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word + pending,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => {
+                    batch.seen.store(word + pending, Ordering::Relaxed);
+                    return;
+                }
+                Err(now) => word = now,
+            }
+        }
+    }
+
+    /// Closes `batch` (the reader handed over what it read): what it took
+    /// is in the count.
+    pub(crate) fn end(&self, batch: &Batch) {
+        if !batch.open.load(Ordering::Relaxed) {
+            return;
+        }
+        self.publish(batch);
+        batch.open.store(false, Ordering::Relaxed);
+        self.batches.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether no reader is inside a read: the count shows every frame
+    /// delivered. A `RESUME` takes the count only then.
+    pub(crate) fn settled(&self) -> bool {
+        self.batches.load(Ordering::SeqCst) == 0
     }
 
     /// The count to acknowledge, if frames were taken since the last `ACK`.
@@ -219,11 +328,12 @@ impl Received {
         }
     }
 
-    /// Whether frames were taken since the last `ACK`: the acknowledging
-    /// task checks after sending one, as a frame taken meanwhile may not
-    /// have woken it.
+    /// Whether frames were taken since the last `ACK`, or may have been (a
+    /// reader is inside a read, and its frames are not in the count yet):
+    /// the acknowledging task checks after sending one, as a frame taken
+    /// meanwhile may not have woken it.
     pub(crate) fn has_unacked(&self) -> bool {
-        self.count() > self.acked.load(Ordering::SeqCst)
+        !self.settled() || self.count() > self.acked.load(Ordering::SeqCst)
     }
 }
 
@@ -231,65 +341,127 @@ impl Received {
 mod tests {
     use super::*;
 
+    /// What the reader does for an `ACK`: adds what it took, then takes
+    /// the count to acknowledge.
+    fn ack(received: &Received, batch: &Batch) -> Option<u64> {
+        received.publish(batch);
+        received.take_ack()
+    }
+
     #[test]
     fn only_the_accepted_link_is_taken_and_only_counted_frames_count() {
         let received = Received::default();
-        assert_eq!(received.take(5, 10, true), Taken::Refused);
+        let batch = Batch::default();
+        assert_eq!(received.take(&batch, 5, 10, true), Taken::Refused);
         received.accept(5);
-        assert_eq!(received.take(5, 10, true), Taken::Quiet);
+        assert_eq!(received.take(&batch, 5, 10, true), Taken::Quiet);
+        received.end(&batch);
         assert_eq!(received.count(), 0, "not counting before a ticket");
         received.start();
-        assert_eq!(received.take(5, 10, true), Taken::First);
-        assert_eq!(received.take(5, 10, true), Taken::Quiet);
-        assert_eq!(received.take(6, 10, true), Taken::Refused);
+        assert_eq!(received.take(&batch, 5, 10, true), Taken::First);
+        assert_eq!(received.take(&batch, 5, 10, true), Taken::Quiet);
+        assert_eq!(received.count(), 0, "in the count once the read ends");
+        assert!(!received.settled());
+        assert_eq!(received.take(&batch, 6, 10, true), Taken::Refused);
+        assert!(received.settled(), "a refused frame ends the read");
         assert_eq!(received.count(), 2);
         received.accept(6);
-        assert_eq!(received.take(5, 10, true), Taken::Refused);
-        assert_eq!(received.take(6, 10, true), Taken::Quiet);
+        assert_eq!(received.take(&batch, 5, 10, true), Taken::Refused);
+        assert_eq!(received.take(&batch, 6, 10, true), Taken::Quiet);
+        received.end(&batch);
         assert_eq!(received.count(), 3, "the count goes on across links");
-        assert_eq!(received.take_ack(), Some(3));
-        assert_eq!(received.take_ack(), None, "nothing new to acknowledge");
+        assert_eq!(ack(&received, &batch), Some(3));
+        assert_eq!(ack(&received, &batch), None, "nothing new to acknowledge");
         assert!(!received.has_unacked());
-        assert_eq!(received.take(6, 10, true), Taken::First);
+        assert_eq!(received.take(&batch, 6, 10, true), Taken::First);
+        assert!(received.has_unacked());
+        received.end(&batch);
         assert!(received.has_unacked());
         received.reset();
         assert_eq!(received.count(), 0);
-        assert_eq!(received.take(6, 10, true), Taken::Quiet, "not counting");
+        assert_eq!(
+            received.take(&batch, 6, 10, true),
+            Taken::Quiet,
+            "not counting"
+        );
+        received.end(&batch);
+        assert_eq!(received.count(), 0);
+    }
+
+    /// Another task changes the link, or resets the session, while a read
+    /// goes on: a frame taken before the change counts, one after it is
+    /// refused; what was taken before a reset is forgotten.
+    #[test]
+    fn a_read_sees_another_tasks_change_of_link_or_reset() {
+        let received = Received::default();
+        let batch = Batch::default();
+        received.accept(1);
+        received.start();
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
+        received.accept(2);
+        assert!(!received.settled(), "a RESUME waits for the read");
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Refused);
+        received.end(&batch);
+        assert!(received.settled());
+        assert_eq!(received.count(), 1, "the frame taken before the change");
+
+        let other = Batch::default();
+        assert_eq!(received.take(&other, 2, 10, true), Taken::Quiet);
+        received.reset();
+        received.start();
+        assert_eq!(received.take(&other, 2, 10, true), Taken::First);
+        received.end(&other);
+        assert_eq!(received.count(), 1, "only the frame after the reset");
+
+        // Before an ACK, the reader adds what it took; the read goes on.
+        let third = Batch::default();
+        received.take(&third, 2, 10, true);
+        received.publish(&third);
+        assert_eq!(received.count(), 2);
+        assert!(!received.settled());
+        received.take(&third, 2, 10, true);
+        received.end(&third);
+        assert_eq!(received.count(), 3);
     }
 
     #[test]
     fn an_ack_is_due_every_so_many_frames_or_bytes() {
         let received = Received::default();
+        let batch = Batch::default();
         received.accept(1);
         received.start();
-        assert_eq!(received.take(1, 1, false), Taken::First);
+        assert_eq!(received.take(&batch, 1, 1, false), Taken::First);
         for _ in 2..EVERY_FRAMES {
-            assert_eq!(received.take(1, 1, false), Taken::Quiet);
+            assert_eq!(received.take(&batch, 1, 1, false), Taken::Quiet);
         }
-        assert_eq!(received.take(1, 1, false), Taken::AckNow);
-        assert_eq!(received.take_ack(), Some(EVERY_FRAMES));
-        assert_eq!(received.take(1, EVERY_BYTES as usize, false), Taken::AckNow);
+        assert_eq!(received.take(&batch, 1, 1, false), Taken::AckNow);
+        assert_eq!(ack(&received, &batch), Some(EVERY_FRAMES));
+        assert_eq!(
+            received.take(&batch, 1, EVERY_BYTES as usize, false),
+            Taken::AckNow
+        );
     }
 
     #[test]
     fn an_idle_reader_acknowledges_early_when_pushes_wait_but_not_for_answers() {
         let received = Received::default();
+        let batch = Batch::default();
         received.accept(1);
         received.start();
         let half = IDLE_BYTES as usize / 2;
-        received.take(1, half, false);
-        received.take(1, half, false);
+        received.take(&batch, 1, half, false);
+        received.take(&batch, 1, half, false);
         assert!(
             !received.ack_when_idle(),
             "answers never wait at the server"
         );
-        received.take(1, 1, true);
+        received.take(&batch, 1, 1, true);
         assert!(received.ack_when_idle(), "a push among them");
-        assert_eq!(received.take_ack(), Some(3));
+        assert_eq!(ack(&received, &batch), Some(3));
         assert!(!received.ack_when_idle(), "an ACK starts again");
-        received.take(1, half, true);
+        received.take(&batch, 1, half, true);
         assert!(!received.ack_when_idle());
-        assert_eq!(received.take(1, half, true), Taken::Quiet);
+        assert_eq!(received.take(&batch, 1, half, true), Taken::Quiet);
         assert!(received.ack_when_idle());
         received.accept(2);
         assert!(
@@ -301,39 +473,40 @@ mod tests {
     #[test]
     fn a_bound_the_server_said_sets_when_to_acknowledge() {
         let received = Received::default();
+        let batch = Batch::default();
         received.accept(1);
         received.start();
         received.set_bound(Some(16 * 1024));
         // Half the bound, by bytes.
-        assert_eq!(received.take(1, 8 * 1024 - 1, true), Taken::First);
-        assert_eq!(received.take(1, 1, true), Taken::AckNow);
-        received.take_ack();
+        assert_eq!(received.take(&batch, 1, 8 * 1024 - 1, true), Taken::First);
+        assert_eq!(received.take(&batch, 1, 1, true), Taken::AckNow);
+        ack(&received, &batch);
         assert!(!received.ack_when_idle(), "nothing unacknowledged");
         // Idle: only when the largest frame taken would not fit beside what
         // is unacknowledged in the three quarters of the bound (12 KiB)
         // that pushes may take.
-        received.take(1, 4 * 1024, true);
+        received.take(&batch, 1, 4 * 1024, true);
         assert!(!received.ack_when_idle(), "4 KiB + 8 KiB fit in 12 KiB");
-        assert_eq!(received.take(1, 9 * 1024, true), Taken::AckNow);
-        received.take_ack();
-        received.take(1, 3 * 1024, true);
+        assert_eq!(received.take(&batch, 1, 9 * 1024, true), Taken::AckNow);
+        ack(&received, &batch);
+        received.take(&batch, 1, 3 * 1024, true);
         assert!(!received.ack_when_idle(), "3 KiB + 9 KiB fit");
-        received.take(1, 1, true);
+        received.take(&batch, 1, 1, true);
         assert!(received.ack_when_idle(), "3 KiB + 1 + 9 KiB do not");
-        received.take_ack();
+        ack(&received, &batch);
         assert!(!received.ack_when_idle(), "nothing unacknowledged");
         // A large bound: every 32 KiB at most.
         received.set_bound(Some(1 << 20));
         assert_eq!(
-            received.take(1, EVERY_BYTES as usize - 1, true),
+            received.take(&batch, 1, EVERY_BYTES as usize - 1, true),
             Taken::First
         );
         assert!(!received.ack_when_idle());
-        assert_eq!(received.take(1, 1, true), Taken::AckNow);
+        assert_eq!(received.take(&batch, 1, 1, true), Taken::AckNow);
         // A new session forgets the bound: 8 KiB idle again.
         received.reset();
         received.start();
-        received.take(1, IDLE_BYTES as usize, true);
+        received.take(&batch, 1, IDLE_BYTES as usize, true);
         assert!(received.ack_when_idle());
     }
 }

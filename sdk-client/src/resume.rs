@@ -24,7 +24,7 @@ use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::{ClientError, CloseReason};
-use crate::received::{Received, Taken};
+use crate::received::{Batch, Received, Taken};
 use crate::send::SendError;
 use crate::sync::lock;
 
@@ -262,14 +262,20 @@ impl Session {
     }
 
     /// Takes a frame of `bytes` (header and plain body) that came on the
-    /// link tagged `tag` (a push or an answer: an application opcode),
-    /// counting it when the session counts. `None`: the link is not the one
-    /// whose frames are taken, drop the frame; `Some(true)`: an `ACK` is due
-    /// now. The first frame since an `ACK` wakes the acknowledging task.
-    /// `held_back`: a push or stream frame, not an answer
-    /// ([`Received::take`]).
-    pub(crate) fn received(&self, tag: u64, bytes: usize, held_back: bool) -> Option<bool> {
-        match self.received.take(tag, bytes, held_back) {
+    /// link tagged `tag` (a push or an answer: an application opcode), for
+    /// the reader whose batch is `batch`, counting it when the session
+    /// counts. `None`: the link is not the one whose frames are taken, drop
+    /// the frame; `Some(true)`: an `ACK` is due now. The first frame since
+    /// an `ACK` wakes the acknowledging task. `held_back`: a push or stream
+    /// frame, not an answer ([`Received::take`]).
+    pub(crate) fn received(
+        &self,
+        batch: &Batch,
+        tag: u64,
+        bytes: usize,
+        held_back: bool,
+    ) -> Option<bool> {
+        match self.received.take(batch, tag, bytes, held_back) {
             Taken::Refused => None,
             Taken::Quiet => Some(false),
             Taken::First => {
@@ -277,6 +283,26 @@ impl Session {
                 Some(false)
             }
             Taken::AckNow => Some(true),
+        }
+    }
+
+    /// Adds what `batch` took to the count, before an `ACK` reports it.
+    pub(crate) fn publish(&self, batch: &Batch) {
+        self.received.publish(batch);
+    }
+
+    /// The reader handed over what it read: what `batch` took is in the
+    /// count.
+    pub(crate) fn end_read(&self, batch: &Batch) {
+        self.received.end(batch);
+    }
+
+    /// Completes once no reader is inside a read, so that the count shows
+    /// every frame delivered (a read is handed over without a pause, so
+    /// this is short).
+    pub(crate) async fn settled(&self) {
+        while !self.received.settled() {
+            tokio::task::yield_now().await;
         }
     }
 
@@ -382,7 +408,9 @@ impl Session {
         refused_form
     }
 
-    /// The ticket and the count of frames received, for a `RESUME`.
+    /// The ticket and the count of frames received, for a `RESUME`: call
+    /// it once [`settled`](Self::settled), after the link whose frames are
+    /// taken changed.
     pub(crate) fn resume_request(&self) -> Result<(Ticket, u64), ResumeFailed> {
         let state = lock(&self.state);
         let ticket = state.ticket.clone().ok_or_else(|| {

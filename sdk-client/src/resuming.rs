@@ -39,6 +39,9 @@ pub(crate) async fn resume(
     max_frame_size: usize,
     timeout: Duration,
 ) -> Result<(), ResumeFailed> {
+    // A reader may still be handing over what the lost link brought: its
+    // frames are in the count once it is done.
+    session.settled().await;
     let (ticket, received) = session.resume_request()?;
     let noise = |error: ternio_protocol::secure::HandshakeError| {
         ResumeFailed::Refused(format!("resumption handshake: {error}"))
