@@ -394,6 +394,22 @@ struct TicketServer {
 }
 
 impl TicketServer {
+    /// Starts a client of the server in a task (abort it to end it), and
+    /// takes its connection.
+    async fn with_client(
+        answer: impl FnMut(&[u8]) -> Result<Option<u32>, ErrorCode>,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let _client = Client::connect_tcp_with(address, config(None))
+                .await
+                .unwrap();
+            std::future::pending::<()>().await;
+        });
+        (Self::accept(&listener, answer).await, client)
+    }
+
     async fn accept(
         listener: &tokio::net::TcpListener,
         mut answer: impl FnMut(&[u8]) -> Result<Option<u32>, ErrorCode>,
@@ -460,16 +476,7 @@ impl TicketServer {
 /// still does when the server does not say its bound).
 #[tokio::test]
 async fn a_client_acknowledges_by_the_bound_its_server_said() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let client = tokio::spawn(async move {
-        let client = Client::connect_tcp_with(address, config(None))
-            .await
-            .unwrap();
-        std::future::pending::<()>().await;
-        drop(client);
-    });
-    let mut server = TicketServer::accept(&listener, |_| Ok(Some(64 * 1024))).await;
+    let (mut server, client) = TicketServer::with_client(|_| Ok(Some(64 * 1024))).await;
     assert_eq!(server.requests, [vec![TicketRequest::ASK_BOUND]]);
     // Three bursts of 10 KiB with pauses the client reads all in, then 5
     // more: 1,037 bytes each, the 32nd takes it past 32 KiB.
@@ -487,16 +494,7 @@ async fn a_client_acknowledges_by_the_bound_its_server_said() {
 /// as it did before, once it has read 8 KiB or more.
 #[tokio::test]
 async fn a_client_asks_an_older_server_for_its_ticket_the_older_way() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let client = tokio::spawn(async move {
-        let client = Client::connect_tcp_with(address, config(None))
-            .await
-            .unwrap();
-        std::future::pending::<()>().await;
-        drop(client);
-    });
-    let mut server = TicketServer::accept(&listener, |body| {
+    let (mut server, client) = TicketServer::with_client(|body| {
         if body.is_empty() {
             Ok(None)
         } else {

@@ -341,6 +341,15 @@ impl Received {
 mod tests {
     use super::*;
 
+    /// A session counting the frames of the link tagged `tag`, and a
+    /// reader's batch.
+    fn counting_on(tag: u64) -> (Received, Batch) {
+        let received = Received::default();
+        received.accept(tag);
+        received.start();
+        (received, Batch::default())
+    }
+
     /// What the reader does for an `ACK`: adds what it took, then takes
     /// the count to acknowledge.
     fn ack(received: &Received, batch: &Batch) -> Option<u64> {
@@ -393,10 +402,7 @@ mod tests {
     /// refused; what was taken before a reset is forgotten.
     #[test]
     fn a_read_sees_another_tasks_change_of_link_or_reset() {
-        let received = Received::default();
-        let batch = Batch::default();
-        received.accept(1);
-        received.start();
+        let (received, batch) = counting_on(1);
         assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
         received.accept(2);
         assert!(!received.settled(), "a RESUME waits for the read");
@@ -426,10 +432,7 @@ mod tests {
 
     #[test]
     fn an_ack_is_due_every_so_many_frames_or_bytes() {
-        let received = Received::default();
-        let batch = Batch::default();
-        received.accept(1);
-        received.start();
+        let (received, batch) = counting_on(1);
         assert_eq!(received.take(&batch, 1, 1, false), Taken::First);
         for _ in 2..EVERY_FRAMES {
             assert_eq!(received.take(&batch, 1, 1, false), Taken::Quiet);
@@ -444,10 +447,7 @@ mod tests {
 
     #[test]
     fn an_idle_reader_acknowledges_early_when_pushes_wait_but_not_for_answers() {
-        let received = Received::default();
-        let batch = Batch::default();
-        received.accept(1);
-        received.start();
+        let (received, batch) = counting_on(1);
         let half = IDLE_BYTES as usize / 2;
         received.take(&batch, 1, half, false);
         received.take(&batch, 1, half, false);
@@ -472,10 +472,7 @@ mod tests {
 
     #[test]
     fn a_bound_the_server_said_sets_when_to_acknowledge() {
-        let received = Received::default();
-        let batch = Batch::default();
-        received.accept(1);
-        received.start();
+        let (received, batch) = counting_on(1);
         received.set_bound(Some(16 * 1024));
         // Half the bound, by bytes.
         assert_eq!(received.take(&batch, 1, 8 * 1024 - 1, true), Taken::First);
