@@ -634,8 +634,16 @@ async fn a_ticket_request_may_ask_for_the_replay_bound_and_nothing_else() {
         let answer = session.recv_app().await;
         let error = ErrorBody::parse(&answer.body).unwrap();
         assert_eq!(error.code, ErrorCode::Malformed, "{bad:?}");
-        // Nothing started: the request that follows is answered as usual.
+        // Nothing started: this request is not counted, as the server's
+        // count after the ticket and a resumption shows.
+        session.request(&Add { a: 1, b: 2 }, 4).await;
+        assert_eq!(session.recv_app().await.header.request_id, 4);
         assert!(session.ask_ticket().await.replay_bytes.is_none());
+        // This client counts from the ticket too.
+        session.received = 0;
+        session.cut().await;
+        let (_, resumed) = session.resume(address).await.expect("resumed");
+        assert_eq!(resumed.received, 0, "{bad:?}: counting started early");
     }
     let mut session = Session::plain(address).await;
     session

@@ -34,6 +34,10 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// from its socket.
     fn idle(&self);
 
+    /// Called by the reader as soon as it takes no more frames, before it
+    /// declares the link lost (and before a WebSocket close handshake).
+    fn reading_stopped(&self);
+
     /// Declares the link lost for `reason` (only the first reason counts).
     fn lost(&self, reason: CloseReason);
 

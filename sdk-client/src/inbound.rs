@@ -18,9 +18,8 @@ use crate::error::CloseReason;
 use crate::events::LinkEvents;
 use crate::handshake;
 use crate::link::Link;
-use crate::received::Batch;
 use crate::requests::Answer;
-use crate::resume::Session;
+use crate::resume::ReadBatch;
 use crate::resuming;
 use crate::send::{Mode, SendError};
 use crate::shared::Shared;
@@ -32,20 +31,6 @@ pub(crate) struct Inbound {
     link: Arc<Link>,
     /// The reader's count of what it took in the read under way.
     batch: Arc<ReadBatch>,
-}
-
-/// The reader's [`Batch`], closed when the link's tasks are gone, should
-/// the reader stop inside a read (a panic): a `RESUME` waits for open
-/// batches.
-struct ReadBatch {
-    session: Arc<Session>,
-    batch: Batch,
-}
-
-impl Drop for ReadBatch {
-    fn drop(&mut self) {
-        self.session.end_read(&self.batch);
-    }
 }
 
 impl LinkEvents for Inbound {
@@ -79,7 +64,7 @@ impl LinkEvents for Inbound {
     fn idle(&self) {
         // All that came is handed over: what the reader took goes into the
         // count (once per wait, not per read).
-        self.shared.session().end_read(&self.batch.batch);
+        self.shared.session().end_read(self.batch.batch());
         if self.shared.wants_resume()
             && self.shared.session().ack_when_idle()
             && self.shared.links().accepts(&self.link)
@@ -97,8 +82,13 @@ impl LinkEvents for Inbound {
         self.link.lost_reason().is_some()
     }
 
+    /// What the reader took goes into the count: a `RESUME` waits for it.
+    fn reading_stopped(&self) {
+        self.shared.session().end_read(self.batch.batch());
+    }
+
     fn reader_done(&self) {
-        self.shared.session().end_read(&self.batch.batch);
+        self.shared.session().end_read(self.batch.batch());
         self.link.set_reader_done();
     }
 }
@@ -108,10 +98,7 @@ impl Inbound {
         Self {
             shared: Arc::clone(shared),
             link: Arc::clone(link),
-            batch: Arc::new(ReadBatch {
-                session: Arc::clone(shared.session()),
-                batch: Batch::default(),
-            }),
+            batch: Arc::new(ReadBatch::new(shared.session())),
         }
     }
 
@@ -160,7 +147,7 @@ impl Inbound {
             let due =
                 self.shared
                     .session()
-                    .received(&self.batch.batch, self.link.tag(), len, true)?;
+                    .received(self.batch.batch(), self.link.tag(), len, true)?;
             // Taken first: a link lost as the ACK goes out loses nothing
             // taken.
             let lost = if is_stream_opcode(header.opcode) && !header.flags.is_response() {
@@ -265,7 +252,7 @@ impl Inbound {
                 .links()
                 .answer(&self.link, Frame { header, body }, sealed, || {
                     counted
-                        && session.received(&self.batch.batch, self.link.tag(), len, false)
+                        && session.received(self.batch.batch(), self.link.tag(), len, false)
                             == Some(true)
                 });
         match answer {
@@ -294,7 +281,7 @@ impl Inbound {
         let max = self.max_frame_size();
         let session = self.shared.session();
         // The ACK reports the count: what this read took goes in first.
-        session.publish(&self.batch.batch);
+        session.publish(self.batch.batch());
         let sent = session.send_ack(|ack| resuming::send_ack(&self.link, &ack, max));
         match sent {
             Err(SendError::Lost(reason)) => Some(reason),

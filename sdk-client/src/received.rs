@@ -76,6 +76,12 @@ pub(crate) struct Batch {
     epoch: AtomicU64,
     /// Frames taken and counted, not yet in the session's count.
     pending: AtomicU64,
+    /// Their bytes (header and plain body), not yet in
+    /// [`Received::bytes`]: an `ACK` from another task (which reports the
+    /// count without them) leaves them unacknowledged.
+    pending_bytes: AtomicU64,
+    /// Whether pushes or stream frames are among them.
+    pending_held_back: AtomicBool,
 }
 
 /// The frames received: the count, which link's frames are taken, and
@@ -91,8 +97,8 @@ pub(crate) struct Received {
     word: AtomicU64,
     /// The count the last `ACK` reported.
     acked: AtomicU64,
-    /// Bytes taken since the reader last asked for an `ACK` (written by the
-    /// reader alone, reset by any `ACK`).
+    /// Bytes of the frames in the count and not acknowledged (added by a
+    /// reader with its batch's frames, reset by any `ACK`).
     bytes: AtomicU64,
     /// Whether pushes or stream frames are among them: what the server may
     /// hold until an `ACK` makes room (set by the reader, cleared by any
@@ -104,9 +110,9 @@ pub(crate) struct Received {
     /// or half the server's bound if that is less (0 until set: the
     /// default).
     every_bytes: AtomicU64,
-    /// The largest counted frame taken on the session (written by the
-    /// reader): what a server that said its bound may be holding.
-    largest: AtomicU64,
+    /// The largest push or stream frame taken on the session (written by
+    /// the reader): what a server that said its bound may be holding.
+    largest_push: AtomicU64,
     /// Readers inside a read ([`Batch`]es open): their frames may not be
     /// in the count yet.
     batches: AtomicU32,
@@ -147,7 +153,7 @@ impl Received {
         self.bytes.store(0, Ordering::SeqCst);
         self.held_back.store(false, Ordering::SeqCst);
         self.set_bound(None);
-        self.largest.store(0, Ordering::Relaxed);
+        self.largest_push.store(0, Ordering::Relaxed);
     }
 
     /// Takes the server's replay bound from its ticket (`None`: it did not
@@ -184,7 +190,9 @@ impl Received {
             self.begin(batch);
         }
         let mut word = self.word.load(Ordering::Relaxed);
-        if word != batch.seen.load(Ordering::Relaxed) {
+        if word != batch.seen.load(Ordering::Relaxed)
+            || self.epoch.load(Ordering::Relaxed) != batch.epoch.load(Ordering::Relaxed)
+        {
             word = self.resync(batch);
         }
         if word & (TAG_MASK << COUNT_BITS) != (tag & TAG_MASK) << COUNT_BITS {
@@ -199,23 +207,24 @@ impl Received {
         let pending = batch.pending.load(Ordering::Relaxed);
         batch.pending.store(pending + 1, Ordering::Relaxed);
         let before = (word & COUNT_MASK) + pending;
+        let bytes = bytes as u64;
+        let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
+        batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
         if held_back {
-            self.held_back.store(true, Ordering::Relaxed);
-        }
-        if bytes as u64 > self.largest.load(Ordering::Relaxed) {
-            self.largest.store(bytes as u64, Ordering::Relaxed);
+            batch.pending_held_back.store(true, Ordering::Relaxed);
+            if bytes > self.largest_push.load(Ordering::Relaxed) {
+                self.largest_push.store(bytes, Ordering::Relaxed);
+            }
         }
         let acked = self.acked.load(Ordering::SeqCst);
-        let unacked_bytes = self.bytes.load(Ordering::Relaxed) + bytes as u64;
+        let unacked_bytes = self.bytes.load(Ordering::Relaxed) + pending_bytes;
         let every_bytes = match self.every_bytes.load(Ordering::Relaxed) {
             0 => EVERY_BYTES,
             every => every,
         };
         if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= every_bytes {
-            self.bytes.store(0, Ordering::Relaxed);
             return Taken::AckNow;
         }
-        self.bytes.store(unacked_bytes, Ordering::Relaxed);
         if before == acked {
             Taken::First
         } else {
@@ -229,24 +238,37 @@ impl Received {
     /// knows every reader will see the change.
     fn begin(&self, batch: &Batch) {
         self.batches.fetch_add(1, Ordering::SeqCst);
-        batch
-            .seen
-            .store(self.word.load(Ordering::SeqCst), Ordering::Relaxed);
-        batch
-            .epoch
-            .store(self.epoch.load(Ordering::SeqCst), Ordering::Relaxed);
+        let (word, epoch) = self.snapshot();
+        batch.seen.store(word, Ordering::Relaxed);
+        batch.epoch.store(epoch, Ordering::Relaxed);
         batch.pending.store(0, Ordering::Relaxed);
+        batch.pending_bytes.store(0, Ordering::Relaxed);
+        batch.pending_held_back.store(false, Ordering::Relaxed);
         batch.open.store(true, Ordering::Relaxed);
+    }
+
+    /// The word and the epoch it belongs to: a reset moves the epoch on
+    /// before it changes the word, so an epoch read the same before and
+    /// after the word is the word's.
+    fn snapshot(&self) -> (u64, u64) {
+        loop {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            let word = self.word.load(Ordering::SeqCst);
+            if self.epoch.load(Ordering::SeqCst) == epoch {
+                return (word, epoch);
+            }
+        }
     }
 
     /// Another task changed the word: `batch` takes it as it is now, and
     /// forgets what it took if a reset came in between.
     fn resync(&self, batch: &Batch) -> u64 {
-        let word = self.word.load(Ordering::SeqCst);
-        let epoch = self.epoch.load(Ordering::SeqCst);
+        let (word, epoch) = self.snapshot();
         if epoch != batch.epoch.load(Ordering::Relaxed) {
             batch.epoch.store(epoch, Ordering::Relaxed);
             batch.pending.store(0, Ordering::Relaxed);
+            batch.pending_bytes.store(0, Ordering::Relaxed);
+            batch.pending_held_back.store(false, Ordering::Relaxed);
         }
         batch.seen.store(word, Ordering::Relaxed);
         word
@@ -257,6 +279,8 @@ impl Received {
     /// reset forgot is not added.
     pub(crate) fn publish(&self, batch: &Batch) {
         let pending = batch.pending.swap(0, Ordering::Relaxed);
+        let pending_bytes = batch.pending_bytes.swap(0, Ordering::Relaxed);
+        let held_back = batch.pending_held_back.swap(false, Ordering::Relaxed);
         if pending == 0 {
             return;
         }
@@ -273,10 +297,17 @@ impl Received {
             ) {
                 Ok(_) => {
                     batch.seen.store(word + pending, Ordering::Relaxed);
-                    return;
+                    break;
                 }
                 Err(now) => word = now,
             }
+        }
+        // After the count: an `ACK` taken in between reports these frames
+        // and may leave their bytes counted as well (an early `ACK` too
+        // many), never the other way round.
+        self.bytes.fetch_add(pending_bytes, Ordering::SeqCst);
+        if held_back {
+            self.held_back.store(true, Ordering::SeqCst);
         }
     }
 
@@ -297,7 +328,9 @@ impl Received {
         self.batches.load(Ordering::SeqCst) == 0
     }
 
-    /// The count to acknowledge, if frames were taken since the last `ACK`.
+    /// The count to acknowledge, if frames were taken since the last `ACK`;
+    /// what was counted is then acknowledged (frames an open batch holds
+    /// are not: they are neither in the count nor in the bytes).
     pub(crate) fn take_ack(&self) -> Option<u64> {
         let count = self.count();
         let acked = self.acked.fetch_max(count, Ordering::SeqCst);
@@ -306,24 +339,23 @@ impl Received {
         (acked < count).then_some(count)
     }
 
-    /// Whether a reader that has read all the server sent acknowledges
-    /// now, with pushes or stream frames among what is unacknowledged (a
-    /// server never holds answers, so answers alone wait): when the server
-    /// said its bound, if what is unacknowledged and the largest frame
-    /// taken so far come to more than three quarters of it (a server holds
-    /// a push that would leave less than a quarter free for answers: it may
-    /// be holding such a frame); otherwise once [`IDLE_BYTES`] are. Read on
-    /// the reader's thread, which writes what it reads.
+    /// Whether a reader that has read all the server sent (its batch
+    /// ended) acknowledges now. When the server said its bound: if what is
+    /// unacknowledged and the largest push or stream frame taken so far
+    /// come to more than three quarters of it (a server holds a push that
+    /// would leave less than a quarter free for answers: it may be holding
+    /// such a frame, whatever fills the rest); a session of requests and
+    /// answers alone never does. Otherwise: once [`IDLE_BYTES`] are
+    /// unacknowledged, pushes or stream frames among them (a server never
+    /// holds answers, so answers alone wait). Read on the reader's thread.
     pub(crate) fn ack_when_idle(&self) -> bool {
-        if !self.held_back.load(Ordering::Relaxed) {
-            return false;
-        }
         let bytes = self.bytes.load(Ordering::Relaxed);
         match self.bound.load(Ordering::Relaxed) {
-            0 => bytes >= IDLE_BYTES,
+            0 => self.held_back.load(Ordering::Relaxed) && bytes >= IDLE_BYTES,
             bound => {
+                let largest_push = self.largest_push.load(Ordering::Relaxed);
                 let for_pushes = bound - bound / 4;
-                bytes > 0 && bytes + self.largest.load(Ordering::Relaxed) > for_pushes
+                bytes > 0 && largest_push > 0 && bytes + largest_push > for_pushes
             }
         }
     }
@@ -348,6 +380,13 @@ mod tests {
         received.accept(tag);
         received.start();
         (received, Batch::default())
+    }
+
+    /// What the reader does when it has read all that came: ends its
+    /// batch, then asks whether to acknowledge early.
+    fn idle(received: &Received, batch: &Batch) -> bool {
+        received.end(batch);
+        received.ack_when_idle()
     }
 
     /// What the reader does for an `ACK`: adds what it took, then takes
@@ -451,21 +490,18 @@ mod tests {
         let half = IDLE_BYTES as usize / 2;
         received.take(&batch, 1, half, false);
         received.take(&batch, 1, half, false);
-        assert!(
-            !received.ack_when_idle(),
-            "answers never wait at the server"
-        );
+        assert!(!idle(&received, &batch), "answers never wait at the server");
         received.take(&batch, 1, 1, true);
-        assert!(received.ack_when_idle(), "a push among them");
+        assert!(idle(&received, &batch), "a push among them");
         assert_eq!(ack(&received, &batch), Some(3));
-        assert!(!received.ack_when_idle(), "an ACK starts again");
+        assert!(!idle(&received, &batch), "an ACK starts again");
         received.take(&batch, 1, half, true);
-        assert!(!received.ack_when_idle());
+        assert!(!idle(&received, &batch));
         assert_eq!(received.take(&batch, 1, half, true), Taken::Quiet);
-        assert!(received.ack_when_idle());
+        assert!(idle(&received, &batch));
         received.accept(2);
         assert!(
-            !received.ack_when_idle(),
+            !idle(&received, &batch),
             "nothing early for another link's frames"
         );
     }
@@ -478,32 +514,96 @@ mod tests {
         assert_eq!(received.take(&batch, 1, 8 * 1024 - 1, true), Taken::First);
         assert_eq!(received.take(&batch, 1, 1, true), Taken::AckNow);
         ack(&received, &batch);
-        assert!(!received.ack_when_idle(), "nothing unacknowledged");
+        assert!(!idle(&received, &batch), "nothing unacknowledged");
         // Idle: only when the largest frame taken would not fit beside what
         // is unacknowledged in the three quarters of the bound (12 KiB)
         // that pushes may take.
         received.take(&batch, 1, 4 * 1024, true);
-        assert!(!received.ack_when_idle(), "4 KiB + 8 KiB fit in 12 KiB");
+        assert!(!idle(&received, &batch), "4 KiB + 8 KiB fit in 12 KiB");
         assert_eq!(received.take(&batch, 1, 9 * 1024, true), Taken::AckNow);
         ack(&received, &batch);
         received.take(&batch, 1, 3 * 1024, true);
-        assert!(!received.ack_when_idle(), "3 KiB + 9 KiB fit");
+        assert!(!idle(&received, &batch), "3 KiB + 9 KiB fit");
         received.take(&batch, 1, 1, true);
-        assert!(received.ack_when_idle(), "3 KiB + 1 + 9 KiB do not");
+        assert!(idle(&received, &batch), "3 KiB + 1 + 9 KiB do not");
         ack(&received, &batch);
-        assert!(!received.ack_when_idle(), "nothing unacknowledged");
+        assert!(!idle(&received, &batch), "nothing unacknowledged");
         // A large bound: every 32 KiB at most.
         received.set_bound(Some(1 << 20));
         assert_eq!(
             received.take(&batch, 1, EVERY_BYTES as usize - 1, true),
             Taken::First
         );
-        assert!(!received.ack_when_idle());
+        assert!(!idle(&received, &batch));
         assert_eq!(received.take(&batch, 1, 1, true), Taken::AckNow);
         // A new session forgets the bound: 8 KiB idle again.
         received.reset();
         received.start();
         received.take(&batch, 1, IDLE_BYTES as usize, true);
-        assert!(received.ack_when_idle());
+        assert!(idle(&received, &batch));
+    }
+
+    /// The acknowledging task's `ACK` (the count without the open batch's
+    /// frames) leaves the batch's bytes unacknowledged: the reader still
+    /// acknowledges when they reach the limit.
+    #[test]
+    fn an_ack_from_another_task_leaves_an_open_batchs_bytes_unacknowledged() {
+        let (received, batch) = counting_on(1);
+        received.set_bound(Some(64 * 1024));
+        for _ in 0..28 {
+            received.take(&batch, 1, 1024, true);
+        }
+        assert_eq!(received.take_ack(), None, "nothing in the count yet");
+        for _ in 0..3 {
+            assert_ne!(received.take(&batch, 1, 1024, true), Taken::AckNow);
+        }
+        assert_eq!(
+            received.take(&batch, 1, 1024, true),
+            Taken::AckNow,
+            "32 KiB"
+        );
+        assert_eq!(ack(&received, &batch), Some(32));
+    }
+
+    /// Knowing the bound, the early `ACK` looks at everything the server
+    /// keeps (answers too) and at the largest push alone.
+    #[test]
+    fn the_early_ack_counts_answers_in_the_room_and_only_pushes_as_the_largest() {
+        let (received, batch) = counting_on(1);
+        received.set_bound(Some(64 * 1024));
+        received.take(&batch, 1, 20 * 1024, true);
+        ack(&received, &batch);
+        for _ in 0..30 {
+            received.take(&batch, 1, 1024, false);
+        }
+        assert!(
+            idle(&received, &batch),
+            "30 KiB of answers and a 20 KiB push do not fit in 48 KiB"
+        );
+        ack(&received, &batch);
+
+        let (received, batch) = counting_on(1);
+        received.set_bound(Some(64 * 1024));
+        assert_eq!(received.take(&batch, 1, 50 * 1024, false), Taken::AckNow);
+        ack(&received, &batch);
+        received.take(&batch, 1, 100, true);
+        assert!(
+            !idle(&received, &batch),
+            "a large answer is not what the server holds"
+        );
+    }
+
+    /// A reset and a new start while a read goes on, the word as it was
+    /// (count 0, the same link): the batch still forgets what it took
+    /// before the reset and counts what it takes after.
+    #[test]
+    fn a_reset_and_a_start_in_the_middle_of_a_read_are_seen() {
+        let (received, batch) = counting_on(1);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
+        received.reset();
+        received.start();
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
+        received.end(&batch);
+        assert_eq!(received.count(), 1);
     }
 }

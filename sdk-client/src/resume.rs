@@ -11,8 +11,8 @@
 //! too, so that counting starts, and new keys are in place, before the next
 //! frame is read.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -46,6 +46,35 @@ pub(crate) struct Session {
     /// Set once a server refused a `RESUME_TICKET` that asked for its
     /// replay bound (a server from before 2026-12): ask with an empty body.
     plain_ticket: AtomicBool,
+}
+
+/// A link reader's [`Batch`], and the session it counts for: closed when
+/// dropped (the link's tasks are gone), should the reader have stopped
+/// inside a read (a panic), since a `RESUME` waits for open batches.
+pub(crate) struct ReadBatch {
+    session: Arc<Session>,
+    batch: Batch,
+}
+
+impl ReadBatch {
+    /// A batch of `session`'s, for one link's reader.
+    pub(crate) fn new(session: &Arc<Session>) -> Self {
+        Self {
+            session: Arc::clone(session),
+            batch: Batch::default(),
+        }
+    }
+
+    /// The batch, for the reader alone.
+    pub(crate) fn batch(&self) -> &Batch {
+        &self.batch
+    }
+}
+
+impl Drop for ReadBatch {
+    fn drop(&mut self) {
+        self.session.end_read(&self.batch);
+    }
 }
 
 #[derive(Default)]
@@ -298,11 +327,19 @@ impl Session {
     }
 
     /// Completes once no reader is inside a read, so that the count shows
-    /// every frame delivered (a read is handed over without a pause, so
-    /// this is short).
+    /// every frame delivered. A reader ends its batch when it waits for
+    /// more or stops, so this is short, unless a push handler holds the
+    /// reader: it checks again at once a few times, then every
+    /// millisecond.
     pub(crate) async fn settled(&self) {
+        let mut checks = 0u32;
         while !self.received.settled() {
-            tokio::task::yield_now().await;
+            checks += 1;
+            if checks < 64 {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
     }
 

@@ -41,7 +41,13 @@ pub(crate) async fn resume(
 ) -> Result<(), ResumeFailed> {
     // A reader may still be handing over what the lost link brought: its
     // frames are in the count once it is done.
-    session.settled().await;
+    tokio::time::timeout(timeout, session.settled())
+        .await
+        .map_err(|_| {
+            ResumeFailed::Refused(
+                "the lost link's reader did not hand over what it read in time".into(),
+            )
+        })?;
     let (ticket, received) = session.resume_request()?;
     let noise = |error: ternio_protocol::secure::HandshakeError| {
         ResumeFailed::Refused(format!("resumption handshake: {error}"))

@@ -308,6 +308,7 @@ pub(crate) async fn read_loop(
 ) {
     let reason = read_until_closed(&events, &out, &mut read, max_frame_size).await;
     drop(read);
+    events.reading_stopped();
     events.lost(reason);
     events.reader_done();
 }

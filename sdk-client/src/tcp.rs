@@ -35,6 +35,7 @@ pub(crate) async fn connect(
 /// The reader task: hands frames to `events` until the link ends.
 pub(crate) async fn read_loop(events: impl LinkEvents, out: Arc<SocketOut>, max_frame_size: usize) {
     let reason = read_until_closed(&events, &out, max_frame_size).await;
+    events.reading_stopped();
     events.lost(reason);
     events.reader_done();
 }

@@ -399,6 +399,7 @@ impl WsReader {
         let (reason, mut ws) = reader
             .read_until_closed(&events, self.max_frame_size, self.close_request)
             .await;
+        events.reading_stopped();
         events.lost(reason);
         let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIME, async {
             while let Some(Ok(_)) = ws.next().await {}
