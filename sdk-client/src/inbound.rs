@@ -88,7 +88,6 @@ impl LinkEvents for Inbound {
     }
 
     fn reader_done(&self) {
-        self.shared.session().end_read(self.batch.batch());
         self.link.set_reader_done();
     }
 }

@@ -106,10 +106,6 @@ pub(crate) struct Received {
     held_back: AtomicBool,
     /// The server's replay bound, when its ticket said it (0: not said).
     bound: AtomicU64,
-    /// Bytes at which the reader sends an `ACK` itself: [`EVERY_BYTES`],
-    /// or half the server's bound if that is less (0 until set: the
-    /// default).
-    every_bytes: AtomicU64,
     /// The largest push or stream frame taken on the session (written by
     /// the reader): what a server that said its bound may be holding.
     largest_push: AtomicU64,
@@ -164,13 +160,16 @@ impl Received {
     /// largest taken ([`ack_when_idle`](Self::ack_when_idle)).
     pub(crate) fn set_bound(&self, bound: Option<u32>) {
         let bound = bound.map_or(0, |bound| u64::from(bound).max(1));
-        let every = if bound == 0 {
-            0
-        } else {
-            (bound / 2).clamp(1, EVERY_BYTES)
-        };
         self.bound.store(bound, Ordering::Relaxed);
-        self.every_bytes.store(every, Ordering::Relaxed);
+    }
+
+    /// Bytes at which the reader sends an `ACK` itself: [`EVERY_BYTES`],
+    /// or half the server's bound if it said one and that is less.
+    fn every_bytes(&self) -> u64 {
+        match self.bound.load(Ordering::Relaxed) {
+            0 => EVERY_BYTES,
+            bound => (bound / 2).clamp(1, EVERY_BYTES),
+        }
     }
 
     /// Frames counted so far.
@@ -218,11 +217,7 @@ impl Received {
         }
         let acked = self.acked.load(Ordering::SeqCst);
         let unacked_bytes = self.bytes.load(Ordering::Relaxed) + pending_bytes;
-        let every_bytes = match self.every_bytes.load(Ordering::Relaxed) {
-            0 => EVERY_BYTES,
-            every => every,
-        };
-        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= every_bytes {
+        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= self.every_bytes() {
             return Taken::AckNow;
         }
         if before == acked {
