@@ -82,6 +82,17 @@ pub(crate) struct Batch {
     pending_bytes: AtomicU64,
     /// Whether pushes or stream frames are among them.
     pending_held_back: AtomicBool,
+    /// The session's word at which this batch's last frame was checked
+    /// in full (its link accepted, counting on): while the word stays so,
+    /// the next frame of the same link needs only the limits below.
+    checked: AtomicU64,
+    /// The link tag that check accepted; 0 (no link's tag) when no check
+    /// holds: none since the batch opened or last published.
+    checked_tag: AtomicU64,
+    /// `pending` at which an `ACK` is due by count, as of that check.
+    ack_frames: AtomicU64,
+    /// `pending_bytes` at which an `ACK` is due by bytes, as of that check.
+    ack_bytes: AtomicU64,
 }
 
 /// The frames received: the count, which link's frames are taken, and
@@ -157,7 +168,9 @@ impl Received {
     /// unacknowledged (at most every [`EVERY_BYTES`]: a server holds pushes
     /// at three quarters, so a quarter is still on its way), and an idle
     /// reader only when the server may be holding a frame as large as the
-    /// largest taken ([`ack_when_idle`](Self::ack_when_idle)).
+    /// largest taken ([`ack_when_idle`](Self::ack_when_idle)). A reader
+    /// inside a read holds to the limit it took at the read's start (or
+    /// its last `ACK`, or when counting starts).
     pub(crate) fn set_bound(&self, bound: Option<u32>) {
         let bound = bound.map_or(0, |bound| u64::from(bound).max(1));
         self.bound.store(bound, Ordering::Relaxed);
@@ -184,7 +197,42 @@ impl Received {
     /// answer). The reader calls [`end`](Self::end) once it has handed over
     /// all it read and waits for more, or stops; a refused frame ends the
     /// batch too.
+    #[inline]
     pub(crate) fn take(&self, batch: &Batch, tag: u64, bytes: usize, held_back: bool) -> Taken {
+        let bytes = bytes as u64;
+        // Most frames: the same link, session and read as the frame before,
+        // which the full check below accepted. An `ACK` sent by another
+        // task since then leaves the limits lower than they need be: one
+        // `ACK` early, never late. Never `First`: the first frame since
+        // the reader's last `ACK` follows a publish, so it is checked in
+        // full, and one after another task's `ACK` is not the first.
+        if self.word.load(Ordering::Relaxed) == batch.checked.load(Ordering::Relaxed)
+            && tag == batch.checked_tag.load(Ordering::Relaxed)
+            && self.epoch.load(Ordering::Relaxed) == batch.epoch.load(Ordering::Relaxed)
+        {
+            let pending = batch.pending.load(Ordering::Relaxed) + 1;
+            batch.pending.store(pending, Ordering::Relaxed);
+            let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
+            batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
+            if held_back {
+                self.held_back(batch, bytes);
+            }
+            return if pending >= batch.ack_frames.load(Ordering::Relaxed)
+                || pending_bytes >= batch.ack_bytes.load(Ordering::Relaxed)
+            {
+                Taken::AckNow
+            } else {
+                Taken::Quiet
+            };
+        }
+        self.take_checked(batch, tag, bytes, held_back)
+    }
+
+    /// [`take`](Self::take) with every check: the batch opened if it is
+    /// not, the word read again if another task changed it, the link's
+    /// tag compared; then the limits the next frames are held to.
+    #[inline(never)]
+    fn take_checked(&self, batch: &Batch, tag: u64, bytes: u64, held_back: bool) -> Taken {
         if !batch.open.load(Ordering::Relaxed) {
             self.begin(batch);
         }
@@ -205,25 +253,46 @@ impl Received {
         }
         let pending = batch.pending.load(Ordering::Relaxed);
         batch.pending.store(pending + 1, Ordering::Relaxed);
-        let before = (word & COUNT_MASK) + pending;
-        let bytes = bytes as u64;
+        let count = word & COUNT_MASK;
+        let before = count + pending;
         let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
         batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
         if held_back {
-            batch.pending_held_back.store(true, Ordering::Relaxed);
-            if bytes > self.largest_push.load(Ordering::Relaxed) {
-                self.largest_push.store(bytes, Ordering::Relaxed);
-            }
+            self.held_back(batch, bytes);
         }
         let acked = self.acked.load(Ordering::SeqCst);
-        let unacked_bytes = self.bytes.load(Ordering::Relaxed) + pending_bytes;
-        if before + 1 - acked.min(before) >= EVERY_FRAMES || unacked_bytes >= self.every_bytes() {
+        let acked_bytes = self.bytes.load(Ordering::Relaxed);
+        let every_bytes = self.every_bytes();
+        // The limits of `pending` and `pending_bytes` that the rule below
+        // comes to while neither the word nor the count acknowledged moves.
+        batch.ack_frames.store(
+            (EVERY_FRAMES + acked).saturating_sub(count),
+            Ordering::Relaxed,
+        );
+        batch
+            .ack_bytes
+            .store(every_bytes.saturating_sub(acked_bytes), Ordering::Relaxed);
+        batch.checked_tag.store(tag, Ordering::Relaxed);
+        batch.checked.store(word, Ordering::Relaxed);
+        if before + 1 - acked.min(before) >= EVERY_FRAMES
+            || acked_bytes + pending_bytes >= every_bytes
+        {
             return Taken::AckNow;
         }
         if before == acked {
             Taken::First
         } else {
             Taken::Quiet
+        }
+    }
+
+    /// Notes a push or stream frame of `bytes` in `batch`: what the server
+    /// may hold for room.
+    #[inline]
+    fn held_back(&self, batch: &Batch, bytes: u64) {
+        batch.pending_held_back.store(true, Ordering::Relaxed);
+        if bytes > self.largest_push.load(Ordering::Relaxed) {
+            self.largest_push.store(bytes, Ordering::Relaxed);
         }
     }
 
@@ -239,6 +308,7 @@ impl Received {
         batch.pending.store(0, Ordering::Relaxed);
         batch.pending_bytes.store(0, Ordering::Relaxed);
         batch.pending_held_back.store(false, Ordering::Relaxed);
+        batch.checked_tag.store(0, Ordering::Relaxed);
         batch.open.store(true, Ordering::Relaxed);
     }
 
@@ -273,6 +343,9 @@ impl Received {
     /// the count, and at [`end`](Self::end)); the batch stays open. What a
     /// reset forgot is not added.
     pub(crate) fn publish(&self, batch: &Batch) {
+        // The next frame is checked in full: the first since the `ACK`
+        // that may follow.
+        batch.checked_tag.store(0, Ordering::Relaxed);
         let pending = batch.pending.swap(0, Ordering::Relaxed);
         let pending_bytes = batch.pending_bytes.swap(0, Ordering::Relaxed);
         let held_back = batch.pending_held_back.swap(false, Ordering::Relaxed);
@@ -586,6 +659,61 @@ mod tests {
             !idle(&received, &batch),
             "a large answer is not what the server holds"
         );
+    }
+
+    /// A frame of a link accepted again after a refused one opens a new
+    /// batch: the word is as it was when the last frame was taken, but the
+    /// refusal ended the read, and a `RESUME` must wait for the new one.
+    #[test]
+    fn a_frame_after_a_refused_one_opens_a_new_read_though_the_word_is_as_it_was() {
+        let (received, batch) = counting_on(1);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Quiet);
+        received.accept(2);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Refused);
+        assert!(received.settled());
+        received.accept(1);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Quiet);
+        assert!(!received.settled(), "the frame is in an open read");
+        assert_eq!(received.count(), 2);
+        received.end(&batch);
+        assert_eq!(received.count(), 3);
+    }
+
+    /// No link accepted and nothing counted: the session's word is 0, as
+    /// the batch's last full check is once cleared. A frame of the link
+    /// that check had accepted is refused all the same.
+    #[test]
+    fn a_frame_is_refused_when_no_link_is_accepted_whatever_the_last_check() {
+        let (received, batch) = counting_on(1);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::First);
+        received.end(&batch);
+        received.reset();
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Quiet);
+        received.accept(0);
+        assert_eq!(received.take(&batch, 1, 10, true), Taken::Refused);
+    }
+
+    /// Limits a read took before another task's `ACK` may fire early, never
+    /// late: the count acknowledged moved on, the batch's limit did not.
+    #[test]
+    fn an_ack_from_another_task_during_a_read_never_delays_the_readers_ack() {
+        let (received, batch) = counting_on(1);
+        for _ in 0..10 {
+            received.take(&batch, 1, 1, false);
+        }
+        received.end(&batch);
+        assert_eq!(received.take(&batch, 1, 1, false), Taken::Quiet);
+        assert_eq!(received.take_ack(), Some(10), "the acknowledging task");
+        let mut frames = 2;
+        while received.take(&batch, 1, 1, false) != Taken::AckNow {
+            frames += 1;
+        }
+        assert!(
+            frames <= EVERY_FRAMES,
+            "{frames} frames: no later than the rule ({EVERY_FRAMES} since the ACK)"
+        );
+        assert_eq!(ack(&received, &batch), Some(10 + frames));
     }
 
     /// A reset and a new start while a read goes on, the word as it was
