@@ -46,8 +46,8 @@ pub const CLIENT_ACK_EVERY_FRAMES: u64 = 1024;
 /// frames reach this many bytes (half of [`DEFAULT_REPLAY_LIMIT`]).
 pub const CLIENT_ACK_EVERY_BYTES: usize = 32 * 1024;
 /// Ternio's default for clients that do not know the server's replay
-/// bound (sdk-js; the Rust client when the server's ticket did not say
-/// it): a client that has read all the server sent acknowledges at once
+/// bound (a server older than the bound's request, whose ticket does not
+/// say it): a client that has read all the server sent acknowledges at once
 /// when this many bytes are unacknowledged with a push or stream frame
 /// among them. Those are what a server holds while its replay buffer is
 /// full: a server waiting for room gets its `ACK` as soon as the client

@@ -14,7 +14,7 @@ import { TernioError } from './errors.js';
 import { codeAndText, codeAndTextBody, decodeFrame, encodeBoth, encodeFrame, opcodeOf, remoteError, } from './frame.js';
 import { decompressBody } from './lz4.js';
 import { FINAL_REASONS, REFUSAL_REASONS, reconnectPolicy, retryDelay } from './reconnect.js';
-import { ACK_DELAY, isCounted, parseResumed, parseTicket, resumeBody, resumeOptions, Session, } from './resume.js';
+import { ACK_DELAY, ASK_BOUND, isCounted, parseResumed, parseTicket, resumeBody, resumeOptions, Session, } from './resume.js';
 import { downloadIterator, StreamState, uploadHandle } from './streams.js';
 import { count, hex, nameIn, sameBytes, show, unref } from './util.js';
 import { wipe } from './secure/aead.js';
@@ -802,17 +802,25 @@ export class Client {
         this.#wakeRoomWaiters();
         const id = this.#allocateId();
         session.asked(id);
-        this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
+        // The server's replay bound tells when to acknowledge (section 4.2).
+        const body = session.plainTicket ? undefined : ASK_BOUND;
+        this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id, body }));
     }
-    /** The answer to `RESUME_TICKET`: counting starts; an error (no resumption there) ends recording. */
+    /**
+     * The answer to `RESUME_TICKET`: counting starts; an error (no resumption
+     * there) ends recording. `MALFORMED` to the request that asked for the
+     * bound: a server older than that request; asked again without it.
+     */
     #onTicket(frame) {
         const session = this.#session;
         const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
         if (answer)
-            session.granted(answer);
-        else {
-            session.reset(); // the server does not resume sessions: the client goes on without
-            this.#wakeRoomWaiters();
+            return session.granted(answer);
+        session.reset(); // the server does not resume sessions: the client goes on without
+        this.#wakeRoomWaiters();
+        if (frame.flags & Flags.ERROR && !session.plainTicket && codeAndText(frame.body)?.code === ErrorCode.MALFORMED) {
+            session.plainTicket = true;
+            this.#askTicket();
         }
     }
     /**

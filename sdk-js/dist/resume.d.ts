@@ -12,18 +12,22 @@
 export declare const DEFAULT_REPLAY_BYTES: number;
 /** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default for clients)... */
 export declare const ACK_EVERY_FRAMES = 1024;
-/** ... or this many bytes of them (7 per frame plus its plain body)... */
+/** ... or this many bytes of them (7 per frame plus its plain body), or half the server's replay bound if its ticket said it and that is less... */
 export declare const ACK_EVERY_BYTES: number;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export declare const ACK_DELAY = 200;
 /**
- * Once this many bytes are unacknowledged with pushes or stream frames
- * among them (what a server holds while its replay buffer is full; answers
- * alone do not count), the ACK goes as soon as the client has handled what
- * came in (a 0 ms timer), not at a byte limit or the delay: a server
- * waiting for room gets it at once.
+ * When the server did not say its replay bound: once this many bytes are
+ * unacknowledged with pushes or stream frames among them (what a server
+ * holds while its replay buffer is full; answers alone do not count), the
+ * ACK goes as soon as the client has handled what came in (a 0 ms timer),
+ * not at a byte limit or the delay: a server waiting for room gets it at
+ * once. Knowing the bound, the client goes by it instead
+ * ({@link AckSchedule#dueSoon}).
  */
 export declare const ACK_IDLE_BYTES: number;
+/** `RESUME_TICKET`'s request body that asks for the server's replay bound (section 4.2). */
+export declare const ASK_BOUND: Uint8Array<ArrayBuffer>;
 /**
  * Whether frames with this opcode are counted, acknowledged and replayed:
  * the application's (`0x0000..=0xFEFF`) and, since 2026-12, the stream
@@ -83,6 +87,7 @@ export declare class ReplayBuffer {
  * client's timer).
  */
 export declare class AckSchedule {
+    #private;
     /** An ACK is due once this many frames are unacknowledged. */
     everyFrames: number;
     /** ... or this many bytes of them. */
@@ -95,6 +100,10 @@ export declare class AckSchedule {
     unackedBytes: number;
     /** Whether pushes or stream frames (not answers) are among them. */
     heldBack: boolean;
+    /** The server's replay bound, when its ticket said it. */
+    bound: number | null;
+    /** The largest push or stream frame received on the session: what a server that said its bound may be holding. */
+    largestHeldBack: number;
     constructor({ frames, bytes }?: {
         frames?: number;
         bytes?: number;
@@ -106,7 +115,14 @@ export declare class AckSchedule {
      * @returns Whether an ACK is due now.
      */
     received(size: number, heldBack?: boolean): boolean;
-    /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
+    /**
+     * Whether the ACK goes once what came in is handled. Knowing the server's
+     * bound: when what is unacknowledged (answers included) and the largest
+     * push or stream frame received come to more than three quarters of it
+     * (a server holds a push that would leave less than a quarter free: it
+     * may be holding one that large). Otherwise: once {@link ACK_IDLE_BYTES}
+     * are unacknowledged, pushes or stream frames among them.
+     */
     get dueSoon(): boolean;
     /** Whether frames were received since the last acknowledgement. */
     get hasUnacked(): boolean;
@@ -124,8 +140,10 @@ export interface Ticket {
     ticket: Uint8Array;
     /** How long the server keeps the session after a loss, in ms. */
     ttl: number;
+    /** The server's replay bound in bytes, when the request asked for it (`RESUME_TICKET`'s answer only). */
+    replayBytes?: number;
 }
-/** `RESUME_TICKET`'s answer, or null when the body is not one. */
+/** `RESUME_TICKET`'s answer (36 bytes, or 40 with the server's replay bound), or null when the body is not one. */
 export declare function parseTicket(body: Uint8Array): Ticket | null;
 /** `RESUME`'s answer: the server's count received, the new ticket, its Noise message; null when too short. */
 export declare function parseResumed(body: Uint8Array): (Ticket & {
@@ -166,6 +184,12 @@ export declare class Session {
     lostAt: number | null;
     /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
     ended: string | null;
+    /**
+     * Whether `RESUME_TICKET` goes without a body: a server refused the
+     * request that asked for its bound as `MALFORMED` (it is older than that
+     * request). For the client's life, as the Rust client.
+     */
+    plainTicket: boolean;
     constructor(replayBytes: number);
     /** Forgets the session: a new one starts, nothing recorded or counted until its ticket is asked for. */
     reset(): void;
@@ -173,8 +197,8 @@ export declare class Session {
     get resumable(): boolean;
     /** `RESUME_TICKET` went out with id `id`: what is sent from now on is recorded. */
     asked(id: number): void;
-    /** The server's ticket: what is received from now on is counted. */
-    granted({ ticket, ttl }: Ticket): void;
+    /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+    granted({ ticket, ttl, replayBytes }: Ticket): void;
     /**
      * Whether a counted frame of `frameBytes` (header and plain body) may be
      * sent now without overflowing the replay buffer, a quarter of its bound

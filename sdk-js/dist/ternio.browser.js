@@ -648,6 +648,7 @@ var ACK_EVERY_BYTES = 32 * 1024;
 var ACK_DELAY = 200;
 var ACK_IDLE_BYTES = 8 * 1024;
 var TICKET_LEN = 32;
+var ASK_BOUND = Uint8Array.of(1);
 var PLAIN_PATTERN = 0;
 var isCounted = (opcode) => opcode <= 65279 || opcode >= 65293 && opcode <= 65296;
 var ReplayBuffer = class {
@@ -738,6 +739,10 @@ var AckSchedule = class {
   unackedBytes = 0;
   /** Whether pushes or stream frames (not answers) are among them. */
   heldBack = false;
+  /** The server's replay bound, when its ticket said it. */
+  bound = null;
+  /** The largest push or stream frame received on the session: what a server that said its bound may be holding. */
+  largestHeldBack = 0;
   constructor({ frames = ACK_EVERY_FRAMES, bytes: bytes2 = ACK_EVERY_BYTES } = {}) {
     this.everyFrames = frames;
     this.everyBytes = bytes2;
@@ -751,12 +756,28 @@ var AckSchedule = class {
   received(size, heldBack = false) {
     this.count++;
     this.unackedBytes += size;
-    if (heldBack) this.heldBack = true;
-    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+    if (heldBack) {
+      this.heldBack = true;
+      if (size > this.largestHeldBack) this.largestHeldBack = size;
+    }
+    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.#everyBytes;
   }
-  /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
+  /** The bytes at which an ACK is due: `everyBytes`, or half the server's bound if that is less. */
+  get #everyBytes() {
+    return this.bound === null ? this.everyBytes : Math.min(this.everyBytes, Math.max(1, Math.floor(this.bound / 2)));
+  }
+  /**
+   * Whether the ACK goes once what came in is handled. Knowing the server's
+   * bound: when what is unacknowledged (answers included) and the largest
+   * push or stream frame received come to more than three quarters of it
+   * (a server holds a push that would leave less than a quarter free: it
+   * may be holding one that large). Otherwise: once {@link ACK_IDLE_BYTES}
+   * are unacknowledged, pushes or stream frames among them.
+   */
   get dueSoon() {
-    return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
+    if (this.bound === null) return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
+    const forPushes = this.bound - Math.floor(this.bound / 4);
+    return this.unackedBytes > 0 && this.largestHeldBack > 0 && this.unackedBytes + this.largestHeldBack > forPushes;
   }
   /** Whether frames were received since the last acknowledgement. */
   get hasUnacked() {
@@ -778,9 +799,11 @@ function resumeBody(ticket, received) {
   return out;
 }
 function parseTicket(body) {
-  if (body.length !== TICKET_LEN + 4) return null;
+  if (body.length !== TICKET_LEN + 4 && body.length !== TICKET_LEN + 8) return null;
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-  return { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+  const ticket = { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+  if (body.length === TICKET_LEN + 8) ticket.replayBytes = view.getUint32(TICKET_LEN + 4, true);
+  return ticket;
 }
 function parseResumed(body) {
   if (body.length < 8 + TICKET_LEN + 4) return null;
@@ -813,6 +836,12 @@ var Session = class {
   lostAt = null;
   /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
   ended = null;
+  /**
+   * Whether `RESUME_TICKET` goes without a body: a server refused the
+   * request that asked for its bound as `MALFORMED` (it is older than that
+   * request). For the client's life, as the Rust client.
+   */
+  plainTicket = false;
   constructor(replayBytes) {
     this.replayBytes = replayBytes;
   }
@@ -836,12 +865,13 @@ var Session = class {
     this.ticketId = id;
     this.replay ??= new ReplayBuffer(this.replayBytes);
   }
-  /** The server's ticket: what is received from now on is counted. */
-  granted({ ticket, ttl }) {
+  /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+  granted({ ticket, ttl, replayBytes }) {
     this.ticketId = null;
     this.ticket = ticket;
     this.ttl = ttl;
     this.acks ??= new AckSchedule();
+    this.acks.bound = replayBytes === void 0 ? null : Math.max(1, replayBytes);
     this.held = true;
   }
   /**
@@ -5355,16 +5385,23 @@ var Client = class _Client {
     this.#wakeRoomWaiters();
     const id = this.#allocateId();
     session.asked(id);
-    this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id }));
+    const body = session.plainTicket ? void 0 : ASK_BOUND;
+    this.#write(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, requestId: id, body }));
   }
-  /** The answer to `RESUME_TICKET`: counting starts; an error (no resumption there) ends recording. */
+  /**
+   * The answer to `RESUME_TICKET`: counting starts; an error (no resumption
+   * there) ends recording. `MALFORMED` to the request that asked for the
+   * bound: a server older than that request; asked again without it.
+   */
   #onTicket(frame) {
     const session = this.#session;
     const answer = frame.flags & Flags.ERROR ? null : parseTicket(frame.body);
-    if (answer) session.granted(answer);
-    else {
-      session.reset();
-      this.#wakeRoomWaiters();
+    if (answer) return session.granted(answer);
+    session.reset();
+    this.#wakeRoomWaiters();
+    if (frame.flags & Flags.ERROR && !session.plainTicket && codeAndText(frame.body)?.code === ErrorCode.MALFORMED) {
+      session.plainTicket = true;
+      this.#askTicket();
     }
   }
   /**

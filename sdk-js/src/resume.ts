@@ -15,20 +15,24 @@ import { show } from './util.js';
 export const DEFAULT_REPLAY_BYTES = 64 * 1024;
 /** An ACK goes out once this many counted frames are unacknowledged (section 4.2's default for clients)... */
 export const ACK_EVERY_FRAMES = 1024;
-/** ... or this many bytes of them (7 per frame plus its plain body)... */
+/** ... or this many bytes of them (7 per frame plus its plain body), or half the server's replay bound if its ticket said it and that is less... */
 export const ACK_EVERY_BYTES = 32 * 1024;
 /** ... or this many ms after the first unacknowledged one, whichever comes first. */
 export const ACK_DELAY = 200;
 /**
- * Once this many bytes are unacknowledged with pushes or stream frames
- * among them (what a server holds while its replay buffer is full; answers
- * alone do not count), the ACK goes as soon as the client has handled what
- * came in (a 0 ms timer), not at a byte limit or the delay: a server
- * waiting for room gets it at once.
+ * When the server did not say its replay bound: once this many bytes are
+ * unacknowledged with pushes or stream frames among them (what a server
+ * holds while its replay buffer is full; answers alone do not count), the
+ * ACK goes as soon as the client has handled what came in (a 0 ms timer),
+ * not at a byte limit or the delay: a server waiting for room gets it at
+ * once. Knowing the bound, the client goes by it instead
+ * ({@link AckSchedule#dueSoon}).
  */
 export const ACK_IDLE_BYTES = 8 * 1024;
 
 const TICKET_LEN = 32;
+/** `RESUME_TICKET`'s request body that asks for the server's replay bound (section 4.2). */
+export const ASK_BOUND = Uint8Array.of(1);
 /** RESUME's pattern for a plain session: no Noise handshake. */
 const PLAIN_PATTERN = 0;
 
@@ -146,6 +150,10 @@ export class AckSchedule {
   unackedBytes = 0;
   /** Whether pushes or stream frames (not answers) are among them. */
   heldBack = false;
+  /** The server's replay bound, when its ticket said it. */
+  bound: number | null = null;
+  /** The largest push or stream frame received on the session: what a server that said its bound may be holding. */
+  largestHeldBack = 0;
 
   constructor({ frames = ACK_EVERY_FRAMES, bytes = ACK_EVERY_BYTES }: { frames?: number; bytes?: number } = {}) {
     this.everyFrames = frames;
@@ -161,13 +169,30 @@ export class AckSchedule {
   received(size: number, heldBack = false): boolean {
     this.count++;
     this.unackedBytes += size;
-    if (heldBack) this.heldBack = true;
-    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.everyBytes;
+    if (heldBack) {
+      this.heldBack = true;
+      if (size > this.largestHeldBack) this.largestHeldBack = size;
+    }
+    return this.count - this.acked >= this.everyFrames || this.unackedBytes >= this.#everyBytes;
   }
 
-  /** Whether the ACK goes once what came in is handled: {@link ACK_IDLE_BYTES} unacknowledged, pushes among them. */
+  /** The bytes at which an ACK is due: `everyBytes`, or half the server's bound if that is less. */
+  get #everyBytes(): number {
+    return this.bound === null ? this.everyBytes : Math.min(this.everyBytes, Math.max(1, Math.floor(this.bound / 2)));
+  }
+
+  /**
+   * Whether the ACK goes once what came in is handled. Knowing the server's
+   * bound: when what is unacknowledged (answers included) and the largest
+   * push or stream frame received come to more than three quarters of it
+   * (a server holds a push that would leave less than a quarter free: it
+   * may be holding one that large). Otherwise: once {@link ACK_IDLE_BYTES}
+   * are unacknowledged, pushes or stream frames among them.
+   */
   get dueSoon(): boolean {
-    return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
+    if (this.bound === null) return this.heldBack && this.unackedBytes >= ACK_IDLE_BYTES;
+    const forPushes = this.bound - Math.floor(this.bound / 4);
+    return this.unackedBytes > 0 && this.largestHeldBack > 0 && this.unackedBytes + this.largestHeldBack > forPushes;
   }
 
   /** Whether frames were received since the last acknowledgement. */
@@ -202,13 +227,17 @@ export interface Ticket {
   ticket: Uint8Array;
   /** How long the server keeps the session after a loss, in ms. */
   ttl: number;
+  /** The server's replay bound in bytes, when the request asked for it (`RESUME_TICKET`'s answer only). */
+  replayBytes?: number;
 }
 
-/** `RESUME_TICKET`'s answer, or null when the body is not one. */
+/** `RESUME_TICKET`'s answer (36 bytes, or 40 with the server's replay bound), or null when the body is not one. */
 export function parseTicket(body: Uint8Array): Ticket | null {
-  if (body.length !== TICKET_LEN + 4) return null;
+  if (body.length !== TICKET_LEN + 4 && body.length !== TICKET_LEN + 8) return null;
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-  return { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+  const ticket: Ticket = { ticket: body.slice(0, TICKET_LEN), ttl: view.getUint32(TICKET_LEN, true) };
+  if (body.length === TICKET_LEN + 8) ticket.replayBytes = view.getUint32(TICKET_LEN + 4, true);
+  return ticket;
 }
 
 /** `RESUME`'s answer: the server's count received, the new ticket, its Noise message; null when too short. */
@@ -258,6 +287,12 @@ export class Session {
   lostAt: number | null = null;
   /** Why the session cannot be resumed, once its connection was lost: reported with the next connection. */
   ended: string | null = null;
+  /**
+   * Whether `RESUME_TICKET` goes without a body: a server refused the
+   * request that asked for its bound as `MALFORMED` (it is older than that
+   * request). For the client's life, as the Rust client.
+   */
+  plainTicket = false;
 
   constructor(replayBytes: number) {
     this.replayBytes = replayBytes;
@@ -286,12 +321,13 @@ export class Session {
     this.replay ??= new ReplayBuffer(this.replayBytes);
   }
 
-  /** The server's ticket: what is received from now on is counted. */
-  granted({ ticket, ttl }: Ticket): void {
+  /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+  granted({ ticket, ttl, replayBytes }: Ticket): void {
     this.ticketId = null;
     this.ticket = ticket;
     this.ttl = ttl;
     this.acks ??= new AckSchedule();
+    this.acks.bound = replayBytes === undefined ? null : Math.max(1, replayBytes);
     this.held = true;
   }
 

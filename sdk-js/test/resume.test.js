@@ -77,12 +77,16 @@ async function advance(t, ms) {
 /** The frames `socket` carried with this opcode. */
 const sentWith = (socket, opcode) => socket.frames().filter((f) => f.opcode === opcode);
 
-/** Answers the RESUME_TICKET the client sent on `socket`. */
-function grant(socket, ticket = TICKET, ttl = 30_000) {
-  const [ask] = sentWith(socket, SystemOpcode.RESUME_TICKET);
-  const body = new Uint8Array(36);
+/**
+ * Answers the RESUME_TICKET the client sent on `socket` (the last one), as
+ * a server that does not say its replay bound unless `bound` is given.
+ */
+function grant(socket, ticket = TICKET, ttl = 30_000, bound = null) {
+  const ask = sentWith(socket, SystemOpcode.RESUME_TICKET).at(-1);
+  const body = new Uint8Array(bound === null ? 36 : 40);
   body.set(ticket);
   new DataView(body.buffer).setUint32(32, ttl, true);
+  if (bound !== null) new DataView(body.buffer).setUint32(36, bound, true);
   socket.receive(encodeFrame({ opcode: SystemOpcode.RESUME_TICKET, flags: Flags.RESPONSE, requestId: ask.requestId, body }));
 }
 
@@ -124,10 +128,11 @@ async function dropAndReconnect(t, socket, events) {
 test('the wire bytes of a plain resumption are the contract\'s vectors; tickets rotate', async (t) => {
   const { client, events, sessions } = await setup(t);
   const first = FakeSocket.last;
-  // RESUME_TICKET is the first frame, then the answer gives the ticket.
+  // RESUME_TICKET is the first frame, asking for the server's bound; the
+  // answer gives the ticket and the bound.
   const [ask] = first.frames();
-  assert.deepEqual(first.sent[0], withId(vector('resume-ticket-request'), ask.requestId));
-  first.receive(withId(vector('resume-ticket-response'), ask.requestId));
+  assert.deepEqual(first.sent[0], withId(vector('resume-ticket-request-bound'), ask.requestId));
+  first.receive(withId(vector('resume-ticket-response-bound'), ask.requestId));
   assert.equal(client.resumable, true);
   // The client receives 5 counted frames and sends 3, which the server does not answer.
   const seen = [];
@@ -236,6 +241,73 @@ test('8 KiB with pushes or stream frames among them are acknowledged once what c
   socket.receive(note(1));
   await advance(t, 0);
   assert.deepEqual(acks(), [2, 4, 7]);
+  await client.close();
+});
+
+test('knowing the server\'s bound: an ACK at half of it, and once what came in is handled only when the largest push may not fit', async (t) => {
+  const { client } = await setup(t);
+  const socket = FakeSocket.last;
+  const acks = () => sentWith(socket, SystemOpcode.ACK).map(ackCount);
+  grant(socket, TICKET, 30_000, 16 * 1024);
+  const note = (n) => encodeFrame({ opcode: 0x0070, body: new Uint8Array(n) });
+  // Half the bound, 8 KiB: at once (the 8 KiB idle rule no longer applies).
+  socket.receive(note(4089)); // 4,096 bytes with its header
+  await advance(t, 0);
+  assert.deepEqual(acks(), [], '4 KiB and a 4 KiB push fit in the 12 KiB pushes may take');
+  socket.receive(note(4089));
+  assert.deepEqual(acks(), [2], 'half the bound: at once');
+  // 4 KiB then 9 KiB: by bytes; the largest push is now 9 KiB.
+  socket.receive(note(4089));
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2]);
+  socket.receive(note(9209));
+  assert.deepEqual(acks(), [2, 4]);
+  // 3 KiB: with a 9 KiB push, 12 KiB fit; one byte more does not.
+  socket.receive(note(3065));
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2, 4], '3 KiB + 9 KiB fit in 12 KiB');
+  socket.receive(note(1));
+  assert.deepEqual(acks(), [2, 4], 'not within the turn that brought it');
+  await advance(t, 0);
+  assert.deepEqual(acks(), [2, 4, 6], 'once what came in was handled');
+  await client.close();
+});
+
+test('a server older than the bound\'s request answers MALFORMED: the client asks again without it, once, and keeps the 8 KiB rule', async (t) => {
+  const { client } = await setup(t);
+  const socket = FakeSocket.last;
+  const asks = () => sentWith(socket, SystemOpcode.RESUME_TICKET);
+  const [ask] = asks();
+  assert.deepEqual(ask.body, Uint8Array.of(1));
+  const malformed = (id) => socket.receive(encodeFrame({
+    opcode: SystemOpcode.RESUME_TICKET, flags: Flags.RESPONSE | Flags.ERROR, requestId: id, body: Uint8Array.of(ErrorCode.MALFORMED, 0),
+  }));
+  malformed(ask.requestId);
+  assert.equal(asks().length, 2, 'asked again');
+  assert.deepEqual(socket.sent.at(-1), withId(vector('resume-ticket-request'), asks()[1].requestId), 'with an empty body');
+  grant(socket);
+  assert.equal(client.resumable, true);
+  const acks = () => sentWith(socket, SystemOpcode.ACK).map(ackCount);
+  const note = (n) => encodeFrame({ opcode: 0x0070, body: new Uint8Array(n) });
+  socket.receive(note(8185));
+  await advance(t, 0);
+  assert.deepEqual(acks(), [1], '8 KiB with a push: the next turn, as without a bound');
+  await client.close();
+});
+
+test('MALFORMED to the request without the bound too: no third request, no resumption', async (t) => {
+  const { client } = await setup(t);
+  const socket = FakeSocket.last;
+  const asks = () => sentWith(socket, SystemOpcode.RESUME_TICKET);
+  for (const expected of [1, 2]) {
+    assert.equal(asks().length, expected);
+    socket.receive(encodeFrame({
+      opcode: SystemOpcode.RESUME_TICKET, flags: Flags.RESPONSE | Flags.ERROR, requestId: asks().at(-1).requestId,
+      body: Uint8Array.of(ErrorCode.MALFORMED, 0),
+    }));
+  }
+  assert.equal(asks().length, 2);
+  assert.equal(client.resumable, false);
   await client.close();
 });
 
@@ -530,4 +602,14 @@ test('ReplayBuffer and AckSchedule on their own', () => {
   assert.equal(acks.take(), 2);
   assert.equal(acks.hasUnacked, false);
   assert.equal(acks.received(100), true);
+  // The server's bound: half of it, at most `bytes`.
+  const bounded = new AckSchedule({ frames: 1024, bytes: 32 * 1024 });
+  bounded.bound = 1 << 20;
+  assert.equal(bounded.received(32 * 1024 - 1, true), false, 'a large bound: 32 KiB at most');
+  assert.equal(bounded.dueSoon, false);
+  assert.equal(bounded.received(1, true), true);
+  bounded.take();
+  bounded.bound = 1000;
+  assert.equal(bounded.received(499), false);
+  assert.equal(bounded.received(1), true, 'half of a small bound');
 });
