@@ -87,7 +87,8 @@ pub(crate) struct Batch {
     /// the next frame of the same link needs only the limits below.
     checked: AtomicU64,
     /// The link tag that check accepted; 0 (no link's tag) when no check
-    /// holds: none since the batch opened or last published.
+    /// holds: the last frame was not taken and counted through one, or the
+    /// batch published since.
     checked_tag: AtomicU64,
     /// `pending` at which an `ACK` is due by count, as of that check.
     ack_frames: AtomicU64,
@@ -233,6 +234,10 @@ impl Received {
     /// tag compared; then the limits the next frames are held to.
     #[inline(never)]
     fn take_checked(&self, batch: &Batch, tag: u64, bytes: u64, held_back: bool) -> Taken {
+        // Whatever the last check found no longer holds unless this one
+        // finds it again: a frame refused, not counted, or taken across a
+        // reset leaves none behind.
+        batch.checked_tag.store(0, Ordering::Relaxed);
         if !batch.open.load(Ordering::Relaxed) {
             self.begin(batch);
         }
@@ -308,7 +313,6 @@ impl Received {
         batch.pending.store(0, Ordering::Relaxed);
         batch.pending_bytes.store(0, Ordering::Relaxed);
         batch.pending_held_back.store(false, Ordering::Relaxed);
-        batch.checked_tag.store(0, Ordering::Relaxed);
         batch.open.store(true, Ordering::Relaxed);
     }
 
@@ -692,6 +696,34 @@ mod tests {
         assert_eq!(received.take(&batch, 1, 10, true), Taken::Quiet);
         received.accept(0);
         assert_eq!(received.take(&batch, 1, 10, true), Taken::Refused);
+    }
+
+    /// A reset, a frame not counted, then a new ticket (its bound, then the
+    /// start) within one read, the word back to what the last full check
+    /// saw: the next frame is the new session's first, held to the new
+    /// bound.
+    #[test]
+    fn a_new_session_within_a_read_is_checked_anew() {
+        let (received, batch) = counting_on(1);
+        assert_eq!(received.take(&batch, 1, 100, true), Taken::First);
+        received.reset();
+        assert_eq!(received.take(&batch, 1, 100, true), Taken::Quiet);
+        received.set_bound(Some(1000));
+        received.start();
+        assert_eq!(
+            received.take(&batch, 1, 100, true),
+            Taken::First,
+            "the acknowledging task starts its delay"
+        );
+        for _ in 0..3 {
+            assert_eq!(received.take(&batch, 1, 100, true), Taken::Quiet);
+        }
+        assert_eq!(
+            received.take(&batch, 1, 100, true),
+            Taken::AckNow,
+            "half the new bound"
+        );
+        assert_eq!(ack(&received, &batch), Some(5));
     }
 
     /// Limits a read took before another task's `ACK` may fire early, never
