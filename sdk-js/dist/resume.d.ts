@@ -197,7 +197,7 @@ export declare class Session {
     get resumable(): boolean;
     /** `RESUME_TICKET` went out with id `id`: what is sent from now on is recorded. */
     asked(id: number): void;
-    /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+    /** The server's ticket (or a resumption's new one): what is received from now on is counted, and acknowledged by the server's bound if it said it. */
     granted({ ticket, ttl, replayBytes }: Ticket): void;
     /**
      * Whether a counted frame of `frameBytes` (header and plain body) may be

@@ -285,13 +285,15 @@ export class Session {
         this.ticketId = id;
         this.replay ??= new ReplayBuffer(this.replayBytes);
     }
-    /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+    /** The server's ticket (or a resumption's new one): what is received from now on is counted, and acknowledged by the server's bound if it said it. */
     granted({ ticket, ttl, replayBytes }) {
         this.ticketId = null;
         this.ticket = ticket;
         this.ttl = ttl;
         this.acks ??= new AckSchedule();
-        this.acks.bound = replayBytes === undefined ? null : Math.max(1, replayBytes);
+        // A resumption's answer says no bound: the session keeps the one its ticket gave.
+        if (replayBytes !== undefined)
+            this.acks.bound = Math.max(1, replayBytes);
         this.held = true;
     }
     /**

@@ -865,13 +865,13 @@ var Session = class {
     this.ticketId = id;
     this.replay ??= new ReplayBuffer(this.replayBytes);
   }
-  /** The server's ticket: what is received from now on is counted, and acknowledged by its bound if it said it. */
+  /** The server's ticket (or a resumption's new one): what is received from now on is counted, and acknowledged by the server's bound if it said it. */
   granted({ ticket, ttl, replayBytes }) {
     this.ticketId = null;
     this.ticket = ticket;
     this.ttl = ttl;
     this.acks ??= new AckSchedule();
-    this.acks.bound = replayBytes === void 0 ? null : Math.max(1, replayBytes);
+    if (replayBytes !== void 0) this.acks.bound = Math.max(1, replayBytes);
     this.held = true;
   }
   /**

@@ -273,6 +273,18 @@ test('knowing the server\'s bound: an ACK at half of it, and once what came in i
   await client.close();
 });
 
+test('the bound the ticket gave holds after a resumption, whose answer says none', async (t) => {
+  const { client, events } = await setup(t);
+  const first = FakeSocket.last;
+  grant(first, TICKET, 30_000, 16 * 1024);
+  const second = await dropAndReconnect(t, first, events);
+  resumed(second, 0);
+  assert.equal(client.state, 'open');
+  second.receive(encodeFrame({ opcode: 0x0070, body: new Uint8Array(8185) }));
+  assert.deepEqual(sentWith(second, SystemOpcode.ACK).map(ackCount), [1], 'half the bound: at once');
+  await client.close();
+});
+
 test('a server older than the bound\'s request answers MALFORMED: the client asks again without it, once, and keeps the 8 KiB rule', async (t) => {
   const { client } = await setup(t);
   const socket = FakeSocket.last;

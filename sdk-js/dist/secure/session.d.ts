@@ -146,9 +146,12 @@ export interface TicketAnswer {
     readonly ticket: Uint8Array;
     /** How long (ms) the server keeps the session after it loses the connection. */
     readonly ttlMs: number;
+    /** The server's replay bound in bytes, when the request asked for it (the body `01`). */
+    readonly replayBytes?: number;
 }
 /**
  * Reads the body of a RESUME_TICKET response (section 4.2): `ticket:
- * [u8; 32]`, `ttl_ms: u32`. Throws a TypeError when it is not 36 bytes.
+ * [u8; 32]`, `ttl_ms: u32`, and `replay_bytes: u32` when the request
+ * asked for it. Throws a TypeError when it is neither 36 nor 40 bytes.
  */
 export declare function parseTicketAnswer(body: Uint8Array): TicketAnswer;

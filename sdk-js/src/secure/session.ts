@@ -293,17 +293,21 @@ export interface TicketAnswer {
   readonly ticket: Uint8Array;
   /** How long (ms) the server keeps the session after it loses the connection. */
   readonly ttlMs: number;
+  /** The server's replay bound in bytes, when the request asked for it (the body `01`). */
+  readonly replayBytes?: number;
 }
 
 /**
  * Reads the body of a RESUME_TICKET response (section 4.2): `ticket:
- * [u8; 32]`, `ttl_ms: u32`. Throws a TypeError when it is not 36 bytes.
+ * [u8; 32]`, `ttl_ms: u32`, and `replay_bytes: u32` when the request
+ * asked for it. Throws a TypeError when it is neither 36 nor 40 bytes.
  */
 export function parseTicketAnswer(body: Uint8Array): TicketAnswer {
-  if (!(body instanceof Uint8Array) || body.length !== TICKET_LEN + 4) {
-    throw new TypeError(`a RESUME_TICKET answer is ${TICKET_LEN + 4} bytes`);
+  if (!(body instanceof Uint8Array) || (body.length !== TICKET_LEN + 4 && body.length !== TICKET_LEN + 8)) {
+    throw new TypeError(`a RESUME_TICKET answer is ${TICKET_LEN + 4} bytes, or ${TICKET_LEN + 8} with the replay bound`);
   }
   const ticket = body.slice(0, TICKET_LEN);
-  const ttlMs = new DataView(body.buffer, body.byteOffset, body.length).getUint32(TICKET_LEN, true);
-  return { ticket, ttlMs };
+  const view = new DataView(body.buffer, body.byteOffset, body.length);
+  const ttlMs = view.getUint32(TICKET_LEN, true);
+  return body.length === TICKET_LEN + 8 ? { ticket, ttlMs, replayBytes: view.getUint32(TICKET_LEN + 4, true) } : { ticket, ttlMs };
 }

@@ -164,6 +164,13 @@ test('RESUME_TICKET answer and ACK vectors read as documented', () => {
   const { ticket, ttlMs } = parseTicketAnswer(answer.body);
   assert.equal(hex(ticket), hex(TICKET));
   assert.equal(ttlMs, 30_000);
+  assert.equal(hex(vector('resume-ticket-request-bound')), hex(Uint8Array.of(...header(0xff08, 0, 4), 1)));
+  const bound = parseTicketAnswer(frame('resume-ticket-response-bound').body);
+  assert.equal(hex(bound.ticket), hex(TICKET));
+  assert.equal(bound.ttlMs, 30_000);
+  assert.equal(bound.replayBytes, 65_536);
+  assert.equal(parseTicketAnswer(answer.body).replayBytes, undefined);
+  assert.throws(() => parseTicketAnswer(new Uint8Array(37)), TypeError);
   const ack = frame('ack-frame');
   assert.equal(new DataView(ack.body.buffer, ack.body.byteOffset).getBigUint64(0, true), 40n);
 });
