@@ -8,6 +8,7 @@
 //! cargo run --release -p ternio-bench -- game [--quick] [--clients 1000] [--rooms 50] [--out DIR]
 //! cargo run --release -p ternio-bench -- streams [--quick] [--out DIR]
 //! cargo run --release -p ternio-bench -- wakeups [--echoes N] [--out DIR]
+//! cargo run --release -p ternio-bench -- outside [--rounds N] [--server PATH] [--out DIR]
 //! ```
 //!
 //! Each participant's server runs as a child process of this same binary
@@ -29,7 +30,10 @@
 //!
 //! `soak` (see `soak.rs`) runs thousands of well-behaved clients beside
 //! attackers against the release `echo_server` example; it needs that
-//! example built, and is never part of `smoke`.
+//! example built, and is never part of `smoke`. `outside` (see
+//! `outside.rs`) needs it too: it drives that example and the raw TCP echo
+//! with a client that writes the contract's bytes by hand, as a load
+//! generator outside the repository would.
 //!
 //! `--scenarios backplane` measures group broadcasts across two nodes joined
 //! by the Redis backplane (see `scenarios/backplane.rs`); it starts its own
@@ -52,6 +56,7 @@ mod environment;
 mod game;
 mod idle;
 mod output;
+mod outside;
 mod participants;
 mod plan;
 mod presence;
@@ -122,6 +127,9 @@ enum Command {
     /// Thread wake-ups per echo, raw TCP against `ternio-client` (see
     /// `wakeups.rs`).
     Wakeups(wakeups::WakeupsArgs),
+    /// The release `echo_server` example against the raw TCP echo, driven
+    /// as a load generator outside the repository would (see `outside.rs`).
+    Outside(outside::OutsideArgs),
     /// Runs the server child of `streams` (used by `streams` itself).
     #[command(hide = true)]
     StreamsServer,
@@ -215,6 +223,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Wakeups(args) => {
             wakeups::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Outside(args) => {
+            outside::run(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::StreamsServer => {

@@ -24,7 +24,7 @@
 
 mod attackers;
 mod clients;
-mod server;
+pub(crate) mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
