@@ -104,3 +104,69 @@ fn the_game_benchmark_runs_and_reports_every_row() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `outside` drives the echo_server example (the one `TERNIO_ECHO_SERVER`
+/// names, or the debug build `cargo test --workspace` made) and the raw
+/// echo, and reports a ratio per size for each of its three figures.
+#[test]
+fn the_outside_benchmark_drives_the_echo_server_example_and_reports_ratios() {
+    let server = std::env::var("TERNIO_ECHO_SERVER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            let exe = std::env::current_exe().unwrap();
+            exe.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("examples")
+                .join("echo_server")
+        });
+    assert!(
+        server.exists(),
+        "{} is missing: run `cargo build -p ternio-examples --example echo_server`, or name it in TERNIO_ECHO_SERVER",
+        server.display()
+    );
+    let out = std::env::temp_dir().join(format!("ternio-bench-outside-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_ternio-bench"))
+        .args([
+            "outside",
+            "--rounds",
+            "1",
+            "--echoes",
+            "200",
+            "--seconds",
+            "0.3",
+        ])
+        .arg("--server")
+        .arg(&server)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("the harness runs");
+    assert!(
+        output.status.success(),
+        "the outside benchmark failed\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = std::fs::read_to_string(out.join("outside.md")).expect("outside.md was written");
+    for size in ["| 32 B |", "| 1024 B |"] {
+        let row = report
+            .lines()
+            .find(|line| line.starts_with(size))
+            .unwrap_or_else(|| panic!("no {size} row:\n{report}"));
+        let ratios: Vec<f64> = row
+            .split('|')
+            .map(str::trim)
+            .filter(|cell| !cell.is_empty())
+            .skip(1)
+            .map(|cell| cell.split(' ').next().unwrap().parse().expect("a ratio"))
+            .collect();
+        assert_eq!(ratios.len(), 3, "{row}");
+        assert!(
+            ratios.iter().all(|ratio| ratio.is_finite() && *ratio > 0.0),
+            "{row}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
