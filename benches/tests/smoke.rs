@@ -135,7 +135,7 @@ fn the_outside_benchmark_drives_the_echo_server_example_and_reports_ratios() {
             "--echoes",
             "200",
             "--seconds",
-            "0.3",
+            "1",
         ])
         .arg("--server")
         .arg(&server)
