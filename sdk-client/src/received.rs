@@ -211,16 +211,7 @@ impl Received {
             && tag == batch.checked_tag.load(Ordering::Relaxed)
             && self.epoch.load(Ordering::Relaxed) == batch.epoch.load(Ordering::Relaxed)
         {
-            let pending = batch.pending.load(Ordering::Relaxed) + 1;
-            batch.pending.store(pending, Ordering::Relaxed);
-            let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
-            batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
-            if held_back {
-                self.held_back(batch, bytes);
-            }
-            return if pending >= batch.ack_frames.load(Ordering::Relaxed)
-                || pending_bytes >= batch.ack_bytes.load(Ordering::Relaxed)
-            {
+            return if self.add(batch, bytes, held_back) {
                 Taken::AckNow
             } else {
                 Taken::Quiet
@@ -256,49 +247,50 @@ impl Received {
         if word & COUNTING == 0 {
             return Taken::Quiet;
         }
-        let pending = batch.pending.load(Ordering::Relaxed);
-        batch.pending.store(pending + 1, Ordering::Relaxed);
         let count = word & COUNT_MASK;
-        let before = count + pending;
-        let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
-        batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
-        if held_back {
-            self.held_back(batch, bytes);
-        }
+        let before = count + batch.pending.load(Ordering::Relaxed);
         let acked = self.acked.load(Ordering::SeqCst);
-        let acked_bytes = self.bytes.load(Ordering::Relaxed);
-        let every_bytes = self.every_bytes();
-        // The limits of `pending` and `pending_bytes` that the rule below
-        // comes to while neither the word nor the count acknowledged moves.
+        // The rule, as limits of the batch's `pending` and `pending_bytes`
+        // that hold while neither the word nor what was acknowledged moves:
+        // an `ACK` once `EVERY_FRAMES` frames, or `every_bytes()` bytes,
+        // are unacknowledged.
         batch.ack_frames.store(
             (EVERY_FRAMES + acked).saturating_sub(count),
             Ordering::Relaxed,
         );
-        batch
-            .ack_bytes
-            .store(every_bytes.saturating_sub(acked_bytes), Ordering::Relaxed);
+        batch.ack_bytes.store(
+            self.every_bytes()
+                .saturating_sub(self.bytes.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
         batch.checked_tag.store(tag, Ordering::Relaxed);
         batch.checked.store(word, Ordering::Relaxed);
-        if before + 1 - acked.min(before) >= EVERY_FRAMES
-            || acked_bytes + pending_bytes >= every_bytes
-        {
-            return Taken::AckNow;
-        }
-        if before == acked {
+        if self.add(batch, bytes, held_back) {
+            Taken::AckNow
+        } else if before == acked {
             Taken::First
         } else {
             Taken::Quiet
         }
     }
 
-    /// Notes a push or stream frame of `bytes` in `batch`: what the server
-    /// may hold for room.
+    /// Adds a counted frame of `bytes` to `batch` (`held_back`: a push or
+    /// stream frame, what the server may hold for room); returns whether
+    /// an `ACK` is due by the batch's limits.
     #[inline]
-    fn held_back(&self, batch: &Batch, bytes: u64) {
-        batch.pending_held_back.store(true, Ordering::Relaxed);
-        if bytes > self.largest_push.load(Ordering::Relaxed) {
-            self.largest_push.store(bytes, Ordering::Relaxed);
+    fn add(&self, batch: &Batch, bytes: u64, held_back: bool) -> bool {
+        let pending = batch.pending.load(Ordering::Relaxed) + 1;
+        batch.pending.store(pending, Ordering::Relaxed);
+        let pending_bytes = batch.pending_bytes.load(Ordering::Relaxed) + bytes;
+        batch.pending_bytes.store(pending_bytes, Ordering::Relaxed);
+        if held_back {
+            batch.pending_held_back.store(true, Ordering::Relaxed);
+            if bytes > self.largest_push.load(Ordering::Relaxed) {
+                self.largest_push.store(bytes, Ordering::Relaxed);
+            }
         }
+        pending >= batch.ack_frames.load(Ordering::Relaxed)
+            || pending_bytes >= batch.ack_bytes.load(Ordering::Relaxed)
     }
 
     /// Opens `batch`: this reader may take frames the count does not show
