@@ -498,6 +498,47 @@ async fn a_client_acknowledges_by_the_bound_its_server_said() {
     client.abort();
 }
 
+/// A client that keeps sending carries its `ACK` in the write of its next
+/// counted frame once a quarter of the bound (half of what makes the
+/// reader send one) is unacknowledged: with 64 KiB, after 16 KiB. Before,
+/// the reader sent it alone at 32 KiB, a system call and a wake-up of the
+/// server each, while the application's next request followed in a write
+/// of its own: on a request-and-answer session at 1 KiB, one `ACK` every
+/// 31 answers.
+#[tokio::test]
+async fn a_client_that_sends_carries_its_ack_with_its_next_frame() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (client, mut server) = tokio::join!(
+        async {
+            Client::connect_tcp_with(address, config(None))
+                .await
+                .unwrap()
+        },
+        TicketServer::accept(&listener, |_| Ok(Some(64 * 1024))),
+    );
+    // 20 chunks of 1,037 bytes: past 16 KiB, short of 32 KiB. The client
+    // reads them all and waits: no `ACK` of its own.
+    server.push_chunks(1, 20).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.send(&Next).unwrap();
+    let first = server.raw.recv().await.expect("the client's frames");
+    assert_eq!(
+        first.header.opcode,
+        system::ACK,
+        "the ACK goes first, in the same write as the frame"
+    );
+    assert_eq!(Ack::decode_body(&first.body).unwrap().received, 20);
+    let next = server.raw.recv().await.expect("the client's frames");
+    assert_eq!(next.header.opcode, Next::OPCODE);
+    // Below the quarter again: the next frame goes alone.
+    server.push_chunks(21, 5).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.send(&Next).unwrap();
+    let alone = server.raw.recv().await.expect("the client's frames");
+    assert_eq!(alone.header.opcode, Next::OPCODE, "no ACK rides along yet");
+}
+
 /// A server older than the request for its bound answers it with
 /// `MALFORMED`: the client asks again with an empty body, counts from that
 /// answer on, and acknowledges as it did before, as soon as it has read

@@ -468,7 +468,8 @@ impl ServerBuilder {
     /// ticket and acknowledges at half of it (at most every 32 KiB), so
     /// pushes of up to a quarter of the bound never wait for the `ACK`
     /// delay, and a larger one only the first time the client sees its
-    /// size. sdk-js
+    /// size; from a quarter of it on, its next request carries the `ACK`
+    /// in the same write. sdk-js
     /// acknowledges once it has read what came with 8 KiB or more
     /// unacknowledged: pushes wait there unless three quarters of
     /// `replay_bytes`, less the push held, come to 8 KiB or more (16 KiB

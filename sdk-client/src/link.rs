@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::{Initiator, KEY_LEN, RekeyPolicy, Sealer, SecureChannel};
+use ternio_protocol::system::Ack;
 use tokio::sync::{oneshot, watch};
 use zeroize::Zeroizing;
 
@@ -143,8 +144,8 @@ impl Link {
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         match &self.session {
-            Some(session) => session.send(header, body, || {
-                self.send_unrecorded(mode, header, body, max_frame_size)
+            Some(session) => session.send(header, body, self.tag, |ack| {
+                self.send_now(ack, mode, header, body, max_frame_size)
             }),
             None => self.send_unrecorded(mode, header, body, max_frame_size),
         }
@@ -159,12 +160,25 @@ impl Link {
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
+        self.send_now(None, mode, header, body, max_frame_size)
+    }
+
+    /// Queues the frame, after the session's `ACK` if one rides along,
+    /// and writes what it can.
+    fn send_now<E: Encode + ?Sized>(
+        &self,
+        ack: Option<Ack>,
+        mode: Mode,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
         match self.sender() {
-            Sender::Socket(out) => out.send_as(mode, header, body, max_frame_size),
-            Sender::Stream(out) => out.send_as(mode, header, body, max_frame_size),
+            Sender::Socket(out) => out.send_as(ack, mode, header, body, max_frame_size),
+            Sender::Stream(out) => out.send_as(ack, mode, header, body, max_frame_size),
         }
     }
 

@@ -7,8 +7,9 @@ use std::io;
 
 use bytes::BufMut;
 use ternio_protocol::buffers::empty;
-use ternio_protocol::frame::{self, Framing, HEADER_LEN, Header};
+use ternio_protocol::frame::{self, Flags, Framing, HEADER_LEN, Header};
 use ternio_protocol::secure::{COUNTER_LEN, Sealer, TAG_LEN};
+use ternio_protocol::system::{self, Ack};
 use ternio_protocol::{BytesMut, Encode, FrameError};
 
 use crate::config::MAX_FRAMING;
@@ -145,6 +146,33 @@ impl Outbound {
             empty(&mut self.scratch);
         }
         Ok(())
+    }
+
+    /// [`encode`](Self::encode), after the session's `ACK` when one rides
+    /// along (`ack`): both then go out in one write, and the server reads
+    /// them together, rather than a system call and a wake-up on each side
+    /// for the `ACK` alone. Should the frame be refused, the `ACK` stays
+    /// queued: its count was taken, so it must still go.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn encode_after<E: Encode + ?Sized>(
+        &mut self,
+        ack: Option<Ack>,
+        wire: Wire,
+        limit: usize,
+        mode: Mode,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        if let Some(ack) = ack {
+            let ack_mode = Mode::Sealable {
+                required: false,
+                compress: None,
+            };
+            let ack_header = Header::new(system::ACK, Flags::NONE, 0);
+            self.encode(wire, limit, ack_mode, ack_header, &ack, max_frame_size)?;
+        }
+        self.encode(wire, limit, mode, header, body, max_frame_size)
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the

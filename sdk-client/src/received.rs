@@ -403,6 +403,25 @@ impl Received {
         (acked < count).then_some(count)
     }
 
+    /// Whether a counted frame the client sends on the link tagged `tag`
+    /// carries the session's `ACK` along: once half of what makes the
+    /// reader send one itself is unacknowledged (frames or bytes in the
+    /// count), and `tag` is the link whose frames are taken. While the
+    /// client keeps sending, its `ACK`s go in the writes of its requests,
+    /// and the reader's own (a write of its own, and a wake-up of the
+    /// server) come only when it does not. Read on the sender's thread.
+    #[inline]
+    pub(crate) fn ack_rides_along(&self, tag: u64) -> bool {
+        let word = self.word.load(Ordering::Relaxed);
+        if word & COUNTING == 0 || word & (TAG_MASK << COUNT_BITS) != (tag & TAG_MASK) << COUNT_BITS
+        {
+            return false;
+        }
+        let unacked = (word & COUNT_MASK).saturating_sub(self.acked.load(Ordering::Relaxed));
+        unacked >= EVERY_FRAMES / 2
+            || self.bytes.load(Ordering::Relaxed) >= (self.every_bytes() / 2).max(1)
+    }
+
     /// Whether a reader that has read all the server sent (its batch
     /// ended) acknowledges now. When the server said its bound: if what is
     /// unacknowledged and the largest push or stream frame taken so far
@@ -605,6 +624,48 @@ mod tests {
         received.start();
         received.take(&batch, 1, IDLE_BYTES as usize, true);
         assert!(idle(&received, &batch));
+    }
+
+    /// A counted frame sent carries the `ACK` from half the reader's
+    /// limits on (what is in the count, not an open batch), on the link
+    /// whose frames are taken, while counting; and the reader's own limits
+    /// still hold after it.
+    #[test]
+    fn an_ack_rides_along_from_half_the_readers_limits() {
+        let received = Received::default();
+        let batch = Batch::default();
+        received.accept(1);
+        assert!(!received.ack_rides_along(1), "not counting");
+        received.start();
+        received.set_bound(Some(64 * 1024));
+        // By bytes: 16 KiB, a quarter of the bound.
+        assert_eq!(received.take(&batch, 1, 16 * 1024 - 1, false), Taken::First);
+        assert!(!received.ack_rides_along(1), "an open batch's frames wait");
+        received.end(&batch);
+        assert!(!received.ack_rides_along(1), "1 byte short");
+        received.take(&batch, 1, 1, false);
+        received.end(&batch);
+        assert!(received.ack_rides_along(1));
+        assert!(!received.ack_rides_along(2), "another link");
+        assert_eq!(received.take_ack(), Some(2));
+        assert!(!received.ack_rides_along(1), "acknowledged");
+        // By frames: 512 of the reader's 1,024.
+        for _ in 0..EVERY_FRAMES / 2 - 1 {
+            received.take(&batch, 1, 7, false);
+        }
+        received.end(&batch);
+        assert!(!received.ack_rides_along(1));
+        received.take(&batch, 1, 7, false);
+        received.end(&batch);
+        assert!(received.ack_rides_along(1));
+        // Unless one rides along, the reader acknowledges at its own limit.
+        for _ in 0..EVERY_FRAMES / 2 - 1 {
+            assert_eq!(received.take(&batch, 1, 7, false), Taken::Quiet);
+        }
+        assert_eq!(received.take(&batch, 1, 7, false), Taken::AckNow);
+        // A new session does not count: nothing rides along.
+        received.reset();
+        assert!(!received.ack_rides_along(1));
     }
 
     /// The acknowledging task's `ACK` (the count without the open batch's

@@ -202,29 +202,43 @@ impl Session {
         self.received.accept(tag);
     }
 
-    /// Sends `header` + `body` on `link` with `send`, recording it when it
-    /// is counted and the session records: under the session's lock, so
-    /// that the order of the records is the order on the wire. The
-    /// `RESUME_TICKET` request starts the recording.
+    /// Sends `header` + `body` on the link tagged `tag` with `send`,
+    /// recording it when it is counted and the session records: under the
+    /// session's lock, so that the order of the records is the order on
+    /// the wire. The `RESUME_TICKET` request starts the recording. A
+    /// counted frame carries the session's `ACK` along (`send` gets it)
+    /// once half of what calls for an `ACK` is unacknowledged
+    /// ([`Received::ack_rides_along`]).
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
-        send: impl FnOnce() -> Result<(), SendError>,
+        tag: u64,
+        send: impl FnOnce(Option<Ack>) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
         let counted = header.is_counted();
         let starts = header.opcode == system::RESUME_TICKET && !header.flags.is_response();
         if !counted && !starts {
-            return send();
+            return send(None);
         }
         let mut state = lock(&self.state);
         if starts {
-            send()?;
+            send(None)?;
             if state.replay.is_none() {
                 state.replay = Some(ReplayBuffer::default());
             }
             return Ok(());
         }
+        // The count taken and the `ACK` queued under `ack_order`, as in
+        // `send_ack`.
+        let order = self
+            .received
+            .ack_rides_along(tag)
+            .then(|| lock(&self.ack_order));
+        let ack = order
+            .as_ref()
+            .and_then(|_| self.received.take_ack())
+            .map(|received| Ack { received });
         let State {
             replay: Some(replay),
             scratch,
@@ -232,11 +246,12 @@ impl Session {
         } = &mut *state
         else {
             drop(state);
-            return send();
+            return send(ack);
         };
         scratch.clear();
         body.encode(scratch);
-        let sent = send();
+        let sent = send(ack);
+        drop(order);
         let kept = sent.is_ok() && replay.record(header, scratch);
         if scratch.capacity() > 64 * 1024 {
             // A large frame's room goes back.

@@ -19,6 +19,7 @@ use ternio_protocol::buffers::{ReadSize, Spares, empty};
 use ternio_protocol::frame::FrameDecoder;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::Sealer;
+use ternio_protocol::system::Ack;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -94,20 +95,34 @@ impl SocketOut {
         &self.stream
     }
 
-    /// Encodes one frame as `mode` says into the outbound buffer (see
-    /// [`Outbound::encode`]) and writes it at once if nothing is queued
-    /// before it.
+    /// Encodes one frame as `mode` says into the outbound buffer, after
+    /// the session's `ACK` if one rides along (see
+    /// [`Outbound::encode_after`]), and writes them at once if nothing is
+    /// queued before.
     pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
+        ack: Option<Ack>,
         mode: Mode,
         header: Header,
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         let mut outbound = lock(&self.outbound);
-        outbound.encode(self.wire, self.limit, mode, header, body, max_frame_size)?;
-        self.write_now(&mut outbound)
-            .map_err(|error| SendError::Lost(io_reason(&error)))
+        let carries = ack.is_some();
+        let encoded = outbound.encode_after(
+            ack,
+            self.wire,
+            self.limit,
+            mode,
+            header,
+            body,
+            max_frame_size,
+        );
+        if encoded.is_ok() || carries {
+            self.write_now(&mut outbound)
+                .map_err(|error| SendError::Lost(io_reason(&error)))?;
+        }
+        encoded
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the
@@ -386,7 +401,7 @@ mod tests {
             let header = Header::new(1, Flags::NONE, 0);
             let mut frames = 0;
             let reason = loop {
-                match out.send_as(mode, header, &body, 1 << 20) {
+                match out.send_as(None, mode, header, &body, 1 << 20) {
                     Ok(()) => frames += 1,
                     Err(SendError::Lost(reason)) => break reason,
                     Err(_) => panic!("{wire:?}: an unexpected error"),
@@ -401,7 +416,7 @@ mod tests {
             // It takes nothing more, even what would fit.
             let small = Bytes::from_static(b"x");
             assert!(matches!(
-                out.send_as(mode, header, &small, 1 << 20),
+                out.send_as(None, mode, header, &small, 1 << 20),
                 Err(SendError::Gone)
             ));
         }

@@ -18,6 +18,7 @@ use bytes::Buf;
 use ternio_protocol::buffers::{ReadSize, empty};
 use ternio_protocol::frame::{FrameDecoder, Header};
 use ternio_protocol::secure::Sealer;
+use ternio_protocol::system::Ack;
 use ternio_protocol::{BytesMut, Encode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::sync::Notify;
@@ -147,22 +148,34 @@ impl StreamOut {
         self.reads.get()
     }
 
-    /// Encodes one frame as `mode` says into the outbound buffer (see
-    /// [`Outbound::encode`]) and writes it at once if nothing is queued
-    /// before it.
+    /// Encodes one frame as `mode` says into the outbound buffer, after
+    /// the session's `ACK` if one rides along (see
+    /// [`Outbound::encode_after`]), and writes them at once if nothing is
+    /// queued before.
     pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
+        ack: Option<Ack>,
         mode: Mode,
         header: Header,
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         let mut queue = lock(&self.queue);
-        queue
-            .outbound
-            .encode(self.wire, self.limit, mode, header, body, max_frame_size)?;
-        self.write_now(&mut queue)
-            .map_err(|error| SendError::Lost(io_reason(&error)))
+        let carries = ack.is_some();
+        let encoded = queue.outbound.encode_after(
+            ack,
+            self.wire,
+            self.limit,
+            mode,
+            header,
+            body,
+            max_frame_size,
+        );
+        if encoded.is_ok() || carries {
+            self.write_now(&mut queue)
+                .map_err(|error| SendError::Lost(io_reason(&error)))?;
+        }
+        encoded
     }
 
     /// Counts a read that brought bytes (a WebSocket reader over this stream).
