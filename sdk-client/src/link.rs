@@ -19,7 +19,7 @@ use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::resume::{PendingResume, Session};
-use crate::secure::{self, LinkSecurity, PendingHandshake};
+use crate::secure::{self, LinkSecurity, PendingHandshake, RawBody};
 use crate::send::{Mode, SendError};
 use crate::socket::SocketOut;
 use crate::stream::StreamOut;
@@ -144,8 +144,11 @@ impl Link {
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         match &self.session {
-            Some(session) => session.send(header, body, self.tag, |ack| {
-                self.send_now(ack, mode, header, body, max_frame_size)
+            Some(session) => session.send(header, body, self.tag, |ack, encoded| match encoded {
+                Some(encoded) => {
+                    self.send_now(ack, mode, header, &RawBody(encoded), max_frame_size)
+                }
+                None => self.send_now(ack, mode, header, body, max_frame_size),
             }),
             None => self.send_unrecorded(mode, header, body, max_frame_size),
         }

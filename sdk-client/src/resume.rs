@@ -208,22 +208,24 @@ impl Session {
     /// the wire. The `RESUME_TICKET` request starts the recording. A
     /// counted frame carries the session's `ACK` along (`send` gets it)
     /// once half of what calls for an `ACK` is unacknowledged
-    /// ([`Received::ack_rides_along`]).
+    /// ([`Received::ack_rides_along`]). A frame recorded is encoded once:
+    /// `send` gets its body encoded (`Some`), to send as it is; `None`:
+    /// `send` encodes `body` itself.
     pub(crate) fn send<E: Encode + ?Sized>(
         &self,
         header: Header,
         body: &E,
         tag: u64,
-        send: impl FnOnce(Option<Ack>) -> Result<(), SendError>,
+        send: impl FnOnce(Option<Ack>, Option<&[u8]>) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
         let counted = header.is_counted();
         let starts = header.opcode == system::RESUME_TICKET && !header.flags.is_response();
         if !counted && !starts {
-            return send(None);
+            return send(None, None);
         }
         let mut state = lock(&self.state);
         if starts {
-            send(None)?;
+            send(None, None)?;
             if state.replay.is_none() {
                 state.replay = Some(ReplayBuffer::default());
             }
@@ -246,11 +248,11 @@ impl Session {
         } = &mut *state
         else {
             drop(state);
-            return send(ack);
+            return send(ack, None);
         };
         scratch.clear();
         body.encode(scratch);
-        let sent = send(ack);
+        let sent = send(ack, Some(&scratch[..]));
         drop(order);
         let kept = sent.is_ok() && replay.record(header, scratch);
         if scratch.capacity() > 64 * 1024 {
