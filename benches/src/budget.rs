@@ -90,6 +90,8 @@ const THROUGHPUT_FLOOR: f64 = 0.95;
 const SEALED_LIMIT: f64 = 1.15;
 /// CPU per echo against the raw socket's, server and client.
 const CPU_LIMIT: f64 = 1.10;
+/// Echo and push throughput with resumption on against off (issue 24).
+const RESUME_FLOOR: f64 = 0.95;
 
 fn median_aead_ops(rows: &[Row], participant: Participant, size: usize) -> Option<f64> {
     Select::new(Scenario::Latency, participant.name())
@@ -178,7 +180,32 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
     for participant in [TernioTcp, TernioWs, TernioTcpAead, TernioWsAead] {
         budgets.push(allocation_budget(rows, participant));
     }
+    // Resumption's cost (issue 24): measured when ternio-tcp-resume runs.
+    for size in SIZES {
+        budgets.push(ratio_budget(
+            format!("ternio-tcp-resume / ternio-tcp throughput, {CLIENTS} clients, {size} B"),
+            median_rate(rows, TernioTcpResume, size),
+            median_rate(rows, TernioTcp, size),
+            RESUME_FLOOR,
+            false,
+            "ops/s",
+        ));
+    }
+    budgets.push(ratio_budget(
+        "ternio-tcp-resume / ternio-tcp push throughput".to_owned(),
+        median_push_rate(rows, TernioTcpResume),
+        median_push_rate(rows, TernioTcp),
+        RESUME_FLOOR,
+        false,
+        "pushes/s",
+    ));
     budgets
+}
+
+fn median_push_rate(rows: &[Row], participant: Participant) -> Option<f64> {
+    Select::new(Scenario::Push, participant.name())
+        .stat(rows, |row| Some(row.ops_per_sec))
+        .map(|stat| stat.median)
 }
 
 /// The sealed echo's p50 less the plain one's (both over TCP), against the
