@@ -13,11 +13,11 @@ use bytes::BytesMut;
 use ternio_protocol::Encode;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::{Initiator, KEY_LEN, RekeyPolicy, Sealer, SecureChannel};
-use ternio_protocol::system::Ack;
 use tokio::sync::{oneshot, watch};
 use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
+use crate::outbound::TakeAck;
 use crate::resume::{PendingResume, Session};
 use crate::secure::{self, LinkSecurity, PendingHandshake, RawBody};
 use crate::send::{Mode, SendError};
@@ -170,7 +170,7 @@ impl Link {
     /// and writes what it can.
     fn send_now<E: Encode + ?Sized>(
         &self,
-        ack: Option<Ack>,
+        take_ack: Option<TakeAck<'_>>,
         mode: Mode,
         header: Header,
         body: &E,
@@ -180,8 +180,8 @@ impl Link {
             return Err(SendError::Gone);
         }
         match self.sender() {
-            Sender::Socket(out) => out.send_as(ack, mode, header, body, max_frame_size),
-            Sender::Stream(out) => out.send_as(ack, mode, header, body, max_frame_size),
+            Sender::Socket(out) => out.send_as(take_ack, mode, header, body, max_frame_size),
+            Sender::Stream(out) => out.send_as(take_ack, mode, header, body, max_frame_size),
         }
     }
 

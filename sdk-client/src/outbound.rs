@@ -34,6 +34,11 @@ impl Wire {
     }
 }
 
+/// Takes the session's count for an `ACK` that rides along with a frame
+/// (see [`Outbound::encode_after`]): `None` when nothing is left to
+/// acknowledge.
+pub(crate) type TakeAck<'a> = &'a dyn Fn() -> Option<Ack>;
+
 /// Frames encoded but not yet written, and how the next ones are encoded.
 #[derive(Default)]
 pub(crate) struct Outbound {
@@ -149,14 +154,17 @@ impl Outbound {
     }
 
     /// [`encode`](Self::encode), after the session's `ACK` when one rides
-    /// along (`ack`): both then go out in one write, and the server reads
-    /// them together, rather than a system call and a wake-up on each side
-    /// for the `ACK` alone. Should the frame be refused, the `ACK` stays
-    /// queued: its count was taken, so it must still go.
+    /// along: `take_ack` takes its count, and is called only when nothing
+    /// keeps the `ACK` from being queued now (the buffer takes frames, no
+    /// handshake waits), so that a count taken always leaves with the
+    /// link. Both then go out in one write, and the server reads them
+    /// together, rather than a system call and a wake-up on each side for
+    /// the `ACK` alone. Should the frame be refused, the `ACK` stays
+    /// queued: the caller writes it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn encode_after<E: Encode + ?Sized>(
         &mut self,
-        ack: Option<Ack>,
+        take_ack: Option<TakeAck<'_>>,
         wire: Wire,
         limit: usize,
         mode: Mode,
@@ -164,12 +172,18 @@ impl Outbound {
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
-        if let Some(ack) = ack {
+        if let Some(take_ack) = take_ack
+            && !self.stopped
+            && !self.handshaking
+            && let Some(ack) = take_ack()
+        {
             let ack_mode = Mode::Sealable {
                 required: false,
                 compress: None,
             };
             let ack_header = Header::new(system::ACK, Flags::NONE, 0);
+            // Fails only when the buffer is full: the link is lost, and
+            // the `RESUME` that follows reports the count.
             self.encode(wire, limit, ack_mode, ack_header, &ack, max_frame_size)?;
         }
         self.encode(wire, limit, mode, header, body, max_frame_size)
@@ -312,6 +326,57 @@ mod tests {
                 .collect();
             assert_eq!(unmasked, payload, "length {len}");
         }
+    }
+
+    /// The frames in `buf` (TCP framing): opcode and body of each.
+    fn frames(buf: &[u8]) -> Vec<(u16, Vec<u8>)> {
+        let mut rest = BytesMut::from(buf);
+        let mut decoder = frame::FrameDecoder::new(1 << 20);
+        let mut frames = Vec::new();
+        while let Some((header, body)) = decoder.decode_mut(&mut rest).unwrap() {
+            frames.push((header.opcode, body.to_vec()));
+        }
+        assert!(rest.is_empty());
+        frames
+    }
+
+    /// An `ACK` that rides along goes just before the frame; its count is
+    /// taken only when it can be queued (not while a handshake waits); a
+    /// frame refused leaves it queued.
+    #[test]
+    fn an_ack_rides_ahead_of_its_frame_and_its_count_is_taken_only_when_it_can_go() {
+        let mode = Mode::Sealable {
+            required: false,
+            compress: None,
+        };
+        let header = Header::new(7, Flags::NONE, 0);
+        let taken = std::cell::Cell::new(0);
+        let take = || {
+            taken.set(taken.get() + 1);
+            Some(Ack { received: 20 })
+        };
+        let mut out = Outbound::default();
+        out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &5u8, 1 << 20)
+            .unwrap();
+        let ack = (system::ACK, 20u64.to_le_bytes().to_vec());
+        assert_eq!(frames(&out.buf), [ack.clone(), (7, vec![5])]);
+        // A frame too large: refused, the `ACK` queued all the same.
+        let mut out = Outbound::default();
+        let large = Bytes::from(vec![0u8; 100]);
+        let refused = out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &large, 50);
+        assert!(matches!(refused, Err(SendError::TooLarge(_))));
+        assert_eq!(frames(&out.buf), [ack]);
+        // A handshake waits: nothing queued, and no count taken.
+        let mut out = Outbound::default();
+        let hello = Header::new(system::HANDSHAKE, Flags::NONE, 1);
+        out.encode(Wire::Tcp, 1 << 20, Mode::Handshake, hello, &1u8, 1 << 20)
+            .unwrap();
+        let queued = out.buf.len();
+        taken.set(0);
+        let waiting =
+            out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &5u8, 1 << 20);
+        assert!(matches!(waiting, Err(SendError::Handshaking)));
+        assert_eq!((taken.get(), out.buf.len()), (0, queued));
     }
 
     /// A frame too large is refused before a byte of it is queued, even

@@ -396,10 +396,13 @@ impl Received {
     /// what was counted is then acknowledged (frames an open batch holds
     /// are not: they are neither in the count nor in the bytes).
     pub(crate) fn take_ack(&self) -> Option<u64> {
+        // Cleared before the count is read: the bytes of a batch published
+        // in between are either in the count (and counted again: an `ACK`
+        // early) or added after (kept), never wiped while not in the count.
+        self.bytes.store(0, Ordering::SeqCst);
+        self.held_back.store(false, Ordering::SeqCst);
         let count = self.count();
         let acked = self.acked.fetch_max(count, Ordering::SeqCst);
-        self.bytes.store(0, Ordering::Relaxed);
-        self.held_back.store(false, Ordering::Relaxed);
         (acked < count).then_some(count)
     }
 

@@ -24,6 +24,7 @@ use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::{ClientError, CloseReason};
+use crate::outbound::TakeAck;
 use crate::received::{Batch, Received, Taken};
 use crate::send::SendError;
 use crate::sync::lock;
@@ -206,8 +207,8 @@ impl Session {
     /// recording it when it is counted and the session records: under the
     /// session's lock, so that the order of the records is the order on
     /// the wire. The `RESUME_TICKET` request starts the recording. A
-    /// counted frame carries the session's `ACK` along (`send` gets it)
-    /// once half of what calls for an `ACK` is unacknowledged
+    /// counted frame carries the session's `ACK` along (`send` gets what
+    /// takes its count) once half of what calls for an `ACK` is unacknowledged
     /// ([`Received::ack_rides_along`]). A frame recorded is encoded once:
     /// `send` gets its body encoded (`Some`), to send as it is; `None`:
     /// `send` encodes `body` itself.
@@ -216,7 +217,7 @@ impl Session {
         header: Header,
         body: &E,
         tag: u64,
-        send: impl FnOnce(Option<Ack>, Option<&[u8]>) -> Result<(), SendError>,
+        send: impl FnOnce(Option<TakeAck<'_>>, Option<&[u8]>) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
         let counted = header.is_counted();
         let starts = header.opcode == system::RESUME_TICKET && !header.flags.is_response();
@@ -232,15 +233,13 @@ impl Session {
             return Ok(());
         }
         // The count taken and the `ACK` queued under `ack_order`, as in
-        // `send_ack`.
+        // `send_ack`; taken by the link only once it can queue the `ACK`.
         let order = self
             .received
             .ack_rides_along(tag)
             .then(|| lock(&self.ack_order));
-        let ack = order
-            .as_ref()
-            .and_then(|_| self.received.take_ack())
-            .map(|received| Ack { received });
+        let take = || self.received.take_ack().map(|received| Ack { received });
+        let ack = order.as_ref().map(|_| &take as TakeAck<'_>);
         let State {
             replay: Some(replay),
             scratch,
@@ -502,5 +501,56 @@ impl Session {
         drop(state);
         self.room.notify_waiters();
         Ok(frames)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ternio_protocol::frame::Flags;
+
+    use super::*;
+    use crate::outbound::{Outbound, Wire};
+    use crate::secure::RawBody;
+    use crate::send::Mode;
+
+    /// A counted frame that cannot go now (a handshake waits for its
+    /// answer) takes no count with it: the frames received stay
+    /// unacknowledged, and the next frame that goes carries their `ACK`.
+    #[test]
+    fn a_frame_that_cannot_go_leaves_the_count_to_acknowledge() {
+        let session = Session::new();
+        session.accept(1);
+        session.received.start();
+        session.received.set_bound(Some(64 * 1024));
+        lock(&session.state).replay = Some(ReplayBuffer::default());
+        let batch = Batch::default();
+        for _ in 0..20 {
+            assert_eq!(session.received(&batch, 1, 1037, true), Some(false));
+        }
+        session.end_read(&batch);
+        let mut out = Outbound::default();
+        let hello = Header::new(system::HANDSHAKE, Flags::NONE, 1);
+        out.encode(Wire::Tcp, 1 << 20, Mode::Handshake, hello, &1u8, 1 << 20)
+            .unwrap();
+        let mode = Mode::Sealable {
+            required: false,
+            compress: None,
+        };
+        let header = Header::new(0x0A00, Flags::NONE, 0);
+        let send = |out: &mut Outbound| {
+            session.send(header, &5u8, 1, |take, encoded| {
+                let body = RawBody(encoded.expect("recorded"));
+                out.encode_after(take, Wire::Tcp, 1 << 20, mode, header, &body, 1 << 20)
+            })
+        };
+        assert!(matches!(send(&mut out), Err(SendError::Handshaking)));
+        assert!(session.has_unacked(), "20 frames never acknowledged");
+        out.end_handshake(None);
+        out.buf.clear();
+        send(&mut out).unwrap();
+        assert!(!session.has_unacked());
+        let ack = Header::new(system::ACK, Flags::NONE, 0).to_bytes();
+        assert_eq!(&out.buf[4..11], &ack[..], "the ACK first");
+        assert_eq!(&out.buf[11..19], &20u64.to_le_bytes()[..]);
     }
 }

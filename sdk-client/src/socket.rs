@@ -19,7 +19,6 @@ use ternio_protocol::buffers::{ReadSize, Spares, empty};
 use ternio_protocol::frame::FrameDecoder;
 use ternio_protocol::frame::Header;
 use ternio_protocol::secure::Sealer;
-use ternio_protocol::system::Ack;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -27,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::error::CloseReason;
 use crate::events::LinkEvents;
-use crate::outbound::{Outbound, Wire};
+use crate::outbound::{Outbound, TakeAck, Wire};
 use crate::send::{Mode, SendError};
 use crate::sync::lock;
 
@@ -101,16 +100,16 @@ impl SocketOut {
     /// queued before.
     pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
-        ack: Option<Ack>,
+        take_ack: Option<TakeAck<'_>>,
         mode: Mode,
         header: Header,
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         let mut outbound = lock(&self.outbound);
-        let carries = ack.is_some();
+        let queued = outbound.buf.len();
         let encoded = outbound.encode_after(
-            ack,
+            take_ack,
             self.wire,
             self.limit,
             mode,
@@ -118,7 +117,8 @@ impl SocketOut {
             body,
             max_frame_size,
         );
-        if encoded.is_ok() || carries {
+        // A frame refused after its `ACK` was queued: the `ACK` goes.
+        if encoded.is_ok() || outbound.buf.len() > queued {
             self.write_now(&mut outbound)
                 .map_err(|error| SendError::Lost(io_reason(&error)))?;
         }

@@ -18,14 +18,13 @@ use bytes::Buf;
 use ternio_protocol::buffers::{ReadSize, empty};
 use ternio_protocol::frame::{FrameDecoder, Header};
 use ternio_protocol::secure::Sealer;
-use ternio_protocol::system::Ack;
 use ternio_protocol::{BytesMut, Encode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 use crate::error::CloseReason;
 use crate::events::{LinkEvents, read_or_idle};
-use crate::outbound::{Outbound, Wire};
+use crate::outbound::{Outbound, TakeAck, Wire};
 use crate::send::{Mode, SendError};
 use crate::socket::{Flush, ReadSpares, Reads, io_reason};
 use crate::sync::lock;
@@ -154,16 +153,16 @@ impl StreamOut {
     /// queued before.
     pub(crate) fn send_as<E: Encode + ?Sized>(
         &self,
-        ack: Option<Ack>,
+        take_ack: Option<TakeAck<'_>>,
         mode: Mode,
         header: Header,
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
         let mut queue = lock(&self.queue);
-        let carries = ack.is_some();
+        let queued = queue.outbound.buf.len();
         let encoded = queue.outbound.encode_after(
-            ack,
+            take_ack,
             self.wire,
             self.limit,
             mode,
@@ -171,7 +170,8 @@ impl StreamOut {
             body,
             max_frame_size,
         );
-        if encoded.is_ok() || carries {
+        // A frame refused after its `ACK` was queued: the `ACK` goes.
+        if encoded.is_ok() || queue.outbound.buf.len() > queued {
             self.write_now(&mut queue)
                 .map_err(|error| SendError::Lost(io_reason(&error)))?;
         }
