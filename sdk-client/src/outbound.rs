@@ -172,21 +172,44 @@ impl Outbound {
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
-        if let Some(take_ack) = take_ack
-            && !self.stopped
-            && !self.handshaking
-            && let Some(ack) = take_ack()
-        {
-            let ack_mode = Mode::Sealable {
-                required: false,
-                compress: None,
-            };
-            let ack_header = Header::new(system::ACK, Flags::NONE, 0);
-            // Fails only when the buffer is full: the link is lost, and
-            // the `RESUME` that follows reports the count.
-            self.encode(wire, limit, ack_mode, ack_header, &ack, max_frame_size)?;
+        if let Some(take_ack) = take_ack {
+            match self.queue_ack(take_ack, wire, limit, max_frame_size) {
+                // The frame cannot go either: `encode` says why.
+                Ok(()) | Err(SendError::Handshaking | SendError::Gone) => {}
+                Err(error) => return Err(error),
+            }
         }
         self.encode(wire, limit, mode, header, body, max_frame_size)
+    }
+
+    /// Queues the session's `ACK`, its count taken by `take_ack` only when
+    /// nothing keeps it from being queued now: refused (nothing taken)
+    /// while the buffer takes no frames or a handshake waits for its
+    /// answer; `Ok` when queued, or when nothing was left to acknowledge.
+    pub(crate) fn queue_ack(
+        &mut self,
+        take_ack: TakeAck<'_>,
+        wire: Wire,
+        limit: usize,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        if self.stopped {
+            return Err(SendError::Gone);
+        }
+        if self.handshaking {
+            return Err(SendError::Handshaking);
+        }
+        let Some(ack) = take_ack() else {
+            return Ok(());
+        };
+        let mode = Mode::Sealable {
+            required: false,
+            compress: None,
+        };
+        let header = Header::new(system::ACK, Flags::NONE, 0);
+        // Fails only when the buffer is full: the link is lost, and the
+        // `RESUME` that follows reports the count.
+        self.encode(wire, limit, mode, header, &ack, max_frame_size)
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the

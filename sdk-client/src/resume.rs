@@ -374,13 +374,10 @@ impl Session {
     /// lock, so that `ACK`s leave in the order of their counts.
     pub(crate) fn send_ack(
         &self,
-        send: impl FnOnce(Ack) -> Result<(), SendError>,
+        send: impl FnOnce(TakeAck<'_>) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
         let _order = lock(&self.ack_order);
-        match self.received.take_ack() {
-            Some(received) => send(Ack { received }),
-            None => Ok(()),
-        }
+        send(&|| self.received.take_ack().map(|received| Ack { received }))
     }
 
     /// Takes the server's `ACK`: the frames it acknowledges are dropped.

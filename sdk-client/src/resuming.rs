@@ -12,13 +12,14 @@ use ternio_protocol::frame::{Flags, Header};
 use ternio_protocol::replay::ACK_DELAY;
 use ternio_protocol::resume::ResumeInitiator;
 use ternio_protocol::secure::{KEY_LEN, RekeyPolicy};
-use ternio_protocol::system::{self, Ack, Cancel, ErrorBody, Resume, Resumed};
+use ternio_protocol::system::{self, Cancel, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
 use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
+use crate::outbound::TakeAck;
 use crate::resume::{PendingResume, ResumeFailed, Session};
 use crate::secure::RawBody;
 use crate::send::{Mode, SendError};
@@ -134,19 +135,24 @@ pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_fram
         if link.lost_reason().is_some() {
             return;
         }
-        if session
-            .send_ack(|ack| send_ack(&link, &ack, max_frame_size))
-            .is_err()
-        {
-            return;
+        match session.send_ack(|take_ack| send_ack(&link, take_ack, max_frame_size)) {
+            // Not yet (a handshake waits, or nothing went on the link
+            // yet): nothing was taken, the next round tries again.
+            Ok(()) | Err(SendError::Handshaking) => {}
+            Err(_) => return,
         }
     }
 }
 
-/// Sends `ack` on `link` (one-way, id 0; sealed once the link is secure).
-pub(crate) fn send_ack(link: &Link, ack: &Ack, max_frame_size: usize) -> Result<(), SendError> {
-    let header = Header::new(system::ACK, Flags::NONE, 0);
-    link.send(header, ack, max_frame_size, false)
+/// Sends the session's `ACK` on `link` (one-way, id 0; sealed once the
+/// link is secure), its count taken by `take_ack` only if it can go now
+/// ([`Link::send_ack`]).
+pub(crate) fn send_ack(
+    link: &Link,
+    take_ack: TakeAck<'_>,
+    max_frame_size: usize,
+) -> Result<(), SendError> {
+    link.send_ack(take_ack, max_frame_size)
 }
 
 /// The error a failed send on `link` comes to.

@@ -125,6 +125,23 @@ impl SocketOut {
         encoded
     }
 
+    /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
+    /// writes it at once if nothing is queued before.
+    pub(crate) fn send_ack(
+        &self,
+        take_ack: TakeAck<'_>,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        let mut outbound = lock(&self.outbound);
+        let queued = outbound.buf.len();
+        outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)?;
+        if outbound.buf.len() > queued {
+            self.write_now(&mut outbound)
+                .map_err(|error| SendError::Lost(io_reason(&error)))?;
+        }
+        Ok(())
+    }
+
     /// Appends bytes already framed (tungstenite's control frames and the
     /// upgrade request) and writes them at once if nothing is queued. The
     /// bound holds for them too; in practice they only join a short queue

@@ -183,6 +183,25 @@ impl StreamOut {
         self.reads.note();
     }
 
+    /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
+    /// writes it at once if nothing is queued before.
+    pub(crate) fn send_ack(
+        &self,
+        take_ack: TakeAck<'_>,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        let mut queue = lock(&self.queue);
+        let queued = queue.outbound.buf.len();
+        queue
+            .outbound
+            .queue_ack(take_ack, self.wire, self.limit, max_frame_size)?;
+        if queue.outbound.buf.len() > queued {
+            self.write_now(&mut queue)
+                .map_err(|error| SendError::Lost(io_reason(&error)))?;
+        }
+        Ok(())
+    }
+
     /// Appends bytes already framed (tungstenite's upgrade request and
     /// control frames, for `wss://`) and writes them at once if nothing is
     /// queued before them.
