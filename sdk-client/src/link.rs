@@ -17,10 +17,9 @@ use tokio::sync::{oneshot, watch};
 use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
-use crate::outbound::TakeAck;
 use crate::resume::{PendingResume, Session};
 use crate::secure::{self, LinkSecurity, PendingHandshake, RawBody};
-use crate::send::{Mode, SendError};
+use crate::send::{Mode, SendError, TakeAck};
 use crate::socket::SocketOut;
 use crate::stream::StreamOut;
 use crate::sync::lock;
@@ -49,9 +48,6 @@ pub(crate) struct Link {
     tag: u64,
     /// Set once, when the link is declared lost (or closed on purpose).
     lost: OnceLock<CloseReason>,
-    /// Set once a frame was queued on the link: an `ACK` never goes first
-    /// (a link that resumes a session starts with its `RESUME`).
-    sent: AtomicBool,
     /// Becomes `true` when the reader task has finished (for a WebSocket,
     /// after the close handshake or its time limit).
     reader_done: watch::Sender<bool>,
@@ -80,7 +76,6 @@ impl Link {
             out,
             tag: crate::received::next_tag(),
             lost: OnceLock::new(),
-            sent: AtomicBool::new(false),
             reader_done: watch::Sender::new(false),
             security: Mutex::new(LinkSecurity::Plain),
             secure: AtomicBool::new(false),
@@ -183,14 +178,10 @@ impl Link {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
         }
-        let sent = match self.sender() {
+        match self.sender() {
             Sender::Socket(out) => out.send_as(take_ack, mode, header, body, max_frame_size),
             Sender::Stream(out) => out.send_as(take_ack, mode, header, body, max_frame_size),
-        };
-        if sent.is_ok() && !self.sent.load(Ordering::Relaxed) {
-            self.sent.store(true, Ordering::Release);
         }
-        sent
     }
 
     /// Sends the session's `ACK` alone, its count taken by `take_ack` only
@@ -204,9 +195,6 @@ impl Link {
     ) -> Result<(), SendError> {
         if self.lost.get().is_some() {
             return Err(SendError::Gone);
-        }
-        if !self.sent.load(Ordering::Acquire) {
-            return Ok(());
         }
         match self.sender() {
             Sender::Socket(out) => out.send_ack(take_ack, max_frame_size),
@@ -422,62 +410,3 @@ impl Link {
 /// How long a lost link's tasks may take to finish on their own (a
 /// WebSocket close handshake) before they are aborted.
 pub(crate) const RETIRE_GRACE: Duration = Duration::from_secs(2);
-
-#[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-
-    use ternio_protocol::frame::{Flags, FrameDecoder};
-    use ternio_protocol::system::{self, Ack};
-    use tokio::io::AsyncReadExt;
-    use tokio::net::{TcpListener, TcpStream};
-
-    use super::*;
-    use crate::outbound::Wire;
-
-    /// An `ACK` alone never goes as a link's first frame (a link that
-    /// resumes a session must start with its `RESUME`): its count is not
-    /// even taken; once a frame went, it goes.
-    #[tokio::test]
-    async fn an_ack_alone_is_never_a_links_first_frame() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let stream = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let link = Link::new(Out::Tcp(Arc::new(SocketOut::new(
-            stream,
-            Wire::Tcp,
-            1 << 20,
-        ))));
-        let taken = Cell::new(0);
-        let take = || {
-            taken.set(taken.get() + 1);
-            Some(Ack { received: 3 })
-        };
-        link.send_ack(&take, 1 << 20).unwrap();
-        assert_eq!(taken.get(), 0, "no count taken for a first frame");
-        let header = Header::new(system::RESUME, Flags::NONE, 1);
-        link.send_unrecorded(Mode::Handshake, header, &1u8, 1 << 20)
-            .unwrap();
-        // A `RESUME` waits for its answer: still nothing taken.
-        assert!(matches!(
-            link.send_ack(&take, 1 << 20),
-            Err(SendError::Handshaking)
-        ));
-        assert_eq!(taken.get(), 0);
-        link.end_handshake(None);
-        link.send_ack(&take, 1 << 20).unwrap();
-        assert_eq!(taken.get(), 1);
-        let mut buf = BytesMut::new();
-        let mut decoder = FrameDecoder::new(1 << 20);
-        let mut opcodes = Vec::new();
-        while opcodes.len() < 2 {
-            server.read_buf(&mut buf).await.unwrap();
-            while let Some((header, _)) = decoder.decode_mut(&mut buf).unwrap() {
-                opcodes.push(header.opcode);
-            }
-        }
-        assert_eq!(opcodes, [system::RESUME, system::ACK]);
-    }
-}

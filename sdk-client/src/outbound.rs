@@ -9,12 +9,12 @@ use bytes::BufMut;
 use ternio_protocol::buffers::empty;
 use ternio_protocol::frame::{self, Flags, Framing, HEADER_LEN, Header};
 use ternio_protocol::secure::{COUNTER_LEN, Sealer, TAG_LEN};
-use ternio_protocol::system::{self, Ack};
+use ternio_protocol::system;
 use ternio_protocol::{BytesMut, Encode, FrameError};
 
 use crate::config::MAX_FRAMING;
 use crate::error::CloseReason;
-use crate::send::{Mode, SendError};
+use crate::send::{Mode, SendError, TakeAck};
 
 /// How frames are wrapped on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,11 +34,6 @@ impl Wire {
     }
 }
 
-/// Takes the session's count for an `ACK` that rides along with a frame
-/// (see [`Outbound::encode_after`]): `None` when nothing is left to
-/// acknowledge.
-pub(crate) type TakeAck<'a> = &'a dyn Fn() -> Option<Ack>;
-
 /// Frames encoded but not yet written, and how the next ones are encoded.
 #[derive(Default)]
 pub(crate) struct Outbound {
@@ -55,6 +50,9 @@ pub(crate) struct Outbound {
     /// A `HANDSHAKE` went out and its answer has not been read: nothing
     /// else goes out until then (contract section 5.1).
     handshaking: bool,
+    /// A frame was encoded: an `ACK` alone is never a link's first frame
+    /// (a link that resumes a session starts with its `RESUME`).
+    framed: bool,
 }
 
 impl Outbound {
@@ -146,6 +144,7 @@ impl Outbound {
         if mode == Mode::Handshake {
             self.handshaking = true;
         }
+        self.framed = true;
         if wire == Wire::WebSocket {
             write_masked(&mut self.buf, &self.scratch);
             empty(&mut self.scratch);
@@ -184,8 +183,10 @@ impl Outbound {
 
     /// Queues the session's `ACK`, its count taken by `take_ack` only when
     /// nothing keeps it from being queued now: refused (nothing taken)
-    /// while the buffer takes no frames or a handshake waits for its
-    /// answer; `Ok` when queued, or when nothing was left to acknowledge.
+    /// while the buffer takes no frames or a handshake (or a `RESUME`)
+    /// waits for its answer; `Ok` with nothing queued or taken before the
+    /// link's first frame; `Ok` when queued, or when nothing was left to
+    /// acknowledge.
     pub(crate) fn queue_ack(
         &mut self,
         take_ack: TakeAck<'_>,
@@ -198,6 +199,9 @@ impl Outbound {
         }
         if self.handshaking {
             return Err(SendError::Handshaking);
+        }
+        if !self.framed {
+            return Ok(());
         }
         let Some(ack) = take_ack() else {
             return Ok(());
@@ -323,6 +327,7 @@ mod tests {
 
     use ternio_protocol::Bytes;
     use ternio_protocol::frame::Flags;
+    use ternio_protocol::system::Ack;
     use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
@@ -378,13 +383,21 @@ mod tests {
             taken.set(taken.get() + 1);
             Some(Ack { received: 20 })
         };
-        let mut out = Outbound::default();
+        // A link that sent its first frame already.
+        let started = || {
+            let mut out = Outbound::default();
+            out.encode(Wire::Tcp, 1 << 20, mode, header, &4u8, 1 << 20)
+                .unwrap();
+            out.buf.clear();
+            out
+        };
+        let mut out = started();
         out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &5u8, 1 << 20)
             .unwrap();
         let ack = (system::ACK, 20u64.to_le_bytes().to_vec());
         assert_eq!(frames(&out.buf), [ack.clone(), (7, vec![5])]);
         // A frame too large: refused, the `ACK` queued all the same.
-        let mut out = Outbound::default();
+        let mut out = started();
         let large = Bytes::from(vec![0u8; 100]);
         let refused = out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &large, 50);
         assert!(matches!(refused, Err(SendError::TooLarge(_))));
@@ -400,6 +413,36 @@ mod tests {
             out.encode_after(Some(&take), Wire::Tcp, 1 << 20, mode, header, &5u8, 1 << 20);
         assert!(matches!(waiting, Err(SendError::Handshaking)));
         assert_eq!((taken.get(), out.buf.len()), (0, queued));
+    }
+
+    /// An `ACK` alone is never a link's first frame (a link that resumes a
+    /// session must start with its `RESUME`), nor queued while a `RESUME`
+    /// waits for its answer: its count is not even taken; then it goes.
+    #[test]
+    fn an_ack_alone_is_never_a_links_first_frame() {
+        let taken = std::cell::Cell::new(0);
+        let take = || {
+            taken.set(taken.get() + 1);
+            Some(Ack { received: 3 })
+        };
+        let mut out = Outbound::default();
+        out.queue_ack(&take, Wire::Tcp, 1 << 20, 1 << 20).unwrap();
+        assert_eq!(
+            (taken.get(), out.buf.len()),
+            (0, 0),
+            "nothing before a first frame"
+        );
+        let resume = Header::new(system::RESUME, Flags::NONE, 1);
+        out.encode(Wire::Tcp, 1 << 20, Mode::Handshake, resume, &1u8, 1 << 20)
+            .unwrap();
+        let waiting = out.queue_ack(&take, Wire::Tcp, 1 << 20, 1 << 20);
+        assert!(matches!(waiting, Err(SendError::Handshaking)));
+        assert_eq!(taken.get(), 0);
+        out.end_handshake(None);
+        out.queue_ack(&take, Wire::Tcp, 1 << 20, 1 << 20).unwrap();
+        assert_eq!(taken.get(), 1);
+        let ack = (system::ACK, 3u64.to_le_bytes().to_vec());
+        assert_eq!(frames(&out.buf), [(system::RESUME, vec![1]), ack]);
     }
 
     /// A frame too large is refused before a byte of it is queued, even

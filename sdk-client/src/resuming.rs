@@ -19,10 +19,9 @@ use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
-use crate::outbound::TakeAck;
 use crate::resume::{PendingResume, ResumeFailed, Session};
 use crate::secure::RawBody;
-use crate::send::{Mode, SendError};
+use crate::send::{Mode, SendError, TakeAck};
 
 /// What a secure session's resumption is keyed by: its latest session
 /// secret, and the server key the client pins, if it does.

@@ -37,3 +37,8 @@ pub(crate) enum SendError {
     /// A handshake waits for its answer: nothing else goes out meanwhile.
     Handshaking,
 }
+
+/// Takes the session's count for an `ACK` (see `Outbound::queue_ack`):
+/// `None` when nothing is left to acknowledge. The link calls it only once the
+/// `ACK` can be queued, so that a count taken always leaves with the link.
+pub(crate) type TakeAck<'a> = &'a dyn Fn() -> Option<ternio_protocol::system::Ack>;

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 
 use crate::error::CloseReason;
 use crate::events::LinkEvents;
-use crate::outbound::{Outbound, TakeAck, Wire};
-use crate::send::{Mode, SendError};
+use crate::outbound::{Outbound, Wire};
+use crate::send::{Mode, SendError, TakeAck};
 use crate::sync::lock;
 
 /// How many reads brought bytes (for the keepalive). Only the reader

@@ -24,8 +24,8 @@ use tokio::sync::Notify;
 
 use crate::error::CloseReason;
 use crate::events::{LinkEvents, read_or_idle};
-use crate::outbound::{Outbound, TakeAck, Wire};
-use crate::send::{Mode, SendError};
+use crate::outbound::{Outbound, Wire};
+use crate::send::{Mode, SendError, TakeAck};
 use crate::socket::{Flush, ReadSpares, Reads, io_reason};
 use crate::sync::lock;
 use crate::tcp::hand_over_frames;
