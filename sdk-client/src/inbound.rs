@@ -281,7 +281,7 @@ impl Inbound {
         let session = self.shared.session();
         // The ACK reports the count: what this read took goes in first.
         session.publish(self.batch.batch());
-        let sent = session.send_ack(|take_ack| resuming::send_ack(&self.link, take_ack, max));
+        let sent = session.send_ack(|take_ack| self.link.send_ack(take_ack, max));
         match sent {
             Err(SendError::Lost(reason)) => Some(reason),
             _ => None,

@@ -184,8 +184,9 @@ impl Link {
         }
     }
 
-    /// Sends the session's `ACK` alone, its count taken by `take_ack` only
-    /// when the `ACK` can go now: not as the link's first frame (nothing is
+    /// Sends the session's `ACK` alone (one-way, id 0; sealed once the link
+    /// is secure), its count taken by `take_ack` only when the `ACK` can go
+    /// now: not as the link's first frame (nothing is
     /// sent, nothing taken: `Ok`), nor while a handshake (or `RESUME`)
     /// waits for its answer (`Handshaking`).
     pub(crate) fn send_ack(

@@ -44,6 +44,13 @@ pub(crate) fn next_tag() -> u64 {
     }
 }
 
+/// Whether `word` (see [`Received`]) takes the frames of the link tagged
+/// `tag`.
+#[inline]
+fn takes_link(word: u64, tag: u64) -> bool {
+    word & (TAG_MASK << COUNT_BITS) == (tag & TAG_MASK) << COUNT_BITS
+}
+
 /// What [`Received::take`] did with a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Taken {
@@ -238,7 +245,7 @@ impl Received {
         {
             word = self.resync(batch);
         }
-        if word & (TAG_MASK << COUNT_BITS) != (tag & TAG_MASK) << COUNT_BITS {
+        if !takes_link(word, tag) {
             // This link's frames are no longer taken: what it took is
             // counted now, so that a `RESUME` waiting for it goes on.
             self.end(batch);
@@ -416,8 +423,7 @@ impl Received {
     #[inline]
     pub(crate) fn ack_rides_along(&self, tag: u64) -> bool {
         let word = self.word.load(Ordering::Relaxed);
-        if word & COUNTING == 0 || word & (TAG_MASK << COUNT_BITS) != (tag & TAG_MASK) << COUNT_BITS
-        {
+        if word & COUNTING == 0 || !takes_link(word, tag) {
             return false;
         }
         let unacked = (word & COUNT_MASK).saturating_sub(self.acked.load(Ordering::Relaxed));

@@ -21,7 +21,7 @@ use crate::error::{ClientError, CloseReason};
 use crate::link::Link;
 use crate::resume::{PendingResume, ResumeFailed, Session};
 use crate::secure::RawBody;
-use crate::send::{Mode, SendError, TakeAck};
+use crate::send::{Mode, SendError};
 
 /// What a secure session's resumption is keyed by: its latest session
 /// secret, and the server key the client pins, if it does.
@@ -134,24 +134,13 @@ pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_fram
         if link.lost_reason().is_some() {
             return;
         }
-        match session.send_ack(|take_ack| send_ack(&link, take_ack, max_frame_size)) {
+        match session.send_ack(|take_ack| link.send_ack(take_ack, max_frame_size)) {
             // Not yet (a handshake waits, or nothing went on the link
             // yet): nothing was taken, the next round tries again.
             Ok(()) | Err(SendError::Handshaking) => {}
             Err(_) => return,
         }
     }
-}
-
-/// Sends the session's `ACK` on `link` (one-way, id 0; sealed once the
-/// link is secure), its count taken by `take_ack` only if it can go now
-/// ([`Link::send_ack`]).
-pub(crate) fn send_ack(
-    link: &Link,
-    take_ack: TakeAck<'_>,
-    max_frame_size: usize,
-) -> Result<(), SendError> {
-    link.send_ack(take_ack, max_frame_size)
 }
 
 /// The error a failed send on `link` comes to.

@@ -106,23 +106,17 @@ impl SocketOut {
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
-        let mut outbound = lock(&self.outbound);
-        let queued = outbound.buf.len();
-        let encoded = outbound.encode_after(
-            take_ack,
-            self.wire,
-            self.limit,
-            mode,
-            header,
-            body,
-            max_frame_size,
-        );
-        // A frame refused after its `ACK` was queued: the `ACK` goes.
-        if encoded.is_ok() || outbound.buf.len() > queued {
-            self.write_now(&mut outbound)
-                .map_err(|error| SendError::Lost(io_reason(&error)))?;
-        }
-        encoded
+        self.queue_and_write(|outbound| {
+            outbound.encode_after(
+                take_ack,
+                self.wire,
+                self.limit,
+                mode,
+                header,
+                body,
+                max_frame_size,
+            )
+        })
     }
 
     /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
@@ -132,14 +126,25 @@ impl SocketOut {
         take_ack: TakeAck<'_>,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
+        self.queue_and_write(|outbound| {
+            outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)
+        })
+    }
+
+    /// Runs `queue` on the outbound buffer, then writes what it queued, if
+    /// anything (an `ACK` before a frame refused goes all the same).
+    fn queue_and_write(
+        &self,
+        queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
         let mut outbound = lock(&self.outbound);
         let queued = outbound.buf.len();
-        outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)?;
+        let outcome = queue(&mut outbound);
         if outbound.buf.len() > queued {
             self.write_now(&mut outbound)
                 .map_err(|error| SendError::Lost(io_reason(&error)))?;
         }
-        Ok(())
+        outcome
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the

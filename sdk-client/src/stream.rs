@@ -159,23 +159,17 @@ impl StreamOut {
         body: &E,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
-        let mut queue = lock(&self.queue);
-        let queued = queue.outbound.buf.len();
-        let encoded = queue.outbound.encode_after(
-            take_ack,
-            self.wire,
-            self.limit,
-            mode,
-            header,
-            body,
-            max_frame_size,
-        );
-        // A frame refused after its `ACK` was queued: the `ACK` goes.
-        if encoded.is_ok() || queue.outbound.buf.len() > queued {
-            self.write_now(&mut queue)
-                .map_err(|error| SendError::Lost(io_reason(&error)))?;
-        }
-        encoded
+        self.queue_and_write(|outbound| {
+            outbound.encode_after(
+                take_ack,
+                self.wire,
+                self.limit,
+                mode,
+                header,
+                body,
+                max_frame_size,
+            )
+        })
     }
 
     /// Counts a read that brought bytes (a WebSocket reader over this stream).
@@ -190,16 +184,25 @@ impl StreamOut {
         take_ack: TakeAck<'_>,
         max_frame_size: usize,
     ) -> Result<(), SendError> {
-        let mut queue = lock(&self.queue);
-        let queued = queue.outbound.buf.len();
-        queue
-            .outbound
-            .queue_ack(take_ack, self.wire, self.limit, max_frame_size)?;
-        if queue.outbound.buf.len() > queued {
-            self.write_now(&mut queue)
+        self.queue_and_write(|outbound| {
+            outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)
+        })
+    }
+
+    /// Runs `queue` on the outbound buffer, then writes what it queued, if
+    /// anything (an `ACK` before a frame refused goes all the same).
+    fn queue_and_write(
+        &self,
+        queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        let mut locked = lock(&self.queue);
+        let queued = locked.outbound.buf.len();
+        let outcome = queue(&mut locked.outbound);
+        if locked.outbound.buf.len() > queued {
+            self.write_now(&mut locked)
                 .map_err(|error| SendError::Lost(io_reason(&error)))?;
         }
-        Ok(())
+        outcome
     }
 
     /// Appends bytes already framed (tungstenite's upgrade request and
