@@ -567,8 +567,11 @@ impl Engine {
     /// has written its `DISCONNECT`, [`closed`](Self::closed) says so. The
     /// task registered its waker first ([`register_waker`](Self::register_waker)).
     pub(crate) fn poll_work(&mut self, cx: &mut TaskContext<'_>) -> bool {
-        let mut progress = self.poll_replies(cx);
-        progress |= self.poll_streams(cx);
+        // The empty cases are checked here, inline: an echo runs this twice.
+        let mut progress = !self.pending.is_empty() && self.poll_replies(cx);
+        if !self.streams.none_open() {
+            progress |= self.poll_streams(cx);
+        }
         if self.connection.outbox.take_signal() {
             progress |= self.take_outbox();
             // A `RESUME` on another link wakes the task this way too.

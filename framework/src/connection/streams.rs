@@ -96,6 +96,13 @@ impl Streams {
         self.downloads.is_empty()
     }
 
+    /// Whether no stream is open: [`Engine::poll_streams`] has nothing to
+    /// do (checked inline, before the call, on every round of an echo).
+    #[inline]
+    pub(super) fn none_open(&self) -> bool {
+        self.downloads.is_empty() && self.uploads.is_empty()
+    }
+
     /// Opens the upload of request `id`: its shared state, for the handler;
     /// `grant_due` wakes the connection when the handler made room.
     pub(super) fn open_upload(
