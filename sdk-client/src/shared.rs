@@ -387,7 +387,7 @@ impl Shared {
             let mut guard = SlotGuard {
                 shared: self,
                 id,
-                link: Arc::clone(&link),
+                link,
                 sealed,
                 sent: false,
                 armed: true,
@@ -401,14 +401,14 @@ impl Shared {
                     budget_ms: u32::try_from(budget.as_millis()).unwrap_or(u32::MAX),
                 };
                 // A failure here shows in the request's own send just below.
-                let _ = link.send(
+                let _ = guard.link.send(
                     Header::new(system::DEADLINE, Flags::NONE, 0),
                     &deadline,
                     self.config.max_frame_size,
                     sealed,
                 );
             }
-            match link.send_compressing(
+            match guard.link.send_compressing(
                 Header::new(opcode, Flags::NONE, id),
                 body,
                 self.config.max_frame_size,
@@ -432,7 +432,7 @@ impl Shared {
                     continue;
                 }
                 Err(SendError::Gone) => {}
-                Err(SendError::Lost(reason)) => self.lose(&link, reason),
+                Err(SendError::Lost(reason)) => self.lose(&guard.link, reason),
             }
             break (id, guard);
         };
