@@ -20,7 +20,7 @@ use crate::error::{ClientError, CloseReason};
 use crate::resume::{PendingResume, Session};
 use crate::secure::{self, LinkSecurity, PendingHandshake, RawBody};
 use crate::send::{Mode, SendError, TakeAck};
-use crate::socket::SocketOut;
+use crate::socket::{OutboundWriter, SocketOut};
 use crate::stream::StreamOut;
 use crate::sync::lock;
 use crate::ws::{WsOut, WsSender};

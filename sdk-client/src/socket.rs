@@ -49,6 +49,49 @@ impl Reads {
     }
 }
 
+/// A link's writing side, whatever the stream under it: an outbound
+/// buffer that callers queue frames into and write from their own task
+/// ([`SocketOut`] on a TCP socket, `StreamOut` on any other stream).
+pub(crate) trait OutboundWriter {
+    /// How frames are framed on the stream.
+    fn wire(&self) -> Wire;
+
+    /// The most bytes the outbound buffer may hold.
+    fn limit(&self) -> usize;
+
+    /// Runs `queue` on the outbound buffer, then writes what it queued, if
+    /// anything (an `ACK` before a frame refused goes all the same).
+    fn queue_and_write(
+        &self,
+        queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
+    ) -> Result<(), SendError>;
+
+    /// Encodes one frame as `mode` says into the outbound buffer, after
+    /// the session's `ACK` if one rides along (see
+    /// [`Outbound::encode_after`]), and writes them at once if nothing is
+    /// queued before.
+    fn send_as<E: Encode + ?Sized>(
+        &self,
+        take_ack: Option<TakeAck<'_>>,
+        mode: Mode,
+        header: Header,
+        body: &E,
+        max_frame_size: usize,
+    ) -> Result<(), SendError> {
+        let (wire, limit) = (self.wire(), self.limit());
+        self.queue_and_write(|outbound| {
+            outbound.encode_after(take_ack, wire, limit, mode, header, body, max_frame_size)
+        })
+    }
+
+    /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
+    /// writes it at once if nothing is queued before.
+    fn send_ack(&self, take_ack: TakeAck<'_>, max_frame_size: usize) -> Result<(), SendError> {
+        let (wire, limit) = (self.wire(), self.limit());
+        self.queue_and_write(|outbound| outbound.queue_ack(take_ack, wire, limit, max_frame_size))
+    }
+}
+
 /// A connection's socket and its outbound buffer.
 pub(crate) struct SocketOut {
     stream: TcpStream,
@@ -63,6 +106,30 @@ pub(crate) struct SocketOut {
 /// Why a link ended, from an I/O error.
 pub(crate) fn io_reason(error: &io::Error) -> CloseReason {
     CloseReason::Io(error.kind(), error.to_string())
+}
+
+impl OutboundWriter for SocketOut {
+    fn wire(&self) -> Wire {
+        self.wire
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn queue_and_write(
+        &self,
+        queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        let mut outbound = lock(&self.outbound);
+        let queued = outbound.buf.len();
+        let outcome = queue(&mut outbound);
+        if outbound.buf.len() > queued {
+            self.write_now(&mut outbound)
+                .map_err(|error| SendError::Lost(io_reason(&error)))?;
+        }
+        outcome
+    }
 }
 
 impl SocketOut {
@@ -92,59 +159,6 @@ impl SocketOut {
     /// The socket, for the reader.
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.stream
-    }
-
-    /// Encodes one frame as `mode` says into the outbound buffer, after
-    /// the session's `ACK` if one rides along (see
-    /// [`Outbound::encode_after`]), and writes them at once if nothing is
-    /// queued before.
-    pub(crate) fn send_as<E: Encode + ?Sized>(
-        &self,
-        take_ack: Option<TakeAck<'_>>,
-        mode: Mode,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.queue_and_write(|outbound| {
-            outbound.encode_after(
-                take_ack,
-                self.wire,
-                self.limit,
-                mode,
-                header,
-                body,
-                max_frame_size,
-            )
-        })
-    }
-
-    /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
-    /// writes it at once if nothing is queued before.
-    pub(crate) fn send_ack(
-        &self,
-        take_ack: TakeAck<'_>,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.queue_and_write(|outbound| {
-            outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)
-        })
-    }
-
-    /// Runs `queue` on the outbound buffer, then writes what it queued, if
-    /// anything (an `ACK` before a frame refused goes all the same).
-    fn queue_and_write(
-        &self,
-        queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
-    ) -> Result<(), SendError> {
-        let mut outbound = lock(&self.outbound);
-        let queued = outbound.buf.len();
-        let outcome = queue(&mut outbound);
-        if outbound.buf.len() > queued {
-            self.write_now(&mut outbound)
-                .map_err(|error| SendError::Lost(io_reason(&error)))?;
-        }
-        outcome
     }
 
     /// Appends bytes already framed (tungstenite's control frames and the

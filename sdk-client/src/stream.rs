@@ -15,18 +15,18 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker, ready};
 
 use bytes::Buf;
+use ternio_protocol::BytesMut;
 use ternio_protocol::buffers::{ReadSize, empty};
-use ternio_protocol::frame::{FrameDecoder, Header};
+use ternio_protocol::frame::FrameDecoder;
 use ternio_protocol::secure::Sealer;
-use ternio_protocol::{BytesMut, Encode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 use crate::error::CloseReason;
 use crate::events::{LinkEvents, read_or_idle};
 use crate::outbound::{Outbound, Wire};
-use crate::send::{Mode, SendError, TakeAck};
-use crate::socket::{Flush, ReadSpares, Reads, io_reason};
+use crate::send::SendError;
+use crate::socket::{Flush, OutboundWriter, ReadSpares, Reads, io_reason};
 use crate::sync::lock;
 use crate::tcp::hand_over_frames;
 
@@ -140,57 +140,15 @@ pub(crate) fn open(
     (Arc::new(out), read)
 }
 
-impl StreamOut {
-    /// How many reads brought bytes so far: when it changes, the server
-    /// sent something.
-    pub(crate) fn reads(&self) -> u64 {
-        self.reads.get()
+impl OutboundWriter for StreamOut {
+    fn wire(&self) -> Wire {
+        self.wire
     }
 
-    /// Encodes one frame as `mode` says into the outbound buffer, after
-    /// the session's `ACK` if one rides along (see
-    /// [`Outbound::encode_after`]), and writes them at once if nothing is
-    /// queued before.
-    pub(crate) fn send_as<E: Encode + ?Sized>(
-        &self,
-        take_ack: Option<TakeAck<'_>>,
-        mode: Mode,
-        header: Header,
-        body: &E,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.queue_and_write(|outbound| {
-            outbound.encode_after(
-                take_ack,
-                self.wire,
-                self.limit,
-                mode,
-                header,
-                body,
-                max_frame_size,
-            )
-        })
+    fn limit(&self) -> usize {
+        self.limit
     }
 
-    /// Counts a read that brought bytes (a WebSocket reader over this stream).
-    pub(crate) fn note_received(&self) {
-        self.reads.note();
-    }
-
-    /// Queues the session's `ACK` alone (see [`Outbound::queue_ack`]) and
-    /// writes it at once if nothing is queued before.
-    pub(crate) fn send_ack(
-        &self,
-        take_ack: TakeAck<'_>,
-        max_frame_size: usize,
-    ) -> Result<(), SendError> {
-        self.queue_and_write(|outbound| {
-            outbound.queue_ack(take_ack, self.wire, self.limit, max_frame_size)
-        })
-    }
-
-    /// Runs `queue` on the outbound buffer, then writes what it queued, if
-    /// anything (an `ACK` before a frame refused goes all the same).
     fn queue_and_write(
         &self,
         queue: impl FnOnce(&mut Outbound) -> Result<(), SendError>,
@@ -203,6 +161,19 @@ impl StreamOut {
                 .map_err(|error| SendError::Lost(io_reason(&error)))?;
         }
         outcome
+    }
+}
+
+impl StreamOut {
+    /// How many reads brought bytes so far: when it changes, the server
+    /// sent something.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.get()
+    }
+
+    /// Counts a read that brought bytes (a WebSocket reader over this stream).
+    pub(crate) fn note_received(&self) {
+        self.reads.note();
     }
 
     /// Appends bytes already framed (tungstenite's upgrade request and
