@@ -131,9 +131,6 @@ impl Requests {
         }
     }
 
-    /// Frees request `id`'s slot (its caller went away). Returns whether
-    /// the server may still be working on it: no answer came, and the
-    /// connection was not lost.
     /// Whether request `id` waits for its outcome (none came yet).
     pub(crate) fn is_waiting(&self, id: u32) -> bool {
         self.slots
@@ -141,6 +138,9 @@ impl Requests {
             .is_some_and(|slot| matches!(slot.state, State::Waiting(_)))
     }
 
+    /// Frees request `id`'s slot (its caller went away). Returns whether
+    /// the server may still be working on it: no answer came, and the
+    /// connection was not lost.
     pub(crate) fn remove(&mut self, id: u32) -> bool {
         match self.slots.remove(&id).map(|slot| slot.state) {
             Some(State::Waiting(_) | State::Done(Err(Failure::TimedOut))) => true,
