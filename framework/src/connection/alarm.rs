@@ -4,12 +4,24 @@
 //! It is set again only when it went off or when a deadline comes sooner
 //! than the one it is set for: input, which moves the idle deadlines later,
 //! costs nothing here.
+//!
+//! On tokio's multi-thread runtime the alarms live on a thread of their own
+//! ([`keeper`]): a worker that parks while its runtime holds any timer
+//! sleeps in `epoll_wait` with a timeout, and arming and cancelling that
+//! kernel timer on every park cost the server about 0.4 µs of CPU per
+//! one-at-a-time echo on the benchmark machine (docs/benchmarks.md, "Timers
+//! off the workers"). With the alarms elsewhere, the workers park without
+//! a timeout unless the application has timers of its own. On a
+//! current-thread runtime, the only kind whose clock tokio can pause, the
+//! alarms stay on it, so paused-time tests keep working.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::Context as TaskContext;
 use std::time::Duration;
 
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::time::{Instant, Sleep};
 
 /// How far off the alarm is set when no deadline is pending.
@@ -29,9 +41,7 @@ impl Alarm {
     /// An alarm set for `at` (parked when `None`).
     pub(super) fn new(at: Option<Instant>) -> Self {
         Self {
-            sleep: Box::pin(tokio::time::sleep_until(
-                at.unwrap_or_else(|| Instant::now() + PARKED),
-            )),
+            sleep: Box::pin(sleep_until(at.unwrap_or_else(|| Instant::now() + PARKED))),
             at,
             polled: false,
         }
@@ -61,5 +71,92 @@ impl Alarm {
         }
         self.polled = true;
         self.sleep.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// A sleep until `at`, kept by the [`keeper`] thread when the current
+/// runtime is tokio's multi-thread one (and the thread could start), by the
+/// current runtime otherwise. Polled from a connection's task either way:
+/// when it goes off, the keeper wakes that task on its own runtime.
+fn sleep_until(at: Instant) -> Sleep {
+    let multi_thread = Handle::try_current()
+        .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
+    match keeper().filter(|_| multi_thread) {
+        Some(keeper) => {
+            let _entered = keeper.enter();
+            tokio::time::sleep_until(at)
+        }
+        None => tokio::time::sleep_until(at),
+    }
+}
+
+/// The runtime of the `ternio-timers` thread, started on first use: a
+/// current-thread runtime that does nothing but keep time for the alarms
+/// of every server in the process. `None` if the thread could not start
+/// (the alarms then stay on their connections' runtime).
+fn keeper() -> Option<&'static Handle> {
+    static KEEPER: OnceLock<Option<Handle>> = OnceLock::new();
+    KEEPER
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .ok()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("ternio-timers".to_owned())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+
+    use super::*;
+
+    /// Waits until `alarm` goes off.
+    async fn gone_off(alarm: &mut Alarm) {
+        std::future::poll_fn(|cx| {
+            if alarm.poll_due(cx) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+
+    #[test]
+    fn on_a_multi_thread_runtime_the_alarm_is_kept_off_it() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let mut alarm =
+            multi.block_on(async { Alarm::new(Some(Instant::now() + Duration::from_millis(20))) });
+        // Its runtime is gone: a sleep of that runtime's timer would panic
+        // when polled now; one the keeper holds goes off.
+        drop(multi);
+        let other = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        other.block_on(gone_off(&mut alarm));
+        assert!(started.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_a_current_thread_runtime_the_alarm_follows_its_paused_clock() {
+        let mut alarm = Alarm::new(Some(Instant::now() + Duration::from_secs(3600)));
+        let started = std::time::Instant::now();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        gone_off(&mut alarm).await;
+        assert!(started.elapsed() < Duration::from_secs(60));
     }
 }
