@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow};
@@ -34,18 +35,25 @@ pub fn payload(size: usize, seed: u64) -> Bytes {
 }
 
 /// Runs `future` on the runtime's workers and waits for it, at most `limit`.
+/// The wait is the calling thread's, not a tokio timer: a timer pending on
+/// the clients' runtime would make every worker park with a timeout, which
+/// costs each client CPU on every wake-up (docs/benchmarks.md, "Timers off
+/// the workers"), a cost no raw client has.
 pub fn run_on<T: Send + 'static>(
     runtime: &Runtime,
     limit: Duration,
     future: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    let task = runtime.spawn(future);
-    runtime.block_on(async move {
-        match tokio::time::timeout(limit, task).await {
-            Ok(joined) => joined.map_err(|error| anyhow!("a client task failed: {error}"))?,
-            Err(_) => Err(anyhow!("no answer within {limit:?}")),
-        }
-    })
+    let (done, outcome) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        // The receiver is gone only once the wait gave up.
+        let _ = done.send(future.await);
+    });
+    match outcome.recv_timeout(limit) {
+        Ok(result) => result,
+        Err(RecvTimeoutError::Timeout) => Err(anyhow!("no answer within {limit:?}")),
+        Err(RecvTimeoutError::Disconnected) => Err(anyhow!("a client task failed (it panicked)")),
+    }
 }
 
 /// One client, `warmup` calls, then `timed` calls each timed on its own.
