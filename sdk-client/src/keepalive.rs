@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::config::Keepalive;
 use crate::error::CloseReason;
+use crate::keeper;
 use crate::link::Link;
 use crate::send::SendError;
 use crate::shared::Shared;
@@ -130,7 +131,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>, link: &Arc<Link>) -> Option<JoinHandle
 async fn run(shared: Arc<Shared>, link: Arc<Link>, keepalive: Keepalive) {
     let mut watch = Watch::new(keepalive, link.reads(), Instant::now());
     while let Some(deadline) = watch.next_deadline() {
-        tokio::time::sleep_until(deadline).await;
+        keeper::sleep_until(deadline).await;
         if link.lost_reason().is_some() {
             return;
         }

@@ -160,6 +160,7 @@ mod handshake;
 mod inbound;
 mod item_streams;
 mod keepalive;
+mod keeper;
 mod link;
 mod link_streams;
 mod links;

@@ -15,9 +15,11 @@ use ternio_protocol::secure::{KEY_LEN, RekeyPolicy};
 use ternio_protocol::system::{self, Cancel, ErrorBody, Resume, Resumed};
 use ternio_protocol::{Decode, Encode, ErrorCode};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 use crate::error::{ClientError, CloseReason};
+use crate::keeper;
 use crate::link::Link;
 use crate::resume::{PendingResume, ResumeFailed, Session};
 use crate::secure::RawBody;
@@ -130,7 +132,7 @@ pub(crate) async fn acknowledge(session: Arc<Session>, link: Arc<Link>, max_fram
         if !session.has_unacked() {
             session.ack_due.notified().await;
         }
-        tokio::time::sleep(ACK_DELAY).await;
+        keeper::sleep_until(Instant::now() + ACK_DELAY).await;
         if link.lost_reason().is_some() {
             return;
         }

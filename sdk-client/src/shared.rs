@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::config::{ClientConfig, SecureConfig};
 use crate::error::{ClientError, CloseReason};
 use crate::handshake::{self, Attempt, Security};
+use crate::keeper;
 use crate::link::Link;
 use crate::links::Links;
 use crate::push::Registry;
@@ -466,7 +467,7 @@ impl Shared {
             match next {
                 Some(next) => {
                     tokio::select! {
-                        () = tokio::time::sleep_until(next) => {}
+                        () = keeper::sleep_until(next) => {}
                         () = moved => {}
                     }
                 }

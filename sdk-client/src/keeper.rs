@@ -1,0 +1,93 @@
+//! Where the client's long-lived sleeps run: the keepalive's, the request
+//! expiry's and resumption's `ACK` delay.
+//!
+//! On tokio's multi-thread runtime they live on a thread of their own: a
+//! worker that parks while its runtime holds any timer sleeps in
+//! `epoll_wait` with a timeout, and arming and cancelling that kernel timer
+//! on every park costs CPU on each answer's wake-up (docs/benchmarks.md,
+//! "Timers off the workers"). With the sleeps elsewhere, the workers park
+//! without a timeout unless the application has timers of its own. On a
+//! current-thread runtime, the only kind whose clock tokio can pause, they
+//! stay on it, so paused-time tests keep working. (The server's connection
+//! alarms do the same, in `ternio`'s `connection/alarm`.)
+
+use std::sync::OnceLock;
+
+use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::time::{Instant, Sleep};
+
+/// A sleep until `at`, kept by the `ternio-client-timers` thread when the
+/// current runtime is tokio's multi-thread one (and the thread could
+/// start), by the current runtime otherwise. It wakes the task that polls
+/// it on that task's own runtime.
+pub(crate) fn sleep_until(at: Instant) -> Sleep {
+    let multi_thread = Handle::try_current()
+        .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
+    match keeper().filter(|_| multi_thread) {
+        Some(keeper) => {
+            let _entered = keeper.enter();
+            tokio::time::sleep_until(at)
+        }
+        None => tokio::time::sleep_until(at),
+    }
+}
+
+/// The runtime of the timer thread, started on first use: a current-thread
+/// runtime that does nothing but keep time for every client in the
+/// process. `None` if the thread could not start.
+fn keeper() -> Option<&'static Handle> {
+    static KEEPER: OnceLock<Option<Handle>> = OnceLock::new();
+    KEEPER
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .ok()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("ternio-client-timers".to_owned())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn on_a_multi_thread_runtime_the_sleep_is_kept_off_it() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let sleep = {
+            let _entered = multi.enter();
+            sleep_until(Instant::now() + Duration::from_millis(20))
+        };
+        // Its runtime is gone: a sleep of that runtime's timer would panic
+        // when polled now; one the keeper holds goes off.
+        drop(multi);
+        let other = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        other.block_on(sleep);
+        assert!(started.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_a_current_thread_runtime_the_sleep_follows_its_paused_clock() {
+        let sleep = sleep_until(Instant::now() + Duration::from_secs(3600));
+        let started = std::time::Instant::now();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        sleep.await;
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+}
