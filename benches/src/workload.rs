@@ -45,14 +45,18 @@ pub fn run_on<T: Send + 'static>(
     future: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
     let (done, outcome) = std::sync::mpsc::sync_channel(1);
-    runtime.spawn(async move {
+    let task = runtime.spawn(async move {
         // The receiver is gone only once the wait gave up.
         let _ = done.send(future.await);
     });
     match outcome.recv_timeout(limit) {
         Ok(result) => result,
         Err(RecvTimeoutError::Timeout) => Err(anyhow!("no answer within {limit:?}")),
-        Err(RecvTimeoutError::Disconnected) => Err(anyhow!("a client task failed (it panicked)")),
+        // The task ended without sending: it panicked, and its join says how.
+        Err(RecvTimeoutError::Disconnected) => match runtime.block_on(task) {
+            Err(error) => Err(anyhow!("a client task failed: {error}")),
+            Ok(()) => Err(anyhow!("a client task ended without its outcome")),
+        },
     }
 }
 

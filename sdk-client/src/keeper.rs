@@ -23,7 +23,7 @@ use tokio::time::{Instant, Sleep};
 pub(crate) fn sleep_until(at: Instant) -> Sleep {
     let multi_thread = Handle::try_current()
         .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
-    match keeper().filter(|_| multi_thread) {
+    match multi_thread.then(keeper).flatten() {
         Some(keeper) => {
             let _entered = keeper.enter();
             tokio::time::sleep_until(at)
@@ -39,16 +39,25 @@ fn keeper() -> Option<&'static Handle> {
     static KEEPER: OnceLock<Option<Handle>> = OnceLock::new();
     KEEPER
         .get_or_init(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .ok()?;
-            let handle = runtime.handle().clone();
+            // The runtime is built on its thread and stays there: a runtime
+            // dropped on a runtime's worker (a thread that failed to start)
+            // would panic.
+            let (sender, receiver) = std::sync::mpsc::sync_channel(1);
             std::thread::Builder::new()
                 .name("ternio-client-timers".to_owned())
-                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .spawn(move || {
+                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                    else {
+                        return;
+                    };
+                    if sender.send(runtime.handle().clone()).is_ok() {
+                        runtime.block_on(std::future::pending::<()>());
+                    }
+                })
                 .ok()?;
-            Some(handle)
+            receiver.recv().ok()
         })
         .as_ref()
 }
@@ -87,7 +96,11 @@ mod tests {
         let sleep = sleep_until(Instant::now() + Duration::from_secs(3600));
         let started = std::time::Instant::now();
         tokio::time::advance(Duration::from_secs(3600)).await;
-        sleep.await;
+        // Kept by the keeper, it would not follow this clock: the timeout
+        // (on the paused clock) fails the test instead of letting it hang.
+        tokio::time::timeout(Duration::from_secs(60), sleep)
+            .await
+            .expect("the sleep follows the paused clock");
         assert!(started.elapsed() < Duration::from_secs(60));
     }
 }

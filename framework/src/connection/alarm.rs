@@ -11,7 +11,8 @@
 //! kernel timer on every park cost the server about 0.4 µs of CPU per
 //! one-at-a-time echo on the benchmark machine (docs/benchmarks.md, "Timers
 //! off the workers"). With the alarms elsewhere, the workers park without
-//! a timeout unless the application has timers of its own. On a
+//! a timeout unless something else holds a timer there (the application,
+//! or the metrics page's 5-second upkeep with feature `prometheus`). On a
 //! current-thread runtime, the only kind whose clock tokio can pause, the
 //! alarms stay on it, so paused-time tests keep working.
 
@@ -81,7 +82,7 @@ impl Alarm {
 fn sleep_until(at: Instant) -> Sleep {
     let multi_thread = Handle::try_current()
         .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
-    match keeper().filter(|_| multi_thread) {
+    match multi_thread.then(keeper).flatten() {
         Some(keeper) => {
             let _entered = keeper.enter();
             tokio::time::sleep_until(at)
@@ -98,16 +99,25 @@ fn keeper() -> Option<&'static Handle> {
     static KEEPER: OnceLock<Option<Handle>> = OnceLock::new();
     KEEPER
         .get_or_init(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .ok()?;
-            let handle = runtime.handle().clone();
+            // The runtime is built on its thread and stays there: a runtime
+            // dropped on a runtime's worker (a thread that failed to start)
+            // would panic.
+            let (sender, receiver) = std::sync::mpsc::sync_channel(1);
             std::thread::Builder::new()
                 .name("ternio-timers".to_owned())
-                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .spawn(move || {
+                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                    else {
+                        return;
+                    };
+                    if sender.send(runtime.handle().clone()).is_ok() {
+                        runtime.block_on(std::future::pending::<()>());
+                    }
+                })
                 .ok()?;
-            Some(handle)
+            receiver.recv().ok()
         })
         .as_ref()
 }
@@ -156,7 +166,11 @@ mod tests {
         let mut alarm = Alarm::new(Some(Instant::now() + Duration::from_secs(3600)));
         let started = std::time::Instant::now();
         tokio::time::advance(Duration::from_secs(3600)).await;
-        gone_off(&mut alarm).await;
+        // Kept by the keeper, it would not follow this clock: the timeout
+        // (on the paused clock) fails the test instead of letting it hang.
+        tokio::time::timeout(Duration::from_secs(60), gone_off(&mut alarm))
+            .await
+            .expect("the alarm follows the paused clock");
         assert!(started.elapsed() < Duration::from_secs(60));
     }
 }
