@@ -73,6 +73,7 @@ mod health;
 mod hub;
 mod identity;
 mod ids;
+mod keeper;
 pub mod metrics;
 pub mod middleware;
 mod names;

@@ -206,7 +206,8 @@ impl Server {
                 let upkeep = handle.clone();
                 let task = AbortOnDropHandle::new(tokio::spawn(async move {
                     loop {
-                        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                        let next = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+                        crate::keeper::sleep_until(next).await;
                         upkeep.run_upkeep();
                     }
                 }));

@@ -9,7 +9,7 @@
 //! without a timeout unless the application has timers of its own. On a
 //! current-thread runtime, the only kind whose clock tokio can pause, they
 //! stay on it, so paused-time tests keep working. (The server's connection
-//! alarms do the same, in `ternio`'s `connection/alarm`.)
+//! alarms and metrics upkeep do the same, in `ternio`'s `keeper`.)
 
 use std::sync::OnceLock;
 
@@ -23,13 +23,10 @@ use tokio::time::{Instant, Sleep};
 pub(crate) fn sleep_until(at: Instant) -> Sleep {
     let multi_thread = Handle::try_current()
         .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
-    match multi_thread.then(keeper).flatten() {
-        Some(keeper) => {
-            let _entered = keeper.enter();
-            tokio::time::sleep_until(at)
-        }
-        None => tokio::time::sleep_until(at),
-    }
+    // Created while the keeper's runtime is entered, it belongs to that
+    // runtime's timer.
+    let _entered = multi_thread.then(keeper).flatten().map(Handle::enter);
+    tokio::time::sleep_until(at)
 }
 
 /// The runtime of the timer thread, started on first use: a current-thread

@@ -5,25 +5,17 @@
 //! than the one it is set for: input, which moves the idle deadlines later,
 //! costs nothing here.
 //!
-//! On tokio's multi-thread runtime the alarms live on a thread of their own
-//! ([`keeper`]): a worker that parks while its runtime holds any timer
-//! sleeps in `epoll_wait` with a timeout, and arming and cancelling that
-//! kernel timer on every park cost the server about 0.4 µs of CPU per
-//! one-at-a-time echo on the benchmark machine (docs/benchmarks.md, "Timers
-//! off the workers"). With the alarms elsewhere, the workers park without
-//! a timeout unless something else holds a timer there (the application,
-//! or the metrics page's 5-second upkeep with feature `prometheus`). On a
-//! current-thread runtime, the only kind whose clock tokio can pause, the
-//! alarms stay on it, so paused-time tests keep working.
+//! Its sleep comes from [`keeper`](crate::keeper): on tokio's
+//! multi-thread runtime it lives on a timer thread of its own.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::Context as TaskContext;
 use std::time::Duration;
 
-use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::time::{Instant, Sleep};
+
+use crate::keeper::sleep_until;
 
 /// How far off the alarm is set when no deadline is pending.
 const PARKED: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -73,53 +65,6 @@ impl Alarm {
         self.polled = true;
         self.sleep.as_mut().poll(cx).is_ready()
     }
-}
-
-/// A sleep until `at`, kept by the [`keeper`] thread when the current
-/// runtime is tokio's multi-thread one (and the thread could start), by the
-/// current runtime otherwise. Polled from a connection's task either way:
-/// when it goes off, the keeper wakes that task on its own runtime.
-fn sleep_until(at: Instant) -> Sleep {
-    let multi_thread = Handle::try_current()
-        .is_ok_and(|current| current.runtime_flavor() != RuntimeFlavor::CurrentThread);
-    match multi_thread.then(keeper).flatten() {
-        Some(keeper) => {
-            let _entered = keeper.enter();
-            tokio::time::sleep_until(at)
-        }
-        None => tokio::time::sleep_until(at),
-    }
-}
-
-/// The runtime of the `ternio-timers` thread, started on first use: a
-/// current-thread runtime that does nothing but keep time for the alarms
-/// of every server in the process. `None` if the thread could not start
-/// (the alarms then stay on their connections' runtime).
-fn keeper() -> Option<&'static Handle> {
-    static KEEPER: OnceLock<Option<Handle>> = OnceLock::new();
-    KEEPER
-        .get_or_init(|| {
-            // The runtime is built on its thread and stays there: a runtime
-            // dropped on a runtime's worker (a thread that failed to start)
-            // would panic.
-            let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-            std::thread::Builder::new()
-                .name("ternio-timers".to_owned())
-                .spawn(move || {
-                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                        .enable_time()
-                        .build()
-                    else {
-                        return;
-                    };
-                    if sender.send(runtime.handle().clone()).is_ok() {
-                        runtime.block_on(std::future::pending::<()>());
-                    }
-                })
-                .ok()?;
-            receiver.recv().ok()
-        })
-        .as_ref()
 }
 
 #[cfg(test)]
