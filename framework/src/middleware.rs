@@ -41,6 +41,18 @@ pub(crate) struct HandlerPolicy {
     pub(crate) signed_in: bool,
 }
 
+impl HandlerPolicy {
+    /// Whether [`Policies`] has nothing to check for this handler (its
+    /// timeout is kept elsewhere).
+    pub(crate) fn checks_nothing(&self) -> bool {
+        self.permission.is_none()
+            && self.rate_limit.is_none()
+            && self.concurrency.is_none()
+            && !self.encrypted
+            && !self.signed_in
+    }
+}
+
 /// A concurrency limit and the count of requests running under it.
 #[derive(Debug)]
 pub(crate) struct Concurrency {

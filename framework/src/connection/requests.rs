@@ -28,6 +28,10 @@ use crate::middleware::{Outcome, RequestInfo};
 use crate::panics::panic_message;
 use crate::reply::{DeferredReply, FrameReply};
 
+/// `through` for [`Engine::after`] once a request went through every
+/// middleware of its chain.
+pub(super) const THROUGH_ALL: usize = usize::MAX;
+
 /// When a request started, read from the clock only when the time it takes
 /// is observed (middleware, metrics or a debug trace).
 type Started = Option<Instant>;
@@ -100,20 +104,14 @@ impl Engine {
                     if header.request_id == 0 {
                         // Nobody reads a stream sent with no id.
                         drop(items);
-                        self.after(
-                            header,
-                            handler,
-                            server.middleware.len(),
-                            Outcome::Replied,
-                            started,
-                        );
+                        self.after(header, handler, THROUGH_ALL, Outcome::Replied, started);
                     } else {
                         self.open_download(header, index, started, items, deadline);
                     }
                     continue;
                 }
                 let outcome = reply.write(self.reply_to(header), handler.name);
-                self.after(header, handler, server.middleware.len(), outcome, started);
+                self.after(header, handler, THROUGH_ALL, outcome, started);
                 progress = true;
             }
         }
@@ -130,7 +128,7 @@ impl Engine {
             self.after(
                 pending.header,
                 handler,
-                server.middleware.len(),
+                THROUGH_ALL,
                 Outcome::Cancelled,
                 pending.started,
             );
@@ -156,7 +154,8 @@ impl Engine {
             .map(|metrics| metrics.transport(self.connection.transport()))
     }
 
-    /// Runs the `after` hooks of the first `through` middleware, innermost
+    /// Runs the `after` hooks of the first `through` middleware the request
+    /// went through ([`THROUGH_ALL`]: all of them), innermost
     /// first, and records the request (metrics, trace event).
     pub(super) fn after(
         &self,
@@ -168,7 +167,8 @@ impl Engine {
     ) {
         let elapsed = started.map_or(Duration::ZERO, |started| started.elapsed());
         let info = self.info(header, handler);
-        for middleware in self.server.middleware[..through].iter().rev() {
+        let chain = self.server.chain(handler);
+        for middleware in chain[..through.min(chain.len())].iter().rev() {
             middleware.after(&info, outcome, elapsed);
         }
         tracing::debug!(
@@ -224,7 +224,7 @@ impl Engine {
             started: timed.then(Instant::now),
             deadline,
         };
-        for (position, middleware) in server.middleware.iter().enumerate() {
+        for (position, middleware) in server.chain(handler).iter().enumerate() {
             if let Err(rejection) = middleware.before(&self.info(header, handler)) {
                 let code = rejection.code;
                 self.error(header, code, &rejection.message);
@@ -243,11 +243,10 @@ impl Engine {
             if let Err(rejection) = self.check_upload(header) {
                 let code = rejection.code;
                 self.error(header, code, &rejection.message);
-                let through = server.middleware.len();
                 self.after(
                     header,
                     handler,
-                    through,
+                    THROUGH_ALL,
                     Outcome::Rejected(code),
                     call.started,
                 );
@@ -328,8 +327,7 @@ impl Engine {
             self.open_download(header, call.index, call.started, items, deadline);
             return;
         }
-        let through = self.server.middleware.len();
-        self.after(header, handler, through, outcome, call.started);
+        self.after(header, handler, THROUGH_ALL, outcome, call.started);
     }
 
     /// Whether request `header` may open an upload: it has an id, and the
@@ -397,8 +395,7 @@ impl Engine {
                 .write(self.reply_to(header), handler.name),
         };
         self.streams.request_ended(header.request_id);
-        let through = self.server.middleware.len();
-        self.after(header, handler, through, outcome, at);
+        self.after(header, handler, THROUGH_ALL, outcome, at);
     }
 }
 

@@ -23,6 +23,7 @@ use ternio_protocol::{
 };
 use tokio::time::Sleep;
 
+use super::requests::THROUGH_ALL;
 use super::{AfterFrame, Engine};
 use crate::close::CloseNotice;
 use crate::middleware::Outcome;
@@ -180,7 +181,7 @@ impl Engine {
     ) {
         let server = Arc::clone(&self.server);
         let handler = server.table.handler(index);
-        self.after(header, handler, server.middleware.len(), outcome, started);
+        self.after(header, handler, THROUGH_ALL, outcome, started);
     }
 
     /// Sends what the open streams have ready: items of the downloads with
