@@ -828,8 +828,6 @@ impl ServerBuilder {
                 tasks: TaskTracker::new(),
                 identity: self.identity,
                 middleware_times: middleware.iter().any(|m| m.uses_elapsed()),
-                // The only entry is `Policies`, added here or by hand.
-                policies_only: middleware.len() == 1,
                 middleware,
                 arounds: self.arounds,
                 sessions: Sessions::default(),

@@ -84,8 +84,6 @@ pub(crate) struct ServerShared {
     pub(crate) identity: Option<Identity>,
     /// The middleware chain, built-in policies included.
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
-    /// Whether the chain is the built-in policies alone.
-    pub(crate) policies_only: bool,
     /// The resumable sessions, by ticket.
     pub(crate) sessions: Sessions,
     /// The around layers, outermost first.
@@ -109,8 +107,10 @@ impl ServerShared {
     /// chain is the built-in policies alone and they have nothing to check
     /// for it (the common case: two dynamic calls less per request).
     pub(crate) fn chain(&self, handler: &HandlerSpec) -> &[Arc<dyn Middleware>] {
-        if self.policies_only && !self.config.require_encryption && handler.policy.checks_nothing()
-        {
+        // A chain of one is `Policies` alone: the builder adds it unless
+        // the application placed it, so any other middleware makes two.
+        let policies_only = self.middleware.len() == 1;
+        if policies_only && !self.config.require_encryption && handler.policy.checks_nothing() {
             return &[];
         }
         &self.middleware
