@@ -1,8 +1,19 @@
 //! The budgets Ternio is held to, all ratios from the same run: what each
 //! measured, its limit, and whether it passed. `compare --check` exits
 //! non-zero when one fails.
+//!
+//! A ratio is taken within each run and the budget holds the median of
+//! those ratios. Each run of a cell goes through every participant before
+//! the next run starts, so the two windows of one run ran within a minute
+//! of each other; the host's speed changes in stretches of a few cells
+//! (docs/benchmarks.md, "A full run at 7ade823"). The median of per-run
+//! ratios outvotes a run whose two windows fell on either side of such a
+//! change, where the ratio of the two participants' medians compares
+//! whichever speeds each one's windows happened to get.
 
-use crate::aggregate::Select;
+use std::collections::BTreeMap;
+
+use crate::aggregate::{Select, Stat};
 use crate::participants::Participant;
 use crate::results::{Row, Scenario};
 
@@ -37,40 +48,111 @@ impl Budget {
     }
 }
 
-fn median_p50(rows: &[Row], participant: Participant, size: usize) -> Option<f64> {
-    Select::new(Scenario::Latency, participant.name())
-        .size(size)
-        .stat(rows, |row| row.latency.map(|l| l.p50_us))
-        .map(|stat| stat.median)
+/// A figure of the selected rows, by run.
+fn by_run(
+    select: Select<'_>,
+    rows: &[Row],
+    figure: impl Fn(&Row) -> Option<f64>,
+) -> BTreeMap<usize, f64> {
+    select
+        .rows(rows)
+        .into_iter()
+        .filter_map(|row| Some((row.run, figure(row)?)))
+        .filter(|(_, value)| value.is_finite())
+        .collect()
 }
 
-fn median_rate(rows: &[Row], participant: Participant, size: usize) -> Option<f64> {
-    Select::new(Scenario::Throughput, participant.name())
-        .size(size)
-        .clients(CLIENTS)
-        .stat(rows, |row| Some(row.ops_per_sec))
-        .map(|stat| stat.median)
-}
-
-/// `ours` / `theirs` held to `limit` (at most, or at least).
-fn ratio_budget(
-    name: String,
+/// Two participants' figures, compared run by run.
+struct Paired {
+    /// Our median over the runs (shown, not held).
     ours: Option<f64>,
+    /// Theirs.
     theirs: Option<f64>,
-    limit: f64,
-    at_most: bool,
-    unit: &str,
-) -> Budget {
-    let measured = match (ours, theirs) {
-        (Some(ours), Some(theirs)) if theirs > 0.0 => Some(ours / theirs),
-        _ => None,
-    };
+    /// What is held, in each run that both completed, in run order.
+    per_run: Vec<f64>,
+}
+
+impl Paired {
+    /// `ours ÷ theirs` in each run.
+    fn ratios(ours: &BTreeMap<usize, f64>, theirs: &BTreeMap<usize, f64>) -> Self {
+        let per_run = ours
+            .iter()
+            .filter_map(|(run, ours)| {
+                let theirs = theirs.get(run)?;
+                (*theirs > 0.0).then(|| ours / theirs)
+            })
+            .collect();
+        Self::new(ours, theirs, per_run)
+    }
+
+    fn new(ours: &BTreeMap<usize, f64>, theirs: &BTreeMap<usize, f64>, per_run: Vec<f64>) -> Self {
+        let median =
+            |values: &BTreeMap<usize, f64>| Stat::of(values.values().copied()).map(|s| s.median);
+        Self {
+            ours: median(ours),
+            theirs: median(theirs),
+            per_run,
+        }
+    }
+
+    /// The median of the per-run figures.
+    fn measured(&self) -> Option<f64> {
+        Stat::of(self.per_run.iter().copied()).map(|stat| stat.median)
+    }
+
+    /// The per-run figures, for the table, when there is more than one.
+    fn runs_text(&self) -> String {
+        if self.per_run.len() < 2 {
+            return String::new();
+        }
+        let runs: Vec<String> = self
+            .per_run
+            .iter()
+            .map(|value| format!("{value:.3}"))
+            .collect();
+        format!("; per run {}", runs.join(", "))
+    }
+}
+
+/// `participant`'s figure in the latency cells of `size`, by run.
+fn latency(
+    rows: &[Row],
+    participant: Participant,
+    size: usize,
+    figure: impl Fn(&Row) -> Option<f64>,
+) -> BTreeMap<usize, f64> {
+    by_run(
+        Select::new(Scenario::Latency, participant.name()).size(size),
+        rows,
+        figure,
+    )
+}
+
+fn p50(rows: &[Row], participant: Participant, size: usize) -> BTreeMap<usize, f64> {
+    latency(rows, participant, size, |row| row.latency.map(|l| l.p50_us))
+}
+
+fn rate(rows: &[Row], participant: Participant, size: usize) -> BTreeMap<usize, f64> {
+    let select = Select::new(Scenario::Throughput, participant.name())
+        .size(size)
+        .clients(CLIENTS);
+    by_run(select, rows, |row| Some(row.ops_per_sec))
+}
+
+/// The median of the per-run ratios held to `limit` (at most, or at least).
+fn ratio_budget(name: String, paired: Paired, limit: f64, at_most: bool, unit: &str) -> Budget {
+    let measured = paired.measured();
     let show = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.1} {unit}"));
     Budget {
         name,
         limit: format!("{} {limit:.2}", if at_most { "≤" } else { "≥" }),
         measured,
-        detail: format!("{} vs {}", show(ours), show(theirs)),
+        detail: format!(
+            "{} vs {}{}",
+            show(paired.ours),
+            show(paired.theirs),
+            paired.runs_text()
+        ),
         pass: measured.map(|ratio| {
             if at_most {
                 ratio <= limit
@@ -93,26 +175,16 @@ const CPU_LIMIT: f64 = 1.10;
 /// Echo and push throughput with resumption on against off (issue 24).
 const RESUME_FLOOR: f64 = 0.95;
 
-fn median_aead_ops(rows: &[Row], participant: Participant, size: usize) -> Option<f64> {
-    Select::new(Scenario::Latency, participant.name())
-        .size(size)
-        .stat(rows, |row| row.aead_ops_us)
-        .map(|stat| stat.median)
-}
-
 /// CPU per echo of one side in the latency cells (one client, one call at
 /// a time). Not the many-client windows: there the two processes keep both
 /// cores busy, the scheduler gives each about one, and each side's CPU per
 /// echo comes out as one core divided by the throughput, whatever that
 /// side's own cost (docs/benchmarks.md, "CPU per echo where the cores are
 /// full").
-fn median_cpu(rows: &[Row], participant: Participant, size: usize, server: bool) -> Option<f64> {
-    Select::new(Scenario::Latency, participant.name())
-        .size(size)
-        .stat(rows, |row| {
-            if server { row.server } else { row.client }.map(|cost| cost.cpu_us_per_op)
-        })
-        .map(|stat| stat.median)
+fn cpu(rows: &[Row], participant: Participant, size: usize, server: bool) -> BTreeMap<usize, f64> {
+    latency(rows, participant, size, |row| {
+        if server { row.server } else { row.client }.map(|cost| cost.cpu_us_per_op)
+    })
 }
 
 /// Every budget, evaluated on `rows`.
@@ -134,8 +206,7 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
         for size in SIZES {
             budgets.push(ratio_budget(
                 format!("{what}, {size} B"),
-                median_p50(rows, ours, size),
-                median_p50(rows, theirs, size),
+                Paired::ratios(&p50(rows, ours, size), &p50(rows, theirs, size)),
                 P50_LIMIT,
                 true,
                 "µs",
@@ -152,8 +223,7 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
         for size in SIZES {
             budgets.push(ratio_budget(
                 format!("{what} throughput, {CLIENTS} clients, {size} B"),
-                median_rate(rows, ours, size),
-                median_rate(rows, theirs, size),
+                Paired::ratios(&rate(rows, ours, size), &rate(rows, theirs, size)),
                 THROUGHPUT_FLOOR,
                 false,
                 "ops/s",
@@ -164,8 +234,10 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
         for size in SIZES {
             budgets.push(ratio_budget(
                 format!("ternio-tcp / raw-tcp {side} CPU per echo, 1 client (latency), {size} B"),
-                median_cpu(rows, TernioTcp, size, server),
-                median_cpu(rows, RawTcp, size, server),
+                Paired::ratios(
+                    &cpu(rows, TernioTcp, size, server),
+                    &cpu(rows, RawTcp, size, server),
+                ),
                 CPU_LIMIT,
                 true,
                 "µs",
@@ -175,8 +247,7 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
     for size in SIZES {
         budgets.push(ratio_budget(
             format!("ternio-tcp / tonic-duplex throughput, {CLIENTS} clients, {size} B"),
-            median_rate(rows, TernioTcp, size),
-            median_rate(rows, TonicDuplex, size),
+            Paired::ratios(&rate(rows, TernioTcp, size), &rate(rows, TonicDuplex, size)),
             1.5,
             false,
             "ops/s",
@@ -189,8 +260,10 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
     for size in SIZES {
         budgets.push(ratio_budget(
             format!("ternio-tcp-resume / ternio-tcp throughput, {CLIENTS} clients, {size} B"),
-            median_rate(rows, TernioTcpResume, size),
-            median_rate(rows, TernioTcp, size),
+            Paired::ratios(
+                &rate(rows, TernioTcpResume, size),
+                &rate(rows, TernioTcp, size),
+            ),
             RESUME_FLOOR,
             false,
             "ops/s",
@@ -198,8 +271,10 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
     }
     budgets.push(ratio_budget(
         "ternio-tcp-resume / ternio-tcp push throughput".to_owned(),
-        median_push_rate(rows, TernioTcpResume),
-        median_push_rate(rows, TernioTcp),
+        Paired::ratios(
+            &push_rate(rows, TernioTcpResume),
+            &push_rate(rows, TernioTcp),
+        ),
         RESUME_FLOOR,
         false,
         "pushes/s",
@@ -207,35 +282,47 @@ pub fn evaluate(rows: &[Row]) -> Vec<Budget> {
     budgets
 }
 
-fn median_push_rate(rows: &[Row], participant: Participant) -> Option<f64> {
-    Select::new(Scenario::Push, participant.name())
-        .stat(rows, |row| Some(row.ops_per_sec))
-        .map(|stat| stat.median)
+fn push_rate(rows: &[Row], participant: Participant) -> BTreeMap<usize, f64> {
+    by_run(
+        Select::new(Scenario::Push, participant.name()),
+        rows,
+        |row| Some(row.ops_per_sec),
+    )
 }
 
 /// The sealed echo's p50 less the plain one's (both over TCP), against the
-/// four ChaCha20-Poly1305 operations of one echo timed in the same run:
-/// the cipher is the contract's, so what is held is Ternio's distance from
-/// that floor.
+/// four ChaCha20-Poly1305 operations of one echo timed right after the
+/// sealed cell: the cipher is the contract's, so what is held is Ternio's
+/// distance from that floor (run by run, as every budget).
 fn sealed_budget(rows: &[Row], size: usize) -> Budget {
-    let sealed = median_p50(rows, Participant::TernioTcpAead, size);
-    let plain = median_p50(rows, Participant::TernioTcp, size);
-    let ops = median_aead_ops(rows, Participant::TernioTcpAead, size);
-    let distance = sealed.zip(plain).map(|(sealed, plain)| sealed - plain);
+    let sealed = p50(rows, Participant::TernioTcpAead, size);
+    let plain = p50(rows, Participant::TernioTcp, size);
+    let ops = latency(rows, Participant::TernioTcpAead, size, |row| {
+        row.aead_ops_us
+    });
+    let distance: BTreeMap<usize, f64> = sealed
+        .iter()
+        .filter_map(|(run, sealed)| Some((*run, sealed - plain.get(run)?)))
+        .collect();
+    let paired = Paired::ratios(&distance, &ops);
+    let runs = paired.runs_text();
     let mut budget = ratio_budget(
         format!("(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, {size} B"),
-        distance,
-        ops,
+        paired,
         SEALED_LIMIT,
         true,
         "µs",
     );
-    let show = |value: Option<f64>| value.map_or("–".to_owned(), |v| format!("{v:.1} µs"));
+    let median =
+        |values: &BTreeMap<usize, f64>| Stat::of(values.values().copied()).map(|s| s.median);
+    let show = |value: Option<f64>, digits: usize| {
+        value.map_or("–".to_owned(), |v| format!("{v:.digits$} µs"))
+    };
     budget.detail = format!(
-        "{} − {} vs {}",
-        show(sealed),
-        show(plain),
-        ops.map_or("–".to_owned(), |v| format!("{v:.2} µs"))
+        "{} − {} vs {}{runs}",
+        show(median(&sealed), 1),
+        show(median(&plain), 1),
+        show(median(&ops), 2)
     );
     budget
 }
@@ -287,4 +374,151 @@ fn allocation_budget_name(participant: Participant) -> String {
         "{} server allocations per echo, 32 B, steady state (latency and 64-client windows)",
         participant.name()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::environment::Environment;
+    use crate::results::LatencyFigures;
+
+    fn environment() -> Arc<Environment> {
+        let json = r#"{"date_utc": "2026-01-01 00:00", "cpu": "test", "cores": 2,
+            "memory_gib": 1.0, "os": "test", "kernel": "6", "rustc": "rustc",
+            "profile": "release", "commit": "abc", "mode": "full", "command": "test",
+            "crates": []}"#;
+        Arc::new(serde_json::from_str(json).expect("a valid environment"))
+    }
+
+    /// 64-client 32 B throughput rows of `participant`, one per run.
+    fn rates(participant: Participant, rates: &[f64]) -> Vec<Row> {
+        let environment = environment();
+        rates
+            .iter()
+            .enumerate()
+            .map(|(run, rate)| {
+                let mut row = Row::new(
+                    Scenario::Throughput,
+                    participant.name(),
+                    32,
+                    CLIENTS,
+                    run,
+                    &environment,
+                );
+                row.ok = true;
+                row.ops_per_sec = *rate;
+                row
+            })
+            .collect()
+    }
+
+    /// 32 B latency rows of `participant` with these p50s (and AEAD times).
+    fn p50s(participant: Participant, p50s: &[f64], aead: Option<f64>) -> Vec<Row> {
+        let environment = environment();
+        p50s.iter()
+            .enumerate()
+            .map(|(run, p50)| {
+                let mut row = Row::new(
+                    Scenario::Latency,
+                    participant.name(),
+                    32,
+                    1,
+                    run,
+                    &environment,
+                );
+                row.ok = true;
+                row.latency = Some(LatencyFigures {
+                    p50_us: *p50,
+                    ..LatencyFigures::default()
+                });
+                row.aead_ops_us = aead;
+                row
+            })
+            .collect()
+    }
+
+    fn budget<'a>(budgets: &'a [Budget], name: &str) -> &'a Budget {
+        budgets
+            .iter()
+            .find(|budget| budget.name == name)
+            .unwrap_or_else(|| panic!("no budget {name}"))
+    }
+
+    #[test]
+    fn a_run_whose_windows_straddle_a_change_of_speed_is_outvoted() {
+        // The 32 B cells of the full run at 7ade823: raw-tcp's windows ran
+        // fast, slow, fast and ternio-tcp's fast, slow, slow. The medians
+        // of each (152 against 204 thousand) would give 0.745; the runs give
+        // 0.936, 0.981 and 0.729, and their median is run 0's.
+        let mut rows = rates(Participant::RawTcp, &[204.0, 155.0, 207.0]);
+        rows.extend(rates(Participant::TernioTcp, &[191.0, 152.0, 151.0]));
+        let budgets = evaluate(&rows);
+        let tcp = budget(
+            &budgets,
+            "ternio-tcp / raw-tcp throughput, 64 clients, 32 B",
+        );
+        assert_eq!(tcp.measured, Some(191.0 / 204.0));
+        assert_eq!(tcp.pass, Some(false), "0.936 is still below 0.95");
+        assert_eq!(
+            tcp.detail,
+            "152.0 ops/s vs 204.0 ops/s; per run 0.936, 0.981, 0.729"
+        );
+
+        // Two runs of three out of step decide it, as they should: the
+        // budget holds what most runs say.
+        let mut rows = rates(Participant::RawTcp, &[150.0, 200.0, 200.0]);
+        rows.extend(rates(Participant::TernioTcp, &[147.0, 147.0, 148.0]));
+        let budgets = evaluate(&rows);
+        let tcp = budget(
+            &budgets,
+            "ternio-tcp / raw-tcp throughput, 64 clients, 32 B",
+        );
+        assert_eq!(tcp.measured, Some(148.0 / 200.0));
+        assert_eq!(tcp.pass, Some(false));
+    }
+
+    #[test]
+    fn only_runs_both_completed_are_compared() {
+        let mut rows = rates(Participant::RawTcp, &[100.0, 100.0, 100.0]);
+        rows.extend(rates(Participant::TernioTcp, &[90.0, 99.0, 98.0]));
+        // Ternio's run 1 failed: its figure is not read.
+        rows.iter_mut()
+            .filter(|row| row.participant == "ternio-tcp" && row.run == 1)
+            .for_each(|row| row.ok = false);
+        let budgets = evaluate(&rows);
+        let tcp = budget(
+            &budgets,
+            "ternio-tcp / raw-tcp throughput, 64 clients, 32 B",
+        );
+        assert_eq!(tcp.measured, Some((0.90 + 0.98) / 2.0));
+        assert_eq!(tcp.pass, Some(false));
+
+        let none = budget(&budgets, "ternio-ws / raw-ws throughput, 64 clients, 32 B");
+        assert_eq!((none.measured, none.pass), (None, None));
+    }
+
+    #[test]
+    fn the_sealed_distance_is_taken_run_by_run() {
+        // AEAD operations 1 µs; distances 1.0, 1.1 and −3.0 (run 2's plain
+        // cell ran slow): the median distance is 1.0, within 1.15.
+        let mut rows = p50s(Participant::TernioTcp, &[10.0, 10.0, 14.0], None);
+        rows.extend(p50s(
+            Participant::TernioTcpAead,
+            &[11.0, 11.1, 11.0],
+            Some(1.0),
+        ));
+        let budgets = evaluate(&rows);
+        let sealed = budget(
+            &budgets,
+            "(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, 32 B",
+        );
+        assert_eq!(sealed.measured, Some(1.0));
+        assert_eq!(sealed.pass, Some(true));
+        assert_eq!(
+            sealed.detail,
+            "11.0 µs − 10.0 µs vs 1.00 µs; per run 1.000, 1.100, -3.000"
+        );
+    }
 }

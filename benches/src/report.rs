@@ -284,7 +284,7 @@ mod tests {
             "\n\nThroughput: the sender broadcasts",
             "Latency: 1,000 broadcasts per second to 4 members; every delivery",
             "## Who wins where\n\nRaw baselines",
-            "## Budgets\n\nAll ratios from this run's medians.\n\n| Budget |",
+            "## Budgets\n\nAll ratios from this run: each is taken within every run of its cells,",
             "## Caveats\n\n- **Load.** 7 of 7 cells started with a 1-minute load average \
              above the 2 cores (highest 10.0).",
             "- **Quick mode** measures a tenth of the calls with one run per cell: read its \
