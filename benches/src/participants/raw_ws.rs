@@ -22,12 +22,13 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::participants::raw_tcp::Counted;
 
-/// Bytes tungstenite reads at a time, on both sides: what Ternio's server
-/// (`framework/src/transport/websocket.rs`) and `ternio-client`
-/// (`sdk-client/src/ws.rs`) set. tungstenite zero-fills the free part of its
-/// read buffer before every read, so its default of 128 KiB costs a 128 KiB
-/// memset per message read (and holds 128 KiB per idle connection); larger
-/// messages still grow the buffer as they need.
+/// Bytes tungstenite reads from the socket at a time, on both sides: what
+/// `ternio-client` (`sdk-client/src/ws.rs`) sets, and what Ternio's server
+/// reads from its socket at a time (it hands tungstenite whole frames from
+/// memory, `framework/src/transport/ws_buffers.rs`). tungstenite zero-fills
+/// the free part of its read buffer before every read, so its default of
+/// 128 KiB costs a 128 KiB memset per message read (and holds 128 KiB per
+/// idle connection); larger messages still grow the buffer as they need.
 pub const READ_BUFFER: usize = 8 * 1024;
 
 /// tungstenite's configuration for both sides: its defaults, with the read

@@ -19,7 +19,6 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use futures_util::{Sink, SinkExt, StreamExt};
-use ternio_protocol::buffers::READ_CHUNK;
 use ternio_protocol::frame::WEBSOCKET_SUBPROTOCOL as SUBPROTOCOL;
 use ternio_protocol::prefix;
 use ternio_protocol::websocket::Renewal;
@@ -46,6 +45,16 @@ type Ws<S> = WebSocketStream<CountingStream<S>>;
 
 /// Rounds of work one connection does before letting other tasks run.
 const BUDGET: usize = 32;
+
+/// What tungstenite reads at a time. It reads from [`CountingStream`],
+/// which has read the socket already and holds whole frames in memory, so
+/// this is no system call's size; but tungstenite zero-fills this much of
+/// its buffer before every read, twice a message (the read that finds the
+/// frame and the one that finds nothing more). 2 KiB holds a 1 KiB message
+/// and its header in one read; a larger message takes a few reads from
+/// memory. (Its default, 128 KiB, cost more than the rest of an echo; at 8
+/// KiB the zeroing still wrote 16 KiB per message.)
+const TUNGSTENITE_READ: usize = 2 * 1024;
 
 /// Serves WebSocket connections at `path` from `listener` until the server shuts down.
 pub(crate) async fn serve_listener(
@@ -222,12 +231,10 @@ pub(crate) async fn serve<S: Io>(
     let max = server.config.max_frame_size;
     // tungstenite's own write buffer is bounded too: beyond it, sending
     // waits (and the write timeout applies), it never grows without end.
-    // tungstenite zero-fills its read buffer before every read: its
-    // default size (128 KiB) cost more than the rest of an echo.
     let config = WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
-        .read_buffer_size(READ_CHUNK)
+        .read_buffer_size(TUNGSTENITE_READ)
         .max_write_buffer_size(server.config.outbound_high_water + max + 64 * 1024);
     #[allow(
         clippy::result_large_err,
