@@ -82,12 +82,6 @@ impl Paired {
                 (*theirs > 0.0).then(|| ours / theirs)
             })
             .collect();
-        Self::new(ours, theirs, per_run)
-    }
-
-    fn new(ours: &BTreeMap<usize, f64>, theirs: &BTreeMap<usize, f64>, per_run: Vec<f64>) -> Self {
-        let median =
-            |values: &BTreeMap<usize, f64>| Stat::of(values.values().copied()).map(|s| s.median);
         Self {
             ours: median(ours),
             theirs: median(theirs),
@@ -112,6 +106,11 @@ impl Paired {
             .collect();
         format!("; per run {}", runs.join(", "))
     }
+}
+
+/// The median of a figure's runs.
+fn median(by_run: &BTreeMap<usize, f64>) -> Option<f64> {
+    Stat::of(by_run.values().copied()).map(|stat| stat.median)
 }
 
 /// `participant`'s figure in the latency cells of `size`, by run.
@@ -313,8 +312,6 @@ fn sealed_budget(rows: &[Row], size: usize) -> Budget {
         true,
         "µs",
     );
-    let median =
-        |values: &BTreeMap<usize, f64>| Stat::of(values.values().copied()).map(|s| s.median);
     let show = |value: Option<f64>, digits: usize| {
         value.map_or("–".to_owned(), |v| format!("{v:.digits$} µs"))
     };
