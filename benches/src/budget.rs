@@ -321,6 +321,13 @@ fn sealed_budget(rows: &[Row], size: usize) -> Budget {
         show(median(&plain), 1),
         show(median(&ops), 2)
     );
+    // Sealing adds work: a sealed echo faster than the plain one says
+    // that the plain cells ran in a slower stretch of the host, not that
+    // the budget holds.
+    if budget.measured.is_some_and(|distance| distance < 0.0) {
+        budget.pass = None;
+        budget.detail.push_str("; negative: not judged");
+    }
     budget
 }
 
@@ -517,5 +524,22 @@ mod tests {
             sealed.detail,
             "11.0 µs − 10.0 µs vs 1.00 µs; per run 1.000, 1.100, -3.000"
         );
+
+        // Two runs of three with the plain cell slow: the median distance is
+        // negative, which no run of a faster sealing can give. Not judged.
+        let mut rows = p50s(Participant::TernioTcp, &[10.0, 14.0, 14.0], None);
+        rows.extend(p50s(
+            Participant::TernioTcpAead,
+            &[11.0, 11.5, 11.0],
+            Some(1.0),
+        ));
+        let budgets = evaluate(&rows);
+        let sealed = budget(
+            &budgets,
+            "(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, 32 B",
+        );
+        assert_eq!(sealed.measured, Some(-2.5));
+        assert_eq!(sealed.pass, None);
+        assert!(sealed.detail.ends_with("; negative: not judged"));
     }
 }
