@@ -382,65 +382,55 @@ fn allocation_budget_name(participant: Participant) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::environment::Environment;
     use crate::results::LatencyFigures;
 
-    fn environment() -> Arc<Environment> {
-        let json = r#"{"date_utc": "2026-01-01 00:00", "cpu": "test", "cores": 2,
-            "memory_gib": 1.0, "os": "test", "kernel": "6", "rustc": "rustc",
-            "profile": "release", "commit": "abc", "mode": "full", "command": "test",
-            "crates": []}"#;
-        Arc::new(serde_json::from_str(json).expect("a valid environment"))
-    }
-
-    /// 64-client 32 B throughput rows of `participant`, one per run.
-    fn rates(participant: Participant, rates: &[f64]) -> Vec<Row> {
-        let environment = environment();
-        rates
+    /// 32 B rows of `participant` in `scenario`, one per run, each with
+    /// its value put in by `fill`.
+    fn rows(
+        scenario: Scenario,
+        participant: Participant,
+        clients: usize,
+        values: &[f64],
+        fill: impl Fn(&mut Row, f64),
+    ) -> Vec<Row> {
+        let environment = Environment::for_tests();
+        let name = participant.name();
+        values
             .iter()
             .enumerate()
-            .map(|(run, rate)| {
-                let mut row = Row::new(
-                    Scenario::Throughput,
-                    participant.name(),
-                    32,
-                    CLIENTS,
-                    run,
-                    &environment,
-                );
+            .map(|(run, value)| {
+                let mut row = Row::new(scenario, name, 32, clients, run, &environment);
                 row.ok = true;
-                row.ops_per_sec = *rate;
+                fill(&mut row, *value);
                 row
             })
             .collect()
     }
 
-    /// 32 B latency rows of `participant` with these p50s (and AEAD times).
+    /// 64-client throughput rows of `participant` with these rates.
+    fn rates(participant: Participant, rates: &[f64]) -> Vec<Row> {
+        rows(
+            Scenario::Throughput,
+            participant,
+            CLIENTS,
+            rates,
+            |row, rate| {
+                row.ops_per_sec = rate;
+            },
+        )
+    }
+
+    /// Latency rows of `participant` with these p50s (and AEAD times).
     fn p50s(participant: Participant, p50s: &[f64], aead: Option<f64>) -> Vec<Row> {
-        let environment = environment();
-        p50s.iter()
-            .enumerate()
-            .map(|(run, p50)| {
-                let mut row = Row::new(
-                    Scenario::Latency,
-                    participant.name(),
-                    32,
-                    1,
-                    run,
-                    &environment,
-                );
-                row.ok = true;
-                row.latency = Some(LatencyFigures {
-                    p50_us: *p50,
-                    ..LatencyFigures::default()
-                });
-                row.aead_ops_us = aead;
-                row
-            })
-            .collect()
+        rows(Scenario::Latency, participant, 1, p50s, |row, p50| {
+            row.latency = Some(LatencyFigures {
+                p50_us: p50,
+                ..LatencyFigures::default()
+            });
+            row.aead_ops_us = aead;
+        })
     }
 
     fn budget<'a>(budgets: &'a [Budget], name: &str) -> &'a Budget {
@@ -450,19 +440,21 @@ mod tests {
             .unwrap_or_else(|| panic!("no budget {name}"))
     }
 
+    /// The 64-client 32 B TCP throughput budget, from these rates by run.
+    fn tcp_64_32(raw: &[f64], ternio: &[f64]) -> Budget {
+        let mut rows = rates(Participant::RawTcp, raw);
+        rows.extend(rates(Participant::TernioTcp, ternio));
+        let name = "ternio-tcp / raw-tcp throughput, 64 clients, 32 B";
+        budget(&evaluate(&rows), name).clone()
+    }
+
     #[test]
     fn a_run_whose_windows_straddle_a_change_of_speed_is_outvoted() {
         // The 32 B cells of the full run at 7ade823: raw-tcp's windows ran
         // fast, slow, fast and ternio-tcp's fast, slow, slow. The medians
         // of each (152 against 204 thousand) would give 0.745; the runs give
         // 0.936, 0.981 and 0.729, and their median is run 0's.
-        let mut rows = rates(Participant::RawTcp, &[204.0, 155.0, 207.0]);
-        rows.extend(rates(Participant::TernioTcp, &[191.0, 152.0, 151.0]));
-        let budgets = evaluate(&rows);
-        let tcp = budget(
-            &budgets,
-            "ternio-tcp / raw-tcp throughput, 64 clients, 32 B",
-        );
+        let tcp = tcp_64_32(&[204.0, 155.0, 207.0], &[191.0, 152.0, 151.0]);
         assert_eq!(tcp.measured, Some(191.0 / 204.0));
         assert_eq!(tcp.pass, Some(false), "0.936 is still below 0.95");
         assert_eq!(
@@ -472,13 +464,7 @@ mod tests {
 
         // Two runs of three out of step decide it, as they should: the
         // budget holds what most runs say.
-        let mut rows = rates(Participant::RawTcp, &[150.0, 200.0, 200.0]);
-        rows.extend(rates(Participant::TernioTcp, &[147.0, 147.0, 148.0]));
-        let budgets = evaluate(&rows);
-        let tcp = budget(
-            &budgets,
-            "ternio-tcp / raw-tcp throughput, 64 clients, 32 B",
-        );
+        let tcp = tcp_64_32(&[150.0, 200.0, 200.0], &[147.0, 147.0, 148.0]);
         assert_eq!(tcp.measured, Some(148.0 / 200.0));
         assert_eq!(tcp.pass, Some(false));
     }
@@ -503,21 +489,20 @@ mod tests {
         assert_eq!((none.measured, none.pass), (None, None));
     }
 
+    /// The 32 B sealed budget, from these plain and sealed p50s (AEAD
+    /// operations 1 µs).
+    fn sealed_32(plain: &[f64], sealed: &[f64]) -> Budget {
+        let mut rows = p50s(Participant::TernioTcp, plain, None);
+        rows.extend(p50s(Participant::TernioTcpAead, sealed, Some(1.0)));
+        let name = "(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, 32 B";
+        budget(&evaluate(&rows), name).clone()
+    }
+
     #[test]
     fn the_sealed_distance_is_taken_run_by_run() {
         // AEAD operations 1 µs; distances 1.0, 1.1 and −3.0 (run 2's plain
         // cell ran slow): the median distance is 1.0, within 1.15.
-        let mut rows = p50s(Participant::TernioTcp, &[10.0, 10.0, 14.0], None);
-        rows.extend(p50s(
-            Participant::TernioTcpAead,
-            &[11.0, 11.1, 11.0],
-            Some(1.0),
-        ));
-        let budgets = evaluate(&rows);
-        let sealed = budget(
-            &budgets,
-            "(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, 32 B",
-        );
+        let sealed = sealed_32(&[10.0, 10.0, 14.0], &[11.0, 11.1, 11.0]);
         assert_eq!(sealed.measured, Some(1.0));
         assert_eq!(sealed.pass, Some(true));
         assert_eq!(
@@ -527,17 +512,7 @@ mod tests {
 
         // Two runs of three with the plain cell slow: the median distance is
         // negative, which no run of a faster sealing can give. Not judged.
-        let mut rows = p50s(Participant::TernioTcp, &[10.0, 14.0, 14.0], None);
-        rows.extend(p50s(
-            Participant::TernioTcpAead,
-            &[11.0, 11.5, 11.0],
-            Some(1.0),
-        ));
-        let budgets = evaluate(&rows);
-        let sealed = budget(
-            &budgets,
-            "(ternio-tcp-aead p50 − ternio-tcp p50) / four AEAD operations, 32 B",
-        );
+        let sealed = sealed_32(&[10.0, 14.0, 14.0], &[11.0, 11.5, 11.0]);
         assert_eq!(sealed.measured, Some(-2.5));
         assert_eq!(sealed.pass, None);
         assert!(sealed.detail.ends_with("; negative: not judged"));

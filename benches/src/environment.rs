@@ -64,6 +64,16 @@ pub struct Environment {
 }
 
 impl Environment {
+    /// A fixed environment for the tests' rows.
+    #[cfg(test)]
+    pub fn for_tests() -> std::sync::Arc<Self> {
+        let json = r#"{"date_utc": "2026-01-01 00:00", "cpu": "test", "cores": 2,
+            "memory_gib": 1.0, "os": "test", "kernel": "6", "rustc": "rustc",
+            "profile": "release", "commit": "abc", "mode": "full", "command": "test",
+            "crates": []}"#;
+        std::sync::Arc::new(serde_json::from_str(json).expect("a valid environment"))
+    }
+
     /// Reads the machine now.
     pub fn capture(mode: &str) -> Self {
         Self {

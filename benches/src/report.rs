@@ -196,14 +196,6 @@ mod tests {
     use crate::results::{BackplaneFigures, BackplaneMeasure, CrowdFigures, LatencyFigures};
     use crate::window::Window;
 
-    fn environment() -> Arc<Environment> {
-        let json = r#"{"date_utc": "2026-01-01 00:00", "cpu": "test", "cores": 2,
-            "memory_gib": 1.0, "os": "test", "kernel": "6", "rustc": "rustc",
-            "profile": "release", "commit": "abc", "mode": "full", "command": "test",
-            "crates": []}"#;
-        Arc::new(serde_json::from_str(json).expect("a valid environment"))
-    }
-
     fn backplane(measure: BackplaneMeasure, paced_rate: Option<u64>) -> Option<BackplaneFigures> {
         Some(BackplaneFigures {
             measure,
@@ -261,7 +253,7 @@ mod tests {
     /// Every section's text comes out, with its placeholders filled.
     #[test]
     fn the_report_fills_every_placeholder() {
-        let environment = environment();
+        let environment = Environment::for_tests();
         let rows = rows(&environment);
         let outcome = Outcome {
             budgets: budget::evaluate(&rows),
