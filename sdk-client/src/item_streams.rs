@@ -72,7 +72,7 @@ impl Shared {
                 }
                 let sealed = self.seals(link, Seal::Auto)?;
                 let id = requests.free_id();
-                requests.insert(id, sealed, never);
+                requests.insert(id, sealed, never, None);
                 let slot = self.links().streams().insert(id);
                 {
                     let mut state = lock(&slot);

@@ -157,6 +157,7 @@ mod endpoint;
 mod error;
 mod events;
 mod handshake;
+mod id_table;
 mod inbound;
 mod item_streams;
 mod keepalive;

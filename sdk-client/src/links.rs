@@ -373,6 +373,23 @@ impl Links {
         }
     }
 
+    /// Runs `with` on the current link and the requests under the lock if
+    /// there is a link to use now; `None` when [`with_link`](Self::with_link)
+    /// must wait for one (or say why there is none).
+    pub(crate) fn try_with_link<R>(
+        &self,
+        with: impl FnOnce(&mut Requests, &Arc<Link>) -> Result<R, ClientError>,
+    ) -> Option<Result<R, ClientError>> {
+        let mut conn = lock(&self.conn);
+        let conn = &mut *conn;
+        match &conn.current {
+            Current::Connected(link) if !link.is_handshaking() => {
+                Some(with(&mut conn.requests, link))
+            }
+            _ => None,
+        }
+    }
+
     /// Runs `with` on the current link and the requests under the lock,
     /// waiting (until `deadline`) for a link while the client reconnects or
     /// a handshake waits for its answer. `timeout` is what the caller was

@@ -8,8 +8,6 @@
 //! Every method runs with the client's connection state locked; wakers are
 //! handed back to be woken after the lock is released.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -17,6 +15,7 @@ use ternio_protocol::Frame;
 use tokio::time::Instant;
 
 use crate::error::CloseReason;
+use crate::id_table::IdTable;
 
 /// Why a request ended without an answer.
 pub(crate) enum Failure {
@@ -57,11 +56,28 @@ enum State {
 /// The slots by request id, and the deadline the expiry task sleeps until.
 #[derive(Default)]
 pub(crate) struct Requests {
-    slots: HashMap<u32, Slot, BuildHasherDefault<IdHasher>>,
+    slots: IdTable<Slot>,
     /// When the expiry task wakes next (`None`: when told to).
     wake_at: Option<Instant>,
     /// The next request id to try.
     next_id: u32,
+}
+
+/// Which waker a poll was given, to tell whether a slot holds it already:
+/// two wakers with the same data and vtable wake the same task (what
+/// [`Waker::will_wake`] compares), and the clone in the slot keeps that data
+/// alive while the request waits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WakerId(usize, usize);
+
+impl WakerId {
+    /// The identity of `waker`.
+    pub(crate) fn of(waker: &Waker) -> Self {
+        Self(
+            waker.data() as usize,
+            std::ptr::from_ref(waker.vtable()) as usize,
+        )
+    }
 }
 
 /// `timeout` after `now`; a timeout too long to add counts as about thirty
@@ -77,8 +93,9 @@ impl Requests {
         loop {
             let id = self.next_id;
             self.next_id = id.wrapping_add(1);
-            // An id still waiting since the last wrap is skipped.
-            if id != 0 && !self.slots.contains_key(&id) {
+            // An id whose place is taken (by one still waiting since the
+            // last wrap, or sharing its low bits) is skipped.
+            if id != 0 && self.slots.is_free(id) {
                 return id;
             }
         }
@@ -92,16 +109,24 @@ impl Requests {
     /// Whether request id `id` holds a slot.
     #[cfg(test)]
     fn contains(&self, id: u32) -> bool {
-        self.slots.contains_key(&id)
+        self.slots.get(id).is_some()
     }
 
-    /// Registers request `id`, to end by `deadline`. Returns true when the
-    /// expiry task must be told: it sleeps until a later deadline, or none.
-    pub(crate) fn insert(&mut self, id: u32, sealed: bool, deadline: Instant) -> bool {
+    /// Registers request `id`, to end by `deadline`, with the waker of the
+    /// task that will wait for it if it is known already (then its first
+    /// poll need not come here). Returns true when the expiry task must be
+    /// told: it sleeps until a later deadline, or none.
+    pub(crate) fn insert(
+        &mut self,
+        id: u32,
+        sealed: bool,
+        deadline: Instant,
+        waker: Option<Waker>,
+    ) -> bool {
         let slot = Slot {
             sealed,
             deadline,
-            state: State::Waiting(None),
+            state: State::Waiting(waker),
         };
         self.slots.insert(id, slot);
         let earlier = self.wake_at.is_none_or(|at| deadline < at);
@@ -114,7 +139,7 @@ impl Requests {
     /// Takes request `id`'s outcome when it has one; otherwise keeps the
     /// waker of `cx` to be woken when it does.
     pub(crate) fn poll(&mut self, id: u32, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let Some(slot) = self.slots.get_mut(&id) else {
+        let Some(slot) = self.slots.get_mut(id) else {
             // Slots leave only through here or their request's drop guard.
             return Poll::Ready(Err(Failure::Closed(CloseReason::Local)));
         };
@@ -125,7 +150,7 @@ impl Requests {
             }
             return Poll::Pending;
         }
-        match self.slots.remove(&id).map(|slot| slot.state) {
+        match self.slots.remove(id).map(|slot| slot.state) {
             Some(State::Done(outcome)) => Poll::Ready(outcome),
             _ => unreachable!("the slot was found done"),
         }
@@ -134,7 +159,7 @@ impl Requests {
     /// Whether request `id` waits for its outcome (none came yet).
     pub(crate) fn is_waiting(&self, id: u32) -> bool {
         self.slots
-            .get(&id)
+            .get(id)
             .is_some_and(|slot| matches!(slot.state, State::Waiting(_)))
     }
 
@@ -142,7 +167,7 @@ impl Requests {
     /// the server may still be working on it: no answer came, and the
     /// connection was not lost.
     pub(crate) fn remove(&mut self, id: u32) -> bool {
-        match self.slots.remove(&id).map(|slot| slot.state) {
+        match self.slots.remove(id).map(|slot| slot.state) {
             Some(State::Waiting(_) | State::Done(Err(Failure::TimedOut))) => true,
             Some(State::Done(_)) | None => false,
         }
@@ -152,7 +177,7 @@ impl Requests {
     /// not) if it still waits; returns the waker to wake. A plain answer to
     /// a sealed request is not taken.
     pub(crate) fn answer(&mut self, id: u32, frame: Frame, sealed: bool) -> Answer {
-        match self.slots.get_mut(&id) {
+        match self.slots.get_mut(id) {
             Some(slot) if matches!(slot.state, State::Waiting(_)) => {
                 if slot.sealed && !sealed {
                     return Answer::PlainToSealed;
@@ -212,31 +237,6 @@ fn finish(slot: &mut Slot, outcome: Outcome) -> Option<Waker> {
     }
 }
 
-/// Hashes request ids (a u32 counter) with one multiplication: SipHash's
-/// protection against chosen keys buys nothing for ids the client picks.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(FIBONACCI);
-        }
-    }
-
-    fn write_u32(&mut self, id: u32) {
-        self.0 = u64::from(id).wrapping_mul(FIBONACCI);
-    }
-}
-
-/// 2^64 / φ: consecutive ids land far apart in the high bits (which the
-/// table's control bytes use) and stay distinct in the low ones.
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,8 +257,8 @@ mod tests {
     fn an_answer_is_taken_once_and_a_plain_one_never_by_a_sealed_request() {
         let mut requests = Requests::default();
         let deadline = Instant::now() + Duration::from_secs(5);
-        requests.insert(1, false, deadline);
-        requests.insert(2, true, deadline);
+        requests.insert(1, false, deadline, None);
+        requests.insert(2, true, deadline, None);
         let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(requests.poll(1, &mut cx).is_pending());
@@ -292,9 +292,9 @@ mod tests {
     fn a_request_expires_at_its_deadline_and_the_next_deadline_is_kept() {
         let start = Instant::now();
         let mut requests = Requests::default();
-        assert!(requests.insert(1, false, start + Duration::from_secs(1)));
-        assert!(!requests.insert(2, false, start + Duration::from_secs(5)));
-        assert!(requests.insert(3, false, start + Duration::from_millis(500)));
+        assert!(requests.insert(1, false, start + Duration::from_secs(1), None));
+        assert!(!requests.insert(2, false, start + Duration::from_secs(5), None));
+        assert!(requests.insert(3, false, start + Duration::from_millis(500), None));
         let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(requests.poll(1, &mut cx).is_pending());
@@ -335,10 +335,10 @@ mod tests {
         let mut requests = Requests::default();
         let deadline = Instant::now();
         assert_eq!(requests.free_id(), 1);
-        requests.insert(2, false, deadline);
+        requests.insert(2, false, deadline, None);
         assert_eq!(requests.free_id(), 3);
         requests.next_id = u32::MAX;
-        requests.insert(1, false, deadline);
+        requests.insert(1, false, deadline, None);
         assert_eq!(requests.free_id(), u32::MAX);
         // Past the wrap: not 0, not 1 nor 2 (waiting).
         assert_eq!(requests.free_id(), 3);
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn the_first_outcome_stands() {
         let mut requests = Requests::default();
-        requests.insert(7, true, Instant::now());
+        requests.insert(7, true, Instant::now(), None);
         let reason = CloseReason::PeerClosed;
         assert!(requests.fail_all(&reason).is_empty(), "nobody polled yet");
         // An answer that comes after the loss does not replace its outcome.

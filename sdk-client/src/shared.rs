@@ -5,7 +5,7 @@
 //! registering a request, sending it, waiting for its outcome.
 
 use std::sync::Arc;
-use std::task::Waker;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use ternio_protocol::frame::{Flags, Header};
@@ -22,7 +22,7 @@ use crate::keeper;
 use crate::link::Link;
 use crate::links::Links;
 use crate::push::Registry;
-use crate::requests::{Failure, deadline_after};
+use crate::requests::{Failure, Requests, WakerId, deadline_after};
 use crate::resume::{ResumeFailed, Session};
 use crate::resuming;
 use crate::secure::Seal;
@@ -367,19 +367,29 @@ impl Shared {
     ) -> Result<Frame, ClientError> {
         let compress = self.config.compression.filter(|_| compress);
         let deadline = deadline_after(Instant::now(), timeout);
-        let (id, mut guard) = loop {
-            let (link, id, sealed, earlier) = self
-                .links
-                .with_link(deadline, timeout, |requests, link| {
-                    if requests.len() >= self.config.max_in_flight {
-                        return Err(ClientError::TooManyInFlight(requests.len()));
-                    }
-                    let sealed = self.security.seals(link, seal)?;
-                    let id = requests.free_id();
-                    let earlier = requests.insert(id, sealed, deadline);
-                    Ok((Arc::clone(link), id, sealed, earlier))
-                })
-                .await?;
+        let (id, mut guard, mut registered) = loop {
+            // The slot holds this task's waker from the start, so that the
+            // wait below need not lock the requests before the answer comes.
+            let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+            let registered = WakerId::of(&waker);
+            let mut waker = Some(waker);
+            let mut register = |requests: &mut Requests, link: &Arc<Link>| {
+                if requests.len() >= self.config.max_in_flight {
+                    return Err(ClientError::TooManyInFlight(requests.len()));
+                }
+                let sealed = self.security.seals(link, seal)?;
+                let id = requests.free_id();
+                let earlier = requests.insert(id, sealed, deadline, waker.take());
+                Ok((Arc::clone(link), id, sealed, earlier))
+            };
+            let (link, id, sealed, earlier) = match self.links.try_with_link(&mut register) {
+                Some(done) => done?,
+                None => {
+                    self.links
+                        .with_link(deadline, timeout, &mut register)
+                        .await?
+                }
+            };
             if earlier {
                 self.deadline_moved.notify_one();
             }
@@ -435,11 +445,17 @@ impl Shared {
                 Err(SendError::Gone) => {}
                 Err(SendError::Lost(reason)) => self.lose(&guard.link, reason),
             }
-            break (id, guard);
+            break (id, guard, Some(registered));
         };
-        let outcome =
-            std::future::poll_fn(|cx| self.links.with_requests(|requests| requests.poll(id, cx)))
-                .await;
+        let outcome = std::future::poll_fn(|cx| {
+            // The slot holds this poll's waker already: whatever ends the
+            // request wakes this task, which looks then.
+            if registered.take() == Some(WakerId::of(cx.waker())) {
+                return Poll::Pending;
+            }
+            self.links.with_requests(|requests| requests.poll(id, cx))
+        })
+        .await;
         // Collecting the outcome freed the slot.
         guard.armed = false;
         outcome.map_err(|failure| match failure {
