@@ -12,7 +12,7 @@
 /// Positions of a table's first allocation.
 const MIN_POSITIONS: usize = 16;
 
-/// The most positions an emptied table keeps (about 22 KiB of request
+/// The most positions an emptied table keeps (20 KiB of request
 /// slots): bursts of up to half as many values reuse them.
 const KEPT_POSITIONS: usize = 256;
 
