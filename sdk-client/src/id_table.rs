@@ -6,14 +6,16 @@
 //! The table holds at most half as many values as it has positions, and
 //! doubles when an insert would pass that. Ids at distinct positions stay
 //! at distinct positions in a larger table (their low bits already
-//! differ), so growing never makes two values collide. Emptied, a large
-//! table gives its memory back.
+//! differ), so growing never makes two values collide. Once empty, a
+//! table larger than [`KEPT_POSITIONS`] shrinks back to it (only then:
+//! one value left in a large table keeps it large).
 
 /// Positions of a table's first allocation.
 const MIN_POSITIONS: usize = 16;
 
 /// The most positions an emptied table keeps (20 KiB of request
-/// slots): bursts of up to half as many values reuse them.
+/// slots): bursts of up to half as many values reuse them, and larger
+/// bursts grow the table from there again.
 const KEPT_POSITIONS: usize = 256;
 
 /// Values by id; see the module's documentation.
@@ -89,7 +91,9 @@ impl<T> IdTable<T> {
         let (_, value) = self.entries[at].take()?;
         self.len -= 1;
         if self.len == 0 && self.entries.len() > KEPT_POSITIONS {
-            self.entries = Vec::new();
+            // Every position is empty: the first ones are the smaller table.
+            self.entries.truncate(KEPT_POSITIONS);
+            self.entries.shrink_to_fit();
         }
         Some(value)
     }
@@ -154,17 +158,26 @@ mod tests {
     }
 
     #[test]
-    fn an_emptied_large_table_gives_its_memory_back() {
+    fn an_emptied_large_table_shrinks_back_to_the_kept_size() {
         let mut table = IdTable::default();
         for id in 1..=200 {
-            table.insert(id, ());
+            table.insert(id, 0u64);
         }
         assert!(table.entries.len() > KEPT_POSITIONS);
-        for id in 1..=200 {
-            assert_eq!(table.remove(id), Some(()));
+        for id in 1..200 {
+            assert_eq!(table.remove(id), Some(0));
         }
-        assert_eq!(table.entries.capacity(), 0);
-        table.insert(5, ());
-        assert_eq!(table.entries.len(), MIN_POSITIONS);
+        // One value left keeps the table as it is.
+        assert!(table.entries.len() > KEPT_POSITIONS);
+        assert_eq!(table.remove(200), Some(0));
+        assert_eq!(table.entries.len(), KEPT_POSITIONS);
+        assert!(table.entries.capacity() <= KEPT_POSITIONS + KEPT_POSITIONS / 8);
+        // The smaller table takes new values at their positions.
+        for id in 1_000..1_100 {
+            assert!(table.is_free(id));
+            table.insert(id, u64::from(id));
+        }
+        assert_eq!(table.entries.len(), KEPT_POSITIONS);
+        assert_eq!(table.get(1_050), Some(&1_050));
     }
 }

@@ -47,7 +47,8 @@ struct Slot {
 }
 
 enum State {
-    /// No answer yet: the waker of the task waiting for it, once it polled.
+    /// No answer yet: the waker of the task waiting for it, once known (at
+    /// registration, or at its first poll).
     Waiting(Option<Waker>),
     /// Ended: the waiting task collects the outcome.
     Done(Outcome),
@@ -113,9 +114,10 @@ impl Requests {
     }
 
     /// Registers request `id`, to end by `deadline`, with the waker of the
-    /// task that will wait for it if it is known already (then its first
-    /// poll need not come here). Returns true when the expiry task must be
-    /// told: it sleeps until a later deadline, or none.
+    /// poll that registers it when the wait for its outcome starts in that
+    /// same poll (then that first wait need not come here). Returns true
+    /// when the expiry task must be told: it sleeps until a later deadline,
+    /// or none.
     pub(crate) fn insert(
         &mut self,
         id: u32,

@@ -368,26 +368,34 @@ impl Shared {
         let compress = self.config.compression.filter(|_| compress);
         let deadline = deadline_after(Instant::now(), timeout);
         let (id, mut guard, mut registered) = loop {
-            // The slot holds this task's waker from the start, so that the
-            // wait below need not lock the requests before the answer comes.
+            // With a link ready, the request registers and goes out in this
+            // poll, and its slot takes this poll's waker: the wait below
+            // then starts without locking the requests. After a wait for a
+            // link, the slot takes no waker and the wait registers one.
             let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-            let registered = WakerId::of(&waker);
-            let mut waker = Some(waker);
-            let mut register = |requests: &mut Requests, link: &Arc<Link>| {
+            let waker_id = WakerId::of(&waker);
+            let register = |requests: &mut Requests, link: &Arc<Link>, waker: Option<Waker>| {
                 if requests.len() >= self.config.max_in_flight {
                     return Err(ClientError::TooManyInFlight(requests.len()));
                 }
                 let sealed = self.security.seals(link, seal)?;
                 let id = requests.free_id();
-                let earlier = requests.insert(id, sealed, deadline, waker.take());
+                let earlier = requests.insert(id, sealed, deadline, waker);
                 Ok((Arc::clone(link), id, sealed, earlier))
             };
-            let (link, id, sealed, earlier) = match self.links.try_with_link(&mut register) {
-                Some(done) => done?,
+            let ready = self
+                .links
+                .try_with_link(|requests, link| register(requests, link, Some(waker)));
+            let ((link, id, sealed, earlier), registered) = match ready {
+                Some(done) => (done?, Some(waker_id)),
                 None => {
-                    self.links
-                        .with_link(deadline, timeout, &mut register)
-                        .await?
+                    let waited = self
+                        .links
+                        .with_link(deadline, timeout, |requests, link| {
+                            register(requests, link, None)
+                        })
+                        .await?;
+                    (waited, None)
                 }
             };
             if earlier {
@@ -445,11 +453,12 @@ impl Shared {
                 Err(SendError::Gone) => {}
                 Err(SendError::Lost(reason)) => self.lose(&guard.link, reason),
             }
-            break (id, guard, Some(registered));
+            break (id, guard, registered);
         };
         let outcome = std::future::poll_fn(|cx| {
-            // The slot holds this poll's waker already: whatever ends the
-            // request wakes this task, which looks then.
+            // The slot holds this poll's waker already (the same poll as
+            // the registration's): whatever ends the request wakes this
+            // task, which looks then.
             if registered.take() == Some(WakerId::of(cx.waker())) {
                 return Poll::Pending;
             }

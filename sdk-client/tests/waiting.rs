@@ -1,8 +1,10 @@
-//! Which task a waiting request wakes. A request's slot takes the waker of
-//! the poll that registers it, so that its first wait for the answer takes
-//! no lock; a request polled since by another waker (moved into another
-//! task, or polled by a combinator) must wake that one instead. The client
-//! runs over in-memory pipes on tokio's paused clock.
+//! Which task a waiting request wakes. With a link ready, a request's slot
+//! takes the waker of the poll that registers and sends it, and the first
+//! wait for the answer, in that same poll, takes no lock; after a wait for
+//! a link, the first wait registers its waker. Either way, a request
+//! polled since by another waker (moved into another task, or polled by a
+//! combinator) must wake that one. The client runs over in-memory pipes on
+//! tokio's paused clock.
 
 mod peer;
 
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use peer::{Echo, Peer, pipe};
+use peer::{Echo, Peer, pipe, pipes};
 use ternio_client::{Bytes, Client, ConnectionState, Packet, ReconnectPolicy};
 use tokio::sync::{Semaphore, mpsc};
 
@@ -41,7 +43,7 @@ async fn woken_after(counter: &Counter, seen: usize, what: &str) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_answer_wakes_the_waker_that_polled_last_even_when_another_registered() {
+async fn after_a_wait_for_a_link_the_answer_wakes_the_waker_that_polled_last() {
     // Each connection waits for a permit: the test decides when the client
     // reconnects.
     let gate = Arc::new(Semaphore::new(1));
@@ -89,7 +91,7 @@ async fn an_answer_wakes_the_waker_that_polled_last_even_when_another_registered
     assert!(poll_with(&last_waker).is_pending());
 
     // The link comes up: the last waker hears of it, and its poll registers
-    // the request (with the waker the first poll had) and sends it.
+    // the request and sends it.
     gate.add_permits(1);
     woken_after(&last, 0, "the link came up").await;
     let woken = last.0.load(Ordering::SeqCst);
@@ -104,8 +106,38 @@ async fn an_answer_wakes_the_waker_that_polled_last_even_when_another_registered
     };
     peer.answer(&sent, &echo).await.unwrap();
 
-    // The answer wakes the waker that polled last, not the registered one.
+    // The answer wakes the waker that polled last.
     woken_after(&last, woken, "the answer came").await;
+    match poll_with(&last_waker) {
+        Poll::Ready(answer) => assert_eq!(answer.unwrap(), echo),
+        Poll::Pending => panic!("woken, and no answer"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_registered_with_one_waker_and_polled_by_another_wakes_the_other() {
+    let (connector, mut peers, _) = pipes();
+    let client = Client::builder().stream(connector).connect().await.unwrap();
+    let mut peer = peers.recv().await.unwrap();
+    let echo = Echo {
+        payload: Bytes::from_static(b"moved"),
+    };
+    let mut request = Box::pin(client.request_async(&echo));
+    let (_, first_waker) = counting_waker();
+    let (last, last_waker) = counting_waker();
+    let mut poll_with = |waker: &Waker| {
+        let mut cx = Context::from_waker(waker);
+        Pin::as_mut(&mut request).poll(&mut cx)
+    };
+    // The link is ready: the first poll registers the request with its
+    // waker and sends it; then another waker polls it.
+    assert!(poll_with(&first_waker).is_pending());
+    assert!(poll_with(&last_waker).is_pending());
+    let sent = peer.recv_request().await.unwrap();
+    assert_eq!(sent.header.opcode, Echo::OPCODE);
+    peer.answer(&sent, &echo).await.unwrap();
+
+    woken_after(&last, 0, "the answer came").await;
     match poll_with(&last_waker) {
         Poll::Ready(answer) => assert_eq!(answer.unwrap(), echo),
         Poll::Pending => panic!("woken, and no answer"),
