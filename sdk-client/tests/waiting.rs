@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use peer::{Echo, Peer, pipe, pipes};
-use ternio_client::{Bytes, Client, ConnectionState, Packet, ReconnectPolicy};
+use ternio_client::{Bytes, Client, ClientError, ConnectionState, Packet, ReconnectPolicy};
 use tokio::sync::{Semaphore, mpsc};
 
 /// A waker that counts its wakes.
@@ -40,6 +40,76 @@ async fn woken_after(counter: &Counter, seen: usize, what: &str) {
         assert!(tokio::time::Instant::now() < limit, "never woken: {what}");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// The echo both tests send.
+fn moved() -> Echo {
+    Echo {
+        payload: Bytes::from_static(b"moved"),
+    }
+}
+
+/// A request polled by one waker, then by another, the last (which counts
+/// its wakes).
+struct TwoWakers<F> {
+    request: Pin<Box<F>>,
+    first: Waker,
+    last: Arc<Counter>,
+    last_waker: Waker,
+}
+
+impl<F: Future<Output = Result<Echo, ClientError>>> TwoWakers<F> {
+    fn new(request: F) -> Self {
+        let (last, last_waker) = counting_waker();
+        Self {
+            request: Box::pin(request),
+            first: counting_waker().1,
+            last,
+            last_waker,
+        }
+    }
+
+    fn poll(&mut self, last: bool) -> Poll<F::Output> {
+        let waker = if last { &self.last_waker } else { &self.first };
+        self.request.as_mut().poll(&mut Context::from_waker(waker))
+    }
+
+    /// Polls with the first waker, then with the last: both wait.
+    fn poll_first_then_last(&mut self) {
+        assert!(self.poll(false).is_pending());
+        assert!(self.poll(true).is_pending());
+    }
+
+    /// How many times the last waker was woken.
+    fn wakes(&self) -> usize {
+        self.last.0.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the last waker is woken after `seen` wakes, and polls
+    /// with it: the echo must be there.
+    async fn answered_by_last(&mut self, seen: usize) {
+        woken_after(&self.last, seen, "the answer came").await;
+        match self.poll(true) {
+            Poll::Ready(answer) => assert_eq!(answer.unwrap(), moved()),
+            Poll::Pending => panic!("woken, and no answer"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_registered_with_one_waker_and_polled_by_another_wakes_the_other() {
+    let (connector, mut peers, _) = pipes();
+    let client = Client::builder().stream(connector).connect().await.unwrap();
+    let mut peer = peers.recv().await.unwrap();
+    // The link is ready: the first poll registers the request with its
+    // waker and sends it; then another waker polls it.
+    let echo = moved();
+    let mut request = TwoWakers::new(client.request_async(&echo));
+    request.poll_first_then_last();
+    let sent = peer.recv_request().await.unwrap();
+    assert_eq!(sent.header.opcode, Echo::OPCODE);
+    peer.answer(&sent, &moved()).await.unwrap();
+    request.answered_by_last(0).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -76,26 +146,17 @@ async fn after_a_wait_for_a_link_the_answer_wakes_the_waker_that_polled_last() {
         .await
         .unwrap();
 
-    let echo = Echo {
-        payload: Bytes::from_static(b"moved"),
-    };
-    let mut request = Box::pin(client.request_async(&echo));
-    let (_, first_waker) = counting_waker();
-    let (last, last_waker) = counting_waker();
     // Polled by the first waker, it waits for a link; then by the last.
-    let mut poll_with = |waker: &Waker| {
-        let mut cx = Context::from_waker(waker);
-        Pin::as_mut(&mut request).poll(&mut cx)
-    };
-    assert!(poll_with(&first_waker).is_pending());
-    assert!(poll_with(&last_waker).is_pending());
+    let echo = moved();
+    let mut request = TwoWakers::new(client.request_async(&echo));
+    request.poll_first_then_last();
 
     // The link comes up: the last waker hears of it, and its poll registers
     // the request and sends it.
     gate.add_permits(1);
-    woken_after(&last, 0, "the link came up").await;
-    let woken = last.0.load(Ordering::SeqCst);
-    assert!(poll_with(&last_waker).is_pending());
+    woken_after(&request.last, 0, "the link came up").await;
+    let seen = request.wakes();
+    assert!(request.poll(true).is_pending());
     let mut peer = peers.recv().await.unwrap();
     // (A client with a reconnect policy asks for a resumption ticket too.)
     let sent = loop {
@@ -104,42 +165,6 @@ async fn after_a_wait_for_a_link_the_answer_wakes_the_waker_that_polled_last() {
             break frame;
         }
     };
-    peer.answer(&sent, &echo).await.unwrap();
-
-    // The answer wakes the waker that polled last.
-    woken_after(&last, woken, "the answer came").await;
-    match poll_with(&last_waker) {
-        Poll::Ready(answer) => assert_eq!(answer.unwrap(), echo),
-        Poll::Pending => panic!("woken, and no answer"),
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_request_registered_with_one_waker_and_polled_by_another_wakes_the_other() {
-    let (connector, mut peers, _) = pipes();
-    let client = Client::builder().stream(connector).connect().await.unwrap();
-    let mut peer = peers.recv().await.unwrap();
-    let echo = Echo {
-        payload: Bytes::from_static(b"moved"),
-    };
-    let mut request = Box::pin(client.request_async(&echo));
-    let (_, first_waker) = counting_waker();
-    let (last, last_waker) = counting_waker();
-    let mut poll_with = |waker: &Waker| {
-        let mut cx = Context::from_waker(waker);
-        Pin::as_mut(&mut request).poll(&mut cx)
-    };
-    // The link is ready: the first poll registers the request with its
-    // waker and sends it; then another waker polls it.
-    assert!(poll_with(&first_waker).is_pending());
-    assert!(poll_with(&last_waker).is_pending());
-    let sent = peer.recv_request().await.unwrap();
-    assert_eq!(sent.header.opcode, Echo::OPCODE);
-    peer.answer(&sent, &echo).await.unwrap();
-
-    woken_after(&last, 0, "the answer came").await;
-    match poll_with(&last_waker) {
-        Poll::Ready(answer) => assert_eq!(answer.unwrap(), echo),
-        Poll::Pending => panic!("woken, and no answer"),
-    }
+    peer.answer(&sent, &moved()).await.unwrap();
+    request.answered_by_last(seen).await;
 }
