@@ -4,8 +4,9 @@
 //!
 //! A ratio is taken within each run and the budget holds the median of
 //! those ratios. Each run of a cell goes through every participant before
-//! the next run starts, so the two windows of one run ran within a minute
-//! of each other; the host's speed changes in stretches of a few cells
+//! the next run starts, the two sides of a ratio back to back
+//! (`compare::cells`), so the two windows of one run ran one right after
+//! the other; the host's speed changes in stretches of a few cells
 //! (docs/benchmarks.md, "A full run at 7ade823"). The median of per-run
 //! ratios outvotes a run whose two windows fell on either side of such a
 //! change, where the ratio of the two participants' medians compares

@@ -218,6 +218,11 @@ pub struct Row {
     /// 2-core machine, above 2 means other work competed with this cell).
     #[serde(default)]
     pub load_1m: f64,
+    /// When the cell started, in seconds since the Unix epoch (0 in results
+    /// written before it was kept): how far apart the two windows of a
+    /// budget's ratio ran.
+    #[serde(default)]
+    pub started_unix_s: f64,
     /// Anything else worth keeping (push backoffs, drops, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -253,6 +258,9 @@ impl Row {
             backplane: None,
             aead_ops_us: None,
             load_1m: crate::environment::load_1m(),
+            started_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |since| since.as_secs_f64()),
             notes: Vec::new(),
             environment: Arc::clone(environment),
         }

@@ -1,5 +1,8 @@
 //! The cells of a run, in the order they run: for each workload and shape,
-//! run after run, every participant once per run (in a rotated order).
+//! run after run, every participant once per run. Within a run the
+//! participants go in [`Participant::RUN_ORDER`], which puts the two sides
+//! of each budget's ratio next to each other, forwards in even runs and
+//! backwards in odd ones, so that neither side always goes first.
 
 use crate::participants::Participant;
 use crate::plan::Plan;
@@ -105,28 +108,41 @@ impl Cell {
     }
 }
 
-/// `items` rotated by `run`, so that no participant always goes first.
-fn rotated<T: Copy>(items: &[T], run: usize) -> Vec<T> {
+/// `items` in their order in even runs and reversed in odd runs: neighbours
+/// stay neighbours, and each pair swaps which of its two goes first.
+fn directed<T: Copy>(items: &[T], run: usize) -> Vec<T> {
     let mut items = items.to_vec();
-    if !items.is_empty() {
-        let by = run % items.len();
-        items.rotate_left(by);
+    if run % 2 == 1 {
+        items.reverse();
     }
     items
 }
 
 /// `runs` runs of one cell shape, each going through every one of `items`
-/// (in a rotated order) before the next run.
+/// (in [`directed`] order) before the next run.
 fn interleaved<T: Copy>(runs: usize, items: &[T], cell: impl Fn(T, usize) -> Cell) -> Vec<Cell> {
     (0..runs)
-        .flat_map(|run| rotated(items, run).into_iter().map(move |item| (item, run)))
+        .flat_map(|run| {
+            directed(items, run)
+                .into_iter()
+                .map(move |item| (item, run))
+        })
         .map(|(item, run)| cell(item, run))
+        .collect()
+}
+
+/// `runnable` in [`Participant::RUN_ORDER`].
+fn in_run_order(runnable: &[Participant]) -> Vec<Participant> {
+    Participant::RUN_ORDER
+        .into_iter()
+        .filter(|participant| runnable.contains(participant))
         .collect()
 }
 
 /// Every cell of `scenarios`, in the order they run: for each workload and
 /// shape, run after run, every participant once per run.
 pub(super) fn cells(plan: &Plan, scenarios: &[Scenario], runnable: &[Participant]) -> Vec<Cell> {
+    let runnable = &in_run_order(runnable)[..];
     let wants = |scenario| scenarios.contains(&scenario);
     let mut cells = Vec::new();
     if wants(Scenario::Latency) {
@@ -235,7 +251,8 @@ mod tests {
     use crate::plan::Mode;
 
     /// The order of a run with two runs per cell: each run goes through
-    /// every participant (rotated by the run) before the next run starts.
+    /// every participant (forwards, then backwards) before the next run
+    /// starts.
     #[test]
     fn cells_interleave_the_participants_run_by_run() {
         let plan = Plan {
@@ -249,20 +266,20 @@ mod tests {
             .collect();
         let mut expected = Vec::new();
         for size in [32, 1024] {
-            for (a, b, run) in [("raw-tcp", "ternio-tcp", 1), ("ternio-tcp", "raw-tcp", 2)] {
+            for (a, b, run) in [("ternio-tcp", "raw-tcp", 1), ("raw-tcp", "ternio-tcp", 2)] {
                 expected.push(format!("latency {a} {size} B run {run}"));
                 expected.push(format!("latency {b} {size} B run {run}"));
             }
         }
         for size in [32, 1024] {
-            for (a, b, run) in [("raw-tcp", "ternio-tcp", 1), ("ternio-tcp", "raw-tcp", 2)] {
+            for (a, b, run) in [("ternio-tcp", "raw-tcp", 1), ("raw-tcp", "ternio-tcp", 2)] {
                 expected.push(format!("throughput {a} {size} B x4 run {run}"));
                 expected.push(format!("throughput {b} {size} B x4 run {run}"));
             }
         }
         for (targets, run) in [
             (["raw-tcp", "ternio-tcp-socket", "ternio-tcp"], 1),
-            (["ternio-tcp-socket", "ternio-tcp", "raw-tcp"], 2),
+            (["ternio-tcp", "ternio-tcp-socket", "raw-tcp"], 2),
         ] {
             for target in targets {
                 expected.push(format!("push {target} run {run}"));
@@ -277,7 +294,7 @@ mod tests {
         for measure in ["throughput", "latency"] {
             for (cases, run) in [
                 (["standalone", "local", "cross-node"], 1),
-                (["local", "cross-node", "standalone"], 2),
+                (["cross-node", "local", "standalone"], 2),
             ] {
                 for case in cases {
                     expected.push(format!("backplane {measure} {case} x4 run {run}"));
@@ -285,6 +302,58 @@ mod tests {
             }
         }
         assert_eq!(labels, expected);
+    }
+
+    /// In every run of a full run with every participant, the two sides of
+    /// each budget's ratio run one right after the other (ternio-tcp-resume
+    /// two apart from ternio-tcp, tonic-duplex three), and the order runs
+    /// each way in turn.
+    #[test]
+    fn the_two_sides_of_each_budget_run_back_to_back() {
+        use Participant::*;
+        let plan = Plan::new(Mode::Full);
+        let every: Vec<Participant> = Participant::ALL
+            .into_iter()
+            .chain(Participant::DIAGNOSTIC)
+            .collect();
+        let mut order = Participant::RUN_ORDER.to_vec();
+        order.sort();
+        order.dedup();
+        assert_eq!(
+            order.len(),
+            every.len(),
+            "RUN_ORDER names each participant once"
+        );
+        let cells = cells(&plan, &[Scenario::Throughput], &every);
+        let per_run = every.len();
+        let shape = &cells[..plan.runs * per_run];
+        let mut firsts = Vec::new();
+        for run in shape.chunks(per_run) {
+            let position = |wanted: Participant| {
+                run.iter()
+                    .position(|cell| {
+                        matches!(cell, Cell::Throughput { participant, .. } if *participant == wanted)
+                    })
+                    .expect("every participant runs once per run")
+            };
+            for (ours, theirs, apart) in [
+                (TernioTcp, RawTcp, 1),
+                (TernioTcpLean, RawTcp, 1),
+                (TernioWs, RawWs, 1),
+                (TernioWsLean, RawWs, 1),
+                (TernioTcpAead, TernioTcp, 1),
+                (TernioTcpResume, TernioTcp, 2),
+                (TonicDuplex, TernioTcp, 3),
+            ] {
+                let distance = position(ours).abs_diff(position(theirs));
+                assert!(
+                    distance <= apart,
+                    "{ours} and {theirs} are {distance} apart"
+                );
+            }
+            firsts.push(position(TernioTcp) < position(RawTcp));
+        }
+        assert_eq!(firsts, [true, false, true]);
     }
 
     /// A scenario left out has no cells; the others keep their order.

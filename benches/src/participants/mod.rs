@@ -66,6 +66,28 @@ impl Participant {
         Participant::TonicDuplexTls,
     ];
 
+    /// The order participants run in within one run of a cell: the two
+    /// sides of each budget's ratio side by side, so that their windows
+    /// run one right after the other (the host's speed changes within a
+    /// minute). raw-tcp sits between ternio-tcp and ternio-tcp-lean, raw-ws
+    /// between ternio-ws and ternio-ws-lean; ternio-tcp-aead and
+    /// ternio-tcp-resume next to ternio-tcp; tonic-duplex close by.
+    pub const RUN_ORDER: [Participant; 13] = [
+        Participant::TonicUnary,
+        Participant::TonicUnaryTls,
+        Participant::TonicDuplexTls,
+        Participant::TonicDuplex,
+        Participant::TernioTcpResume,
+        Participant::TernioTcpAead,
+        Participant::TernioTcp,
+        Participant::RawTcp,
+        Participant::TernioTcpLean,
+        Participant::TernioWsLean,
+        Participant::RawWs,
+        Participant::TernioWs,
+        Participant::TernioWsAead,
+    ];
+
     /// Diagnostic participants: not run unless named with `--only`; they
     /// split Ternio's server cost from its client's.
     pub const DIAGNOSTIC: [Participant; 2] =
