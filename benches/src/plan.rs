@@ -1,13 +1,15 @@
-//! How much each mode measures: the seed's methodology in `full`, a tenth
-//! of it (and one run) in `quick`, and a few hundred checked echoes per
-//! participant in `smoke`.
+//! How much each mode measures: the seed's methodology in `full` (its
+//! throughput windows cut shorter and run more often), a tenth of it (and
+//! one run) in `quick`, and a few hundred checked echoes per participant in
+//! `smoke`.
 
 use std::time::Duration;
 
 /// A mode of the harness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// The seed's methodology: 3 runs, 100,000 timed calls, 8 s windows.
+    /// The seed's methodology: 3 runs, 100,000 timed calls, 8 s windows;
+    /// the echo throughput's 24 s per participant as 8 runs of 3 s.
     Full,
     /// A tenth of it, one run.
     Quick,
@@ -41,9 +43,18 @@ pub struct Plan {
     pub latency_calls: u64,
     /// Throughput: client counts.
     pub client_counts: Vec<usize>,
-    /// Warm-up before every counted window.
+    /// Throughput: runs of each cell. More and shorter windows than the
+    /// other scenarios': two windows side by side still ran at different
+    /// host speeds one time in three over 8 s (docs/benchmarks.md, "Pairs
+    /// back to back").
+    pub throughput_runs: usize,
+    /// Throughput: warm-up before each counted window.
+    pub throughput_warmup: Duration,
+    /// Throughput: the counted window.
+    pub throughput_window: Duration,
+    /// Warm-up before the counted windows of push, fan-out and backplane.
     pub warmup: Duration,
-    /// Counted window of throughput, push and fan-out.
+    /// Counted window of push, fan-out and backplane.
     pub window: Duration,
     /// Fan-out: members of the group.
     pub fanout_members: usize,
@@ -71,6 +82,9 @@ impl Plan {
                 latency_warmup: 20_000,
                 latency_calls: 100_000,
                 client_counts: vec![1, 16, 64],
+                throughput_runs: 8,
+                throughput_warmup: Duration::from_secs(1),
+                throughput_window: Duration::from_secs(3),
                 warmup: Duration::from_secs(2),
                 window: Duration::from_secs(8),
                 fanout_members: 1000,
@@ -87,6 +101,9 @@ impl Plan {
                 latency_warmup: 2_000,
                 latency_calls: 10_000,
                 client_counts: vec![1, 16, 64],
+                throughput_runs: 1,
+                throughput_warmup: Duration::from_millis(500),
+                throughput_window: Duration::from_secs(2),
                 warmup: Duration::from_millis(500),
                 window: Duration::from_secs(2),
                 fanout_members: 1000,
@@ -103,6 +120,9 @@ impl Plan {
                 latency_warmup: 50,
                 latency_calls: 200,
                 client_counts: vec![4],
+                throughput_runs: 1,
+                throughput_warmup: Duration::from_millis(100),
+                throughput_window: Duration::from_millis(300),
                 warmup: Duration::from_millis(100),
                 window: Duration::from_millis(300),
                 fanout_members: 20,

@@ -94,8 +94,15 @@ fn method_section(out: &mut String, plan: &Plan, rows: &[Row]) {
             ("latency_warmup", thousands(plan.latency_warmup as f64)),
             ("latency_calls", thousands(plan.latency_calls as f64)),
             ("client_counts", client_counts.join(" / ")),
-            ("warmup", format!("{:.1}", plan.warmup.as_secs_f64())),
-            ("window", format!("{:.1}", plan.window.as_secs_f64())),
+            (
+                "throughput_warmup",
+                format!("{:.1}", plan.throughput_warmup.as_secs_f64()),
+            ),
+            (
+                "throughput_window",
+                format!("{:.1}", plan.throughput_window.as_secs_f64()),
+            ),
+            ("throughput_runs", plan.throughput_runs.to_string()),
             ("runs", plan.runs.to_string()),
         ],
     );
@@ -267,8 +274,8 @@ mod tests {
             "## Method\n\n- **Latency**: one client, sequential echoes: 20,000 warm-up calls, \
              then 100,000 timed calls,",
             "- **Throughput**: 1 / 16 / 64 clients,",
-            ": 2.0 s warm-up, then echoes counted over 8.0 s.",
-            "- **Runs**: 3 per cell;",
+            ": 1.0 s warm-up, then echoes counted over 3.0 s.",
+            "- **Runs**: 3 per latency cell, 8 per throughput cell;",
             "## Push — the server pushes 64 B messages",
             "## Fan-out — one 64 B broadcast reaching 20 group members\n\nOne broadcast",
             "## Crowd — 200 idle connections\n\nA fresh server child",

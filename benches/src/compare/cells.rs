@@ -209,14 +209,16 @@ fn throughput_cells(plan: &Plan, runnable: &[Participant]) -> Vec<Cell> {
     let mut cells = Vec::new();
     for &size in &plan.sizes {
         for &clients in &plan.client_counts {
-            cells.extend(interleaved(plan.runs, runnable, |participant, run| {
-                Cell::Throughput {
+            cells.extend(interleaved(
+                plan.throughput_runs,
+                runnable,
+                |participant, run| Cell::Throughput {
                     participant,
                     size,
                     clients,
                     run,
-                }
-            }));
+                },
+            ));
         }
     }
     cells
@@ -257,6 +259,7 @@ mod tests {
     fn cells_interleave_the_participants_run_by_run() {
         let plan = Plan {
             runs: 2,
+            throughput_runs: 2,
             ..Plan::new(Mode::Smoke)
         };
         let runnable = [Participant::RawTcp, Participant::TernioTcp];
@@ -326,7 +329,7 @@ mod tests {
         );
         let cells = cells(&plan, &[Scenario::Throughput], &every);
         let per_run = every.len();
-        let shape = &cells[..plan.runs * per_run];
+        let shape = &cells[..plan.throughput_runs * per_run];
         let mut firsts = Vec::new();
         for run in shape.chunks(per_run) {
             let position = |wanted: Participant| {
@@ -353,7 +356,8 @@ mod tests {
             }
             firsts.push(position(TernioTcp) < position(RawTcp));
         }
-        assert_eq!(firsts, [true, false, true]);
+        let alternating: Vec<bool> = (0..plan.throughput_runs).map(|run| run % 2 == 0).collect();
+        assert_eq!(firsts, alternating);
     }
 
     /// A scenario left out has no cells; the others keep their order.

@@ -187,7 +187,7 @@ impl Cell {
                 ..
             } => {
                 let child = children.get(ServerKind::Echo(participant))?;
-                let (warmup, window) = (plan.warmup, plan.window);
+                let (warmup, window) = (plan.throughput_warmup, plan.throughput_window);
                 workload::throughput(runtime, child, participant, size, clients, warmup, window)
                     .map(Measured::window)
             }
