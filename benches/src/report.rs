@@ -103,6 +103,7 @@ fn method_section(out: &mut String, plan: &Plan, rows: &[Row]) {
                 format!("{:.1}", plan.throughput_window.as_secs_f64()),
             ),
             ("throughput_runs", plan.throughput_runs.to_string()),
+            ("latency_runs", plan.latency_runs.to_string()),
             ("runs", plan.runs.to_string()),
         ],
     );
@@ -271,11 +272,11 @@ mod tests {
         let report = markdown(&Plan::new(Mode::Full), &environment, &outcome);
         for expected in [
             "# Ternio side-by-side benchmark (full mode)\n\nEvery figure is end to end",
-            "## Method\n\n- **Latency**: one client, sequential echoes: 20,000 warm-up calls, \
-             then 100,000 timed calls,",
+            "## Method\n\n- **Latency**: one client, sequential echoes: 10,000 warm-up calls, \
+             then 50,000 timed calls,",
             "- **Throughput**: 1 / 16 / 64 clients,",
             ": 1.0 s warm-up, then echoes counted over 3.0 s.",
-            "- **Runs**: 3 per latency cell, 8 per throughput cell;",
+            "- **Runs**: 6 per latency cell, 8 per throughput cell, 3 per cell of the other scenarios;",
             "## Push — the server pushes 64 B messages",
             "## Fan-out — one 64 B broadcast reaching 20 group members\n\nOne broadcast",
             "## Crowd — 200 idle connections\n\nA fresh server child",

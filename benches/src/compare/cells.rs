@@ -194,10 +194,12 @@ fn latency_cells(plan: &Plan, runnable: &[Participant]) -> Vec<Cell> {
     plan.sizes
         .iter()
         .flat_map(|&size| {
-            interleaved(plan.runs, runnable, move |participant, run| Cell::Latency {
-                participant,
-                size,
-                run,
+            interleaved(plan.latency_runs, runnable, move |participant, run| {
+                Cell::Latency {
+                    participant,
+                    size,
+                    run,
+                }
             })
         })
         .collect()
@@ -259,6 +261,7 @@ mod tests {
     fn cells_interleave_the_participants_run_by_run() {
         let plan = Plan {
             runs: 2,
+            latency_runs: 2,
             throughput_runs: 2,
             ..Plan::new(Mode::Smoke)
         };

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 pub(super) const INTRO: &str = include_str!("intro.md");
 /// How the echo workloads measure: `{latency_warmup}`, `{latency_calls}`,
 /// `{client_counts}`, `{throughput_warmup}`, `{throughput_window}`,
-/// `{throughput_runs}`, `{runs}`.
+/// `{throughput_runs}`, `{latency_runs}`, `{runs}`.
 pub(super) const METHOD: &str = include_str!("method.md");
 /// What pushes and what reads in the push scenario.
 pub(super) const PUSH: &str = include_str!("push.md");
