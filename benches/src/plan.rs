@@ -1,7 +1,6 @@
-//! How much each mode measures: the seed's methodology in `full` (its
-//! throughput windows cut shorter and run more often), a tenth of it (and
-//! one run) in `quick`, and a few hundred checked echoes per participant in
-//! `smoke`.
+//! How much each mode measures: the seed's methodology in `full` (its echo
+//! cells cut into more and shorter runs), a tenth of it (and one run) in
+//! `quick`, and a few hundred checked echoes per participant in `smoke`.
 
 use std::time::Duration;
 

@@ -1,8 +1,9 @@
 //! The cells of a run, in the order they run: for each workload and shape,
 //! run after run, every participant once per run. Within a run the
 //! participants go in [`Participant::RUN_ORDER`], which puts the two sides
-//! of each budget's ratio next to each other, forwards in even runs and
-//! backwards in odd ones, so that neither side always goes first.
+//! of each budget's ratio next to each other, forwards in the first run,
+//! backwards in the second and so on, so that neither side always goes
+//! first.
 
 use crate::participants::Participant;
 use crate::plan::Plan;
@@ -108,8 +109,9 @@ impl Cell {
     }
 }
 
-/// `items` in their order in even runs and reversed in odd runs: neighbours
-/// stay neighbours, and each pair swaps which of its two goes first.
+/// `items` in their order in runs 0, 2, 4, ... and reversed in runs 1, 3,
+/// 5, ...: neighbours stay neighbours, and each pair swaps which of its two
+/// goes first.
 fn directed<T: Copy>(items: &[T], run: usize) -> Vec<T> {
     let mut items = items.to_vec();
     if run % 2 == 1 {
